@@ -1,0 +1,74 @@
+"""Shared fixtures. Models are built once per machine (cached under HARNESS_CACHE or the user
+cache dir) and loaded once per test session; tests treat them as read-only."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing may come from a hub at test time
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if _has_cuda():
+        return
+    skip_gpu = pytest.mark.skip(reason="no CUDA GPU on this machine")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_path() -> Path:
+    """tiny-random-llama: 4 layers, hidden 128, head_dim 64, the embedded model's tokenizer."""
+    from harness.models import resolve_model
+
+    return resolve_model("tiny-random-llama").path
+
+
+@pytest.fixture(scope="session")
+def embedded_model_path() -> Path:
+    """smollm2-135m-instruct converted to float32 safetensors (built once, then cached)."""
+    from harness.models import resolve_model
+
+    return resolve_model("smollm2-135m-instruct").path
+
+
+@pytest.fixture(scope="session")
+def untrained_model_path() -> Path:
+    from harness.models import resolve_model
+
+    return resolve_model("untrained:smollm2-135m-instruct").path
+
+
+@pytest.fixture(scope="session")
+def hf_tiny_model(tiny_model_path):
+    """(model, tokenizer) of tiny-random-llama in float32, eval mode, shared by the session."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32).eval()
+    return model, AutoTokenizer.from_pretrained(tiny_model_path)
+
+
+@pytest.fixture(scope="session")
+def hf_embedded_model(embedded_model_path):
+    """(model, tokenizer) of the embedded model in float32, eval mode, shared by the session."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(embedded_model_path, dtype=torch.float32).eval()
+    return model, AutoTokenizer.from_pretrained(embedded_model_path)
