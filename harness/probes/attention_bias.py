@@ -1,0 +1,160 @@
+"""Attention-bias dilution compensation (DESIGN.md "Attention bias").
+
+For the query at continuation position t (t = 1 is the first token after the prompt) every one of
+the P prompt keys gets b = lam * log((P + t) / P) added to its attention logit, in all layers or
+in chosen ones. lam = 0 is the plain model; queries inside the prompt (t <= 0) get no bias.
+
+It is a transformers attention function registered under `ATTENTION_NAME` through
+`AttentionInterface`, with a mask function registered through `AttentionMaskInterface` that always
+materialises the boolean mask (the causal shortcut would leave nothing to add the bias to).
+`attention_bias(model, prompt_len, lam)` switches a loaded model to it and back in `finally`.
+
+Positions: the query's absolute position comes from `position_ids` (transformers passes them to
+the attention function), so the bias is right for a whole-sequence forward, chunked forwards over
+a KV cache and `generate()` (queries one at a time). Keys are cache slots; with left padding the
+row's padding width is slot - position of its last query. That holds for `DynamicCache` (the
+default) and no cache; a `StaticCache` keeps unfilled slots and is not supported.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+ATTENTION_NAME = "harness_prompt_bias"
+_SPEC_ATTR = "_harness_prompt_bias"
+
+
+@dataclass(frozen=True)
+class BiasSpec:
+    lam: float
+    prompt_len: torch.Tensor  # (B,) int64: P per batch row
+
+
+def prompt_bias(
+    q_positions: torch.Tensor, kv_length: int, prompt_len: torch.Tensor, lam: float
+) -> torch.Tensor:
+    """Additive logits (B, q, kv): lam * log((P+t)/P) on prompt keys for queries with t >= 1.
+
+    q_positions: (B, q) absolute positions of the queries (0 = first prompt token); the last
+    query of each row sits in cache slot kv_length - 1.
+    """
+    batch = q_positions.shape[0]
+    p = prompt_len.to(q_positions.device).reshape(-1, 1).expand(batch, 1)  # (B, 1)
+    pad = (kv_length - 1) - q_positions[:, -1:]  # (B, 1) left-padding width per row
+    k_positions = torch.arange(kv_length, device=q_positions.device).view(1, -1) - pad  # (B, kv)
+    is_prompt_key = (k_positions >= 0) & (k_positions < p)  # (B, kv)
+    t = (q_positions - p + 1).clamp_min(0).to(torch.float32)  # (B, q); 0 inside the prompt
+    b = lam * torch.log((p + t) / p)  # (B, q); log(1) = 0 where t = 0
+    return b.unsqueeze(-1) * is_prompt_key.unsqueeze(1)  # (B, q, kv)
+
+
+def _biased_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,  # (B, H, q, d)
+    key: torch.Tensor,  # (B, Hkv, kv, d)
+    value: torch.Tensor,  # (B, Hkv, kv, d)
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
+
+    spec: BiasSpec | None = getattr(module, _SPEC_ATTR, None)
+    if spec is None:  # a layer left out of `layers`, or the manager is not active
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
+    batch, _, q_len, _ = query.shape
+    kv_len = key.shape[2]
+    positions = kwargs.get("position_ids")
+    if positions is None:
+        positions = torch.arange(kv_len - q_len, kv_len, device=query.device).view(1, -1)
+    positions = positions.expand(batch, q_len)  # (B, q)
+    bias = prompt_bias(positions, kv_len, spec.prompt_len, spec.lam).to(query.dtype)  # (B, q, kv)
+    bias = bias.unsqueeze(1)  # (B, 1, q, kv)
+    if attention_mask is None:  # only without our mask function (e.g. a 4D mask passed in)
+        causal = torch.ones(q_len, kv_len, dtype=torch.bool, device=query.device)
+        attention_mask = causal.tril(kv_len - q_len)
+    if attention_mask.dtype == torch.bool:
+        # finite minimum, not -inf: a fully masked padding row must stay finite, or NaN values
+        # would leak into real rows through 0 * NaN in the next layer's attention
+        floor = torch.finfo(query.dtype).min
+        mask = torch.where(attention_mask, bias, torch.tensor(floor, dtype=query.dtype))
+    else:
+        mask = attention_mask[..., :kv_len] + bias
+    groups = getattr(module, "num_key_value_groups", 1)
+    key, value = repeat_kv(key, groups), repeat_kv(value, groups)  # (B, H, kv, d)
+    out = torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=mask, dropout_p=dropout, scale=scaling
+    )  # (B, H, q, d)
+    return out.transpose(1, 2).contiguous(), None
+
+
+def _materialised_mask(*args: Any, **kwargs: Any) -> torch.Tensor | None:
+    from transformers.masking_utils import sdpa_mask
+
+    kwargs["allow_is_causal_skip"] = False
+    return sdpa_mask(*args, **kwargs)
+
+
+def register() -> str:
+    """Register the attention and mask functions (idempotent); returns the implementation name."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface
+
+    AttentionInterface.register(ATTENTION_NAME, _biased_attention)
+    AttentionMaskInterface.register(ATTENTION_NAME, _materialised_mask)
+    return ATTENTION_NAME
+
+
+def attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The self-attention module of every decoder layer, in layer order."""
+    found = [m for m in model.modules() if hasattr(m, "layer_idx") and hasattr(m, "o_proj")]
+    return sorted(found, key=lambda m: m.layer_idx)
+
+
+@contextmanager
+def attention_bias(
+    model: Any,
+    prompt_len: int | Sequence[int] | torch.Tensor,
+    lam: float,
+    layers: Sequence[int] | None = None,
+) -> Iterator[None]:
+    """Run `model` with the prompt-key bias inside the block; restore it in `finally`.
+
+    prompt_len: P for every row (int) or per batch row (sequence / (B,) tensor), counted in real
+    tokens (left padding excluded). layers: decoder-layer indices 0..L-1 to bias; None = all.
+    """
+    if not math.isfinite(lam):
+        raise ValueError(f"attention bias lam must be finite, got {lam}")
+    p = torch.as_tensor(prompt_len, dtype=torch.long).reshape(-1)
+    if (p <= 0).any():
+        raise ValueError("attention bias needs a non-empty prompt (P >= 1)")
+    modules = attention_modules(model)
+    if not modules:
+        raise ValueError(f"{type(model).__name__}: no attention modules with layer_idx found")
+    chosen = set(range(len(modules))) if layers is None else set(layers)
+    bad = sorted(i for i in chosen if not 0 <= i < len(modules))
+    if bad:
+        raise ValueError(f"attention bias layers {bad} out of range 0..{len(modules) - 1}")
+    previous = model.config._attn_implementation
+    spec = BiasSpec(lam=float(lam), prompt_len=p)
+    register()
+    try:
+        model.set_attn_implementation(ATTENTION_NAME)
+        for module in modules:
+            if module.layer_idx in chosen:
+                setattr(module, _SPEC_ATTR, spec)
+        yield
+    finally:
+        for module in modules:
+            if hasattr(module, _SPEC_ATTR):
+                delattr(module, _SPEC_ATTR)
+        model.set_attn_implementation(previous)
