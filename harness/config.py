@@ -238,25 +238,46 @@ Language = Annotated[str, Field(min_length=2, max_length=3)]
 
 
 # ---------------------------------------------------------------- checks (task-suite side)
+CheckScope = Literal["window", "response"]
+
+
+def _lingua_code(value: str) -> str:
+    code = _language_code(value)
+    from harness.scoring.language import lingua_supports
+
+    if not lingua_supports(code):
+        raise ValueError(f"language '{code}' is not supported by the language detector (lingua)")
+    return code
+
+
 class LanguageCheck(Strict):
     type: Literal["language"]
     target: Language
     min_letters: int = Field(20, gt=0)
     threshold: float = Field(0.5, ge=0, le=1)
-    _code = field_validator("target")(classmethod(lambda cls, v: _language_code(v)))
+    _code = field_validator("target")(classmethod(lambda cls, v: _lingua_code(v)))
 
 
 class IfevalCheck(Strict):
     type: Literal["ifeval"]
     id: NonEmptyText
     kwargs: dict[str, Any] = Field(default_factory=dict)
-    scope: Literal["window", "response"] | None = None  # None: the registry's natural scope
+    scope: CheckScope | None = None  # None: the instruction's natural scope
+
+    @model_validator(mode="after")
+    def _in_registry(self) -> IfevalCheck:
+        # Builds the instruction once, so an unknown id or kwargs that do not fit fail at load.
+        from harness.scoring.ifeval import build_instruction
+
+        build_instruction(self.id, dict(self.kwargs))
+        return self
 
 
 class RegexCheck(Strict):
     type: Literal["regex_must", "regex_must_not"]
     pattern: NonEmptyText
     ignore_case: bool = True
+    scope: CheckScope = "window"
 
     @field_validator("pattern")
     @classmethod
@@ -272,7 +293,7 @@ class PersonaCheck(Strict):
     type: Literal["persona"]
     name: NonEmptyText
     rivals: list[NonEmptyText] = Field(default_factory=list)
-    scope: Literal["window", "response"] = "response"
+    scope: CheckScope = "response"  # window scope checks the rivals only
 
 
 class ScriptCheck(Strict):
@@ -280,6 +301,17 @@ class ScriptCheck(Strict):
     script: NonEmptyText  # Unicode script name, e.g. Cyrillic, Latin, Greek, Han
     min_share: float = Field(0.8, ge=0, le=1)
     min_letters: int = Field(20, gt=0)
+
+    @field_validator("script")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        from harness.scoring.checks import SCRIPT_PREFIXES
+
+        if value not in SCRIPT_PREFIXES:
+            raise ValueError(
+                f"unknown script '{value}' (expected one of {sorted(SCRIPT_PREFIXES)})"
+            )
+        return value
 
 
 class MaxSentenceWordsCheck(Strict):

@@ -1,0 +1,164 @@
+"""Score generation records window by window: `windows.csv` rows.
+
+`score_records` is the batch API of the pipeline; `check_window` is the pure-text API of the
+adaptive policy (did the last window violate the item's window-scope checks?).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from harness.config import ScoringConfig, TaskItem, TaskSuite
+from harness.errors import UserError
+from harness.scoring.checks import Check, CheckResult
+from harness.scoring.suite import item_checks
+from harness.scoring.windows import GenerationRecord, response_text, split_windows
+
+RESPONSE_WINDOW = -1  # `window` value of the rows of response-scope checks
+
+WINDOW_COLUMNS = [
+    "run_id", "model", "task", "item", "policy", "seed", "sample", "window",
+    "t_start", "t_end", "t_gen_start", "check", "scope", "value", "passed", "reason",
+]  # fmt: skip
+
+
+class WindowRow(BaseModel):
+    """One `windows.csv` row: one check on one window (or on the whole response: window -1)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    model: str
+    task: str
+    item: str
+    policy: str
+    seed: int
+    sample: int
+    window: int
+    t_start: int
+    t_end: int
+    t_gen_start: int
+    check: str
+    scope: str
+    value: float
+    passed: bool | None
+    reason: str
+
+
+def item_index(suites: TaskSuite | Sequence[TaskSuite]) -> dict[str, tuple[str, TaskItem]]:
+    """item id -> (suite name, item); ids must be unique across the suites."""
+    suites = [suites] if isinstance(suites, TaskSuite) else list(suites)
+    index: dict[str, tuple[str, TaskItem]] = {}
+    for suite in suites:
+        for item in suite.items:
+            if item.id in index:
+                raise UserError(
+                    f"item id '{item.id}' appears in suites '{index[item.id][0]}' and "
+                    f"'{suite.suite}': ids must be unique"
+                )
+            index[item.id] = (suite.suite, item)
+    return index
+
+
+def _score_batch(check: Check, texts: list[str]) -> list[CheckResult]:
+    many = getattr(check, "score_many", None)
+    return many(texts) if many else [check.score(text) for text in texts]
+
+
+def score_records(
+    records: Iterable[GenerationRecord],
+    suite: TaskSuite | Sequence[TaskSuite],
+    tokenizer,
+    config: ScoringConfig | None = None,
+) -> list[WindowRow]:
+    """Rows for every (record, window, window-scope check) and (record, response-scope check).
+
+    All texts of one check are scored in one batch (lingua runs them in parallel).
+    """
+    config = config or ScoringConfig()
+    index = item_index(suite)
+    # (check, record, window-or-None, text) grouped per check object
+    jobs: dict[int, tuple[Check, list[tuple]]] = {}
+    for record in records:
+        if record.item not in index:
+            raise UserError(f"record of item '{record.item}': no such item in the suites")
+        task, item = index[record.item]
+        checks = item_checks(item, config.languages)
+        windows = split_windows(record, tokenizer, config.window, config.sentence_aligned)
+        full = None
+        for check in checks:
+            entry = jobs.setdefault(id(check), (check, []))[1]
+            if check.scope == "window":
+                entry.extend((record, task, w, w.text) for w in windows)
+            else:
+                if full is None:
+                    full = response_text(record, tokenizer)
+                entry.append((record, task, None, full))
+    rows: list[WindowRow] = []
+    for check, entries in jobs.values():
+        results = _score_batch(check, [text for *_, text in entries])
+        for (record, task, window, _), result in zip(entries, results, strict=True):
+            rows.append(_row(record, task, window, check, result))
+    rows.sort(key=lambda r: (r.run_id, r.model, r.item, r.policy, r.seed, r.sample, r.window))
+    return rows
+
+
+def _row(record: GenerationRecord, task: str, window, check: Check, result) -> WindowRow:
+    if window is None:
+        positions = record.generated_positions()
+        first, last = (positions[0] + 1, positions[-1] + 1) if positions else (0, 0)
+        where = dict(window=RESPONSE_WINDOW, t_start=first, t_end=last, t_gen_start=1)
+    else:
+        where = dict(
+            window=window.index,
+            t_start=window.t_start,
+            t_end=window.t_end,
+            t_gen_start=window.t_gen_start,
+        )
+    return WindowRow(
+        run_id=record.run_id,
+        model=record.model,
+        task=record.task or task,
+        item=record.item,
+        policy=record.policy,
+        seed=record.seed,
+        sample=record.sample,
+        check=check.id,
+        scope=check.scope,
+        value=result.value,
+        passed=check.passed(result),
+        reason=result.reason,
+        **where,
+    )
+
+
+def check_window(item: TaskItem, text: str, languages: Sequence[str] | None = None) -> bool | None:
+    """Did this window violate the item's window-scope checks?
+
+    True: at least one check failed; False: none failed and at least one passed; None: no
+    check could decide (e.g. too few letters).
+    """
+    verdicts = []
+    for check in item_checks(item, languages):
+        if check.scope != "window":
+            continue
+        result = check.score(text)
+        verdicts.append(None if math.isnan(result.value) else check.passed(result))
+    if any(v is False for v in verdicts):
+        return True
+    return False if any(v is True for v in verdicts) else None
+
+
+def rows_frame(rows: Sequence[WindowRow]):
+    """The rows as a pandas DataFrame with the `windows.csv` columns."""
+    import pandas as pd
+
+    data = defaultdict(list)
+    for row in rows:
+        for key, value in row.model_dump().items():
+            data[key].append(value)
+    return pd.DataFrame({col: data.get(col, []) for col in WINDOW_COLUMNS})

@@ -1,0 +1,160 @@
+"""Split a generated output into windows of generated tokens.
+
+Positions follow DESIGN.md: continuation position t = 1..T counts every token after the
+initial prompt (injected reminders and restatements included). A window holds `size`
+consecutive *generated* tokens; injected and restated tokens are skipped, so a window may
+straddle an injection. Each window reports t_start/t_end (continuation positions of its first
+and last token, inclusive) and t_gen_start (1-based index of its first token among the
+generated tokens only).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+SegmentKind = Literal["generated", "injected", "restatement"]
+# A token whose text ends a sentence: closes a sentence-aligned window once it is long enough.
+_SENTENCE_END_CHARS = (".", "!", "?", "。", "！", "？", "\n")
+
+
+class Segment(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    kind: SegmentKind
+    start: int = Field(ge=0)  # offset into continuation_ids
+    end: int = Field(ge=0)  # exclusive
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Segment:
+        if self.end < self.start:
+            raise ValueError(f"segment end {self.end} < start {self.start}")
+        return self
+
+
+class GenerationRecord(BaseModel):
+    """The fields of a `generations.jsonl` row that scoring reads (others are ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    run_id: str = ""
+    model: str = ""
+    task: str = ""
+    item: str
+    policy: str = "none"
+    seed: int = 0
+    sample: int = 0
+    continuation_ids: list[int]
+    segments: list[Segment] | None = None  # None: every continuation token was generated
+
+    @model_validator(mode="after")
+    def _segments_fit(self) -> GenerationRecord:
+        for seg in self.segments or []:
+            if seg.end > len(self.continuation_ids):
+                raise ValueError(
+                    f"segment [{seg.start}, {seg.end}) runs past the continuation "
+                    f"({len(self.continuation_ids)} tokens)"
+                )
+        return self
+
+    def generated_positions(self) -> list[int]:
+        """0-based continuation offsets of the generated tokens, in order."""
+        if self.segments is None:
+            return list(range(len(self.continuation_ids)))
+        positions = {
+            p for seg in self.segments if seg.kind == "generated" for p in range(seg.start, seg.end)
+        }
+        return sorted(positions)
+
+
+class Window(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    index: int  # 0-based window number within the sample
+    t_start: int  # continuation position (1-based) of the first token
+    t_end: int  # continuation position (1-based) of the last token, inclusive
+    t_gen_start: int  # 1-based index of the first token among generated tokens
+    n_tokens: int
+    text: str
+
+
+def _runs(positions: list[int]) -> list[list[int]]:
+    """Split sorted positions into runs of consecutive offsets (one per uninterrupted stretch)."""
+    runs: list[list[int]] = []
+    for p in positions:
+        if runs and p == runs[-1][-1] + 1:
+            runs[-1].append(p)
+        else:
+            runs.append([p])
+    return runs
+
+
+def window_bounds(
+    positions: list[int], size: int, sentence_ends: list[bool] | None = None
+) -> list[tuple[int, int]]:
+    """[start, end) index ranges into `positions`.
+
+    Fixed windows hold `size` tokens (the last may be shorter). Sentence-aligned windows
+    (`sentence_ends` given, one flag per generated token) close at the first sentence end once
+    they hold 3/4 of `size`, and at 3/2 of `size` at the latest.
+    """
+    n = len(positions)
+    if sentence_ends is None:
+        return [(i, min(i + size, n)) for i in range(0, n, size)]
+    bounds, start = [], 0
+    low, high = max(1, (3 * size) // 4), max(1, (3 * size) // 2)
+    for i in range(n):
+        length = i - start + 1
+        if (length >= low and sentence_ends[i]) or length >= high:
+            bounds.append((start, i + 1))
+            start = i + 1
+    if start < n:
+        bounds.append((start, n))
+    return bounds
+
+
+def split_windows(
+    record: GenerationRecord, tokenizer, size: int = 64, sentence_aligned: bool = False
+) -> list[Window]:
+    """Windows of generated tokens with their decoded text (injected/restated text excluded)."""
+    positions = record.generated_positions()
+    ids = record.continuation_ids
+    ends = None
+    if sentence_aligned:
+        pieces = tokenizer.batch_decode([[ids[p]] for p in positions], skip_special_tokens=True)
+        ends = [piece.rstrip(" ").endswith(_SENTENCE_END_CHARS) for piece in pieces]
+    bounds = window_bounds(positions, size, ends)
+    # Decode each uninterrupted stretch separately: a reminder between them is a break in the
+    # text, never glued into a word.
+    chunks: list[list[int]] = []
+    owner: list[int] = []
+    for k, (a, b) in enumerate(bounds):
+        for run in _runs(positions[a:b]):
+            chunks.append([ids[p] for p in run])
+            owner.append(k)
+    decoded = tokenizer.batch_decode(chunks, skip_special_tokens=True) if chunks else []
+    texts: list[list[str]] = [[] for _ in bounds]
+    for k, piece in zip(owner, decoded, strict=True):
+        texts[k].append(piece)
+    return [
+        Window(
+            index=k,
+            t_start=positions[a] + 1,
+            t_end=positions[b - 1] + 1,
+            t_gen_start=a + 1,
+            n_tokens=b - a,
+            text="\n".join(texts[k]),
+        )
+        for k, (a, b) in enumerate(bounds)
+    ]
+
+
+def response_text(record: GenerationRecord, tokenizer) -> str:
+    """The whole generated text (for response-scope checks), stretches joined by a newline."""
+    ids = record.continuation_ids
+    runs = _runs(record.generated_positions())
+    pieces = tokenizer.batch_decode(
+        [[ids[p] for p in run] for run in runs], skip_special_tokens=True
+    )
+    return "\n".join(pieces)
