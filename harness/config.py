@@ -278,6 +278,7 @@ class RegexCheck(Strict):
     pattern: NonEmptyText
     ignore_case: bool = True
     scope: CheckScope = "window"
+    name: Annotated[str, Field(pattern=r"^[\w.-]+$")] | None = None  # check id (default: pattern)
 
     @field_validator("pattern")
     @classmethod

@@ -25,9 +25,9 @@ def check_id(spec: cfg.CheckSpec) -> str:
         case cfg.IfevalCheck():
             return f"ifeval:{spec.id}"
         case cfg.RegexCheck():
-            return f"{spec.type}:{spec.pattern}"
+            return f"{spec.type}:{spec.name or spec.pattern}"
         case cfg.PersonaCheck():
-            return f"persona:{spec.name}"
+            return f"persona:{spec.name}" + ("" if spec.scope == "window" else "@response")
         case cfg.ScriptCheck():
             return f"script:{spec.script}"
         case cfg.MaxSentenceWordsCheck():

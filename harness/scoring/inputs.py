@@ -1,0 +1,75 @@
+"""Read generation records for scoring: harness `generations.jsonl` rows or {item, text} lines.
+
+Every problem is one `UserError` naming the file and the line, raised before anything is
+scored or written.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from harness.errors import UserError
+from harness.scoring.windows import GenerationRecord
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(part) for part in err["loc"])
+    msg = err["msg"].removeprefix("Value error, ")
+    return f"field '{loc}': {msg}" if loc else msg
+
+
+def read_records(
+    path: Path, known_items: set[str], tokenizer_for, model: str | None = None
+) -> list[GenerationRecord]:
+    """Parse every line; text-only lines are tokenised with `tokenizer_for(model_name)`.
+
+    Text lines become records whose every token is generated, numbered per item in file order
+    (sample 0, 1, ...), with policy `logged`.
+    """
+    if not path.is_file():
+        raise UserError(f"{path}: file not found")
+    records: list[GenerationRecord] = []
+    per_item: dict[str, int] = {}
+    with path.open(encoding="utf-8") as handle:
+        for lineno, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise UserError(f"{where}: not valid JSON ({exc.msg})") from None
+            if not isinstance(data, dict):
+                raise UserError(f"{where}: expected a JSON object")
+            item = data.get("item")
+            if not isinstance(item, str) or not item:
+                raise UserError(f"{where}: field 'item' missing")
+            if item not in known_items:
+                raise UserError(f"{where}: field 'item': no task item '{item}' in the suites")
+            if "continuation_ids" not in data:
+                text = data.get("text")
+                if not isinstance(text, str) or not text.strip():
+                    raise UserError(f"{where}: field 'text' missing or empty")
+                name = model or data.get("model") or None
+                ids = tokenizer_for(name)(text, add_special_tokens=False)["input_ids"]
+                sample = per_item.get(item, 0)
+                per_item[item] = sample + 1
+                data = {
+                    "run_id": data.get("run_id", path.stem),
+                    "model": name or "",
+                    "item": item,
+                    "policy": data.get("policy", "logged"),
+                    "sample": data.get("sample", sample),
+                    "continuation_ids": ids,
+                }
+            try:
+                records.append(GenerationRecord.model_validate(data))
+            except ValidationError as exc:
+                raise UserError(f"{where}: {_first_error(exc)}") from None
+    if not records:
+        raise UserError(f"{path}: no records")
+    return records

@@ -1,0 +1,85 @@
+"""File-level scoring: JSONL in, `windows.csv` and adherence CSVs out (atomic writes)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness.config import ScoringConfig, TaskSuite
+from harness.errors import UserError
+
+
+@functools.cache
+def load_tokenizer(name: str | None):
+    """The tokenizer of a zoo model (default: the embedded model), loaded once per process."""
+    from transformers import AutoTokenizer
+
+    from harness.models import EMBEDDED_MODEL, resolve_model
+
+    name = name or EMBEDDED_MODEL
+    if name.startswith("untrained:"):  # same tokenizer as the trained model; skip the init
+        name = name.removeprefix("untrained:").split("@", 1)[0]
+    return AutoTokenizer.from_pretrained(resolve_model(name).path)
+
+
+def write_csv_atomic(frame, path: Path) -> None:
+    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(handle)
+    try:
+        frame.to_csv(tmp, index=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def score_files(
+    generations: Path,
+    suites: Sequence[TaskSuite],
+    out: Path,
+    config: ScoringConfig,
+    model: str | None = None,
+) -> list[Path]:
+    """Validate everything, score, then write windows.csv, adherence.csv, adherence_curve.csv
+    and survival.csv into `out`. Returns the written paths."""
+    from harness.scoring.adherence import (
+        adherence_curves,
+        adherence_summary,
+        summary_frame,
+        survival_curves,
+    )
+    from harness.scoring.inputs import read_records
+    from harness.scoring.score import item_index, rows_frame, score_records
+    from harness.scoring.suite import item_checks
+
+    index = item_index(suites)
+    for _, item in index.values():
+        item_checks(item, config.languages)  # fail on a bad check before reading any input
+    records = read_records(generations, set(index), load_tokenizer, model)
+    if model is not None:
+        for record in records:
+            record.model = record.model or model
+    by_model: dict[str, list] = {}
+    for record in records:
+        by_model.setdefault(model or record.model or "", []).append(record)
+    rows = []
+    for name, group in by_model.items():
+        rows.extend(score_records(group, suites, load_tokenizer(name or None), config))
+    windows = rows_frame(rows)
+    frames = {
+        "windows.csv": windows,
+        "adherence.csv": summary_frame(adherence_summary(windows)),
+        "adherence_curve.csv": adherence_curves(windows),
+        "survival.csv": survival_curves(windows),
+    }
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out}: exists and is not a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, frame in frames.items():
+        write_csv_atomic(frame, out / name)
+        written.append(out / name)
+    return written
