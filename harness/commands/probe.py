@@ -1,12 +1,207 @@
-"""`harness probe` (not built yet: its issue fills it in)."""
+"""`harness probe`: paired-prompt divergence per layer and position, with alpha fits.
+
+Writes divergence.csv, nexttoken.csv and fits.csv into --out and prints alpha by layer.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
+TABLE_METRIC = "l2"
 
-def probe_command(ctx: typer.Context) -> None:
-    """Not built yet."""
+
+def probe_command(
+    model: str = typer.Option(..., "--model", help="Model name, e.g. smollm2-135m-instruct."),
+    prompt_a: str = typer.Option(None, "--prompt-a", help="Raw prompt A: TEXT or @file."),
+    prompt_b: str = typer.Option(None, "--prompt-b", help="Raw prompt B: TEXT or @file."),
+    system_a: str = typer.Option(
+        None,
+        "--system-a",
+        help="System prompt A: TEXT, @file, :none (no system turn) or "
+        ":default (the chat template's default system prompt).",
+    ),  # fmt: skip
+    system_b: str = typer.Option(None, "--system-b", help="System prompt B (as --system-a)."),
+    user: str = typer.Option(None, "--user", help="User message shared by both chat prompts."),
+    continuation: str = typer.Option(
+        ...,
+        "--continuation",
+        help="@text-file (tokenised alone), gens.jsonl[#row] "
+        "(continuation_ids of a generation record) or 'generate' (the model samples --tokens "
+        "tokens from prompt A, temperature 0.7, top_p 0.95, --seed).",
+    ),  # fmt: skip
+    tokens: int = typer.Option(..., "--tokens", help="Continuation length T."),
+    layers: str = typer.Option("all", "--layers", help="'all' or hidden-state indices 0..L."),
+    t_min: int = typer.Option(16, "--t-min", help="First position of the alpha fit."),
+    pairs: Path = typer.Option(None, "--pairs", help="YAML file listing several pairs."),
+    out: Path = typer.Option(None, "--out", help="Output folder (default reports/probe-<time>)."),
+    compare: str = typer.Option(
+        None, "--compare", help="'untrained': also probe untrained:<model> on the same inputs."
+    ),
+    attention_bias: str = typer.Option(
+        None, "--attention-bias", help="Comma-separated lam values to sweep (adds a lam column)."
+    ),
+    engine: str = typer.Option("hf", "--engine", help="hf (all layers) or vllm (last layer)."),
+    chunk: int = typer.Option(256, "--chunk", help="Continuation tokens per forward chunk."),
+    seed: int = typer.Option(0, "--seed", help="Seed of --continuation generate."),
+    n_boot: int = typer.Option(1000, "--n-boot", help="Bootstrap resamples of each alpha CI."),
+) -> None:
+    """Hidden-state divergence between two prompts that share one continuation, per layer."""
+    from harness.errors import UserError
+    from harness.probes.experiment import ProbeRequest
+    from harness.probes.pairs import PairSpec, load_pairs, read_text_arg
+
+    if tokens <= 0 or t_min <= 0 or chunk <= 0:
+        raise UserError("--tokens, --t-min and --chunk must be positive")
+    if tokens < t_min:
+        raise UserError(f"--tokens {tokens} is shorter than --t-min {t_min}: nothing to fit")
+    if engine not in ("hf", "vllm"):
+        raise UserError(f"--engine must be 'hf' or 'vllm', got '{engine}'")
+    raw = prompt_a is not None or prompt_b is not None
+    chat = any(v is not None for v in (system_a, system_b, user))
+    if pairs is not None and (raw or chat):
+        raise UserError("give either --pairs FILE or prompts on the command line, not both")
+    if pairs is not None:
+        specs = load_pairs(pairs)
+    elif raw and not chat:
+        if prompt_a is None or prompt_b is None:
+            raise UserError("--prompt-a and --prompt-b must both be given")
+        specs = [
+            PairSpec(name="cli", prompt_a=read_text_arg(prompt_a), prompt_b=read_text_arg(prompt_b))
+        ]
+    elif chat and not raw:
+        if system_a is None or system_b is None or user is None:
+            raise UserError("--system-a, --system-b and --user must all be given")
+        texts = [read_text_arg(v) for v in (system_a, system_b, user)]
+        specs = [PairSpec(name="cli", system_a=texts[0], system_b=texts[1], user=texts[2])]
+    else:
+        raise UserError(
+            "give --prompt-a/--prompt-b, or --system-a/--system-b/--user, or --pairs FILE"
+        )
+    models = [model]
+    if compare is not None:
+        if compare != "untrained":
+            raise UserError(f"--compare supports only 'untrained', got '{compare}'")
+        if model.startswith("untrained:"):
+            raise UserError("--compare untrained needs a trained --model")
+        models.append(f"untrained:{model}")
+    from harness.models import parse_model_name
+
+    for name in models:
+        parse_model_name(name)
+    request = ProbeRequest(
+        models=models, pairs=specs, continuation=continuation, tokens=tokens,
+        layers=layers, t_min=t_min, lams=_parse_lams(attention_bias), chunk=chunk,
+        seed=seed, n_boot=n_boot, engine=engine,
+    )  # fmt: skip
+    _run(request, out)
+
+
+def _parse_lams(value: str | None) -> list[float] | None:
+    import math
+
     from harness.errors import UserError
 
-    raise UserError("`harness probe` is not built yet")
+    if value is None:
+        return None
+    try:
+        lams = [float(part) for part in value.split(",") if part.strip()]
+    except ValueError:
+        raise UserError(
+            f"--attention-bias must be comma-separated numbers, got '{value}'"
+        ) from None
+    if not lams or not all(math.isfinite(lam) for lam in lams):
+        raise UserError(f"--attention-bias needs finite numbers, got '{value}'")
+    return sorted(set(lams))
+
+
+def _run(request, out: Path | None) -> None:
+    import time
+
+    from rich.console import Console
+
+    from harness.probes.experiment import run_probe
+
+    err = Console(stderr=True)
+    folder = out or Path("reports") / time.strftime("probe-%Y%m%d-%H%M%S")
+    if folder.exists() and not folder.is_dir():
+        from harness.errors import UserError
+
+        raise UserError(f"--out {folder} exists and is not a folder")
+    with err.status("probing ...") as status:
+        tables = run_probe(request, progress=lambda msg: status.update(f"probing {msg} ..."))
+    for note in tables.notes:
+        err.print(f"[yellow]note:[/yellow] {note}")
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, frame in (
+        ("divergence.csv", tables.divergence),
+        ("nexttoken.csv", tables.nexttoken),
+        ("fits.csv", tables.fits),
+    ):
+        _write_csv(frame, folder / name)
+    _write_continuations(tables.continuations, folder / "continuations.jsonl")
+    Console(width=160).print(alpha_table(tables.fits))
+    err.print(f"wrote {folder}/divergence.csv, nexttoken.csv, fits.csv, continuations.jsonl")
+
+
+def _write_continuations(conts: dict[str, list[int]], path: Path) -> None:
+    """The shared continuation of each pair, as rows reusable via `--continuation FILE#row`."""
+    import json
+    import os
+    import uuid
+
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    rows = [json.dumps({"pair": name, "continuation_ids": ids}) for name, ids in conts.items()]
+    try:
+        tmp.write_text("".join(row + "\n" for row in rows))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _write_csv(frame, path: Path) -> None:
+    import os
+    import uuid
+
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        frame.to_csv(tmp, index=False, float_format="%.8g")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def alpha_table(fits):
+    """Rich table: alpha (metric l2; pooled over pairs when there are several) by layer."""
+    from rich.table import Table
+
+    pooled = fits[fits["pair"] == "all"]
+    rows = pooled if len(pooled) else fits
+    title = (
+        f"alpha of {TABLE_METRIC} by layer ({'pooled over pairs' if len(pooled) else 'one pair'})"
+    )
+    table = Table(title=title)
+    keys = ["model", "lam"] if "lam" in rows.columns else ["model"]
+    columns = rows[keys].drop_duplicates().itertuples(index=False)
+    columns = [tuple(c) for c in columns]
+    table.add_column("layer", justify="right")
+    for col in columns:
+        table.add_column(
+            " ".join(f"{k}={v}" if k == "lam" else str(v) for k, v in zip(keys, col, strict=True)),
+            justify="right",
+        )
+    pick = rows[
+        (rows["metric"] == TABLE_METRIC)
+        | (rows["layer"] == -1) & (rows["metric"] == "abs_delta_logp")
+    ]
+    for layer in sorted(pick["layer"].unique(), key=lambda v: (v < 0, v)):
+        cells = []
+        for col in columns:
+            sel = pick[(pick["layer"] == layer)]
+            for k, v in zip(keys, col, strict=True):
+                sel = sel[sel[k] == v]
+            alpha = float(sel["alpha"].iloc[0]) if len(sel) else float("nan")
+            cells.append("nan" if alpha != alpha else f"{alpha:.3f}")
+        table.add_row("|dlogp|" if layer == -1 else str(layer), *cells)
+    return table

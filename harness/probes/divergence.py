@@ -47,7 +47,8 @@ def decoder_parts(model: Any) -> tuple[torch.nn.ModuleList, torch.nn.Module]:
     norm = getattr(base, "norm", None)
     if layers is None or norm is None:
         raise UserError(
-            f"{type(model).__name__}: the probe needs a llama-style model (model.layers, model.norm)"
+            f"{type(model).__name__}: the probe needs a llama-style model "
+            "(model.layers, model.norm)"
         )
     return layers, norm
 
@@ -65,7 +66,8 @@ def resolve_layers(spec: str | Sequence[int] | None, n_states: int) -> list[int]
         try:
             spec = [int(part) for part in spec.split(",") if part.strip()]
         except ValueError:
-            raise UserError(f"--layers must be 'all' or comma-separated integers, got '{spec}'")
+            msg = f"--layers must be 'all' or comma-separated integers, got '{spec}'"
+            raise UserError(msg) from None
     layers = sorted(set(spec))
     bad = [i for i in layers if not 0 <= i < n_states]
     if bad or not layers:

@@ -38,6 +38,8 @@ class PairSpec(BaseModel):
     system_a: str | None = None
     system_b: str | None = None
     user: str | None = None
+    # this pair's own continuation (text file or gens.jsonl#row); None: the command's one
+    continuation: str | None = None
 
     @model_validator(mode="after")
     def _one_kind(self) -> PairSpec:
@@ -91,8 +93,10 @@ def load_pairs(path: Path) -> list[PairSpec]:
         texts = {
             k: read_text_arg(v, path.parent)
             for k, v in spec.model_dump().items()
-            if k != "name" and v is not None
+            if k not in ("name", "continuation") and v is not None
         }
+        if spec.continuation is not None and not Path(spec.continuation.lstrip("@")).is_absolute():
+            texts["continuation"] = str(path.parent / spec.continuation.lstrip("@"))
         pairs.append(spec.model_copy(update=texts))
     names = [p.name for p in pairs]
     if len(set(names)) != len(names):

@@ -1,0 +1,292 @@
+"""The probe experiment: models x pairs x attention-bias lam -> divergence tables and alpha fits.
+
+Every input is checked (pairs, continuation length, context, layer indices) before the first
+pair runs, so a bad input fails in seconds with one line and no files.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from harness.errors import UserError
+from harness.probes.divergence import (
+    PairDivergence,
+    n_hidden_states,
+    pair_divergence,
+    resolve_layers,
+)
+from harness.probes.pairs import (
+    PairSpec,
+    file_continuation,
+    generate_continuation,
+    pair_prompt_ids,
+)
+
+HIDDEN_METRICS = ("l2", "rel_l2", "cos_dist")
+# |delta_logp| is fit (the signed gap changes sign); next-token fits carry layer = -1
+NEXT_METRICS = ("abs_delta_logp", "kl")
+NEXT_LAYER = -1
+POOLED = "all"
+# hidden state 0 holds the continuation's embeddings, equal under both prompts by construction
+REASON_ZERO = "all distances zero (no path from the prompt yet, e.g. layer 0)"
+
+
+class ProbeRequest(BaseModel):
+    models: list[str] = Field(min_length=1)
+    pairs: list[PairSpec] = Field(min_length=1)
+    continuation: str  # "generate", a text file, or gens.jsonl[#row]
+    tokens: int = Field(gt=0)
+    layers: str | list[int] = "all"
+    t_min: int = Field(16, gt=0)
+    lams: list[float] | None = None  # None: plain model, no lam column
+    chunk: int = Field(256, gt=0)
+    seed: int = 0
+    n_boot: int = Field(1000, gt=0)
+    engine: str = "hf"
+
+
+@dataclass
+class ProbeTables:
+    divergence: Any  # pandas DataFrame
+    nexttoken: Any
+    fits: Any
+    notes: list[str] = field(default_factory=list)
+    continuations: dict[str, list[int]] = field(default_factory=dict)  # pair -> shared ids
+
+
+@dataclass
+class _Prepared:
+    ids: dict[str, tuple[list[int], list[int]]]
+    continuations: dict[str, list[int]]
+
+
+def load_hf(name: str) -> tuple[Any, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from harness.models import resolve_model
+
+    path = resolve_model(name).path
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    return model, AutoTokenizer.from_pretrained(path)
+
+
+def _config_only(name: str) -> tuple[Any, Any]:
+    """(object with .config, tokenizer) without loading weights: the vLLM path needs no HF model."""
+    from types import SimpleNamespace
+
+    from transformers import AutoConfig, AutoTokenizer
+
+    from harness.models import resolve_model
+
+    path = resolve_model(name).path
+    return SimpleNamespace(config=AutoConfig.from_pretrained(path)), AutoTokenizer.from_pretrained(
+        path
+    )
+
+
+def _fit_continuation(ids: list[int], request: ProbeRequest, where: str, notes: list[str]) -> list:
+    if len(ids) < request.t_min:
+        raise UserError(
+            f"{where}: continuation has {len(ids)} tokens, fewer than t_min = {request.t_min}"
+        )
+    if len(ids) < request.tokens:
+        notes.append(
+            f"{where}: continuation has only {len(ids)} tokens (< --tokens {request.tokens})"
+        )
+    return ids[: request.tokens]
+
+
+def prepare(model: Any, tokenizer: Any, request: ProbeRequest, notes: list[str]) -> _Prepared:
+    """Token ids of every pair and its continuation, all checked before any probe runs."""
+    ids = {spec.name: pair_prompt_ids(tokenizer, spec) for spec in request.pairs}
+    _loaded: dict[str, list[int]] = {}
+    context = getattr(model.config, "max_position_embeddings", None)
+    for name, (a, b) in ids.items():
+        longest = max(len(a), len(b)) + request.t_min
+        if context is not None and longest > context:
+            raise UserError(
+                f"pair '{name}': prompt of {max(len(a), len(b))} tokens exceeds the context"
+            )
+    conts: dict[str, list[int]] = {}
+    for spec in request.pairs:
+        source = spec.continuation or request.continuation
+        if source != "generate":
+            if source not in _loaded:
+                ids_c = file_continuation(tokenizer, source)
+                _loaded[source] = _fit_continuation(ids_c, request, source, notes)
+            conts[spec.name] = _loaded[source]
+    for name, (a, b) in ids.items():
+        total = max(len(a), len(b)) + len(conts.get(name, [0] * request.tokens))
+        if context is not None and total > context:
+            raise UserError(
+                f"pair '{name}': prompt + continuation = {total} tokens exceeds the model's "
+                f"context of {context}"
+            )
+    for name, (a, _) in ids.items():
+        if name not in conts:
+            sample = generate_continuation(model, a, request.tokens, seed=request.seed)
+            conts[name] = _fit_continuation(sample, request, f"pair '{name}'", notes)
+    return _Prepared(ids=ids, continuations=conts)
+
+
+def run_probe(
+    request: ProbeRequest,
+    loader: Callable[[str], tuple[Any, Any]] = load_hf,
+    progress: Callable[[str], None] = lambda _msg: None,
+) -> ProbeTables:
+    """Run every (model, lam, pair); the first model's continuations are shared by the others
+    (an untrained twin cannot write a meaningful continuation of its own)."""
+    notes: list[str] = []
+    curves: list[tuple[str, float | None, str, PairDivergence]] = []
+    prepared: _Prepared | None = None
+    vllm = request.engine == "vllm"
+    if vllm and (request.lams is not None or request.continuation == "generate"):
+        raise UserError(
+            "--engine vllm supports neither --attention-bias nor --continuation generate"
+        )
+    for model_name in request.models:
+        model, tokenizer = _config_only(model_name) if vllm else loader(model_name)
+        if not vllm:  # an unsupported architecture or a bad layer index fails before any pair
+            resolve_layers(request.layers, n_hidden_states(model))
+        if prepared is None:
+            prepared = prepare(model, tokenizer, request, notes)
+        for lam in request.lams if request.lams is not None else [None]:
+            for spec in request.pairs:
+                a, b = prepared.ids[spec.name]
+                tag = f"lam={lam} " if lam is not None else ""
+                progress(f"{model_name} {tag}pair {spec.name}")
+                if vllm:
+                    from harness.probes.vllm_fastpath import vllm_pair_divergence
+
+                    result = vllm_pair_divergence(
+                        model_name, a, b, prepared.continuations[spec.name]
+                    )
+                else:
+                    result = pair_divergence(
+                        model, a, b, prepared.continuations[spec.name],
+                        layers=request.layers, chunk=request.chunk, lam=lam,
+                    )  # fmt: skip
+                curves.append((model_name, lam, spec.name, result))
+        del model
+    tables = build_tables(curves, request)
+    tables.notes.extend(notes)
+    tables.continuations = prepared.continuations if prepared else {}
+    return tables
+
+
+def build_tables(
+    curves: list[tuple[str, float | None, str, PairDivergence]], request: ProbeRequest
+) -> ProbeTables:
+    import pandas as pd
+
+    with_lam = request.lams is not None
+    div_parts, next_parts = [], []
+    for model_name, lam, pair, res in curves:
+        n_layers, total = res.l2.shape
+        t = np.arange(1, total + 1)
+        head = {"model": model_name, **({"lam": lam} if with_lam else {}), "pair": pair}
+        div_parts.append(
+            pd.DataFrame(
+                {
+                    **{k: [v] * (n_layers * total) for k, v in head.items()},
+                    "layer": np.repeat(res.layers, total),
+                    "t": np.tile(t, n_layers),
+                    "l2": res.l2.reshape(-1),
+                    "rel_l2": res.rel_l2.reshape(-1),
+                    "cos_dist": res.cos_dist.reshape(-1),
+                }
+            )
+        )
+        next_parts.append(
+            pd.DataFrame(
+                {
+                    **{k: [v] * total for k, v in head.items()},
+                    "t": t,
+                    "delta_logp": res.delta_logp,
+                    "kl": res.kl,
+                }
+            )
+        )
+    fits = fit_table(curves, request)
+    return ProbeTables(pd.concat(div_parts), pd.concat(next_parts), fits)
+
+
+def _curve_sets(res: PairDivergence) -> dict[tuple[int, str], np.ndarray]:
+    out = {}
+    for row, layer in enumerate(res.layers):
+        for metric in HIDDEN_METRICS:
+            out[(layer, metric)] = getattr(res, metric)[row]
+    out[(NEXT_LAYER, "abs_delta_logp")] = np.abs(res.delta_logp)
+    out[(NEXT_LAYER, "kl")] = res.kl
+    return out
+
+
+def fit_table(
+    curves: list[tuple[str, float | None, str, PairDivergence]], request: ProbeRequest
+) -> Any:
+    """alpha per (model, lam, pair, layer, metric), plus a pooled pair = "all" row per group
+    (bootstrap over pairs). Identical prompts give NaN with reason "identical prompts"."""
+    import pandas as pd
+
+    from harness.analysis.powerlaw import REASON_IDENTICAL, fit_alpha
+
+    rows = []
+    groups: dict[tuple[str, float | None], list[tuple[str, PairDivergence]]] = {}
+    for model_name, lam, pair, res in curves:
+        groups.setdefault((model_name, lam), []).append((pair, res))
+    for (model_name, lam), members in groups.items():
+        sets = [(pair, res, _curve_sets(res)) for pair, res in members]
+        for key in sets[0][2]:
+            layer, metric = key
+            per_pair = []
+            for pair, res, curves_of in sets:
+                d = curves_of[key]
+                t = np.arange(1, len(d) + 1)
+                fit = fit_alpha(t, d, t_min=request.t_min, n_boot=request.n_boot)
+                if res.identical_prompts:
+                    fit = fit.model_copy(update={"reason": REASON_IDENTICAL, "alpha": math.nan})
+                elif fit.reason == REASON_IDENTICAL:  # all zero although the prompts differ
+                    fit = fit.model_copy(update={"reason": REASON_ZERO})
+                rows.append(_fit_row(model_name, lam, pair, layer, metric, fit, request))
+                if not res.identical_prompts:
+                    per_pair.append(d)
+            if len(members) > 1:
+                rows.append(_pooled_row(model_name, lam, layer, metric, per_pair, request))
+    return pd.DataFrame(rows)
+
+
+def _pooled_row(model_name, lam, layer, metric, per_pair, request) -> dict:
+    from harness.analysis.powerlaw import REASON_IDENTICAL, fit_alpha
+
+    if not per_pair:
+        return _fit_row(model_name, lam, POOLED, layer, metric, None, request, REASON_IDENTICAL)
+    total = min(len(d) for d in per_pair)  # pairs may have continuations of different lengths
+    d = np.stack([d[:total] for d in per_pair])  # (n_pairs, T)
+    fit = fit_alpha(np.arange(1, total + 1), d, t_min=request.t_min, n_boot=request.n_boot)
+    if fit.reason == REASON_IDENTICAL:
+        fit = fit.model_copy(update={"reason": REASON_ZERO})
+    return _fit_row(model_name, lam, POOLED, layer, metric, fit, request)
+
+
+def _fit_row(model_name, lam, pair, layer, metric, fit, request, reason: str = "") -> dict:
+    row: dict[str, Any] = {"model": model_name}
+    if request.lams is not None:
+        row["lam"] = lam
+    row.update(pair=pair, layer=layer, metric=metric)
+    if fit is None:
+        nan = math.nan
+        row.update(alpha=nan, ci_low=nan, ci_high=nan, r2=nan, t_min=request.t_min,
+                   t_max=request.tokens, reason=reason)  # fmt: skip
+        return row
+    row.update(
+        alpha=fit.alpha, ci_low=fit.ci_low, ci_high=fit.ci_high, r2=fit.r2,
+        t_min=fit.t_min, t_max=fit.t_max, reason=fit.reason,
+    )  # fmt: skip
+    return row
