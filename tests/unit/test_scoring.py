@@ -1,0 +1,184 @@
+"""Windows over generated tokens, row building, the pure-text API and adherence metrics."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.config import ScoringConfig, TaskSuite
+from harness.errors import UserError
+from harness.scoring import GenerationRecord, check_window, rows_frame, score_records, split_windows
+from harness.scoring.adherence import (
+    adherence_curves,
+    adherence_summary,
+    curve_metrics,
+    first_failures,
+    survival_curves,
+    window_passes,
+)
+from harness.scoring.windows import window_bounds
+
+
+class WordTokenizer:
+    """Token id i decodes to VOCAB[i]; a list of ids decodes to the words joined by spaces."""
+
+    VOCAB = ["the", "cat", "sat", ".", "REMIND", "le", "chat", "dort", "\n", "a,b"]
+
+    def batch_decode(self, batches, skip_special_tokens=True):
+        return [" ".join(self.VOCAB[i] for i in ids) for ids in batches]
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [self.VOCAB.index(w) for w in text.split()]}
+
+
+def _record(ids, segments=None, **extra):
+    return GenerationRecord(item="x", continuation_ids=ids, segments=segments, **extra)
+
+
+def test_fixed_windows_skip_injected_tokens_and_report_positions():
+    ids = [0, 1, 2, 3, 4, 4, 0, 1, 2, 3]  # 4 generated, 2 injected, 4 generated
+    segments = [
+        {"kind": "generated", "start": 0, "end": 4},
+        {"kind": "injected", "start": 4, "end": 6},
+        {"kind": "generated", "start": 6, "end": 10},
+    ]
+    windows = split_windows(_record(ids, segments), WordTokenizer(), size=3)
+    assert [(w.t_start, w.t_end, w.t_gen_start, w.n_tokens) for w in windows] == [
+        (1, 3, 1, 3),
+        (4, 8, 4, 3),  # straddles the injection: positions 4, 7, 8 (1-based)
+        (9, 10, 7, 2),
+    ]
+    assert "REMIND" not in " ".join(w.text for w in windows)
+    assert windows[1].text == ".\nthe cat"  # stretches on either side of a reminder
+
+
+def test_restatement_tokens_are_excluded():
+    ids = [5, 6, 7, 0, 1, 2]
+    segments = [
+        {"kind": "restatement", "start": 0, "end": 3},
+        {"kind": "generated", "start": 3, "end": 6},
+    ]
+    (window,) = split_windows(_record(ids, segments), WordTokenizer(), size=64)
+    assert window.text == "the cat sat" and window.t_start == 4 and window.t_gen_start == 1
+
+
+def test_sentence_aligned_windows_close_at_sentence_ends():
+    ends = [False, False, True, False, False, False, True, False, False, False, False, False]
+    bounds = window_bounds(list(range(12)), 4, ends)
+    # close at the first sentence end once >= 3 tokens, at 6 tokens at the latest
+    assert bounds == [(0, 3), (3, 7), (7, 12)]
+    assert window_bounds(list(range(5)), 2) == [(0, 2), (2, 4), (4, 5)]
+
+
+def test_segment_past_the_end_is_rejected():
+    with pytest.raises(ValueError, match="runs past the continuation"):
+        _record([0, 1], [{"kind": "generated", "start": 0, "end": 3}])
+
+
+SUITE = TaskSuite.model_validate(
+    {
+        "suite": "demo",
+        "items": [
+            {
+                "id": "x",
+                "system": "s",
+                "user": "u",
+                "reminder": "r",
+                "restatement": "t",
+                "checks": [
+                    {"type": "regex_must_not", "pattern": "chat", "name": "no-chat"},
+                    {"type": "persona", "name": "cat", "scope": "response"},
+                ],
+            }
+        ],
+    }
+)
+
+
+def test_score_records_rows_per_window_and_response():
+    ids = [0, 1, 2, 3, 5, 6, 7, 3]
+    rows = score_records(
+        [_record(ids, model="m", sample=2)], SUITE, WordTokenizer(), ScoringConfig(window=4)
+    )
+    frame = rows_frame(rows)
+    windows = frame[frame["scope"] == "window"]
+    assert windows["window"].tolist() == [0, 1]
+    assert windows["passed"].tolist() == [True, False]
+    assert windows["t_start"].tolist() == [1, 5] and windows["t_end"].tolist() == [4, 8]
+    response = frame[frame["scope"] == "response"].iloc[0]
+    assert (
+        response["window"] == -1
+        and response["passed"]
+        and response["check"] == "persona:cat@response"
+    )
+    assert set(frame["task"]) == {"demo"} and set(frame["sample"]) == {2}
+
+
+def test_score_records_unknown_item_is_a_user_error():
+    record = GenerationRecord(item="nope", continuation_ids=[0])
+    with pytest.raises(UserError, match="no such item"):
+        score_records([record], SUITE, WordTokenizer())
+
+
+def test_check_window_reports_violation():
+    item = SUITE.items[0]
+    assert check_window(item, "le chat dort") is True
+    assert check_window(item, "the cat sat") is False
+
+
+# ---------------------------------------------------------------- adherence
+def _windows_frame(passes: dict[int, list[bool | None]], width: int = 64) -> pd.DataFrame:
+    rows = []
+    for sample, verdicts in passes.items():
+        for k, ok in enumerate(verdicts):
+            rows.append(
+                dict(run_id="r", model="m", task="t", item="i", policy="none", seed=0,
+                     sample=sample, window=k, t_start=k * width + 1, t_end=(k + 1) * width,
+                     t_gen_start=k * width + 1, check="c", scope="window",
+                     value=float("nan") if ok is None else float(ok), passed=ok, reason="")
+            )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_adherence_curve_auc_half_life_final():
+    frame = _windows_frame(
+        {
+            0: [True, True, True, False],
+            1: [True, True, False, False],
+            2: [True, False, False, False],
+            3: [True, True, None, False],  # undetermined window left out at t = 129
+        }
+    )
+    curve = adherence_curves(frame, n_boot=200)
+    assert curve["t"].tolist() == [1, 65, 129, 193]
+    assert curve["a"].tolist() == pytest.approx([1.0, 0.75, 1 / 3, 0.0])
+    assert curve["n"].tolist() == [4, 4, 3, 4]
+    assert (curve["lo"] <= curve["a"] + 1e-12).all() and (curve["a"] <= curve["hi"] + 1e-12).all()
+    (summary,) = adherence_summary(frame, n_boot=200)
+    assert summary.auc == pytest.approx((1 + 0.75 + 1 / 3 + 0) / 4)
+    assert summary.half_life == 129 and not summary.half_life_censored
+    assert summary.final == 0.0
+    assert summary.auc_lo <= summary.auc <= summary.auc_hi
+
+
+def test_half_life_censored_when_never_halved():
+    metrics = curve_metrics(np.array([1, 65, 129]), np.array([1.0, 0.8, 0.6]))
+    assert metrics["half_life_censored"] and math.isnan(metrics["half_life"])
+    assert metrics["final"] == pytest.approx(0.6)
+
+
+def test_survival_kaplan_meier_median_and_censoring():
+    frame = _windows_frame(
+        {0: [True, False], 1: [True, True, False], 2: [True, True, True, True], 3: [False]}
+    )
+    durations = first_failures(window_passes(frame))
+    assert durations.sort_values("sample")["duration"].tolist() == [65, 129, 256, 1]
+    assert durations.sort_values("sample")["event"].tolist() == [True, True, False, True]
+    (summary,) = adherence_summary(frame, n_boot=50)
+    # KM: S drops to 3/4 at 1, 2/4 at 65 -> median 65
+    assert summary.survival_median == 65 and summary.failures == 3 and summary.censored == 1
+    curve = survival_curves(frame)
+    assert curve["survival"].iloc[-1] == pytest.approx(0.25)
