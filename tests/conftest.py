@@ -72,3 +72,23 @@ def hf_embedded_model(embedded_model_path):
 
     model = AutoModelForCausalLM.from_pretrained(embedded_model_path, dtype=torch.float32).eval()
     return model, AutoTokenizer.from_pretrained(embedded_model_path)
+
+
+@pytest.fixture(scope="session")
+def vllm_engine(embedded_model_path):
+    """The one vLLM engine of the test session (embedded model, float32, prefix caching on).
+
+    vLLM starts in ~40-60 s on CPU, so every test that needs it shares this one.
+    """
+    pytest.importorskip("vllm")
+    from harness.engines import make_engine
+
+    engine = make_engine("vllm", embedded_model_path, max_model_len=4096)
+    yield engine
+
+
+@pytest.fixture(scope="session")
+def hf_engine(embedded_model_path):
+    from harness.engines import make_engine
+
+    return make_engine("hf", embedded_model_path)

@@ -1,0 +1,98 @@
+"""transformers `generate`, batched with left padding: the fallback engine and the one the
+attention-bias policy needs (vLLM's kernels cannot take an additive prompt bias)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+
+from harness.engines.base import GenerationRequest, GenerationResult
+
+# Given (model, per-row prompt lengths) returns a context manager active during generate.
+ForwardContext = Callable[[object, list[int]], AbstractContextManager]
+
+
+class HfEngine:
+    name = "hf"
+
+    def __init__(self, model_path: Path, *, max_model_len: int | None = None) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval()
+        context = getattr(self.model.config, "max_position_embeddings", None) or 2048
+        self.max_model_len = min(max_model_len or context, context)
+        self._pad_id = self.tokenizer.pad_token_id
+        if self._pad_id is None:
+            self._pad_id = self.tokenizer.eos_token_id
+        self.forward_context: ForwardContext | None = None
+
+    def generate(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
+        """Groups requests with identical sampling settings; each group is one batched call."""
+        groups: dict[str, list[int]] = {}
+        for index, request in enumerate(requests):
+            key = request.sampling.model_dump_json(exclude={"seed"})
+            groups.setdefault(key, []).append(index)
+        results: list[GenerationResult | None] = [None] * len(requests)
+        for indices in groups.values():
+            batch = [requests[i] for i in indices]
+            for i, result in zip(indices, self._generate_batch(batch), strict=True):
+                results[i] = result
+        return [r for r in results if r is not None]
+
+    def _generate_batch(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
+        import torch
+
+        settings = requests[0].sampling
+        width = max(len(r.prompt_ids) for r in requests)
+        input_ids = torch.full((len(requests), width), self._pad_id, dtype=torch.long)
+        attention = torch.zeros((len(requests), width), dtype=torch.long)
+        for row, request in enumerate(requests):  # left padding: prompts end at the same column
+            input_ids[row, width - len(request.prompt_ids) :] = torch.tensor(request.prompt_ids)
+            attention[row, width - len(request.prompt_ids) :] = 1
+        # transformers has one RNG for the batch: seed it from the first request so a batch
+        # is reproducible; per-request seeds are a vLLM feature.
+        if settings.seed is not None:
+            torch.manual_seed(settings.seed)
+        greedy = settings.temperature == 0
+        kwargs = dict(
+            max_new_tokens=settings.max_tokens,
+            do_sample=not greedy,
+            pad_token_id=self._pad_id,
+            eos_token_id=self.tokenizer.eos_token_id,
+        )
+        if not greedy:
+            kwargs.update(temperature=settings.temperature, top_p=settings.top_p, top_k=0)
+        context = (
+            self.forward_context(self.model, [len(r.prompt_ids) for r in requests])
+            if self.forward_context
+            else nullcontext()
+        )
+        start = time.perf_counter()
+        with torch.inference_mode(), context:
+            output = self.model.generate(input_ids=input_ids, attention_mask=attention, **kwargs)
+        seconds = time.perf_counter() - start
+        eos = self.tokenizer.eos_token_id
+        results = []
+        for row, request in enumerate(requests):
+            new = output[row, width:].tolist()
+            finish = "length"
+            if eos in new:  # keep the EOS token, as vLLM does, and drop the padding after it
+                new = new[: new.index(eos) + 1]
+                finish = "stop"
+            results.append(
+                GenerationResult(
+                    token_ids=new,
+                    text=self.tokenizer.decode(new, skip_special_tokens=True),
+                    finish_reason=finish,
+                    prompt_tokens=len(request.prompt_ids),
+                    seconds=seconds,
+                )
+            )
+        return results
+
+    def close(self) -> None:
+        del self.model

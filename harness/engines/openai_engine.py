@@ -1,0 +1,131 @@
+"""Any OpenAI-compatible completions endpoint, e.g. a deployed `vllm serve`.
+
+Prompts go out as token ids (the `/v1/completions` API accepts a list of ints), so the
+continuation the harness probes is exactly what the server saw. vLLM returns the generated
+ids when asked (`return_token_ids`); other servers get their text re-tokenised locally.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from harness.engines.base import GenerationRequest, GenerationResult
+from harness.errors import UserError
+
+RETRY_STATUS = {429, 500, 502, 503, 504}
+
+
+class OpenAIEngine:
+    name = "openai"
+
+    def __init__(
+        self,
+        model_path: Path,
+        *,
+        base_url: str | None = None,
+        served_model: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        max_model_len: int | None = None,
+        retries: int = 4,
+        timeout_s: float = 600.0,
+        concurrency: int = 32,
+    ) -> None:
+        import httpx
+        from transformers import AutoTokenizer
+
+        url = base_url or os.environ.get("OPENAI_BASE_URL")
+        if not url:
+            raise UserError(
+                "openai engine: no base URL (set generation.base_url or OPENAI_BASE_URL)"
+            )
+        self.base_url = url.rstrip("/")
+        key = os.environ.get(api_key_env, "EMPTY")
+        self._client = httpx.Client(
+            base_url=self.base_url, headers={"Authorization": f"Bearer {key}"}, timeout=timeout_s
+        )
+        self._retries = retries
+        self._concurrency = concurrency
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        served = self._served_models()
+        self.model = served_model or (served[0]["id"] if len(served) == 1 else None)
+        ids = [m["id"] for m in served]
+        if self.model not in ids:
+            raise UserError(
+                f"openai engine: model '{served_model}' is not served at {self.base_url} "
+                f"(served: {', '.join(ids) or 'none'})"
+            )
+        served_len = next((m.get("max_model_len") for m in served if m["id"] == self.model), None)
+        self.max_model_len = int(max_model_len or served_len or 2048)
+
+    def _request(self, method: str, path: str, **kwargs):
+        import httpx
+
+        delay = 0.5
+        for attempt in range(self._retries + 1):
+            try:
+                response = self._client.request(method, path, **kwargs)
+            except httpx.TransportError as exc:
+                if attempt == self._retries:
+                    raise UserError(
+                        f"openai engine: cannot reach {self.base_url} ({type(exc).__name__})"
+                    ) from None
+            else:
+                if response.status_code not in RETRY_STATUS or attempt == self._retries:
+                    return response
+            time.sleep(delay)
+            delay *= 2
+        raise AssertionError("unreachable")
+
+    def _served_models(self) -> list[dict]:
+        response = self._request("GET", "/models")
+        if response.status_code != 200:
+            raise UserError(
+                f"openai engine: GET {self.base_url}/models answered {response.status_code}"
+            )
+        return response.json().get("data", [])
+
+    def _complete(self, request: GenerationRequest) -> GenerationResult:
+        s = request.sampling
+        body = {
+            "model": self.model,
+            "prompt": list(request.prompt_ids),
+            "max_tokens": s.max_tokens,
+            "temperature": s.temperature,
+            "top_p": s.top_p,
+            "return_token_ids": True,
+            "skip_special_tokens": False,
+        }
+        if s.seed is not None:
+            body["seed"] = s.seed
+        if s.stop:
+            body["stop"] = s.stop
+        start = time.perf_counter()
+        response = self._request("POST", "/completions", json=body)
+        if response.status_code != 200:
+            detail = response.text[:200].replace("\n", " ")
+            raise UserError(f"openai engine: completion failed ({response.status_code}): {detail}")
+        choice = response.json()["choices"][0]
+        token_ids = choice.get("token_ids")
+        if token_ids is None:  # not a vLLM server: re-tokenise its text
+            token_ids = self.tokenizer(choice["text"], add_special_tokens=False)["input_ids"]
+        usage = response.json().get("usage") or {}
+        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+        return GenerationResult(
+            token_ids=list(token_ids),
+            text=self.tokenizer.decode(token_ids, skip_special_tokens=True),
+            finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
+            prompt_tokens=len(request.prompt_ids),
+            cached_prompt_tokens=cached,
+            seconds=time.perf_counter() - start,
+        )
+
+    def generate(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
+        # The server batches concurrent requests itself; send the whole batch at once.
+        with ThreadPoolExecutor(max_workers=min(self._concurrency, len(requests))) as pool:
+            return list(pool.map(self._complete, requests))
+
+    def close(self) -> None:
+        self._client.close()

@@ -1,0 +1,45 @@
+"""Restatement and re-injection policies that drive an Engine in segments."""
+
+from __future__ import annotations
+
+from harness.policies.base import Policy, SampleSpec, SampleState, run_policy
+from harness.policies.chat import ChatFormat
+from harness.policies.library import (
+    AdaptivePolicy,
+    AttentionBiasPolicy,
+    NonePolicy,
+    PeriodicPolicy,
+    RestatePolicy,
+    ViolationHook,
+)
+
+__all__ = [
+    "ChatFormat",
+    "Policy",
+    "SampleSpec",
+    "SampleState",
+    "make_policy",
+    "run_policy",
+]
+
+
+def make_policy(
+    spec, continue_on_eos: bool = False, violates: ViolationHook | None = None
+) -> Policy:
+    """Build a policy from its config model (harness.config.PolicySpec)."""
+    from harness.errors import UserError
+
+    name = spec.name
+    if name == "none":
+        return NonePolicy(continue_on_eos)
+    if name == "restate":
+        return RestatePolicy(continue_on_eos)
+    if name == "periodic":
+        return PeriodicPolicy(spec.every, spec.placement, spec.text, continue_on_eos)
+    if name == "adaptive":
+        if violates is None:
+            raise UserError("policy adaptive needs the task's checks to score windows")
+        return AdaptivePolicy(spec.every, violates, spec.placement, spec.text, continue_on_eos)
+    if name == "attention_bias":
+        return AttentionBiasPolicy(spec.lam, continue_on_eos)
+    raise UserError(f"unknown policy '{name}'")

@@ -1,0 +1,185 @@
+"""Policies drive an Engine in segments: all samples of a batch advance together, round by
+round, and every span of the continuation is recorded as a segment with token offsets."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from harness.engines.base import Engine, GenerationRequest, SamplingSettings
+from harness.errors import UserError
+from harness.policies.chat import ChatFormat
+from harness.records import GenerationRecord, Segment, TokenCounts
+
+CONTINUE_TEXT = "Continue."
+
+
+@dataclass
+class SampleSpec:
+    """One sample to generate: a chat prompt plus the item's reminder/restatement texts."""
+
+    system: str | None
+    user: str
+    reminder: str = ""
+    restatement: str = ""
+    seed: int = 0
+    meta: dict = field(default_factory=dict)  # model, task, item, sample... copied to records
+
+
+@dataclass
+class SampleState:
+    spec: SampleSpec
+    prompt_ids: list[int]
+    continuation: list[int] = field(default_factory=list)
+    segments: list[Segment] = field(default_factory=list)
+    generated: int = 0
+    done: bool = False
+    finish_reason: str = "length"
+    counts: TokenCounts = field(default_factory=TokenCounts)
+    seconds: float = 0.0
+    rounds: int = 0
+
+    def append(self, ids: Sequence[int], kind: str, source: str, text: str = "") -> None:
+        start = len(self.continuation)
+        self.continuation.extend(ids)
+        self.segments.append(
+            Segment(kind=kind, start=start, end=len(self.continuation), source=source, text=text)
+        )
+
+
+class Policy:
+    """Base: generate to the budget in one round. Subclasses change the round length, the
+    start of the assistant turn, and what is injected between rounds."""
+
+    label = "none"
+    continue_on_eos = False
+
+    def prepare(self, chat: ChatFormat, engine: Engine, states: list[SampleState]) -> None:
+        """Hook run once before the first round (checks, restatement, engine set-up)."""
+
+    def round_tokens(self, state: SampleState, remaining: int) -> int:
+        return remaining
+
+    def inject(self, chat: ChatFormat, states: list[SampleState]) -> dict[int, list[int]]:
+        """Injected ids per index of `states` (active samples at a round boundary)."""
+        return {}
+
+    def injection_budget(self, chat: ChatFormat, spec: SampleSpec, max_tokens: int) -> int:
+        """Upper bound of tokens this policy may add besides generated ones (context check)."""
+        return 0
+
+
+def reminder_ids(chat: ChatFormat, placement: str, text: str, last: int | None) -> list[int]:
+    if placement == "inline":
+        return chat.inline_ids(text)
+    if placement in ("system", "user"):
+        body = text if placement == "system" else f"Reminder: {text} {CONTINUE_TEXT}"
+        return chat.turn_ids(placement, body, last)
+    raise UserError(f"unknown placement '{placement}' (expected system, user or inline)")
+
+
+def run_policy(
+    policy: Policy,
+    engine: Engine,
+    chat: ChatFormat,
+    specs: list[SampleSpec],
+    sampling: SamplingSettings,
+    on_round: Callable[[int, int], None] | None = None,
+) -> list[GenerationRecord]:
+    """Generate `sampling.max_tokens` model tokens for every spec under `policy`."""
+    budget = sampling.max_tokens
+    states = [SampleState(spec=s, prompt_ids=chat.prompt_ids(s.system, s.user)) for s in specs]
+    for state in states:
+        extra = policy.injection_budget(chat, state.spec, budget)
+        needed = len(state.prompt_ids) + budget + extra
+        if needed > engine.max_model_len:
+            raise UserError(
+                f"max_tokens {budget} (+{extra} injected, +{len(state.prompt_ids)} prompt) "
+                f"exceeds the context of {engine.max_model_len} tokens"
+            )
+        state.counts.prompt = len(state.prompt_ids)
+    policy.prepare(chat, engine, states)
+    round_index = 0
+    while True:
+        active = [s for s in states if not s.done]
+        if not active:
+            break
+        requests = []
+        for state in active:
+            n = policy.round_tokens(state, budget - state.generated)
+            seed = None if state.spec.seed is None else state.spec.seed * 7919 + round_index
+            settings = sampling.model_copy(update={"max_tokens": n, "seed": seed})
+            requests.append(
+                GenerationRequest(
+                    prompt_ids=state.prompt_ids + state.continuation, sampling=settings
+                )
+            )
+        results = engine.generate(requests)
+        for state, request, result in zip(active, requests, results, strict=True):
+            state.rounds += 1
+            state.seconds += result.seconds / len(active)
+            state.counts.processed += len(request.prompt_ids) + len(result.token_ids)
+            if result.cached_prompt_tokens is not None:
+                uncached = state.counts.processed_uncached or 0
+                state.counts.processed_uncached = (
+                    uncached
+                    + len(request.prompt_ids)
+                    - result.cached_prompt_tokens
+                    + len(result.token_ids)
+                )
+            state.append(result.token_ids, "generated", "model", result.text)
+            state.generated += len(result.token_ids)
+            remaining = budget - state.generated
+            if remaining <= 0:
+                state.done, state.finish_reason = True, "length"
+            elif result.finish_reason == "stop":
+                if policy.continue_on_eos:
+                    last = state.continuation[-1] if state.continuation else None
+                    ids = chat.turn_ids("user", CONTINUE_TEXT, last)
+                    state.append(ids, "injected", "continue", CONTINUE_TEXT)
+                else:
+                    state.done, state.finish_reason = True, "stop"
+        boundary = [s for s in states if not s.done]
+        for index, ids in policy.inject(chat, boundary).items():
+            boundary[index].append(ids, "injected", "reminder", chat.tokenizer.decode(ids))
+        round_index += 1
+        if on_round:
+            on_round(round_index, sum(s.generated for s in states))
+    return [_record(state, chat, policy, engine) for state in states]
+
+
+def _record(
+    state: SampleState, chat: ChatFormat, policy: Policy, engine: Engine
+) -> GenerationRecord:
+    counts = state.counts
+    for seg in state.segments:
+        n = seg.end - seg.start
+        if seg.kind == "generated":
+            counts.generated += n
+        elif seg.kind == "injected":
+            counts.injected += n
+        else:
+            counts.restated += n
+    spec = state.spec
+    messages = ([{"role": "system", "content": spec.system}] if spec.system else []) + [
+        {"role": "user", "content": spec.user}
+    ]
+    return GenerationRecord(
+        model=spec.meta.get("model", ""),
+        task=spec.meta.get("task", ""),
+        item=spec.meta.get("item", ""),
+        run_id=spec.meta.get("run_id", ""),
+        sample=spec.meta.get("sample", 0),
+        policy=policy.label,
+        seed=spec.seed,
+        prompt_messages=messages,
+        prompt_ids=state.prompt_ids,
+        continuation_ids=state.continuation,
+        segments=state.segments,
+        text=chat.tokenizer.decode(state.continuation, skip_special_tokens=False),
+        finish_reason=state.finish_reason,
+        engine=engine.name,
+        seconds=state.seconds,
+        rounds=state.rounds,
+        tokens=counts,
+    )

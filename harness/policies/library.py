@@ -1,0 +1,147 @@
+"""The policies: none, restate, periodic, adaptive, attention_bias."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from harness.engines.base import Engine
+from harness.errors import UserError
+from harness.policies.base import Policy, SampleSpec, SampleState, reminder_ids
+from harness.policies.chat import ChatFormat
+
+# (sample state, text of the last window) -> True when the window violates the task's checks
+ViolationHook = Callable[[SampleState, str], bool]
+
+
+class NonePolicy(Policy):
+    label = "none"
+
+    def __init__(self, continue_on_eos: bool = False) -> None:
+        self.continue_on_eos = continue_on_eos
+
+
+class RestatePolicy(NonePolicy):
+    """The assistant turn starts with the item's restatement, which the model continues."""
+
+    label = "restate"
+
+    def prepare(self, chat: ChatFormat, engine: Engine, states: list[SampleState]) -> None:
+        for state in states:
+            text = state.spec.restatement
+            if not text.strip():
+                raise UserError("policy 'restate': the task item has no restatement text")
+            ids = chat.encode(text)
+            state.append(ids, "restatement", "restatement", text)
+            state.counts.restated = 0  # counted from segments when the record is built
+
+    def injection_budget(self, chat: ChatFormat, spec: SampleSpec, max_tokens: int) -> int:
+        return len(chat.encode(spec.restatement))
+
+
+class PeriodicPolicy(NonePolicy):
+    """Every `every` generated tokens, inject the reminder into every unfinished sample."""
+
+    def __init__(
+        self,
+        every: int,
+        placement: str = "user",
+        text: str | None = None,
+        continue_on_eos: bool = False,
+    ) -> None:
+        if every <= 0:
+            raise UserError(f"policy every={every}: must be a positive number of tokens")
+        if placement not in ("system", "user", "inline"):
+            raise UserError(f"unknown placement '{placement}' (expected system, user or inline)")
+        if text is not None and not text.strip():
+            raise UserError("policy reminder text is empty")
+        super().__init__(continue_on_eos)
+        self.every, self.placement, self.text = every, placement, text
+        self.label = f"{self.kind}-{every}-{placement}"
+
+    kind = "periodic"
+
+    def _text(self, spec: SampleSpec) -> str:
+        text = self.text or spec.reminder
+        if not text.strip():
+            raise UserError(f"policy '{self.kind}': reminder text is empty")
+        return text
+
+    def prepare(self, chat: ChatFormat, engine: Engine, states: list[SampleState]) -> None:
+        for state in states:  # fail before generating: bad placement / empty text
+            reminder_ids(chat, self.placement, self._text(state.spec), None)
+
+    def round_tokens(self, state: SampleState, remaining: int) -> int:
+        # next boundary at the next multiple of `every` generated tokens
+        return min(self.every - state.generated % self.every, remaining)
+
+    def due(self, state: SampleState) -> bool:
+        return state.generated > 0 and state.generated % self.every == 0
+
+    def inject(self, chat: ChatFormat, states: list[SampleState]) -> dict[int, list[int]]:
+        return {
+            i: reminder_ids(chat, self.placement, self._text(s.spec), s.continuation[-1])
+            for i, s in enumerate(states)
+            if self.due(s)
+        }
+
+    def injection_budget(self, chat: ChatFormat, spec: SampleSpec, max_tokens: int) -> int:
+        per = len(reminder_ids(chat, self.placement, self._text(spec), None)) + 1
+        return per * (max_tokens // self.every)
+
+
+class AdaptivePolicy(PeriodicPolicy):
+    """Every `every` tokens score the last window; remind only the samples that violate."""
+
+    kind = "adaptive"
+
+    def __init__(
+        self,
+        every: int,
+        violates: ViolationHook,
+        placement: str = "user",
+        text: str | None = None,
+        continue_on_eos: bool = False,
+    ) -> None:
+        super().__init__(every, placement, text, continue_on_eos)
+        self.violates = violates
+
+    def inject(self, chat: ChatFormat, states: list[SampleState]) -> dict[int, list[int]]:
+        out = {}
+        for i, state in enumerate(states):
+            if not self.due(state):
+                continue
+            window = [
+                tok
+                for seg in state.segments
+                if seg.kind == "generated"
+                for tok in state.continuation[seg.start : seg.end]
+            ][-self.every :]
+            if self.violates(state, chat.tokenizer.decode(window, skip_special_tokens=True)):
+                out[i] = reminder_ids(
+                    chat, self.placement, self._text(state.spec), state.continuation[-1]
+                )
+        return out
+
+
+class AttentionBiasPolicy(NonePolicy):
+    """Adds lam * log((P + t) / P) to the attention logits of the system-prompt keys."""
+
+    def __init__(self, lam: float, continue_on_eos: bool = False) -> None:
+        if lam < 0:
+            raise UserError(f"policy attention_bias lam={lam}: must be >= 0")
+        super().__init__(continue_on_eos)
+        self.lam = lam
+        self.label = f"attention_bias-{lam:g}"
+
+    def prepare(self, chat: ChatFormat, engine: Engine, states: list[SampleState]) -> None:
+        if engine.name != "hf":
+            raise UserError(
+                "policy attention_bias needs generation.engine: hf (vLLM kernels take no bias)"
+            )
+        from harness.probes.attention_bias import generation_bias_context
+
+        prefix = {
+            len(s.prompt_ids): chat.system_prefix_len(s.spec.system or "", s.spec.user)
+            for s in states
+        }
+        engine.forward_context = generation_bias_context(self.lam, prefix)  # type: ignore[attr-defined]
