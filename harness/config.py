@@ -234,7 +234,7 @@ def _language_code(value: str) -> str:
 
 
 NonEmptyText = Annotated[str, Field(min_length=1, pattern=r"\S")]
-Language = Annotated[str, Field(min_length=2, max_length=3)]
+Language = str  # validated against ISO_639_1 by _language_code
 
 
 # ---------------------------------------------------------------- checks (task-suite side)
@@ -473,7 +473,8 @@ def _format_error(path: Path, exc: ValidationError) -> str:
     if err["type"] == "extra_forbidden":
         msg = "unknown key"
     elif err["type"] == "union_tag_invalid":
-        msg = f"unknown {'policy' if 'policies' in loc else 'check type'}: {err['input']!r}"
+        kind = "policy" if "policies" in loc else "check type"
+        msg = f"unknown {kind}: {err['ctx']['tag']!r}"
         msg += f" (expected one of {err['ctx']['expected_tags']})"
     elif err["type"] == "union_tag_not_found":
         msg = f"missing '{err['ctx']['discriminator'].strip(chr(39))}'"
@@ -516,6 +517,8 @@ def load_run_config(path: Path | str) -> RunConfig:
     suites = []
     for suite_path in config.suites:
         resolved = suite_path if suite_path.is_absolute() else _relative(path, suite_path)
+        if not resolved.is_file():
+            raise UserError(f"{path}: field 'suites': {suite_path}: file not found")
         suites.append(load_suite(resolved))
     for model in config.models:
         try:

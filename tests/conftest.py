@@ -85,6 +85,7 @@ def vllm_engine(embedded_model_path):
 
     engine = make_engine("vllm", embedded_model_path, max_model_len=4096)
     yield engine
+    engine.close()
 
 
 @pytest.fixture(scope="session")

@@ -92,6 +92,11 @@ class VllmEngine:
         for key, engine in list(_ENGINES.items()):
             if engine is self:
                 del _ENGINES[key]
+        # Stop the engine-core process now, while logging still works; otherwise vLLM's
+        # exit-time finaliser does it after the interpreter closed its streams.
+        core = getattr(self._llm.llm_engine, "engine_core", None)
+        if core is not None and hasattr(core, "shutdown"):
+            core.shutdown()
         del self._llm
 
 

@@ -36,7 +36,9 @@ def test_vllm_same_seed_same_tokens_other_seed_differs(vllm_engine):
         settings = SamplingSettings(temperature=0.9, top_p=0.95, max_tokens=40, seed=seed)
         return [
             r.token_ids
-            for r in vllm_engine.generate([GenerationRequest(prompt_ids=prompt, sampling=settings)] * 2)
+            for r in vllm_engine.generate(
+                [GenerationRequest(prompt_ids=prompt, sampling=settings)] * 2
+            )
         ]
 
     first, again, other = sample(11), sample(11), sample(12)

@@ -68,7 +68,10 @@ def test_periodic_user_injects_exactly_every_k_generated_tokens(vllm_engine):
 def test_restate_prefills_the_assistant_turn(vllm_engine):
     chat = ChatFormat(vllm_engine.tokenizer)
     records = run_policy(
-        RestatePolicy(), vllm_engine, chat, _specs(1),
+        RestatePolicy(),
+        vllm_engine,
+        chat,
+        _specs(1),
         SamplingSettings(temperature=0, max_tokens=24),
     )
     record = records[0]
@@ -119,6 +122,9 @@ def test_max_tokens_beyond_context_is_a_clear_error(vllm_engine):
     chat = ChatFormat(vllm_engine.tokenizer)
     with pytest.raises(UserError, match="exceeds the context of 4096 tokens"):
         run_policy(
-            NonePolicy(), vllm_engine, chat, _specs(1),
+            NonePolicy(),
+            vllm_engine,
+            chat,
+            _specs(1),
             SamplingSettings(temperature=0, max_tokens=5000),
         )

@@ -1,0 +1,149 @@
+"""Malformed configs: each gets one line naming file, field and what was expected, exit code 2,
+no traceback, and no output folder."""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.config import load_run_config, load_suite, policy_label
+
+DATA = Path(__file__).parent.parent / "data" / "configs"
+VALID = yaml.safe_load((DATA / "valid.yaml").read_text())
+SUITE = yaml.safe_load((DATA / "mini-suite.yaml").read_text())
+
+
+def _set(path: str, value):
+    def mutate(config, suite):
+        *parents, leaf = path.split(".")
+        target = config
+        for key in parents:
+            target = target.setdefault(key, {})
+        target[leaf] = value
+
+    return mutate
+
+
+def _suite(mutate_item):
+    def mutate(config, suite):
+        mutate_item(suite["items"][0])
+
+    return mutate
+
+
+CASES = {
+    "unknown top-level key": (_set("modles", ["x"]), "field 'modles': unknown key"),
+    "unknown nested key": (_set("generation.temprature", 0.5), "generation.temprature"),
+    "wrong type": (_set("samples", "four"), "field 'samples'"),
+    "zero max_tokens": (_set("generation.max_tokens", 0), "generation.max_tokens"),
+    "negative max_tokens": (_set("generation.max_tokens", -5), "greater than 0"),
+    "zero samples": (_set("samples", 0), "field 'samples'"),
+    "unknown model": (_set("models", ["gpt-17"]), "unknown model 'gpt-17'"),
+    "nested untrained": (_set("models", ["untrained:untrained:x"]), "cannot be nested"),
+    "unknown policy": (_set("policies", [{"name": "sometimes"}]), "unknown policy: 'sometimes'"),
+    "unknown policy shorthand": (_set("policies", ["always"]), "unknown policy: 'always'"),
+    "periodic every 0": (_set("policies", [{"name": "periodic", "every": 0}]), "every"),
+    "bad placement": (
+        _set("policies", [{"name": "periodic", "every": 8, "placement": "sideways"}]),
+        "placement",
+    ),
+    "empty reminder text": (
+        _set("policies", [{"name": "periodic", "every": 8, "text": ""}]),
+        "policies.0.periodic.text",
+    ),
+    "no policies": (_set("policies", []), "field 'policies'"),
+    "no models": (_set("models", []), "field 'models'"),
+    "missing suite file": (_set("suites", ["nowhere.yaml"]), "nowhere.yaml: file not found"),
+    "window larger than max tokens": (_set("scoring.window", 512), "larger than"),
+    "not ISO 639-1 in candidates": (
+        _set("scoring.languages", ["en", "french"]),
+        "'french' is not an ISO 639-1 language code",
+    ),
+    "negative temperature": (_set("generation.temperature", -1), "generation.temperature"),
+    "top_p above 1": (_set("generation.top_p", 1.5), "generation.top_p"),
+    "unknown engine": (_set("generation.engine", "tensorrt"), "generation.engine"),
+    "unknown item filter": (_set("items", ["mini-de"]), "no task item 'mini-de'"),
+    "baseline text missing": (_set("probe.baseline", "text"), "baseline_text"),
+    "empty system prompt": (_suite(lambda item: item.update(system="  ")), "items.0.system"),
+    "empty user prompt": (_suite(lambda item: item.update(user="")), "items.0.user"),
+    "language target not ISO": (
+        _suite(lambda item: item.update(checks=[{"type": "language", "target": "xx"}])),
+        "'xx' is not an ISO 639-1 language code",
+    ),
+    "regex does not compile": (
+        _suite(lambda item: item.update(checks=[{"type": "regex_must", "pattern": "(["}])),
+        "regex does not compile",
+    ),
+    "unknown check type": (
+        _suite(lambda item: item.update(checks=[{"type": "vibes"}])),
+        "unknown check type: 'vibes'",
+    ),
+    "duplicate item ids": (
+        lambda config, suite: suite["items"].append(copy.deepcopy(suite["items"][0])),
+        "duplicate item id 'mini-fr'",
+    ),
+}
+
+
+def _write_case(tmp_path: Path, mutate) -> Path:
+    config, suite = copy.deepcopy(VALID), copy.deepcopy(SUITE)
+    mutate(config, suite)
+    (tmp_path / "mini-suite.yaml").write_text(yaml.safe_dump(suite, allow_unicode=True))
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config, allow_unicode=True))
+    return path
+
+
+def _run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
+    from harness.cli import main
+
+    old = sys.argv
+    sys.argv = ["harness", *argv]
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            main()
+    finally:
+        sys.argv = old
+    captured = capsys.readouterr()
+    return exit_info.value.code, captured.out, captured.err
+
+
+def test_valid_config_loads():
+    config = load_run_config(DATA / "valid.yaml")
+    assert [policy_label(p) for p in config.policies] == ["none", "restate", "periodic-64-user"]
+    assert config.scoring.languages[0] == "en"
+    assert len(load_suite(DATA / "mini-suite.yaml").items) == 2
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_malformed_config_one_line_exit_2_nothing_written(case, tmp_path, capsys):
+    mutate, expected = CASES[case]
+    path = _write_case(tmp_path, mutate)
+    out_dir = tmp_path / "out"
+    code, stdout, stderr = _run_cli(["run", str(path), "--out", str(out_dir)], capsys)
+    assert code == 2
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr
+    assert str(path.parent) in lines[0] and expected in lines[0], lines[0]
+    assert not out_dir.exists()
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("name: [unclosed\n", "not valid YAML"), ("- just\n- a list\n", "expected a mapping")],
+)
+def test_unparseable_yaml(text, expected, tmp_path, capsys):
+    path = tmp_path / "broken.yaml"
+    path.write_text(text)
+    code, _, stderr = _run_cli(["run", str(path), "--out", str(tmp_path / "out")], capsys)
+    assert code == 2 and expected in stderr and len(stderr.strip().splitlines()) == 1
+
+
+def test_missing_config_file(tmp_path, capsys):
+    code, _, stderr = _run_cli(["run", str(tmp_path / "nope.yaml")], capsys)
+    assert code == 2 and "nope.yaml: file not found" in stderr

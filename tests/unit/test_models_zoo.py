@@ -1,0 +1,70 @@
+"""Model names, the atomic build and the listing, without loading any model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.errors import UserError
+from harness.models import parse_model_name
+from harness.models.build import build_atomically
+
+
+@pytest.mark.parametrize(
+    "name, kind, base, seed",
+    [
+        ("smollm2-135m-instruct", "embedded", None, None),
+        ("untrained:smollm2-135m-instruct", "untrained", "smollm2-135m-instruct", 0),
+        ("untrained:tiny-random-llama@7", "untrained", "tiny-random-llama", 7),
+        ("tiny-random-qwen2", "tiny", None, None),
+        ("HuggingFaceTB/SmolLM2-1.7B-Instruct", "hub", None, None),
+    ],
+)
+def test_parse_model_name(name, kind, base, seed):
+    parsed = parse_model_name(name)
+    assert (parsed.kind, parsed.base, parsed.seed) == (kind, base, seed)
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("", "model name is empty"),
+        ("gpt-17", "unknown model 'gpt-17'"),
+        ("untrained:gpt-17", "unknown model 'gpt-17'"),
+        ("untrained:untrained:tiny-random-llama", "cannot be nested"),
+        ("./no/such/folder", "unknown model"),
+    ],
+)
+def test_bad_model_names(name, message):
+    with pytest.raises(UserError, match=message):
+        parse_model_name(name)
+
+
+def test_local_folder_needs_config(tmp_path):
+    with pytest.raises(UserError, match="has no config.json"):
+        parse_model_name(str(tmp_path))
+    (tmp_path / "config.json").write_text("{}")
+    assert parse_model_name(str(tmp_path)).kind == "local"
+
+
+def test_build_is_atomic_when_killed_or_failing(tmp_path):
+    dest = tmp_path / "models" / "thing"
+
+    def failing(out: Path):
+        (out / "model.safetensors").write_text("half")
+        raise RuntimeError("killed mid-build")
+
+    with pytest.raises(RuntimeError):
+        build_atomically(dest, failing)
+    assert not dest.exists()
+    assert list(dest.parent.glob(".thing.*")) == []
+    # a SIGKILL leaves a .partial folder behind: the next build ignores and removes it
+    stale = dest.parent / ".thing.deadbeef.partial"
+    stale.mkdir()
+    (stale / "config.json").write_text("{}")
+    calls = []
+    build_atomically(dest, lambda out: (calls.append(1), (out / "config.json").write_text("{}")))
+    assert (dest / "config.json").exists() and not stale.exists()
+    build_atomically(dest, lambda out: calls.append(2))  # second call: cached, not rebuilt
+    assert calls == [1]
