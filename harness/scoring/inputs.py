@@ -32,44 +32,58 @@ def read_records(
     """
     if not path.is_file():
         raise UserError(f"{path}: file not found")
-    records: list[GenerationRecord] = []
-    per_item: dict[str, int] = {}
+    parsed: list[tuple[str, dict]] = []
     with path.open(encoding="utf-8") as handle:
         for lineno, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise UserError(f"{where}: not valid JSON ({exc.msg})") from None
-            if not isinstance(data, dict):
-                raise UserError(f"{where}: expected a JSON object")
-            item = data.get("item")
-            if not isinstance(item, str) or not item:
-                raise UserError(f"{where}: field 'item' missing")
-            if item not in known_items:
-                raise UserError(f"{where}: field 'item': no task item '{item}' in the suites")
-            if "continuation_ids" not in data:
-                text = data.get("text")
-                if not isinstance(text, str) or not text.strip():
-                    raise UserError(f"{where}: field 'text' missing or empty")
-                name = model or data.get("model") or None
-                ids = tokenizer_for(name)(text, add_special_tokens=False)["input_ids"]
-                sample = per_item.get(item, 0)
-                per_item[item] = sample + 1
-                data = {
-                    "run_id": data.get("run_id", path.stem),
-                    "model": name or "",
-                    "item": item,
-                    "policy": data.get("policy", "logged"),
-                    "sample": data.get("sample", sample),
-                    "continuation_ids": ids,
-                }
-            try:
-                records.append(GenerationRecord.model_validate(data))
-            except ValidationError as exc:
-                raise UserError(f"{where}: {_first_error(exc)}") from None
-    if not records:
+            if line.strip():
+                where = f"{path}:{lineno}"
+                parsed.append((where, _parse_line(where, line, known_items)))
+    if not parsed:
         raise UserError(f"{path}: no records")
+    # Every line is valid before the tokenizer (slow to load) is touched.
+    records: list[GenerationRecord] = []
+    per_item: dict[str, int] = {}
+    for where, data in parsed:
+        if "continuation_ids" not in data:
+            item = data["item"]
+            name = model or data.get("model") or None
+            ids = tokenizer_for(name)(data["text"], add_special_tokens=False)["input_ids"]
+            sample = per_item.get(item, 0)
+            per_item[item] = sample + 1
+            data = {
+                "run_id": data.get("run_id", path.stem),
+                "model": name or "",
+                "item": item,
+                "policy": data.get("policy", "logged"),
+                "sample": data.get("sample", sample),
+                "continuation_ids": ids,
+            }
+        try:
+            records.append(GenerationRecord.model_validate(data))
+        except ValidationError as exc:
+            raise UserError(f"{where}: {_first_error(exc)}") from None
     return records
+
+
+def _parse_line(where: str, line: str, known_items: set[str]) -> dict:
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{where}: not valid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{where}: expected a JSON object")
+    item = data.get("item")
+    if not isinstance(item, str) or not item:
+        raise UserError(f"{where}: field 'item' missing")
+    if item not in known_items:
+        raise UserError(f"{where}: field 'item': no task item '{item}' in the suites")
+    if "continuation_ids" in data:
+        try:
+            GenerationRecord.model_validate(data)
+        except ValidationError as exc:
+            raise UserError(f"{where}: {_first_error(exc)}") from None
+    else:
+        text = data.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise UserError(f"{where}: field 'text' missing or empty")
+    return data
