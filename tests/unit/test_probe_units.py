@@ -1,0 +1,160 @@
+"""Probe pieces that need no model: pair specs, inputs, reductions, bias arithmetic, fit table."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from harness.errors import UserError
+from harness.probes.attention_bias import prompt_bias
+from harness.probes.divergence import PairDivergence, _Reducer, check_inputs, resolve_layers
+from harness.probes.experiment import REASON_ZERO, ProbeRequest, fit_table
+from harness.probes.pairs import PairSpec, file_continuation, load_pairs, read_text_arg
+
+
+def test_pair_spec_needs_one_complete_kind():
+    assert PairSpec(name="x", prompt_a="a", prompt_b="b").is_chat is False
+    assert PairSpec(name="x", system_a="a", system_b=":none", user="u").is_chat is True
+    with pytest.raises(ValueError, match="either"):
+        PairSpec(name="x", prompt_a="a", prompt_b="b", user="u")
+    with pytest.raises(ValueError, match="must all be given"):
+        PairSpec(name="x", system_a="a", user="u")
+
+
+def test_load_pairs_reads_files_relative_to_yaml(tmp_path):
+    (tmp_path / "sys.txt").write_text("Answer in French.")
+    (tmp_path / "p.yaml").write_text(
+        "pairs:\n  - {name: fr, system_a: '@sys.txt', system_b: ':default', user: hi,"
+        " continuation: gens.jsonl#1}\n"
+    )
+    (spec,) = load_pairs(tmp_path / "p.yaml")
+    assert spec.system_a == "Answer in French."
+    assert spec.system_b == ":default"
+    assert spec.continuation == str(tmp_path / "gens.jsonl#1")
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("pairs: []", "non-empty list"),
+        ("pairs:\n  - {name: a, prompt_a: x}", r"pairs\[0\]"),
+        ("pairs:\n  - {name: a, prompt_a: x, prompt_b: y}\n  - {name: a, prompt_a: x, "
+         "prompt_b: z}", "unique"),
+        ("pairs: [", "not valid YAML"),
+    ],
+)  # fmt: skip
+def test_load_pairs_errors_are_one_line(tmp_path, body, message):
+    (tmp_path / "p.yaml").write_text(body)
+    with pytest.raises(UserError, match=message) as info:
+        load_pairs(tmp_path / "p.yaml")
+    assert "\n" not in str(info.value)
+
+
+def test_read_text_arg_and_missing_file(tmp_path):
+    assert read_text_arg("plain text") == "plain text"
+    (tmp_path / "a.txt").write_text("from file")
+    assert read_text_arg(f"@{tmp_path / 'a.txt'}") == "from file"
+    with pytest.raises(UserError, match="file not found"):
+        read_text_arg(f"@{tmp_path / 'missing.txt'}")
+
+
+def test_record_continuation_uses_stored_ids(tmp_path):
+    rows = [{"continuation_ids": [5, 6, 7]}, {"continuation_ids": [9, 8]}]
+    path = tmp_path / "gens.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert file_continuation(None, str(path)) == [
+        5,
+        6,
+        7,
+    ]  # no tokenizer needed: never re-tokenised
+    assert file_continuation(None, f"@{path}#1") == [9, 8]
+    with pytest.raises(UserError, match="row 2 out of range"):
+        file_continuation(None, f"{path}#2")
+
+
+def test_resolve_layers():
+    assert resolve_layers("all", 5) == [0, 1, 2, 3, 4]
+    assert resolve_layers("4,1,1", 5) == [1, 4]
+    with pytest.raises(UserError, match="out of range: this model has 0..4"):
+        resolve_layers([5], 5)
+    with pytest.raises(UserError, match="comma-separated"):
+        resolve_layers("1,x", 5)
+
+
+def test_check_inputs_errors():
+    with pytest.raises(UserError, match="empty prompt"):
+        check_inputs([], [1], [1, 2], 100)
+    with pytest.raises(UserError, match="exceeds the model's context of 10"):
+        check_inputs([1] * 4, [1] * 6, [1] * 5, 10)
+    check_inputs([1] * 4, [1] * 6, [1] * 4, 10)
+
+
+def test_reducer_matches_direct_metrics():
+    torch.manual_seed(0)
+    reducer = _Reducer([0, 2], n_states=3, total=6)
+    hidden = torch.randn(2, 4, 8)  # (rows A/B, q, d)
+    reducer.reduce(2, hidden)  # offset None: prefill, nothing recorded
+    assert reducer.l2.abs().sum() == 0
+    reducer.offset = 2
+    reducer.reduce(2, hidden)
+    reducer.reduce(1, hidden)  # layer not kept
+    a, b = hidden[0].double(), hidden[1].double()
+    l2 = (a - b).norm(dim=-1)
+    np.testing.assert_allclose(reducer.l2[1, 2:6], l2, rtol=1e-12)
+    np.testing.assert_allclose(
+        reducer.rel_l2[1, 2:6], l2 / ((a.norm(dim=-1) + b.norm(dim=-1)) / 2), rtol=1e-12
+    )
+    cos = torch.nn.functional.cosine_similarity(a, b, dim=-1)
+    np.testing.assert_allclose(reducer.cos_dist[1, 2:6], 1 - cos, atol=1e-12)
+    assert reducer.l2[0].abs().sum() == 0 and reducer.l2[1, :2].abs().sum() == 0
+
+
+def test_prompt_bias_values_with_left_padding():
+    # row 0: P = 3, no padding; row 1: P = 2 with one pad slot; kv = 6 slots, queries at the
+    # last two slots
+    positions = torch.tensor([[4, 5], [3, 4]])  # (B, q)
+    bias = prompt_bias(positions, 6, torch.tensor([3, 2]), lam=1.0)  # (B, q, kv)
+    # row 0, query position 4 = continuation t = 2: prompt keys are slots 0..2
+    assert torch.allclose(bias[0, 0, :3], torch.full((3,), math.log(5 / 3)))
+    assert bias[0, 0, 3:].abs().sum() == 0
+    # row 1, query position 4 = t = 3: prompt keys are slots 1..2 (slot 0 is padding)
+    assert torch.allclose(bias[1, 1, 1:3], torch.full((2,), math.log(5 / 2)))
+    assert bias[1, 1, 0] == 0 and bias[1, 1, 3:].abs().sum() == 0
+    # queries inside the prompt get nothing; lam scales linearly
+    assert prompt_bias(torch.tensor([[1]]), 2, torch.tensor([3]), lam=1.0).abs().sum() == 0
+    half = prompt_bias(positions, 6, torch.tensor([3, 2]), lam=0.5)
+    assert torch.allclose(half, bias / 2)
+
+
+def _fake(identical: bool, scale: float) -> PairDivergence:
+    t = np.arange(1, 257, dtype=np.float64)
+    curve = 0.0 * t if identical else scale * t**-0.6
+    stack = np.stack([0.0 * t, curve])  # layer 0 is all zero by construction
+    return PairDivergence(
+        layers=[0, 1], l2=stack, rel_l2=stack, cos_dist=stack, delta_logp=curve, kl=curve,
+        prompt_lens=(3, 3), identical_prompts=identical,
+    )  # fmt: skip
+
+
+def test_fit_table_reasons_and_pooled_row():
+    request = ProbeRequest(
+        models=["m"], pairs=[PairSpec(name="p", prompt_a="a", prompt_b="b")],
+        continuation="x", tokens=256, n_boot=50,
+    )  # fmt: skip
+    curves = [("m", None, "p1", _fake(False, 1.0)), ("m", None, "p2", _fake(False, 2.0)),
+              ("m", None, "same", _fake(True, 0.0))]  # fmt: skip
+    fits = fit_table(curves, request)
+    row = fits[(fits.pair == "p1") & (fits.layer == 1) & (fits.metric == "l2")].iloc[0]
+    assert row.alpha == pytest.approx(0.6, abs=1e-9) and row.reason == ""
+    same = fits[(fits.pair == "same") & (fits.layer == 1) & (fits.metric == "l2")].iloc[0]
+    assert math.isnan(same.alpha) and same.reason == "identical prompts"
+    zero = fits[(fits.pair == "p1") & (fits.layer == 0) & (fits.metric == "l2")].iloc[0]
+    assert math.isnan(zero.alpha) and zero.reason == REASON_ZERO
+    pooled = fits[(fits.pair == "all") & (fits.layer == 1) & (fits.metric == "l2")].iloc[0]
+    assert pooled.alpha == pytest.approx(0.6, abs=1e-9)  # the identical pair is left out
+    assert set(fits[fits.layer == -1].metric) == {"abs_delta_logp", "kl"}
+    assert "lam" not in fits.columns
