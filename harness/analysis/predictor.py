@@ -1,0 +1,235 @@
+"""Early warning: does the divergence signal predict a failing window beyond position alone?
+
+One row per window of each generated sample (windows.csv verdicts; undetermined windows
+dropped). Label: the window failed. Features:
+- log rel_l2 at the chosen layers: divergence.csv holds rel_l2 only at a sparse grid of t, so
+  log rel_l2 is interpolated linearly in log t (held constant beyond the probed range) at
+  POINTS evenly spaced positions of the window's [t_start, t_end] and averaged;
+- mean kl and mean delta_logp over the window's positions (nexttoken.csv holds every t);
+- log t of the window centre (t_start + t_end) / 2.
+Per model, a standardised logistic regression on all features ("divergence+log_t") is compared
+with one on log t alone ("log_t"), both on the same windows: out-of-fold scores from GroupKFold
+grouped by sample (the probe pair "<item>/<policy>/<sample>": windows of one sample never sit on
+both sides of a split), AUROC of the pooled out-of-fold scores, and a percentile CI from a
+bootstrap over samples (the fitted scores are kept; resampling groups re-weights windows).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis.summary import window_verdicts
+
+COLUMNS = [
+    "model", "features", "auroc", "auroc_low", "auroc_high",
+    "n_windows", "n_samples", "n_violations", "folds", "reason",
+]  # fmt: skip
+FULL, BASELINE = "divergence+log_t", "log_t"
+SAMPLE_KEYS = ["model", "item", "policy", "sample"]
+POINTS = 8  # interpolation points per window
+MAX_FOLDS = 5
+MIN_WINDOWS = 10
+CHUNK = 256  # bootstrap rows per (CHUNK, n_windows) weight matrix
+
+
+# ---------------------------------------------------------------------------- features
+def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
+    frame = frame.copy()
+    for col in ("model", "item", "policy"):
+        frame[col] = frame[col].astype(str)
+    frame["sample"] = frame["sample"].astype(np.int64)
+    return frame
+
+
+def _layer_features(
+    wins: pd.DataFrame, divergence: pd.DataFrame | None, layers: Sequence[int]
+) -> pd.DataFrame:
+    cols = [f"log_rel_l2_L{k}" for k in layers]
+    out = pd.DataFrame(np.nan, index=wins.index, columns=cols)
+    if divergence is None or divergence.empty or not layers:
+        return out
+    div = _keyed(divergence[divergence["layer"].isin(list(layers))])
+    # Window positions per sample: (W, POINTS) log t grid, averaged after interpolation.
+    by_sample = {k: idx for k, idx in wins.groupby(SAMPLE_KEYS, sort=False).groups.items()}
+    for (*key, layer), curve in div.groupby([*SAMPLE_KEYS, "layer"], sort=False):
+        idx = by_sample.get(tuple(key))
+        if idx is None:
+            continue
+        curve = curve.sort_values("t")
+        rel = curve["rel_l2"].to_numpy(dtype=np.float64)
+        ok = np.isfinite(rel) & (rel > 0)  # log of a zero distance says nothing usable
+        if not ok.any():
+            continue
+        t = curve["t"].to_numpy(dtype=np.float64)[ok]
+        w = wins.loc[idx]
+        grid = np.linspace(w["t_start"].to_numpy(float), w["t_end"].to_numpy(float), POINTS)
+        vals = np.interp(np.log(grid.T), np.log(t), np.log(rel[ok]))  # (W, POINTS)
+        out.loc[idx, f"log_rel_l2_L{int(layer)}"] = vals.mean(axis=1)
+    return out
+
+
+def _token_features(wins: pd.DataFrame, nexttoken: pd.DataFrame | None) -> pd.DataFrame:
+    out = pd.DataFrame(np.nan, index=wins.index, columns=["kl", "delta_logp"])
+    if nexttoken is None or nexttoken.empty:
+        return out
+    nt = _keyed(nexttoken)
+    by_sample = {k: idx for k, idx in wins.groupby(SAMPLE_KEYS, sort=False).groups.items()}
+    for key, rows in nt.groupby(SAMPLE_KEYS, sort=False):
+        idx = by_sample.get(key)
+        if idx is None:
+            continue
+        rows = rows.sort_values("t")
+        t = rows["t"].to_numpy()
+        w = wins.loc[idx]
+        lo = np.searchsorted(t, w["t_start"].to_numpy(), side="left")  # (W,)
+        hi = np.searchsorted(t, w["t_end"].to_numpy(), side="right")
+        for col in ("kl", "delta_logp"):
+            v = rows[col].to_numpy(dtype=np.float64)
+            fin = np.isfinite(v)
+            sums = np.concatenate([[0.0], np.cumsum(np.where(fin, v, 0.0))])  # (T+1,)
+            counts = np.concatenate([[0], np.cumsum(fin)])
+            n = counts[hi] - counts[lo]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out.loc[idx, col] = np.where(n > 0, (sums[hi] - sums[lo]) / n, np.nan)
+    return out
+
+
+def window_features(
+    windows: pd.DataFrame,
+    divergence: pd.DataFrame | None,
+    nexttoken: pd.DataFrame | None,
+    layers: Sequence[int],
+) -> pd.DataFrame:
+    """One row per determinable window: model, item, policy, sample, window, t_start, t_end,
+    failed, log_t, log_rel_l2_L<k> for k in layers, kl, delta_logp (NaN where not probed)."""
+    base = ["model", "item", "policy", "sample", "window", "t_start", "t_end", "failed", "log_t"]
+    feats = [f"log_rel_l2_L{k}" for k in layers] + ["kl", "delta_logp"]
+    if windows is None or windows.empty:
+        return pd.DataFrame(columns=base + feats)
+    wins = _keyed(window_verdicts(windows)).reset_index(drop=True)
+    wins = wins[wins["window"] >= 0]
+    wins["failed"] = ~wins["passed"].astype(bool)
+    wins["log_t"] = np.log((wins["t_start"] + wins["t_end"]) / 2.0)
+    out = pd.concat(
+        [
+            wins,
+            _layer_features(wins, divergence, layers),
+            _token_features(wins, nexttoken),
+        ],
+        axis=1,
+    )
+    return out[base + feats].reset_index(drop=True)
+
+
+# ---------------------------------------------------------------------------- scoring
+def weighted_auroc(scores: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """AUROC (ties count 1/2) of one score vector under many weightings of its rows.
+
+    scores, labels: (N,); weights: (B, N) (e.g. bootstrap multiplicities) -> (B,), NaN where a
+    weighting leaves one class empty.
+    """
+    order = np.argsort(scores, kind="stable")
+    s, y, w = scores[order], labels[order].astype(bool), weights[:, order]
+    starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])  # first row of each score level
+    pos = np.add.reduceat(np.where(y, w, 0.0), starts, axis=1)  # (B, K)
+    neg = np.add.reduceat(np.where(y, 0.0, w), starts, axis=1)  # (B, K)
+    below = np.cumsum(neg, axis=1) - neg  # negatives strictly below each level
+    num = (pos * (below + 0.5 * neg)).sum(axis=1)
+    den = pos.sum(axis=1) * neg.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / den, np.nan)
+
+
+def _oof_scores(x: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int) -> np.ndarray:
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GroupKFold
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    scores = np.empty(len(y))
+    for train, test in GroupKFold(n_splits=folds).split(x, y, groups):
+        if len(np.unique(y[train])) < 2:  # a fold without both classes: predict its base rate
+            scores[test] = y[train].mean()
+            continue
+        model = make_pipeline(StandardScaler(), LogisticRegression())
+        model.fit(x[train], y[train])
+        scores[test] = model.predict_proba(x[test])[:, 1]
+    return scores
+
+
+def _evaluate(x, y, groups, n_boot, ci, rng) -> tuple[float, float, float, int]:
+    codes, group_idx = np.unique(groups, return_inverse=True)
+    folds = min(MAX_FOLDS, len(codes))
+    scores = _oof_scores(x, y, group_idx, folds)
+    auroc = float(weighted_auroc(scores, y, np.ones((1, len(y))))[0])
+    draws = []
+    n_groups = len(codes)
+    for start in range(0, n_boot, CHUNK):
+        b = min(CHUNK, n_boot - start)
+        picks = rng.integers(0, n_groups, size=(b, n_groups))  # (b, G)
+        flat = (np.arange(b)[:, None] * n_groups + picks).ravel()
+        counts = np.bincount(flat, minlength=b * n_groups).reshape(b, n_groups)
+        draws.append(weighted_auroc(scores, y, counts[:, group_idx].astype(float)))
+    boot = np.concatenate(draws) if draws else np.zeros(0)
+    boot = boot[np.isfinite(boot)]
+    if not len(boot):
+        return auroc, math.nan, math.nan, folds
+    lo, hi = np.percentile(boot, [50 * (1 - ci), 50 * (1 + ci)])
+    return auroc, float(lo), float(hi), folds
+
+
+def _why_not(y: np.ndarray, groups: np.ndarray) -> str:
+    if len(y) < MIN_WINDOWS:
+        return f"fewer than {MIN_WINDOWS} windows"
+    if len(np.unique(groups)) < 2:
+        return "fewer than 2 samples"
+    if not y.any():
+        return "one class only (no window failed)"
+    if y.all():
+        return "one class only (every window failed)"
+    return ""
+
+
+def _row(model, features, x, y, groups, n_boot, ci, rng, reason: str = "") -> dict:
+    n_samples = len(np.unique(groups)) if len(groups) else 0
+    row = dict(model=model, features=features, n_windows=len(y), n_samples=n_samples,
+               n_violations=int(y.sum()), folds=0)  # fmt: skip
+    reason = reason or _why_not(y, groups)
+    if reason:
+        return {**row, "auroc": math.nan, "auroc_low": math.nan, "auroc_high": math.nan,
+                "reason": reason}  # fmt: skip
+    auroc, lo, hi, folds = _evaluate(x, y, groups, n_boot, ci, rng)
+    return {**row, "auroc": auroc, "auroc_low": lo, "auroc_high": hi, "folds": folds,
+            "reason": ""}  # fmt: skip
+
+
+def predict_violations(
+    features: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
+) -> pd.DataFrame:
+    """predictor.csv from `window_features(...)`: per model, a "divergence+log_t" row and a
+    "log_t" row (columns COLUMNS; NaN auroc and a reason when it cannot be estimated)."""
+    feats = [c for c in features.columns if c.startswith("log_rel_l2_L")] + ["kl", "delta_logp"]
+    rows = []
+    for model, frame in features.groupby("model", sort=True):
+        full = frame[feats + ["log_t"]].to_numpy(dtype=np.float64)
+        usable = np.isfinite(full).all(axis=1)
+        groups = frame["item"] + "/" + frame["policy"] + "/" + frame["sample"].astype(str)
+        groups = groups.to_numpy()
+        y = frame["failed"].to_numpy(dtype=bool)
+        rng = np.random.default_rng(seed)
+        # Both feature sets on the same windows; without any probed window the baseline
+        # still runs on all of them.
+        no_div = "no divergence features (probe off or no matching pairs)"
+        if usable.any():
+            rows.append(_row(model, FULL, full[usable], y[usable], groups[usable], n_boot, ci, rng))
+            base = usable
+        else:
+            rows.append(_row(model, FULL, full[:0], y[:0], groups[:0], 0, ci, rng, no_div))
+            base = np.isfinite(frame["log_t"].to_numpy(dtype=np.float64))
+        log_t = frame[["log_t"]].to_numpy(dtype=np.float64)[base]
+        rows.append(_row(model, BASELINE, log_t, y[base], groups[base], n_boot, ci, rng))
+    return pd.DataFrame(rows, columns=COLUMNS)
