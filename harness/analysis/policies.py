@@ -1,0 +1,251 @@
+"""Each reminder policy vs `none` -> policies.csv.
+
+Per (model, item) and pooled over items (item = "all"): adherence AUC, half-life and final
+adherence of every policy (DESIGN.md definitions, `harness.scoring.adherence.curve_metrics`),
+the difference to the baseline policy with a PAIRED percentile-bootstrap CI, the token overhead
+(injected + restated) / generated, and whether the policy is on the Pareto frontier of
+adherence AUC (higher is better) vs token overhead (lower is better) among the policies of
+that (model, item). The baseline's own rows carry delta 0.
+
+Pairing: sample index k of every policy within an item shares its seed, so one bootstrap draw
+picks the same sample indices for the policy and the baseline (only indices both have). The
+pooled row averages the per-item metrics over the items where both are finite; its draws
+average independent per-item draws (a bootstrap stratified by item).
+
+half_life here is restricted so that policies that never halve stay comparable: a censored
+half-life (a(t) never fell below a(first)/2) becomes the last window start seen, a lower bound
+(DESIGN.md's half_life, NaN when censored, is in summary.csv); with a(first) = 0 there is
+nothing to halve and it stays NaN. Token overhead is NaN, and the row off the frontier, when
+token counts are missing.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+import zlib
+from contextlib import contextmanager
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis.summary import _tokens_by_condition, window_verdicts
+from harness.scoring.adherence import _pass_matrix, curve_metrics
+
+COLUMNS = [
+    "model", "item", "policy", "metric", "value", "none_value", "delta", "delta_low",
+    "delta_high", "token_overhead", "pareto",
+]  # fmt: skip
+METRICS = ("auc", "half_life", "final")
+POOLED = "all"
+
+
+@contextmanager
+def _quiet():
+    """Silence numpy's "mean of empty slice": an all-NaN column is an expected NaN here."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
+# ---------------------------------------------------------------------------- curve metrics
+def batch_curve_metrics(t: np.ndarray, curves: np.ndarray) -> np.ndarray:
+    """`curve_metrics` for many a(t) curves at once, with the restricted half-life.
+
+    t: (G,), curves: (B, G) with NaN where undetermined -> (B, 3): auc, half_life, final.
+    """
+    valid = ~np.isnan(curves)  # (B, G)
+    k = valid.sum(axis=1)  # (B,)
+    a = np.where(valid, curves, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        auc = a.sum(axis=1) / k
+        first = np.take_along_axis(a, valid.argmax(axis=1)[:, None], axis=1)[:, 0]  # (B,)
+        below = valid & (a < first[:, None] / 2)
+        last = t[valid.shape[1] - 1 - valid[:, ::-1].argmax(axis=1)]  # last determined t
+        half = np.where(below.any(axis=1), t[below.argmax(axis=1)], last)
+        half = np.where(first > 0, half, np.nan)
+        quarter = np.maximum(1, np.ceil(k / 4))
+        from_end = np.cumsum(valid[:, ::-1], axis=1)[:, ::-1]  # determined points at or after
+        final = np.where(valid & (from_end <= quarter[:, None]), a, 0.0).sum(axis=1) / quarter
+    out = np.stack([auc, half, final], axis=1)
+    out[k == 0] = np.nan
+    return out
+
+
+def point_metrics(t: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """(3,): auc, restricted half_life, final of the mean curve of a (S, G) pass matrix."""
+    with _quiet():
+        a = np.nanmean(matrix, axis=0) if len(matrix) else np.full(len(t), np.nan)
+    m = curve_metrics(t, a)
+    half = m["half_life"]
+    if m["half_life_censored"] and m["a_first"] > 0:
+        half = float(t[~np.isnan(a)][-1])
+    elif not m["a_first"] > 0:
+        half = math.nan
+    return np.array([m["auc"], half, m["final"]])
+
+
+def _draws(t: np.ndarray, matrix: np.ndarray, picks: np.ndarray) -> np.ndarray:
+    """(B, 3) metrics of the curves of resampled samples; picks: (B, n) rows of matrix."""
+    drawn = matrix[picks]  # (B, n, G)
+    counts = (~np.isnan(drawn)).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        curves = np.where(counts > 0, np.nansum(drawn, axis=1) / counts, np.nan)  # (B, G)
+    return batch_curve_metrics(t, curves)
+
+
+# ---------------------------------------------------------------------------- pareto
+def pareto_front(score: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """True for points no other point beats (score >=, cost <=, one strictly); NaN -> False."""
+    score = np.asarray(score, dtype=np.float64)
+    cost = np.asarray(cost, dtype=np.float64)
+    ok = np.isfinite(score) & np.isfinite(cost)
+    s, c = score[:, None], cost[:, None]  # row i vs column j: does j dominate i?
+    dominates = (score[None] >= s) & (cost[None] <= c) & ((score[None] > s) | (cost[None] < c))
+    dominated = (dominates & ok[None, :]).any(axis=1)
+    return ok & ~dominated
+
+
+# ---------------------------------------------------------------------------- comparison
+def _matrices(verdicts: pd.DataFrame) -> dict:
+    """{(model, item): {policy: (grid (G,), matrix (S, G), sample ids (S,))}}."""
+    out: dict = {}
+    for (model, item, policy), cond in verdicts.groupby(["model", "item", "policy"], sort=True):
+        # One row per sample index: pairing across policies is by index (shared seed).
+        cond = cond.assign(run_id="", seed=0)
+        grid, matrix = _pass_matrix(cond)
+        ids = np.sort(cond["sample"].unique())  # _pass_matrix orders rows by sample
+        out.setdefault((str(model), str(item)), {})[str(policy)] = (grid, matrix, ids)
+    return out
+
+
+def _rng(seed: int, *key: str) -> np.random.Generator:
+    # crc32, not hash(): str hashes change between processes.
+    return np.random.default_rng([seed, zlib.crc32("/".join(key).encode())])
+
+
+def _compare(per_policy: dict, baseline: str, key, n_boot: int, seed: int) -> dict:
+    """{policy: (value (3,), none_value (3,), delta draws (B, 3))} for one (model, item)."""
+    base = per_policy.get(baseline)
+    out = {}
+    for policy, (grid, matrix, ids) in per_policy.items():
+        nan3 = np.full(3, np.nan)
+        if base is None:
+            out[policy] = (point_metrics(grid, matrix), nan3, np.full((n_boot, 3), np.nan))
+            continue
+        b_grid, b_matrix, b_ids = base
+        common = np.intersect1d(ids, b_ids)
+        mp = matrix[np.searchsorted(ids, common)]
+        mb = b_matrix[np.searchsorted(b_ids, common)]
+        if not len(common):
+            out[policy] = (point_metrics(grid, matrix), nan3, np.full((n_boot, 3), np.nan))
+            continue
+        value, none_value = point_metrics(grid, mp), point_metrics(b_grid, mb)
+        picks = _rng(seed, *key, policy).integers(0, len(common), size=(n_boot, len(common)))
+        draws = _draws(grid, mp, picks) - _draws(b_grid, mb, picks)  # (B, 3) paired
+        out[policy] = (value, none_value, draws)
+    return out
+
+
+def _pool(results: list[tuple]) -> tuple:
+    """Mean over items of per-item metrics, metric by metric over items with both finite."""
+    values = np.stack([r[0] for r in results])  # (I, 3)
+    nones = np.stack([r[1] for r in results])  # (I, 3)
+    draws = np.stack([r[2] for r in results])  # (I, B, 3)
+    ok = np.isfinite(values) & np.isfinite(nones)  # (I, 3)
+    n = ok.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        value = np.where(ok, values, 0).sum(0) / n
+        none_value = np.where(ok, nones, 0).sum(0) / n
+        d_ok = ok[:, None, :] & np.isfinite(draws)
+        pooled = np.where(d_ok, draws, 0).sum(0) / d_ok.sum(0)  # (B, 3)
+    if not np.isfinite(nones).any():  # no baseline anywhere: report the policy's own mean
+        with _quiet():
+            value = np.nanmean(values, axis=0)
+    return value, none_value, pooled
+
+
+def _rows(model, item, results: dict, overhead: dict, ci: float) -> list[dict]:
+    policies = sorted(results)
+    auc = np.array([results[p][0][0] for p in policies])
+    cost = np.array([overhead.get(p, math.nan) for p in policies])
+    front = dict(zip(policies, pareto_front(auc, cost), strict=True))
+    q = [50 * (1 - ci), 50 * (1 + ci)]
+    rows = []
+    for p in policies:
+        value, none_value, draws = results[p]
+        for m, metric in enumerate(METRICS):
+            d = draws[:, m]
+            d = d[np.isfinite(d)]
+            delta = value[m] - none_value[m]
+            lo, hi = np.percentile(d, q) if len(d) and np.isfinite(delta) else (math.nan,) * 2
+            rows.append(
+                dict(
+                    model=model,
+                    item=item,
+                    policy=p,
+                    metric=metric,
+                    value=value[m],
+                    none_value=none_value[m],
+                    delta=delta,
+                    delta_low=float(lo),
+                    delta_high=float(hi),
+                    token_overhead=overhead.get(p, math.nan),
+                    pareto=bool(front[p]),
+                )  # fmt: skip
+            )
+    return rows
+
+
+def _overheads(tokens: pd.DataFrame | None) -> tuple[dict, dict]:
+    """({(model, item, policy): overhead}, {(model, policy): pooled overhead})."""
+    if tokens is None or tokens.empty:
+        return {}, {}
+    per = _tokens_by_condition(tokens)
+    per[["model", "item", "policy"]] = per[["model", "item", "policy"]].astype(str)
+    by_item = {
+        (m, i, p): float(v)
+        for m, i, p, v in per[["model", "item", "policy", "token_overhead"]].itertuples(index=False)
+    }
+    counts = ["tokens_generated", "tokens_injected", "tokens_restated"]
+    sums = per.groupby(["model", "policy"])[counts].sum().astype(float)
+    gen = sums["tokens_generated"].where(sums["tokens_generated"] > 0)
+    pooled = ((sums["tokens_injected"] + sums["tokens_restated"]) / gen).to_dict()
+    return by_item, {k: float(v) for k, v in pooled.items()}
+
+
+def compare_policies(
+    windows: pd.DataFrame | None,
+    generations_tokens: pd.DataFrame | None,
+    baseline: str = "none",
+    n_boot: int = 1000,
+    ci: float = 0.95,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """policies.csv rows (columns COLUMNS), sorted by model, item ("all" last), policy
+    (baseline first), metric. Deterministic for a given seed."""
+    if windows is None or windows.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    by_item, pooled_cost = _overheads(generations_tokens)
+    per_model: dict[str, dict[str, list]] = {}
+    rows = []
+    for (model, item), per_policy in _matrices(window_verdicts(windows)).items():
+        results = _compare(per_policy, baseline, (model, item), n_boot, seed)
+        cost = {p: by_item.get((model, item, p), math.nan) for p in results}
+        rows += _rows(model, item, results, cost, ci)
+        for p, r in results.items():
+            per_model.setdefault(model, {}).setdefault(p, []).append(r)
+    for model, per_policy in per_model.items():
+        pooled = {p: _pool(rs) for p, rs in per_policy.items()}
+        cost = {p: pooled_cost.get((model, p), math.nan) for p in pooled}
+        rows += _rows(model, POOLED, pooled, cost, ci)
+    out = pd.DataFrame(rows, columns=COLUMNS)
+    order = {
+        "item": lambda s: s.map(lambda v: (v == POOLED, v)),
+        "policy": lambda s: s.map(lambda v: (v != baseline, v)),
+        "metric": lambda s: s.map(METRICS.index),
+    }
+    out = out.sort_values(
+        ["model", "item", "policy", "metric"], key=lambda s: order.get(s.name, lambda x: x)(s)
+    )
+    return out.reset_index(drop=True)
