@@ -46,10 +46,19 @@ def fits_frame(conditions, alpha_of, n_layers=4, pooled=True):
                     a = np.nan
                 rows.append(
                     dict(
-                        model=model, item=item, policy=policy,
-                        pair="all" if pooled else f"{item}/{policy}/0", layer=layer,
-                        metric=metric, alpha=a, ci_low=a - 0.1, ci_high=a + 0.2, r2=0.9,
-                        t_min=16, t_max=512, reason="" if layer else "identical",
+                        model=model,
+                        item=item,
+                        policy=policy,
+                        pair="all" if pooled else f"{item}/{policy}/0",
+                        layer=layer,
+                        metric=metric,
+                        alpha=a,
+                        ci_low=a - 0.1,
+                        ci_high=a + 0.2,
+                        r2=0.9,
+                        t_min=16,
+                        t_max=512,
+                        reason="" if layer else "identical",
                     )  # fmt: skip
                 )
     return pd.DataFrame(rows)

@@ -1,0 +1,125 @@
+"""alpha <-> behaviour correlation: known relations, CIs, permutation p, degenerate input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import pearsonr, spearmanr
+
+from harness.analysis.correlation import (
+    COLUMNS,
+    correlate,
+    correlate_alpha_behaviour,
+    rowwise_pearson,
+)
+
+
+def test_perfect_monotone_relation():
+    x = np.linspace(0.2, 1.5, 10)
+    row = correlate(x, np.exp(3 * x), n_perm=10_000)
+    assert row["spearman"] == pytest.approx(1.0)
+    assert row["spearman_low"] == pytest.approx(1.0) and row["spearman_high"] == pytest.approx(1)
+    assert row["pearson"] < 1.0  # monotone but not linear
+    assert row["perm_p"] < 0.01
+    assert row["perm_p"] == pytest.approx(1 / 10_001)  # no permutation of 10 values reaches 1
+
+
+def test_negative_relation_is_two_sided():
+    x = np.arange(12.0)
+    row = correlate(x, -x)
+    assert row["spearman"] == pytest.approx(-1.0) and row["pearson"] == pytest.approx(-1.0)
+    assert row["perm_p"] < 0.01
+
+
+def test_values_match_scipy_and_ci_covers_estimate():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=40)
+    y = 0.6 * x + rng.normal(size=40)
+    row = correlate(x, y, n_boot=2000)
+    assert row["pearson"] == pytest.approx(pearsonr(x, y)[0])
+    assert row["spearman"] == pytest.approx(spearmanr(x, y)[0])
+    assert row["spearman_low"] < row["spearman"] < row["spearman_high"]
+    assert row["pearson_low"] < row["pearson"] < row["pearson_high"]
+    assert row["perm_p"] < 0.01
+
+
+def test_independent_values_give_a_large_p():
+    rng = np.random.default_rng(11)
+    row = correlate(rng.normal(size=30), rng.normal(size=30))
+    assert row["perm_p"] > 0.1
+    assert row["spearman_low"] < 0 < row["spearman_high"]
+
+
+def test_small_exact_permutation_p():
+    # 4 conditions, perfect order: 2 of the 24 orderings reach |rho| = 1 -> p near 2/24.
+    row = correlate(np.arange(4.0), np.arange(4.0), n_perm=20_000, seed=1)
+    assert row["perm_p"] == pytest.approx(2 / 24, abs=0.01)
+
+
+@pytest.mark.parametrize(
+    "x, y, n",
+    [
+        ([1.0, 2.0], [1.0, 2.0], 2),  # n < 3
+        ([1.0, 2.0, 3.0, 4.0], [5.0, 5.0, 5.0, 5.0], 4),  # constant y
+        ([0.3, 0.3, 0.3], [1.0, 2.0, 3.0], 3),  # constant x
+        ([1.0, np.nan, 3.0, np.inf], [1.0, 2.0, 3.0, 4.0], 2),  # non-finite pairs dropped
+        ([], [], 0),
+    ],
+)
+def test_degenerate_rows_are_nan(x, y, n):
+    row = correlate(np.array(x), np.array(y))
+    assert row["n"] == n
+    assert all(math.isnan(row[c]) for c in COLUMNS[3:])
+
+
+def test_rowwise_pearson_flags_constant_rows():
+    x = np.array([[1.0, 2.0, 3.0], [0.1, 0.1, 0.1]])
+    r = rowwise_pearson(x, np.array([[2.0, 4.0, 7.0], [1.0, 2.0, 3.0]]))
+    assert r[0] == pytest.approx(pearsonr([1, 2, 3], [2, 4, 7])[0]) and math.isnan(r[1])
+
+
+def _summary_frame():
+    alpha = np.array([0.4, 0.6, 0.8, 1.0, 1.2, np.nan])
+    return pd.DataFrame(
+        {
+            "model": "m",
+            "item": list("abcdef"),
+            "policy": "none",
+            "alpha_mean": alpha,
+            "alpha_mean_low": alpha - 0.1,
+            "alpha_L15": alpha[::-1],
+            "alpha_L15_high": alpha,
+            "auc": 1 - alpha / 2,
+            "final": [0.5] * 6,
+            "half_life": [100, np.nan, 300, 400, np.nan, 600],
+        }
+    )
+
+
+def test_table_over_summary_columns():
+    out = correlate_alpha_behaviour(_summary_frame(), n_perm=2000, n_boot=500)
+    assert list(out.columns) == COLUMNS
+    assert out[["x", "y"]].values.tolist() == [
+        [x, y] for x in ("alpha_mean", "alpha_L15") for y in ("auc", "final", "half_life")
+    ]
+    first = out.iloc[0]
+    assert first["n"] == 5 and first["spearman"] == pytest.approx(-1.0)
+    assert first["pearson"] == pytest.approx(-1.0)
+    assert math.isnan(out.iloc[1]["spearman"])  # final is constant
+    assert out.iloc[2]["n"] == 3  # censored half-lives (NaN) drop out
+
+
+def test_table_deterministic_and_handles_empty_and_missing_columns():
+    frame = _summary_frame()
+    a = correlate_alpha_behaviour(frame, n_perm=500, n_boot=200, seed=4)
+    b = correlate_alpha_behaviour(frame, n_perm=500, n_boot=200, seed=4)
+    pd.testing.assert_frame_equal(a, b)
+    empty = correlate_alpha_behaviour(frame.iloc[:0])
+    assert len(empty) == 6 and empty["n"].eq(0).all()
+    missing = correlate_alpha_behaviour(frame[["alpha_mean"]], ys=["auc"])
+    assert len(missing) == 1 and math.isnan(missing.loc[0, "spearman"])
+    none = correlate_alpha_behaviour(pd.DataFrame({"auc": [1.0]}))
+    assert none.empty and list(none.columns) == COLUMNS
