@@ -10,8 +10,12 @@ dropped). Label: the window failed. Features:
 Per model, a standardised logistic regression on all features ("divergence+log_t") is compared
 with one on log t alone ("log_t"), both on the same windows: out-of-fold scores from GroupKFold
 grouped by sample (the probe pair "<item>/<policy>/<sample>": windows of one sample never sit on
-both sides of a split), AUROC of the pooled out-of-fold scores, and a percentile CI from a
-bootstrap over samples (the fitted scores are kept; resampling groups re-weights windows).
+both sides of a split), and the AUROC over failing/passing window pairs within each test fold
+(the pair-weighted mean of per-fold AUROCs). Pooling all out-of-fold scores into one ranking
+instead would compare scores of different fitted models: with an uninformative feature each
+fold predicts its training base rate, which is low exactly where the held-out fold fails
+often, and the pooled AUROC falls well below 0.5. The CI is a percentile bootstrap over
+samples (the fitted scores are kept; resampling samples re-weights their windows).
 """
 
 from __future__ import annotations
@@ -126,46 +130,67 @@ def window_features(
 
 
 # ---------------------------------------------------------------------------- scoring
-def weighted_auroc(scores: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """AUROC (ties count 1/2) of one score vector under many weightings of its rows.
-
-    scores, labels: (N,); weights: (B, N) (e.g. bootstrap multiplicities) -> (B,), NaN where a
-    weighting leaves one class empty.
-    """
+def _auroc_parts(scores, labels, weights) -> tuple[np.ndarray, np.ndarray]:
+    """Numerator (weighted positive-above-negative pairs, ties 1/2) and denominator (weighted
+    positive-negative pairs) of the AUROC under each weighting. weights: (B, N) -> (B,), (B,)."""
     order = np.argsort(scores, kind="stable")
     s, y, w = scores[order], labels[order].astype(bool), weights[:, order]
     starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])  # first row of each score level
     pos = np.add.reduceat(np.where(y, w, 0.0), starts, axis=1)  # (B, K)
     neg = np.add.reduceat(np.where(y, 0.0, w), starts, axis=1)  # (B, K)
     below = np.cumsum(neg, axis=1) - neg  # negatives strictly below each level
-    num = (pos * (below + 0.5 * neg)).sum(axis=1)
-    den = pos.sum(axis=1) * neg.sum(axis=1)
+    return (pos * (below + 0.5 * neg)).sum(axis=1), pos.sum(axis=1) * neg.sum(axis=1)
+
+
+def weighted_auroc(
+    scores: np.ndarray,
+    labels: np.ndarray,
+    weights: np.ndarray,
+    strata: np.ndarray | None = None,
+) -> np.ndarray:
+    """AUROC (ties count 1/2) of one score vector under many weightings of its rows.
+
+    scores, labels: (N,); weights: (B, N) (e.g. bootstrap multiplicities) -> (B,), NaN where a
+    weighting leaves one class empty. With strata (N,), only pairs within one stratum are
+    compared (the pair-weighted mean of per-stratum AUROCs).
+    """
+    if len(scores) == 0:
+        return np.full(len(weights), np.nan)
+    strata = np.zeros(len(scores), dtype=np.int64) if strata is None else strata
+    num = np.zeros(len(weights))
+    den = np.zeros(len(weights))
+    for level in np.unique(strata):
+        rows = strata == level
+        n, d = _auroc_parts(scores[rows], labels[rows], weights[:, rows])
+        num, den = num + n, den + d
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(den > 0, num / den, np.nan)
 
 
-def _oof_scores(x: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int) -> np.ndarray:
+def _oof_scores(x: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int):
+    """Out-of-fold scores (N,) and the fold of each row (N,)."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import GroupKFold
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    scores = np.empty(len(y))
-    for train, test in GroupKFold(n_splits=folds).split(x, y, groups):
+    scores, fold_of = np.empty(len(y)), np.empty(len(y), dtype=np.int64)
+    for fold, (train, test) in enumerate(GroupKFold(n_splits=folds).split(x, y, groups)):
+        fold_of[test] = fold
         if len(np.unique(y[train])) < 2:  # a fold without both classes: predict its base rate
             scores[test] = y[train].mean()
             continue
         model = make_pipeline(StandardScaler(), LogisticRegression())
         model.fit(x[train], y[train])
         scores[test] = model.predict_proba(x[test])[:, 1]
-    return scores
+    return scores, fold_of
 
 
 def _evaluate(x, y, groups, n_boot, ci, rng) -> tuple[float, float, float, int]:
     codes, group_idx = np.unique(groups, return_inverse=True)
     folds = min(MAX_FOLDS, len(codes))
-    scores = _oof_scores(x, y, group_idx, folds)
-    auroc = float(weighted_auroc(scores, y, np.ones((1, len(y))))[0])
+    scores, fold_of = _oof_scores(x, y, group_idx, folds)
+    auroc = float(weighted_auroc(scores, y, np.ones((1, len(y))), fold_of)[0])
     draws = []
     n_groups = len(codes)
     for start in range(0, n_boot, CHUNK):
@@ -173,7 +198,7 @@ def _evaluate(x, y, groups, n_boot, ci, rng) -> tuple[float, float, float, int]:
         picks = rng.integers(0, n_groups, size=(b, n_groups))  # (b, G)
         flat = (np.arange(b)[:, None] * n_groups + picks).ravel()
         counts = np.bincount(flat, minlength=b * n_groups).reshape(b, n_groups)
-        draws.append(weighted_auroc(scores, y, counts[:, group_idx].astype(float)))
+        draws.append(weighted_auroc(scores, y, counts[:, group_idx].astype(float), fold_of))
     boot = np.concatenate(draws) if draws else np.zeros(0)
     boot = boot[np.isfinite(boot)]
     if not len(boot):
