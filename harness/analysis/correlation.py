@@ -79,6 +79,7 @@ def _perm_p(x, y, observed: float, n_perm: int, rng) -> float:
 def correlate(
     x: np.ndarray,
     y: np.ndarray,
+    *,
     n_boot: int = 2000,
     n_perm: int = 10_000,
     ci: float = 0.95,
@@ -120,6 +121,7 @@ def correlate_alpha_behaviour(
     summary: pd.DataFrame,
     xs: Sequence[str] | None = None,
     ys: Sequence[str] = Y_DEFAULT,
+    *,
     n_boot: int = 2000,
     n_perm: int = 10_000,
     ci: float = 0.95,
@@ -138,5 +140,7 @@ def correlate_alpha_behaviour(
             continue
         x = pd.to_numeric(summary[xn], errors="coerce").to_numpy(dtype=np.float64)
         y = pd.to_numeric(summary[yn], errors="coerce").to_numpy(dtype=np.float64)
-        rows.append(correlate(x, y, n_boot, n_perm, ci, seed=seed + i, names=(xn, yn)))
+        rows.append(
+            correlate(x, y, n_boot=n_boot, n_perm=n_perm, ci=ci, seed=seed + i, names=(xn, yn))
+        )
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -217,6 +217,7 @@ def _overheads(tokens: pd.DataFrame | None) -> tuple[dict, dict]:
 def compare_policies(
     windows: pd.DataFrame | None,
     generations_tokens: pd.DataFrame | None,
+    *,
     baseline: str = "none",
     n_boot: int = 1000,
     ci: float = 0.95,

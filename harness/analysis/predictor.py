@@ -233,7 +233,7 @@ def _row(model, features, x, y, groups, n_boot, ci, rng, reason: str = "") -> di
 
 
 def predict_violations(
-    features: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
+    features: pd.DataFrame, *, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
 ) -> pd.DataFrame:
     """predictor.csv from `window_features(...)`: per model, a "divergence+log_t" row and a
     "log_t" row (columns COLUMNS; NaN auroc and a reason when it cannot be estimated)."""

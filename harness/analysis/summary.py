@@ -164,6 +164,7 @@ def summarise_conditions(
     windows: pd.DataFrame | None,
     generations_tokens: pd.DataFrame | None,
     layers: Sequence[int] | None = None,
+    *,
     n_boot: int = 1000,
     seed: int = 0,
 ) -> pd.DataFrame:

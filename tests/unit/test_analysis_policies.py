@@ -1,0 +1,175 @@
+"""Policy comparison: paired deltas with CIs, restricted half-life, overhead, Pareto."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.analysis.policies import (
+    COLUMNS,
+    batch_curve_metrics,
+    compare_policies,
+    pareto_front,
+    point_metrics,
+)
+from harness.scoring.adherence import curve_metrics
+
+from .test_analysis_frames import tokens_frame, windows_frame
+
+POLICIES = ("none", "restate", "periodic-64-user")
+
+
+def _conds(items=("fr",), policies=POLICIES):
+    return [("m", i, p) for i in items for p in policies]
+
+
+def _get(out, item, policy, metric):
+    sel = out[(out["item"] == item) & (out["policy"] == policy) & (out["metric"] == metric)]
+    assert len(sel) == 1
+    return sel.iloc[0]
+
+
+def test_always_pass_vs_always_fail_gives_delta_one():
+    conds = _conds(policies=("none", "restate"))
+    windows = windows_frame(conds, passed=lambda m, i, p, s, w: p == "restate")
+    out = compare_policies(windows, tokens_frame(conds), n_boot=500)
+    assert list(out.columns) == COLUMNS
+    auc = _get(out, "fr", "restate", "auc")
+    assert (auc["value"], auc["none_value"], auc["delta"]) == (1.0, 0.0, 1.0)
+    assert auc["delta_low"] == 1.0 and auc["delta_high"] == 1.0  # CI excludes 0
+    assert _get(out, "fr", "restate", "final")["delta"] == 1.0
+    # none never passes: a(first) = 0, nothing to halve -> NaN; restate never halves -> the
+    # last window start (a lower bound).
+    half = _get(out, "fr", "restate", "half_life")
+    assert half["value"] == 7 * 64 + 1 and math.isnan(half["none_value"])
+    assert math.isnan(half["delta"]) and math.isnan(half["delta_low"])
+
+
+def test_paired_ci_narrower_than_unpaired_spread():
+    # Samples differ a lot (sample s passes its first s+1 windows), the policy adds exactly
+    # one passing window to every sample: the paired delta has no spread at all.
+    def passed(model, item, policy, sample, window):
+        return window < sample + 1 + (policy == "restate")
+
+    conds = _conds(policies=("none", "restate"))
+    out = compare_policies(windows_frame(conds, n_samples=6, passed=passed), None, n_boot=500)
+    auc = _get(out, "fr", "restate", "auc")
+    assert auc["delta"] == pytest.approx(1 / 8)
+    assert auc["delta_low"] == pytest.approx(1 / 8) and auc["delta_high"] == pytest.approx(1 / 8)
+    assert math.isnan(auc["token_overhead"]) and not auc["pareto"]  # no token counts
+
+
+def test_noisy_delta_ci_covers_the_estimate_and_baseline_rows_are_zero():
+    rng = np.random.default_rng(3)
+    conds = _conds(items=("fr", "de"))
+    share = {"none": 0.3, "restate": 0.9, "periodic-64-user": 0.6}
+    windows = windows_frame(
+        conds, n_samples=8, passed=lambda m, i, p, s, w: bool(rng.random() < share[p])
+    )
+    out = compare_policies(windows, tokens_frame(conds), n_boot=1000, seed=1)
+    for item in ("fr", "de", "all"):
+        row = _get(out, item, "restate", "auc")
+        assert row["delta_low"] <= row["delta"] <= row["delta_high"]
+        assert row["delta_low"] > 0  # 0.9 vs 0.3 pass rate: clearly better
+        assert row["delta"] == pytest.approx(row["value"] - row["none_value"])
+        base = _get(out, item, "none", "auc")
+        assert (base["delta"], base["delta_low"], base["delta_high"]) == (0.0, 0.0, 0.0)
+    # pooled value is the mean over items
+    fr, de = _get(out, "fr", "restate", "final"), _get(out, "de", "restate", "final")
+    assert _get(out, "all", "restate", "final")["value"] == pytest.approx(
+        (fr["value"] + de["value"]) / 2
+    )
+    # order: items sorted with "all" last, baseline first, metrics auc/half_life/final
+    assert out["item"].drop_duplicates().tolist() == ["de", "fr", "all"]
+    assert out["policy"].drop_duplicates().tolist() == ["none", "periodic-64-user", "restate"]
+    assert out["metric"].iloc[:3].tolist() == ["auc", "half_life", "final"]
+
+
+def test_pairing_uses_sample_index_common_to_both():
+    conds = _conds(policies=("none", "restate"))
+    windows = windows_frame(conds, n_samples=4, passed=lambda m, i, p, s, w: p == "restate")
+    windows = windows[~((windows["policy"] == "none") & (windows["sample"] == 3))]
+    out = compare_policies(windows, None, n_boot=200)
+    assert _get(out, "fr", "restate", "auc")["delta"] == 1.0
+    only_restate = windows[windows["policy"] == "restate"]
+    alone = compare_policies(only_restate, None, n_boot=50)
+    row = _get(alone, "fr", "restate", "auc")
+    assert row["value"] == 1.0 and math.isnan(row["none_value"]) and math.isnan(row["delta"])
+
+
+def test_token_overhead_and_pareto():
+    conds = _conds(items=("fr", "de"))
+    share = {"none": 0.2, "restate": 0.9, "periodic-64-user": 0.6}
+    windows = windows_frame(
+        conds, n_samples=5, passed=lambda m, i, p, s, w: (w * 7 + s) % 10 < 10 * share[p]
+    )
+    injected = {"none": 0, "restate": 0, "periodic-64-user": 100}
+    tokens = tokens_frame(
+        conds, injected=injected.get, restated=lambda p: 20 if p == "restate" else 0
+    )
+    out = compare_policies(windows, tokens, n_boot=100)
+    periodic = _get(out, "all", "periodic-64-user", "auc")
+    assert periodic["token_overhead"] == pytest.approx(100 / 512)
+    assert _get(out, "fr", "restate", "auc")["token_overhead"] == pytest.approx(20 / 512)
+    # restate: better AUC and cheaper than periodic -> periodic is dominated.
+    front = out[out["metric"] == "auc"].set_index(["item", "policy"])["pareto"]
+    for item in ("fr", "de", "all"):
+        assert front[(item, "none")] and front[(item, "restate")]
+        assert not front[(item, "periodic-64-user")]
+    # every metric row of a policy carries the same pareto flag
+    assert out.groupby(["item", "policy"])["pareto"].nunique().eq(1).all()
+
+
+def test_pareto_front_marks_the_right_points():
+    auc = np.array([0.2, 0.9, 0.6, 0.9, 0.95, np.nan, 0.5])
+    cost = np.array([0.0, 0.1, 0.3, 0.1, 0.5, 0.0, 0.0])
+    # 0.2@0 dominated by 0.5@0; 0.6@0.3 dominated by 0.9@0.1; equal points both stay.
+    assert pareto_front(auc, cost).tolist() == [False, True, False, True, True, False, True]
+    assert pareto_front(np.zeros(0), np.zeros(0)).tolist() == []
+
+
+def test_batch_metrics_mirror_curve_metrics():
+    rng = np.random.default_rng(0)
+    t = np.arange(1, 13) * 64.0
+    curves = rng.random((200, 12))
+    curves[rng.random((200, 12)) < 0.2] = np.nan
+    curves[:20] = np.sort(curves[:20], axis=1)[:, ::-1]  # some that halve, some that do not
+    curves[5] = np.nan
+    curves[6, :3] = 0.0
+    batch = batch_curve_metrics(t, curves)
+    for row, got in zip(curves, batch, strict=True):
+        ref = curve_metrics(t, row)
+        assert got[0] == pytest.approx(ref["auc"], nan_ok=True)
+        assert got[2] == pytest.approx(ref["final"], nan_ok=True)
+        if not np.isfinite(row).any() or ref["a_first"] == 0:
+            assert math.isnan(got[1])
+        elif ref["half_life_censored"]:
+            assert got[1] == t[np.isfinite(row)][-1]
+        else:
+            assert got[1] == ref["half_life"]
+        assert point_metrics(t, row[None]) == pytest.approx(got, nan_ok=True)
+
+
+def test_degenerate_inputs():
+    assert compare_policies(None, None).empty
+    empty = compare_policies(windows_frame(_conds()).iloc[:0], None)
+    assert empty.empty and list(empty.columns) == COLUMNS
+    undetermined = windows_frame(_conds(), passed=lambda *a: None)
+    assert compare_policies(undetermined, None).empty
+    one = compare_policies(windows_frame(_conds(policies=("none",)), n_samples=1), None, n_boot=20)
+    assert set(one["item"]) == {"fr", "all"} and one["delta"].eq(0).all()
+
+
+def test_deterministic_for_a_seed_and_independent_of_other_policies():
+    rng = np.random.default_rng(9)
+    windows = windows_frame(_conds(), passed=lambda *a: bool(rng.random() < 0.5))
+    a = compare_policies(windows, None, n_boot=300, seed=2)
+    pd.testing.assert_frame_equal(a, compare_policies(windows, None, n_boot=300, seed=2))
+    fewer = compare_policies(
+        windows[windows["policy"] != "periodic-64-user"], None, n_boot=300, seed=2
+    )
+    row_a, row_b = _get(a, "fr", "restate", "auc"), _get(fewer, "fr", "restate", "auc")
+    assert row_a["delta_low"] == row_b["delta_low"]  # per-policy generators
