@@ -12,6 +12,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from harness.errors import UserError
+from harness.models import EMBEDDED_MODEL
 from harness.scoring.windows import GenerationRecord
 
 
@@ -46,13 +47,13 @@ def read_records(
     for where, data in parsed:
         if "continuation_ids" not in data:
             item = data["item"]
-            name = model or data.get("model") or None
+            name = model or data.get("model") or EMBEDDED_MODEL
             ids = tokenizer_for(name)(data["text"], add_special_tokens=False)["input_ids"]
             sample = per_item.get(item, 0)
             per_item[item] = sample + 1
             data = {
                 "run_id": data.get("run_id", path.stem),
-                "model": name or "",
+                "model": name,
                 "item": item,
                 "policy": data.get("policy", "logged"),
                 "sample": data.get("sample", sample),

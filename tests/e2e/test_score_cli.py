@@ -49,6 +49,21 @@ def scored(tmp_path_factory):
                 "item": "fmt-nocomma-story",
                 "text": "The raft drifted on. " * 20 + "Slowly, it sank.",
             },
+            {  # a harness generation record: the restatement is not scored
+                "run_id": "r1",
+                "model": "smollm2-135m-instruct",
+                "task": "languages",
+                "item": "lang-de-story",
+                "policy": "restate",
+                "seed": 3,
+                "sample": 0,
+                "continuation_ids": list(range(1000, 1080)),
+                "finish_reason": "length",
+                "segments": [
+                    {"kind": "restatement", "start": 0, "end": 10},
+                    {"kind": "generated", "start": 10, "end": 80},
+                ],
+            },
         ],
     )
     out = folder / "out"
@@ -72,6 +87,14 @@ def test_windows_csv_marks_the_drift_to_english(scored):
     assert set(windows["task"]) == {"languages", "formats"}
     comma = windows[windows["item"] == "fmt-nocomma-story"].sort_values("window")
     assert not bool(comma["passed"].iloc[-1]) and bool(comma["passed"].iloc[0])
+
+
+def test_harness_record_positions(scored):
+    windows = pd.read_csv(scored / "windows.csv")
+    record = windows[windows["item"] == "lang-de-story"].sort_values("window")
+    assert record["t_start"].tolist() == [11, 75] and record["t_end"].tolist() == [74, 80]
+    assert record["t_gen_start"].tolist() == [1, 65]
+    assert set(record["policy"]) == {"restate"} and set(record["seed"]) == {3}
 
 
 def test_adherence_csv_per_condition(scored):
