@@ -1,12 +1,17 @@
-"""`harness report` (not built yet: its issue fills it in)."""
+"""`harness report DIR`: re-render report.html from a run folder's stored files only."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import typer
 
 
-def report_command(ctx: typer.Context) -> None:
-    """Not built yet."""
-    from harness.errors import UserError
+def report_command(
+    run_dir: Path = typer.Argument(..., help="Run folder (e.g. reports/quickstart)."),
+) -> None:
+    """Write DIR/report.html from the stored CSVs, generations.jsonl and manifest.json; no model
+    is loaded and nothing is recomputed beyond display fits. Prints the report's path."""
+    from harness.report import render_report
 
-    raise UserError("`harness report` is not built yet")
+    print(render_report(run_dir))

@@ -1,0 +1,163 @@
+"""Tidy frames the sections plot, taken from the stored files in a fixed order of preference.
+
+A stored result is always preferred to recomputing it (adherence.csv before windows.csv). When
+only the raw windows are stored, the scoring stage's own functions (harness.scoring.adherence)
+derive the curves, so the report and the scorer cannot disagree on a definition.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from harness.report.load import RunData, ci_columns
+
+CONDITION = ["model", "item", "policy"]
+CURVE_COLUMNS = [*CONDITION, "t", "a", "lo", "hi", "n"]
+
+
+def _windows_for_scoring(windows: pd.DataFrame) -> pd.DataFrame:
+    """windows.csv in the form harness.scoring.adherence expects (scope and task columns)."""
+    w = windows.copy()
+    if "scope" not in w.columns:
+        w["scope"] = np.where(w["window"] >= 0, "window", "response")
+    for col, default in (("task", ""), ("run_id", ""), ("seed", 0)):
+        if col not in w.columns:
+            w[col] = default
+    w["passed"] = w["passed"].map(_as_bool)
+    return w
+
+
+def _as_bool(value) -> bool | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    text = str(value).strip().lower()
+    return (
+        True if text in {"true", "1", "1.0"} else False if text in {"false", "0", "0.0"} else None
+    )
+
+
+def adherence_curve(data: RunData) -> tuple[pd.DataFrame | None, str]:
+    """a(t) with its CI band per condition, and a note saying where it came from."""
+    stored = data.frame("adherence.csv")
+    if stored is not None and "a" in stored.columns and {"t", "t_mid"} & set(stored.columns):
+        band = ci_columns(stored, "a") or ci_columns(stored, "")
+        out = pd.DataFrame(
+            {
+                "model": stored["model"],
+                "item": stored["item"],
+                "policy": stored["policy"],
+                "t": stored["t_mid"] if "t_mid" in stored.columns else stored["t"],
+                "a": stored["a"],
+                "lo": stored[band[0]] if band else np.nan,
+                "hi": stored[band[1]] if band else np.nan,
+                "n": stored["n"] if "n" in stored.columns else np.nan,
+            }
+        )
+        return _sorted(out), "adherence.csv"
+    stored = data.frame("adherence_curve.csv")
+    if stored is not None and {"t", "a", *CONDITION} <= set(stored.columns):
+        out = stored.reindex(columns=CURVE_COLUMNS)
+        return _sorted(out), "adherence_curve.csv"
+    windows = data.frame("windows.csv")
+    if windows is not None:
+        from harness.scoring.adherence import adherence_curves
+
+        out = adherence_curves(_windows_for_scoring(windows), n_boot=300)
+        out = out.groupby([*CONDITION, "t"], as_index=False).agg(
+            {"a": "mean", "lo": "mean", "hi": "mean", "n": "sum"}
+        )  # tasks merged: an item id is unique across suites
+        return _sorted(out.reindex(columns=CURVE_COLUMNS)), "windows.csv"
+    return None, ""
+
+
+def survival_curve(data: RunData) -> tuple[pd.DataFrame | None, str]:
+    """Kaplan-Meier S(t) per condition: model, item, policy, t, survival, lo, hi."""
+    stored = data.frame("survival.csv")
+    columns = [*CONDITION, "t", "survival", "lo", "hi"]
+    if stored is not None and {"t", "survival", *CONDITION} <= set(stored.columns):
+        return _sorted(stored.reindex(columns=columns)), "survival.csv"
+    windows = data.frame("windows.csv")
+    if windows is not None:
+        from harness.scoring.adherence import survival_curves
+
+        out = survival_curves(_windows_for_scoring(windows))
+        return _sorted(out.reindex(columns=columns)), "windows.csv"
+    return None, ""
+
+
+def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.sort_values([*CONDITION, "t"], kind="stable").reset_index(drop=True)
+
+
+def token_overhead(data: RunData) -> dict[tuple[str, str, str], float]:
+    """(injected + restated) / generated per condition: summary.csv, else generations.jsonl."""
+    summary = data.frame("summary.csv")
+    if summary is not None and "token_overhead" in summary.columns:
+        return {
+            (r.model, r.item, r.policy): float(r.token_overhead)
+            for r in summary.itertuples(index=False)
+        }
+    sums: dict[tuple[str, str, str], list[float]] = {}
+    for record in data.generations or []:
+        tokens = record.get("tokens") or {}
+        key = (str(record.get("model", "")), str(record.get("item", "")), str(record.get("policy")))
+        acc = sums.setdefault(key, [0.0, 0.0])
+        acc[0] += float(tokens.get("injected", 0)) + float(tokens.get("restated", 0))
+        acc[1] += float(tokens.get("generated", 0))
+    return {key: (a / g if g else math.nan) for key, (a, g) in sums.items()}
+
+
+def prompt_length(data: RunData, model: str) -> int:
+    """Median prompt length in tokens of the model's generations (P of the bound curve)."""
+    base = model.removeprefix("untrained:").split("@", 1)[0]
+    lengths = [
+        len(r.get("prompt_ids") or [])
+        for r in data.generations or []
+        if str(r.get("model", "")).removeprefix("untrained:").split("@", 1)[0] == base
+    ]
+    lengths = [n for n in lengths if n]
+    return int(np.median(lengths)) if lengths else 1
+
+
+def is_untrained(model: str) -> bool:
+    return model.startswith("untrained:")
+
+
+def alpha_by_layer(data: RunData) -> tuple[pd.DataFrame | None, str]:
+    """alpha (rel_l2) per model and layer with a CI: model, layer, alpha, lo, hi.
+
+    Preference: pooled rows of fits.csv (item == "all"), else one fit per (model, layer) over
+    all pairs of divergence.csv (bootstrap over pairs), else the mean of the per-condition fits.
+    """
+    fits = data.frame("fits.csv")
+    rel = None
+    if fits is not None:
+        rel = fits[(fits["metric"] == "rel_l2") & (fits["layer"] >= 1)]
+        band = ci_columns(rel, "") or ("alpha", "alpha")
+        if "item" in rel.columns and (rel["item"] == "all").any():
+            pooled = rel[rel["item"] == "all"]
+            out = pooled.rename(columns={band[0]: "lo", band[1]: "hi"})
+            return out[["model", "layer", "alpha", "lo", "hi"]], "fits.csv (pooled rows)"
+    div = data.frame("divergence.csv")
+    if div is not None:
+        from harness.analysis.powerlaw import fit_alpha
+
+        rows = []
+        for (model, layer), sub in div[div["layer"] >= 1].groupby(["model", "layer"]):
+            table = sub.pivot_table(index="pair", columns="t", values="rel_l2", aggfunc="mean")
+            fit = fit_alpha(table.columns.to_numpy(), table.to_numpy(dtype=float), n_boot=200)
+            rows.append((model, int(layer), fit.alpha, fit.ci_low, fit.ci_high))
+        out = pd.DataFrame(rows, columns=["model", "layer", "alpha", "lo", "hi"])
+        return out, "divergence.csv (one fit over all pairs per layer)"
+    if rel is not None and len(rel):
+        band = ci_columns(rel, "") or ("alpha", "alpha")
+        out = rel.groupby(["model", "layer"], as_index=False).agg(
+            alpha=("alpha", "mean"), lo=(band[0], "mean"), hi=(band[1], "mean")
+        )
+        return out, "fits.csv (mean of the per-condition fits and of their CI bounds)"
+    return None, ""

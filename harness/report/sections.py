@@ -1,0 +1,249 @@
+"""The report's sections. Each takes the loaded run and returns (html, {figure id: figure}); a
+section whose input file is missing says so in one sentence instead of failing."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from harness.report import derive, plots, theory
+from harness.report.html import esc, figure, note, section, table
+from harness.report.load import RunData, ci_columns
+from harness.report.verdicts import (
+    Card,
+    adherence_cards,
+    correlation_card,
+    mechanism_card,
+    predictor_card,
+)
+from harness.report.viewer import viewer_html
+
+TITLES = {
+    "verdicts": "Verdicts",
+    "divergence": "Divergence decay",
+    "alpha": "α by layer",
+    "adherence": "Adherence a(t)",
+    "survival": "Survival",
+    "policies": "Policies",
+    "correlation": "α vs behaviour",
+    "samples": "Samples",
+    "theory": "Theory",
+    "manifest": "Manifest",
+}
+
+
+def _card_html(card: Card) -> str:
+    body = "".join(f"<p>{esc(s)}</p>" for s in card.sentences)
+    return f'<div class="card card-{esc(card.kind)}"><h3>{esc(card.title)}</h3>{body}</div>'
+
+
+def verdicts(data: RunData) -> tuple[str, dict]:
+    cards: list[Card] = []
+    curve, _ = derive.adherence_curve(data)
+    if curve is not None and len(curve):
+        cards += adherence_cards(curve, derive.token_overhead(data), data.frame("summary.csv"))
+    for card in (
+        mechanism_card(data.frame("summary.csv"), data.frame("fits.csv")),
+        correlation_card(data.frame("correlation.csv")),
+        predictor_card(data.frame("predictor.csv")),
+    ):
+        if card is not None:
+            cards.append(card)
+    if not cards:
+        return note("No adherence or divergence results in this run folder yet."), {}
+    intro = note(
+        "“Holds 90 % to t = X”: a(t) >= 90 % at every window of the adherence curve up to "
+        "t = X (the windows' t as stored, in continuation positions, injected tokens "
+        "included); +N % tokens: the policy's injected and restated tokens over generated ones."
+    )
+    return intro + '<div class="cards">' + "".join(map(_card_html, cards)) + "</div>", {}
+
+
+def divergence(data: RunData) -> tuple[str, dict]:
+    div = data.frame("divergence.csv")
+    if div is None:
+        return note(data.missing("divergence.csv")), {}
+    lengths = {m: derive.prompt_length(data, m) for m in div["model"].unique()}
+    fig = plots.divergence_figure(div, lengths)
+    caption = (
+        "Mean relative distance rel_l2 between the two prompts' hidden states, averaged over "
+        "the layers of each group and over pairs, on log-log axes: a straight line is a power "
+        "law t^-α (dotted: the fit over t >= 16, α in the legend). Grey dashed: 1/t and the "
+        "bound P (log t)^(L-1)/t, each scaled to the late group; a curve steeper than them "
+        "forgets faster than the theory allows."
+    )
+    return figure("fig-divergence", caption, 460), {"fig-divergence": fig}
+
+
+def alpha(data: RunData) -> tuple[str, dict]:
+    frame, source = derive.alpha_by_layer(data)
+    if frame is None or not len(frame):
+        return note(data.missing("fits.csv") + " " + data.missing("divergence.csv")), {}
+    caption = (
+        f"Decay exponent α of rel_l2 per hidden-state index with 95 % bootstrap CIs (from "
+        f"{source}); solid: trained, dashed: untrained twin. Higher α = the prompt's trace "
+        "fades faster at that depth."
+    )
+    return figure("fig-alpha", caption, 400), {"fig-alpha": plots.alpha_by_layer_figure(frame)}
+
+
+def adherence(data: RunData) -> tuple[str, dict]:
+    curve, source = derive.adherence_curve(data)
+    if curve is None or not len(curve):
+        return note(data.missing("adherence.csv") + " " + data.missing("windows.csv")), {}
+    caption = (
+        f"a(t): share of samples whose window covering t passes every check, per policy, with "
+        f"its 95 % CI band over samples (from {source}). A policy that keeps its line high "
+        "for longer keeps the system prompt steering for longer."
+    )
+    fig = plots.curve_figure(curve, "a", "a(t)")
+    return figure("fig-adherence", caption, fig.layout.height), {"fig-adherence": fig}
+
+
+def survival(data: RunData) -> tuple[str, dict]:
+    surv, source = derive.survival_curve(data)
+    if surv is None or not len(surv):
+        return note(data.missing("windows.csv")), {}
+    caption = (
+        f"Kaplan-Meier survival (from {source}): share of samples with no failing window yet "
+        "at t; samples that never fail are censored at their last window. A step down is a "
+        "sample's first violation."
+    )
+    fig = plots.curve_figure(surv, "survival", "S(t)", step=True)
+    return figure("fig-survival", caption, fig.layout.height), {"fig-survival": fig}
+
+
+def policies(data: RunData) -> tuple[str, dict]:
+    frame = data.frame("policies.csv")
+    if frame is None:
+        return note(data.missing("policies.csv")), {}
+    caption = (
+        "Each policy's adherence AUC against its token overhead; stars and the dotted line are "
+        "the Pareto frontier (no other policy is both cheaper and better). Up and left is better."
+    )
+    band = ci_columns(frame, "delta")
+    rows = [
+        [
+            r["model"], r["item"], r["policy"], r["metric"], r["value"], r.get("none_value"),
+            r.get("delta"),
+            f"[{r[band[0]]:.3g}, {r[band[1]]:.3g}]" if band else "",
+            f"{100 * r['token_overhead']:.1f} %" if "token_overhead" in r else "",
+            str(r.get("pareto", "")),
+        ]
+        for r in frame.to_dict("records")
+    ]  # fmt: skip
+    headers = ["model", "item", "policy", "metric", "value", "none", "delta", "95 % CI",
+               "overhead", "pareto"]  # fmt: skip
+    fig = plots.pareto_figure(frame) if "token_overhead" in frame.columns else None
+    html = (figure("fig-pareto", caption) if fig else "") + table(headers, rows)
+    return html, ({"fig-pareto": fig} if fig else {})
+
+
+def correlation(data: RunData) -> tuple[str, dict]:
+    html, figs = [], {}
+    summary = data.frame("summary.csv")
+    if summary is not None and {"alpha_mean", "auc"} <= set(summary.columns):
+        figs["fig-correlation"] = plots.correlation_figure(summary)
+        html.append(
+            figure(
+                "fig-correlation",
+                "One point per condition (model, item, policy): mean α over layers against "
+                "adherence AUC, with 95 % CIs. A falling cloud means conditions whose prompt "
+                "trace fades faster also lose the behaviour sooner.",
+            )
+        )
+    else:
+        html.append(note(data.missing("summary.csv")))
+    corr = data.frame("correlation.csv")
+    if corr is not None:
+        headers = [c for c in corr.columns]
+        html.append("<h3>Correlations</h3>" + table(headers, corr.itertuples(index=False)))
+    else:
+        html.append(note(data.missing("correlation.csv")))
+    pred = data.frame("predictor.csv")
+    if pred is not None:
+        html.append(
+            "<h3>Early warning (AUROC)</h3>"
+            + note(
+                "Cross-validated AUROC of a logistic regression predicting a failing window "
+                "from divergence features and log t, against log t alone (grouped by sample)."
+            )
+            + table(list(pred.columns), pred.itertuples(index=False))
+        )
+    else:
+        html.append(note(data.missing("predictor.csv")))
+    return "".join(html), figs
+
+
+def samples(data: RunData) -> tuple[str, dict]:
+    if not data.generations:
+        return note(data.missing("generations.jsonl")), {}
+    legend = note(
+        "Text by segment: reminders injected by a policy and restatements are boxed; each "
+        "generated window is tinted green (passes), red (fails) or grey (undetermined); hover "
+        "for the window's range and reasons. Window edges are placed in proportion to token "
+        "offsets within a segment (no tokenizer at report time), so they can be off by a word."
+    )
+    return legend + viewer_html(data.generations, data.frame("windows.csv")), {}
+
+
+def theory_part(data: RunData) -> tuple[str, dict]:
+    return theory.theory_section(data.frame("relay.csv"), data.frame("bias.csv"), data.missing)
+
+
+def manifest(data: RunData) -> tuple[str, dict]:
+    m = data.manifest
+    if m is None:
+        return note(data.missing("manifest.json")), {}
+    html = [table(["field", "value"], [[k, m.get(k, "")] for k in ("run_id", "name", "started",
+                                                                    "finished")])]  # fmt: skip
+    if isinstance(m.get("models"), dict):
+        rows = [
+            [name, (v or {}).get("path", ""), (v or {}).get("content_key", "")]
+            if isinstance(v, dict) else [name, str(v), ""]
+            for name, v in m["models"].items()
+        ]  # fmt: skip
+        html.append("<h3>Models</h3>" + table(["model", "path", "content key"], rows))
+    if isinstance(m.get("timings"), dict):
+        rows = [[k, _seconds(v)] for k, v in m["timings"].items()]
+        html.append("<h3>Timings</h3>" + table(["stage", "seconds"], rows))
+    if "seeds" in m:
+        html.append(f"<h3>Seeds</h3><pre>{esc(json.dumps(m['seeds']))}</pre>")
+    if isinstance(m.get("versions"), dict):
+        html.append("<h3>Versions</h3>" + table(["package", "version"], m["versions"].items()))
+    if "config" in m:
+        config = esc(json.dumps(m["config"], indent=2, ensure_ascii=False))
+        html.append(f"<details><summary>Resolved config</summary><pre>{config}</pre></details>")
+    return "".join(html), {}
+
+
+def _seconds(v) -> str:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    return "–" if math.isnan(x) else f"{x:,.2f}"
+
+
+BUILDERS = {
+    "verdicts": verdicts,
+    "divergence": divergence,
+    "alpha": alpha,
+    "adherence": adherence,
+    "survival": survival,
+    "policies": policies,
+    "correlation": correlation,
+    "samples": samples,
+    "theory": theory_part,
+    "manifest": manifest,
+}
+
+
+def build_sections(data: RunData) -> tuple[list[str], dict]:
+    """All sections in page order, and every figure keyed by its div id."""
+    html, figs = [], {}
+    for anchor, build in BUILDERS.items():
+        body, section_figs = build(data)
+        html.append(section(anchor, TITLES[anchor], body))
+        figs.update(section_figs)
+    return html, figs

@@ -1,0 +1,234 @@
+"""Verdict cards: plain sentences computed from the stored curves and tables.
+
+Adherence verdicts read a(t) per (model, item, policy). "Holds 90 % to t = X" means a(t) >= 0.9
+at every point of the curve up to and including t = X, X being the last point before a(t)
+first falls below 0.9 ("to the end" when it never does). A policy whose first window is already
+below 0.9 is described by where it starts and its half-life (summary.csv when stored, else the
+scorer's `curve_metrics` on the curve).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel
+
+from harness.report.html import fmt_pct, fmt_t
+
+HOLD = 0.9  # adherence level a verdict calls "holds"
+MIN_OVERHEAD = 0.005  # below this a policy is said to cost nothing extra
+
+
+class PolicyVerdict(BaseModel):
+    policy: str
+    a_first: float
+    hold_t: float | None  # last t with a >= HOLD at every point so far; None if a_first < HOLD
+    holds_to_end: bool
+    t_last: float
+    half_life: float  # NaN when censored
+    half_life_censored: bool
+    auc: float
+    overhead: float  # (injected + restated) / generated; NaN when unknown
+
+    def cost(self) -> str:
+        if math.isnan(self.overhead) or self.overhead < MIN_OVERHEAD:
+            return ""
+        return f" at {fmt_pct(self.overhead, signed=True)} tokens"
+
+    def hold_phrase(self) -> str:
+        if self.holds_to_end:
+            where = f"to the end (t = {fmt_t(self.t_last)})"
+        else:
+            where = f"to t = {fmt_t(self.hold_t)}"
+        return f"{where} with {self.policy}{self.cost()}"
+
+    def start_phrase(self) -> str:
+        if self.half_life_censored:
+            decay = f"never halves (to t = {fmt_t(self.t_last)})"
+        else:
+            decay = f"halves by t = {fmt_t(self.half_life)}"
+        return f"with {self.policy}{self.cost()} it starts at {fmt_pct(self.a_first)} and {decay}"
+
+
+@dataclass
+class Card:
+    title: str
+    sentences: list[str] = field(default_factory=list)
+    kind: str = "adherence"  # adherence | mechanism | correlation | predictor
+
+
+def policy_order(policies) -> list[str]:
+    """`none` first, then the others by name: the baseline reads first in every list."""
+    rest = sorted(p for p in set(policies) if p != "none")
+    return (["none"] if "none" in set(policies) else []) + rest
+
+
+def policy_verdict(
+    policy: str,
+    t: np.ndarray,
+    a: np.ndarray,
+    overhead: float = math.nan,
+    stored_half_life: tuple[float, bool] | None = None,
+) -> PolicyVerdict:
+    """The verdict numbers of one a(t) curve (points in order of t)."""
+    from harness.scoring.adherence import curve_metrics
+
+    keep = ~np.isnan(a)
+    t, a = np.asarray(t, dtype=float)[keep], np.asarray(a, dtype=float)[keep]
+    metrics = curve_metrics(t, a)
+    below = np.flatnonzero(a < HOLD)
+    if len(a) == 0 or a[0] < HOLD:
+        hold_t, to_end = None, False
+    elif len(below) == 0:
+        hold_t, to_end = float(t[-1]), True
+    else:
+        hold_t, to_end = float(t[below[0] - 1]), False
+    half_life, censored = metrics["half_life"], metrics["half_life_censored"]
+    if stored_half_life is not None:
+        half_life, censored = stored_half_life
+    return PolicyVerdict(
+        policy=policy,
+        a_first=metrics["a_first"],
+        hold_t=hold_t,
+        holds_to_end=to_end,
+        t_last=float(t[-1]) if len(t) else math.nan,
+        half_life=half_life,
+        half_life_censored=bool(censored),
+        auc=metrics["auc"],
+        overhead=overhead,
+    )
+
+
+def _stored_half_lives(summary: pd.DataFrame | None) -> dict[tuple[str, str, str], tuple]:
+    if summary is None or "half_life" not in summary.columns:
+        return {}
+    out = {}
+    for row in summary.to_dict("records"):
+        value = float(row["half_life"])
+        censored = row.get("half_life_censored")
+        censored = math.isnan(value) if censored is None else str(censored).lower() == "true"
+        out[(row["model"], row["item"], row["policy"])] = (value, censored)
+    return out
+
+
+def adherence_cards(
+    curve: pd.DataFrame, overhead: dict, summary: pd.DataFrame | None = None
+) -> list[Card]:
+    """One card per (model, item): how long each policy holds HOLD, and at what token cost."""
+    half_lives = _stored_half_lives(summary)
+    cards = []
+    for (model, item), rows in curve.groupby(["model", "item"], sort=True):
+        verdicts = []
+        for policy in policy_order(rows["policy"]):
+            cond = rows[rows["policy"] == policy].sort_values("t")
+            key = (model, item, policy)
+            verdicts.append(
+                policy_verdict(
+                    policy,
+                    cond["t"].to_numpy(),
+                    cond["a"].to_numpy(dtype=float),
+                    overhead.get(key, math.nan),
+                    half_lives.get(key),
+                )
+            )
+        cards.append(Card(title=f"{item} · {model}", sentences=item_sentences(item, verdicts)))
+    return cards
+
+
+def item_sentences(item: str, verdicts: list[PolicyVerdict]) -> list[str]:
+    holds = [v for v in verdicts if v.hold_t is not None]
+    starts = [v for v in verdicts if v.hold_t is None and not math.isnan(v.a_first)]
+    sentences = []
+    if holds:
+        sentences.append(
+            f"{item} holds {fmt_pct(HOLD)} " + ", ".join(v.hold_phrase() for v in holds) + "."
+        )
+    if starts:
+        lead = "Below" if holds else f"{item} is below"
+        sentences.append(
+            f"{lead} {fmt_pct(HOLD)} from the first window: "
+            + "; ".join(v.start_phrase() for v in starts)
+            + "."
+        )
+    scored = [v for v in verdicts if not math.isnan(v.auc)]
+    if len(scored) > 1:
+        best = max(scored, key=lambda v: v.auc)
+        sentences.append(f"Highest adherence AUC: {best.policy} ({best.auc:.2f}){best.cost()}.")
+    return sentences
+
+
+def _ci(row: dict, base: str) -> str:
+    for low, high in ((f"{base}_low", f"{base}_high"), (f"{base}_lo", f"{base}_hi")):
+        lo, hi = row.get(low), row.get(high)
+        if lo is not None and hi is not None and not (math.isnan(lo) or math.isnan(hi)):
+            return f" [{lo:.2f}, {hi:.2f}]"
+    return ""
+
+
+def mechanism_card(summary: pd.DataFrame | None, fits: pd.DataFrame | None) -> Card | None:
+    """Mean alpha per model: summary.csv alpha_mean averaged over conditions, else the mean
+    of the rel_l2 layer fits (layers >= 1) in fits.csv."""
+    per_model: dict[str, tuple[float, str]] = {}
+    if summary is not None and "alpha_mean" in summary.columns:
+        for model, a in summary.groupby("model")["alpha_mean"].mean().dropna().items():
+            per_model[model] = (a, "summary.csv")
+    if fits is not None:
+        rel = fits[(fits["metric"] == "rel_l2") & (fits["layer"] >= 1)]
+        for model, a in rel.groupby("model")["alpha"].mean().dropna().items():
+            per_model.setdefault(model, (a, "fits.csv"))
+    if not per_model:
+        return None
+    parts = [f"α = {a:.2f} for {model} ({src})" for model, (a, src) in sorted(per_model.items())]
+    card = Card(title="Mechanism: how fast the prompt's trace fades", kind="mechanism")
+    card.sentences.append(
+        "Hidden-state divergence between the two prompts decays like t^-α: "
+        + "; ".join(parts)
+        + " (mean over layers 1..L and conditions)."
+    )
+    trained = [a for m, (a, _) in per_model.items() if not m.startswith("untrained:")]
+    untrained = [a for m, (a, _) in per_model.items() if m.startswith("untrained:")]
+    if trained and untrained:
+        faster = "faster" if np.mean(trained) > np.mean(untrained) else "slower"
+        card.sentences.append(
+            f"The trained model forgets the prompt {faster} than its untrained twin "
+            f"(α {np.mean(trained):.2f} vs {np.mean(untrained):.2f})."
+        )
+    return card
+
+
+def correlation_card(correlation: pd.DataFrame | None) -> Card | None:
+    if correlation is None or not {"x", "y", "spearman"} <= set(correlation.columns):
+        return None
+    rows = correlation.to_dict("records")
+    preferred = [r for r in rows if r["x"] == "alpha_mean" and r["y"] == "auc"]
+    row = (preferred or rows)[0]
+    n = row.get("n")
+    n_text = f"across {int(n)} conditions, " if n is not None and not math.isnan(n) else ""
+    p = row.get("perm_p")
+    p_text = f", permutation p = {p:.2g}" if p is not None and not math.isnan(p) else ""
+    sentence = (
+        f"{n_text[:1].upper()}{n_text[1:]}Spearman ρ({row['x']}, {row['y']}) = "
+        f"{row['spearman']:.2f}{_ci(row, 'spearman')}{p_text}."
+    )
+    return Card(title="Does α predict behaviour?", sentences=[sentence], kind="correlation")
+
+
+def predictor_card(predictor: pd.DataFrame | None) -> Card | None:
+    if predictor is None or not {"model", "features", "auroc"} <= set(predictor.columns):
+        return None
+    card = Card(title="Early warning from divergence", kind="predictor")
+    for model, rows in predictor.groupby("model", sort=True):
+        by = {r["features"]: r for r in rows.to_dict("records")}
+        signal, base = by.get("divergence+log_t"), by.get("log_t")
+        if signal is None or base is None:
+            continue
+        gain = signal["auroc"] - base["auroc"]
+        card.sentences.append(
+            f"{model}: violations predicted with AUROC {signal['auroc']:.2f}"
+            f"{_ci(signal, 'auroc')} from divergence and position vs {base['auroc']:.2f}"
+            f"{_ci(base, 'auroc')} from position alone ({gain:+.2f})."
+        )
+    return card if card.sentences else None

@@ -1,0 +1,256 @@
+"""Build a small synthetic run folder for the report tests (no model, < 1 s, ~250 KB).
+
+    python tests/data/report_run/make_run.py OUT_DIR
+
+Designed so the verdicts are known in advance: 2 items x 3 policies x 4 samples, 256 generated
+tokens in 32-token windows; each sample fails from a fixed window on ("onset"). One generation
+(pirate / none / sample 0) holds hostile HTML, and a window reason and a manifest value too.
+Every token is one word of the segment text, so window edges map to word boundaries.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+MODEL = "smollm2-135m-instruct"
+TWIN = "untrained:smollm2-135m-instruct"
+ITEMS = ("french", "pirate")
+POLICIES = ("none", "restate", "periodic-64-user")
+SAMPLES = 4
+GENERATED = 256
+WINDOW = 32
+REMINDER = 12  # tokens of one injected reminder (periodic) or the restatement
+HOSTILE = ["<script>alert(1)</script>", '"><img src=x onerror=alert(1)>']
+# First failing window per sample (None = never fails); -> a(t) per condition.
+ONSETS = {
+    ("french", "none"): [None, None, 5, 3],
+    ("french", "restate"): [None, None, None, None],
+    ("french", "periodic-64-user"): [None, None, None, 6],
+    ("pirate", "none"): [0, 0, 2, 4],
+    ("pirate", "restate"): [None, None, None, 1],
+    ("pirate", "periodic-64-user"): [None, 7, None, None],
+}
+GOOD = {
+    "french": ["le", "chat", "mange", "une", "pomme", "dans", "la", "cuisine"],
+    "pirate": ["arr", "matey"],
+}
+BAD = ["the", "cat", "eats", "an", "apple", "in", "the", "kitchen"]
+LAYERS = 4  # hidden-state indices 0..4
+ALPHA_TRAINED = {1: 0.45, 2: 0.6, 3: 0.75, 4: 0.8}
+ALPHA_TWIN = {1: 0.2, 2: 0.22, 3: 0.25, 4: 0.25}
+
+
+def _segments(policy: str) -> list[tuple[str, str, int]]:
+    """(kind, source, n_tokens) in order."""
+    if policy == "restate":
+        return [("restatement", "restatement", REMINDER), ("generated", "model", GENERATED)]
+    if policy.startswith("periodic"):
+        out = []
+        for k in range(GENERATED // 64):
+            if k:
+                out.append(("injected", "reminder", REMINDER))
+            out.append(("generated", "model", 64))
+        return out
+    return [("generated", "model", GENERATED)]
+
+
+def _record(item: str, policy: str, sample: int, onset: int | None) -> tuple[dict, list[dict]]:
+    rng = np.random.default_rng(zlib.crc32(f"{item}/{policy}/{sample}".encode()))
+    segments, windows, pos, gen = [], [], 0, 0
+    for kind, source, n in _segments(policy):
+        if kind == "generated":
+            words = []
+            for g in range(gen, gen + n):
+                w = g // WINDOW
+                bank = BAD if onset is not None and w >= onset else GOOD[item]
+                words.append(bank[g % len(bank)])
+            if (item, policy, sample) == ("pirate", "none", 0):
+                words[40 : 40 + len(HOSTILE)] = HOSTILE  # inside window 1
+            text = " ".join(words)
+            for g in range(gen, gen + n):
+                if g % WINDOW == 0:
+                    windows.append({"window": g // WINDOW, "t_start": pos + (g - gen) + 1})
+                if g % WINDOW == WINDOW - 1:
+                    windows[-1]["t_end"] = pos + (g - gen) + 1
+            gen += n
+        else:
+            text = (
+                "Reminder: answer in French."
+                if item == "french"
+                else "Reminder: talk like a pirate."
+            )
+        segments.append(
+            {"kind": kind, "start": pos, "end": pos + n, "source": source, "text": text}
+        )
+        pos += n
+    injected = sum(s["end"] - s["start"] for s in segments if s["kind"] == "injected")
+    restated = sum(s["end"] - s["start"] for s in segments if s["kind"] == "restatement")
+    record = {
+        "version": 1, "run_id": "synthetic", "model": MODEL, "task": "demo", "item": item,
+        "policy": policy, "seed": 7, "sample": sample,
+        "prompt_messages": [
+            {"role": "system", "content": f"Always answer as {item}."},
+            {"role": "user", "content": "Tell me about your day."},
+        ],
+        "prompt_ids": list(range(1, 33)),
+        "continuation_ids": [int(x) for x in rng.integers(100, 999, size=pos)],
+        "segments": segments,
+        "text": " ".join(s["text"] for s in segments),
+        "finish_reason": "length", "engine": "synthetic", "seconds": 1.0, "rounds": 1,
+        "tokens": {"prompt": 32, "generated": GENERATED, "injected": injected,
+                   "restated": restated, "processed": 32 + pos},
+    }  # fmt: skip
+    rows = []
+    for w in windows:
+        fails = onset is not None and w["window"] >= onset
+        reason = "detected en" if fails else ""
+        if fails and (item, policy, sample) == ("pirate", "none", 0) and w["window"] == 0:
+            reason = "<img src=x onerror=alert(3)>"
+        rows.append({
+            "run_id": "synthetic", "model": MODEL, "task": "demo", "item": item,
+            "policy": policy, "seed": 7, "sample": sample, "window": w["window"],
+            "t_start": w["t_start"], "t_end": w["t_end"],
+            "t_gen_start": w["window"] * WINDOW + 1, "check": "language", "scope": "window",
+            "value": 0.0 if fails else 1.0, "passed": not fails, "reason": reason,
+        })  # fmt: skip
+    return record, rows
+
+
+def _adherence(windows: pd.DataFrame) -> pd.DataFrame:
+    """adherence.csv in the schema's form: a per window index, with a Wilson band."""
+    w = windows.assign(t_mid=(windows["t_start"] + windows["t_end"]) / 2)
+    g = w.groupby(["model", "item", "policy", "window"], as_index=False).agg(
+        t_mid=("t_mid", "mean"), a=("passed", "mean"), n=("passed", "size")
+    )
+    z, n, p = 1.96, g["n"], g["a"]
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return g.assign(a_low=(centre - half).clip(0, 1), a_high=(centre + half).clip(0, 1))[
+        ["model", "item", "policy", "window", "t_mid", "a", "a_low", "a_high", "n"]
+    ]
+
+
+def _divergence() -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    t = np.unique(np.concatenate([np.arange(1, 17), np.round(np.geomspace(16, 268, 20))]))
+    rows = []
+    for model, alphas in ((MODEL, ALPHA_TRAINED), (TWIN, ALPHA_TWIN)):
+        for item in ITEMS:
+            for policy in POLICIES:
+                pair = f"{item}/{policy}/0"
+                for layer in range(LAYERS + 1):
+                    a = alphas.get(layer, 0.0)
+                    scale = 0.0 if layer == 0 else 0.8 * np.exp(rng.normal(0, 0.1))
+                    rel = scale * t**-a * np.exp(rng.normal(0, 0.03, size=len(t)))
+                    for tt, r in zip(t, rel, strict=True):
+                        rows.append(
+                            (model, item, policy, 0, pair, layer, int(tt), 30 * r, r, r * r / 2)
+                        )
+    cols = ["model", "item", "policy", "sample", "pair", "layer", "t", "l2", "rel_l2", "cos_dist"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def build_run(out: Path) -> Path:
+    """Write the synthetic run folder to `out` and return it."""
+    from harness.analysis.relay import solve_relay, write_relay_csv
+    from harness.scoring.adherence import adherence_summary, summary_frame
+
+    out.mkdir(parents=True, exist_ok=True)
+    records, rows = [], []
+    for (item, policy), onsets in ONSETS.items():
+        for sample, onset in enumerate(onsets):
+            record, window_rows = _record(item, policy, sample, onset)
+            records.append(record)
+            rows += window_rows
+    with (out / "generations.jsonl").open("w") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in records)
+    windows = pd.DataFrame(rows)
+    windows.to_csv(out / "windows.csv", index=False)
+    _adherence(windows).to_csv(out / "adherence.csv", index=False, float_format="%.4g")
+    _divergence().to_csv(out / "divergence.csv", index=False, float_format="%.4g")
+
+    adh = summary_frame(adherence_summary(windows, n_boot=200))
+    summary = []
+    for r in adh.itertuples(index=False):
+        recs = [x for x in records if (x["item"], x["policy"]) == (r.item, r.policy)]
+        gen = sum(x["tokens"]["generated"] for x in recs)
+        inj = sum(x["tokens"]["injected"] for x in recs)
+        res = sum(x["tokens"]["restated"] for x in recs)
+        alpha = 0.65 - 0.1 * r.auc
+        summary.append({
+            "model": MODEL, "item": r.item, "policy": r.policy, "alpha_mean": alpha,
+            "alpha_mean_low": alpha - 0.05, "alpha_mean_high": alpha + 0.05, "auc": r.auc,
+            "auc_low": r.auc_lo, "auc_high": r.auc_hi, "half_life": r.half_life,
+            "half_life_censored": r.half_life_censored, "final": r.final,
+            "survival_median": r.survival_median, "tokens_generated": gen,
+            "tokens_injected": inj, "tokens_restated": res, "token_overhead": (inj + res) / gen,
+        })  # fmt: skip
+    summary = pd.DataFrame(summary)
+    summary.to_csv(out / "summary.csv", index=False, float_format="%.4g")
+
+    fits = [
+        (m, item, policy, "all", layer, "rel_l2", a, a - 0.05, a + 0.05, 0.98, 16, 256, "")
+        for m, alphas in ((MODEL, ALPHA_TRAINED), (TWIN, ALPHA_TWIN))
+        for item in ITEMS for policy in POLICIES for layer, a in alphas.items()
+    ]  # fmt: skip
+    pd.DataFrame(fits, columns=["model", "item", "policy", "pair", "layer", "metric", "alpha",
+                                "ci_low", "ci_high", "r2", "t_min", "t_max", "reason"]).to_csv(
+        out / "fits.csv", index=False
+    )  # fmt: skip
+    pd.DataFrame([{
+        "x": "alpha_mean", "y": "auc", "n": 6, "spearman": -0.71, "spearman_low": -0.95,
+        "spearman_high": 0.1, "pearson": -0.68, "pearson_low": -0.93, "pearson_high": 0.2,
+        "perm_p": 0.11,
+    }]).to_csv(out / "correlation.csv", index=False)  # fmt: skip
+    pd.DataFrame([
+        (MODEL, "divergence+log_t", 0.74, 0.62, 0.85, 192, 24, 40, 4),
+        (MODEL, "log_t", 0.66, 0.55, 0.77, 192, 24, 40, 4),
+    ], columns=["model", "features", "auroc", "auroc_low", "auroc_high", "n_windows",
+                "n_samples", "n_violations", "folds"],
+    ).to_csv(out / "predictor.csv", index=False)  # fmt: skip
+
+    pol = []
+    for item, rows_ in summary.groupby("item"):
+        none = rows_[rows_["policy"] == "none"].iloc[0]
+        best = -1.0
+        for r in rows_.sort_values("token_overhead").itertuples(index=False):
+            pareto = r.auc > best
+            best = max(best, r.auc)
+            delta = r.auc - none["auc"]
+            pol.append((MODEL, item, r.policy, "auc", r.auc, none["auc"], delta, delta - 0.1,
+                        delta + 0.1, r.token_overhead, pareto))  # fmt: skip
+    pd.DataFrame(pol, columns=["model", "item", "policy", "metric", "value", "none_value",
+                               "delta", "delta_low", "delta_high", "token_overhead",
+                               "pareto"]).to_csv(out / "policies.csv", index=False)  # fmt: skip
+
+    write_relay_csv(solve_relay(32, 3, 10_000), out / "relay.csv")
+    bias = []
+    for m, base, slope in ((MODEL, ALPHA_TRAINED, 0.9), (TWIN, ALPHA_TWIN, 0.15)):
+        for lam in (0.0, 0.25, 0.5, 1.0):
+            for layer, a in base.items():
+                v = a - slope * lam
+                bias.append((m, lam, layer, v, v - 0.04, v + 0.04))
+    pd.DataFrame(bias, columns=["model", "lam", "layer", "alpha", "ci_low", "ci_high"]).to_csv(
+        out / "bias.csv", index=False
+    )
+    manifest = {
+        "run_id": "synthetic", "name": "report-test",
+        "config": {"note": "</script><script>alert(4)</script>", "samples": SAMPLES},
+        "versions": {"harness": "0.1.0", "torch": "2.13.0"},
+        "models": {MODEL: {"path": "/models/smollm2", "content_key": "abc123"},
+                   TWIN: {"path": "(built)", "content_key": "def456"}},
+        "seeds": [7], "timings": {"generate": 12.5, "score": 1.25, "probe": 30.0},
+        "started": "2025-01-01T00:00:00Z", "finished": "2025-01-01T00:01:00Z",
+    }  # fmt: skip
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    return out
+
+
+if __name__ == "__main__":
+    print(build_run(Path(sys.argv[1])))
