@@ -236,12 +236,17 @@ def predict_violations(
     features: pd.DataFrame, *, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
 ) -> pd.DataFrame:
     """predictor.csv from `window_features(...)`: per model, a "divergence+log_t" row and a
-    "log_t" row (columns COLUMNS; NaN auroc and a reason when it cannot be estimated)."""
+    "log_t" row (columns COLUMNS; NaN auroc and a reason when it cannot be estimated).
+
+    A divergence feature that is NaN in every window of a model (e.g. no nexttoken.csv, or a
+    layer the probe did not record) is left out of that model's full feature set.
+    """
     feats = [c for c in features.columns if c.startswith("log_rel_l2_L")] + ["kl", "delta_logp"]
     rows = []
     for model, frame in features.groupby("model", sort=True):
-        full = frame[feats + ["log_t"]].to_numpy(dtype=np.float64)
-        usable = np.isfinite(full).all(axis=1)
+        present = [c for c in feats if np.isfinite(frame[c].to_numpy(dtype=np.float64)).any()]
+        full = frame[present + ["log_t"]].to_numpy(dtype=np.float64)
+        usable = np.isfinite(full).all(axis=1) & bool(present)
         groups = frame["item"] + "/" + frame["policy"] + "/" + frame["sample"].astype(str)
         groups = groups.to_numpy()
         y = frame["failed"].to_numpy(dtype=bool)

@@ -146,9 +146,19 @@ def test_empty_and_nan_inputs():
     windows, fail = _random_failures()
     div, nxt = _probe_frames(fail)
     div["rel_l2"] = np.nan  # nothing usable: the full model has no windows
-    out = predict_violations(window_features(windows, div, nxt, [2, 4]), n_boot=100)
+    out = predict_violations(window_features(windows, div, None, [2, 4]), n_boot=100)
     assert out.iloc[0]["reason"].startswith("no divergence")
     assert np.isfinite(out.iloc[1]["auroc"])
+
+
+def test_missing_nexttoken_uses_the_divergence_layers_alone():
+    windows, fail = _random_failures()
+    div, _ = _probe_frames(fail)
+    out = predict_violations(window_features(windows, div, None, [2, 4]), n_boot=100)
+    full = out[out["features"] == FULL].iloc[0]
+    assert full["auroc"] > 0.95 and full["n_windows"] == 96
+    only_kl = predict_violations(window_features(windows, None, _probe_frames(fail)[1], [2]))
+    assert only_kl.iloc[0]["reason"] == "" and only_kl.iloc[0]["n_windows"] == 96
 
 
 def test_deterministic_for_a_seed():
