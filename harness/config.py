@@ -427,6 +427,9 @@ class ProbeConfig(Strict):
     layers: Literal["all"] | list[Annotated[int, Field(ge=0)]] = "all"
     t_min: int = Field(16, gt=0)
     untrained_twin: bool = False
+    # at most this many samples per condition are probed (None: all); probing costs two
+    # full forwards per sample per model
+    samples: int | None = Field(None, gt=0)
 
     @model_validator(mode="after")
     def _text_given(self) -> ProbeConfig:

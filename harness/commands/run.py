@@ -10,11 +10,10 @@ import typer
 def run_command(
     config: Path = typer.Argument(..., help="Run config YAML, e.g. configs/quickstart.yaml"),
     out: Path = typer.Option(None, "--out", help="Output folder (default: reports/<name>)."),
-    fresh: bool = typer.Option(False, "--fresh", help="Ignore cached results."),
+    fresh: bool = typer.Option(False, "--fresh", help="Ignore cached results, redo every unit."),
 ) -> None:
-    """Run a config end to end and write CSVs + report.html."""
-    from harness.config import load_run_config
-    from harness.errors import UserError
+    """Run a config end to end; resumable (re-run the same command after a kill)."""
+    from harness.pipeline import run_pipeline
 
-    load_run_config(config)  # bad configs fail with their one-line error first
-    raise UserError("`harness run` is not built yet (pipeline issue); the config is valid")
+    folder = run_pipeline(config, out=out, fresh=fresh)
+    print(f"report: {folder / 'report.html'}")

@@ -18,6 +18,8 @@ class SamplingSettings(BaseModel):
 class GenerationRequest(BaseModel):
     prompt_ids: list[int] = Field(min_length=1)
     sampling: SamplingSettings
+    # tokens of the system-prompt prefix; engines that bias attention toward it read this
+    prompt_prefix_len: int | None = None
 
 
 class GenerationResult(BaseModel):

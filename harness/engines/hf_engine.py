@@ -10,7 +10,7 @@ from pathlib import Path
 
 from harness.engines.base import GenerationRequest, GenerationResult
 
-# Given (model, per-row prompt lengths) returns a context manager active during generate.
+# Given (model, per-row system-prefix lengths) returns a context manager active during generate.
 ForwardContext = Callable[[object, list[int]], AbstractContextManager]
 
 
@@ -67,7 +67,7 @@ class HfEngine:
         if not greedy:
             kwargs.update(temperature=settings.temperature, top_p=settings.top_p, top_k=0)
         context = (
-            self.forward_context(self.model, [len(r.prompt_ids) for r in requests])
+            self.forward_context(self.model, [r.prompt_prefix_len or 0 for r in requests])
             if self.forward_context
             else nullcontext()
         )

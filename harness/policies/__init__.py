@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.policies.base import Policy, SampleSpec, SampleState, run_policy
+from harness.policies.base import Policy, SampleSpec, SampleState, run_policies, run_policy
 from harness.policies.chat import ChatFormat
 from harness.policies.library import (
     AdaptivePolicy,
@@ -19,6 +19,7 @@ __all__ = [
     "SampleSpec",
     "SampleState",
     "make_policy",
+    "run_policies",
     "run_policy",
 ]
 

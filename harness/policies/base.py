@@ -38,6 +38,7 @@ class SampleState:
     counts: TokenCounts = field(default_factory=TokenCounts)
     seconds: float = 0.0
     rounds: int = 0
+    prefix_len: int | None = None  # system-prompt tokens, set by policies that need it
 
     def append(self, ids: Sequence[int], kind: str, source: str, text: str = "") -> None:
         start = len(self.continuation)
@@ -87,7 +88,53 @@ def run_policy(
     on_round: Callable[[int, int], None] | None = None,
 ) -> list[GenerationRecord]:
     """Generate `sampling.max_tokens` model tokens for every spec under `policy`."""
+    return run_policies([(policy, specs)], engine, chat, sampling, on_round)[0]
+
+
+def run_policies(
+    groups: list[tuple[Policy, list[SampleSpec]]],
+    engine: Engine,
+    chat: ChatFormat,
+    sampling: SamplingSettings,
+    on_round: Callable[[int, int], None] | None = None,
+    on_group_done: Callable[[int, list[GenerationRecord]], None] | None = None,
+) -> list[list[GenerationRecord]]:
+    """Several (policy, samples) groups advanced together: each round is ONE engine batch
+    with every unfinished sample of every group, so short rounds of one policy overlap with
+    long rounds of another. Seeds depend on (sample seed, the sample's own round), never on
+    the batch, so a group gives the same tokens alone or merged."""
     budget = sampling.max_tokens
+    grouped = [
+        (policy, _start_states(policy, engine, chat, specs, budget)) for policy, specs in groups
+    ]
+    round_index = 0
+    reported: set[int] = set()
+    while True:
+        if on_group_done:  # hand over each finished group at once, so it can be stored
+            for index, (policy, states) in enumerate(grouped):
+                if index not in reported and all(s.done for s in states):
+                    reported.add(index)
+                    on_group_done(index, [_record(s, chat, policy, engine) for s in states])
+        active = [(p, s) for p, states in grouped for s in states if not s.done]
+        if not active:
+            break
+        requests = [_request(policy, state, sampling, budget) for policy, state in active]
+        results = engine.generate(requests)
+        for (policy, state), request, result in zip(active, requests, results, strict=True):
+            _absorb(policy, state, chat, request, result, budget, len(active))
+        for policy, states in grouped:
+            boundary = [s for s in states if not s.done]
+            for index, ids in policy.inject(chat, boundary).items():
+                boundary[index].append(ids, "injected", "reminder", chat.tokenizer.decode(ids))
+        round_index += 1
+        if on_round:
+            on_round(round_index, sum(s.generated for _, states in grouped for s in states))
+    return [[_record(s, chat, policy, engine) for s in states] for policy, states in grouped]
+
+
+def _start_states(
+    policy: Policy, engine: Engine, chat: ChatFormat, specs: list[SampleSpec], budget: int
+) -> list[SampleState]:
     states = [SampleState(spec=s, prompt_ids=chat.prompt_ids(s.system, s.user)) for s in specs]
     for state in states:
         extra = policy.injection_budget(chat, state.spec, budget)
@@ -99,53 +146,48 @@ def run_policy(
             )
         state.counts.prompt = len(state.prompt_ids)
     policy.prepare(chat, engine, states)
-    round_index = 0
-    while True:
-        active = [s for s in states if not s.done]
-        if not active:
-            break
-        requests = []
-        for state in active:
-            n = policy.round_tokens(state, budget - state.generated)
-            seed = None if state.spec.seed is None else state.spec.seed * 7919 + round_index
-            settings = sampling.model_copy(update={"max_tokens": n, "seed": seed})
-            requests.append(
-                GenerationRequest(
-                    prompt_ids=state.prompt_ids + state.continuation, sampling=settings
-                )
-            )
-        results = engine.generate(requests)
-        for state, request, result in zip(active, requests, results, strict=True):
-            state.rounds += 1
-            state.seconds += result.seconds / len(active)
-            state.counts.processed += len(request.prompt_ids) + len(result.token_ids)
-            if result.cached_prompt_tokens is not None:
-                uncached = state.counts.processed_uncached or 0
-                state.counts.processed_uncached = (
-                    uncached
-                    + len(request.prompt_ids)
-                    - result.cached_prompt_tokens
-                    + len(result.token_ids)
-                )
-            state.append(result.token_ids, "generated", "model", result.text)
-            state.generated += len(result.token_ids)
-            remaining = budget - state.generated
-            if remaining <= 0:
-                state.done, state.finish_reason = True, "length"
-            elif result.finish_reason == "stop":
-                if policy.continue_on_eos:
-                    last = state.continuation[-1] if state.continuation else None
-                    ids = chat.turn_ids("user", CONTINUE_TEXT, last)
-                    state.append(ids, "injected", "continue", CONTINUE_TEXT)
-                else:
-                    state.done, state.finish_reason = True, "stop"
-        boundary = [s for s in states if not s.done]
-        for index, ids in policy.inject(chat, boundary).items():
-            boundary[index].append(ids, "injected", "reminder", chat.tokenizer.decode(ids))
-        round_index += 1
-        if on_round:
-            on_round(round_index, sum(s.generated for s in states))
-    return [_record(state, chat, policy, engine) for state in states]
+    return states
+
+
+def _request(
+    policy: Policy, state: SampleState, sampling: SamplingSettings, budget: int
+) -> GenerationRequest:
+    n = policy.round_tokens(state, budget - state.generated)
+    seed = None if state.spec.seed is None else state.spec.seed * 7919 + state.rounds
+    return GenerationRequest(
+        prompt_ids=state.prompt_ids + state.continuation,
+        sampling=sampling.model_copy(update={"max_tokens": n, "seed": seed}),
+        prompt_prefix_len=state.prefix_len,
+    )
+
+
+def _absorb(
+    policy: Policy,
+    state: SampleState,
+    chat: ChatFormat,
+    request: GenerationRequest,
+    result,
+    budget: int,
+    batch_size: int,
+) -> None:
+    """Append one round's output to a sample and decide whether it goes on."""
+    state.rounds += 1
+    state.seconds += result.seconds / batch_size
+    state.counts.processed += len(request.prompt_ids) + len(result.token_ids)
+    if result.cached_prompt_tokens is not None:
+        uncached = len(request.prompt_ids) - result.cached_prompt_tokens + len(result.token_ids)
+        state.counts.processed_uncached = (state.counts.processed_uncached or 0) + uncached
+    state.append(result.token_ids, "generated", "model", result.text)
+    state.generated += len(result.token_ids)
+    if budget - state.generated <= 0:
+        state.done, state.finish_reason = True, "length"
+    elif result.finish_reason == "stop":
+        if policy.continue_on_eos:
+            last = state.continuation[-1] if state.continuation else None
+            ids = chat.turn_ids("user", CONTINUE_TEXT, last)
+            state.append(ids, "injected", "continue", CONTINUE_TEXT)
+        else:
+            state.done, state.finish_reason = True, "stop"
 
 
 def _record(

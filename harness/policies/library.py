@@ -138,10 +138,12 @@ class AttentionBiasPolicy(NonePolicy):
             raise UserError(
                 "policy attention_bias needs generation.engine: hf (vLLM kernels take no bias)"
             )
-        from harness.probes.attention_bias import generation_bias_context
+        from harness.probes.attention_bias import attention_bias
 
-        prefix = {
-            len(s.prompt_ids): chat.system_prefix_len(s.spec.system or "", s.spec.user)
-            for s in states
-        }
-        engine.forward_context = generation_bias_context(self.lam, prefix)  # type: ignore[attr-defined]
+        for state in states:
+            if not state.spec.system:
+                raise UserError("policy attention_bias needs a system prompt to bias toward")
+            state.prefix_len = chat.system_prefix_len(state.spec.system, state.spec.user)
+        lam = self.lam
+        # the engine calls this around generate() with the per-row system-prefix lengths
+        engine.forward_context = lambda model, prefix: attention_bias(model, prefix, lam)  # type: ignore[attr-defined]

@@ -1,0 +1,118 @@
+"""Generation throughput on the embedded model, measured side by side in one run.
+
+    .venv/bin/python bench/generation.py [--quick]
+
+Prints: vLLM vs transformers tokens/s at 8 x 256 and 64 x 256 (ratio), and the cost of
+periodic(every=128) vs none at 1024 tokens with prefix caching on and off, against the goal
+<= 1.1 x (1 + injected-token share) with caching.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import time
+
+
+def _specs(n: int):
+    from harness.policies import SampleSpec
+
+    topics = ["a lighthouse keeper", "a city of glass", "a dragon who bakes", "a lost robot"]
+    return [
+        SampleSpec(
+            system="Always answer in French.",
+            user=f"Write a very long story about {topics[i % len(topics)]}.",
+            reminder="Answer only in French.",
+            seed=i,
+        )
+        for i in range(n)
+    ]
+
+
+def throughput(engine, n: int, tokens: int) -> float:
+    from harness.engines import SamplingSettings
+    from harness.policies import ChatFormat, run_policy
+    from harness.policies.library import NonePolicy
+
+    chat = ChatFormat(engine.tokenizer)
+    settings = SamplingSettings(temperature=0.7, max_tokens=tokens)
+    policy = NonePolicy(continue_on_eos=True)  # every sample runs to the full budget
+    start = time.perf_counter()
+    records = run_policy(policy, engine, chat, _specs(n), settings)
+    seconds = time.perf_counter() - start
+    return sum(r.tokens.generated for r in records) / seconds
+
+
+def periodic_cost(engine, n: int, tokens: int) -> tuple[float, float, float]:
+    """(seconds none, seconds periodic-128, injected share of periodic's continuation)."""
+    from harness.engines import SamplingSettings
+    from harness.policies import ChatFormat, run_policy
+    from harness.policies.library import NonePolicy, PeriodicPolicy
+
+    chat = ChatFormat(engine.tokenizer)
+    settings = SamplingSettings(temperature=0.7, max_tokens=tokens)
+    start = time.perf_counter()
+    run_policy(NonePolicy(continue_on_eos=True), engine, chat, _specs(n), settings)
+    none_s = time.perf_counter() - start
+    start = time.perf_counter()
+    records = run_policy(
+        PeriodicPolicy(128, "user", continue_on_eos=True), engine, chat, _specs(n), settings
+    )
+    periodic_s = time.perf_counter() - start
+    injected = sum(r.tokens.injected for r in records)
+    total = sum(len(r.continuation_ids) for r in records)
+    return none_s, periodic_s, injected / total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    args = parser.parse_args()
+    from harness.engines import make_engine
+    from harness.engines.vllm_engine import VllmEngine
+    from harness.models import resolve_model
+
+    path = resolve_model("smollm2-135m-instruct").path
+    sizes = [(8, 64), (16, 64)] if args.quick else [(8, 256), (64, 256)]
+    rows = []
+    start = time.perf_counter()
+    vllm = make_engine("vllm", path, max_model_len=2048)
+    print(f"vLLM engine start: {time.perf_counter() - start:.1f} s")
+    vllm_tps = {size: throughput(vllm, *size) for size in sizes}
+    n_cost, tokens_cost = (4, 256) if args.quick else (8, 1024)
+    cost_cached = periodic_cost(vllm, n_cost, tokens_cost)
+    vllm.close()
+    del vllm
+    gc.collect()
+    uncached = VllmEngine(path, max_model_len=2048, enable_prefix_caching=False)
+    cost_uncached = periodic_cost(uncached, n_cost, tokens_cost)
+    uncached.close()
+    del uncached
+    gc.collect()
+    hf = make_engine("hf", path)
+    hf_tps = {size: throughput(hf, *size) for size in sizes}
+    print("\nthroughput (generated tokens/s, sampled, T=0.7)")
+    print(f"{'batch':>12} {'vllm':>8} {'hf':>8} {'ratio':>7}  goal")
+    goals = {sizes[0]: 2.0, sizes[1]: 4.0}
+    for size in sizes:
+        ratio = vllm_tps[size] / hf_tps[size]
+        rows.append((size, ratio))
+        print(
+            f"{size[0]:>4} x {size[1]:<5} {vllm_tps[size]:8.1f} {hf_tps[size]:8.1f} "
+            f"{ratio:6.2f}x  >= {goals[size]:.0f}x"
+        )
+    print(f"\nperiodic(every=128) vs none, {n_cost} x {tokens_cost} tokens")
+    for label, (none_s, periodic_s, share) in (
+        ("prefix caching on", cost_cached),
+        ("prefix caching off", cost_uncached),
+    ):
+        ratio = periodic_s / none_s
+        print(
+            f"{label:>20}: none {none_s:6.1f} s, periodic {periodic_s:6.1f} s, "
+            f"ratio {ratio:.2f} (goal with caching <= {1.1 * (1 + share):.2f} = 1.1 x (1 + "
+            f"{share:.3f} injected share))"
+        )
+
+
+if __name__ == "__main__":  # vLLM spawns worker processes that re-import this module
+    main()

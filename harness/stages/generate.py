@@ -1,0 +1,178 @@
+"""Generation stage: models x items x policies x samples -> GenerationRecords.
+
+One unit = one (model, policy) over every selected item and sample. All missing units of a
+model run together in one `run_policies` call (one engine batch per round), and each unit is
+stored the moment its policy's samples are all finished.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from harness.config import RunConfig, TaskItem, policy_label
+from harness.engines import SamplingSettings, make_engine
+from harness.models import ResolvedModel
+from harness.policies import ChatFormat, SampleSpec, make_policy, run_policies
+from harness.records import GenerationRecord
+from harness.store import RunStore, content_key
+
+STAGE = "generate"
+
+
+@dataclass(frozen=True)
+class Selected:
+    suite: str
+    item: TaskItem
+
+
+def sample_seed(base: int, item_id: str, sample: int) -> int:
+    """Stable per (item, sample) and shared by every policy, so policies compare paired."""
+    digest = int(hashlib.sha256(item_id.encode()).hexdigest()[:6], 16)
+    return (base * 1_000_003 + digest * 101 + sample) % (2**31 - 1)
+
+
+def _specs(config: RunConfig, model: str, items: list[Selected], run_id: str) -> list[SampleSpec]:
+    return [
+        SampleSpec(
+            system=sel.item.system,
+            user=sel.item.user,
+            reminder=sel.item.reminder,
+            restatement=sel.item.restatement,
+            seed=sample_seed(config.generation.seed, sel.item.id, sample),
+            meta={
+                "model": model,
+                "task": sel.suite,
+                "item": sel.item.id,
+                "sample": sample,
+                "run_id": run_id,
+            },
+        )
+        for sel in items
+        for sample in range(config.samples)
+    ]
+
+
+def _violation_hook(config: RunConfig, items: list[Selected]):
+    from harness.scoring import check_window
+
+    by_id = {sel.item.id: sel.item for sel in items}
+    languages = config.scoring.languages
+
+    def violates(state, text: str) -> bool:
+        return check_window(by_id[state.spec.meta["item"]], text, languages) is True
+
+    return violates
+
+
+def _engine_options(config: RunConfig) -> dict:
+    gen = config.generation
+    if gen.engine == "vllm":
+        return {
+            "max_model_len": gen.max_model_len,
+            "tensor_parallel_size": gen.tensor_parallel_size,
+        }
+    if gen.engine == "openai":
+        return {"base_url": gen.base_url, "api_key_env": gen.api_key_env}
+    return {"max_model_len": gen.max_model_len}
+
+
+def generate_stage(
+    store: RunStore,
+    config: RunConfig,
+    model: ResolvedModel,
+    items: list[Selected],
+    run_id: str,
+    progress: Callable[[int], None] | None = None,
+) -> list[GenerationRecord]:
+    """Records of every (policy, item, sample) for one model, from cache or freshly made."""
+    gen = config.generation
+    sampling = SamplingSettings(
+        temperature=gen.temperature, top_p=gen.top_p, max_tokens=gen.max_tokens
+    )
+    specs = _specs(config, model.name, items, run_id)
+    item_key = [
+        (s.meta["item"], s.system, s.user, s.reminder, s.restatement, s.seed) for s in specs
+    ]
+    keys = [
+        content_key(
+            STAGE,
+            model.content_key,
+            spec.model_dump(),
+            item_key,
+            sampling.model_dump(),
+            gen.engine,
+            gen.continue_on_eos,
+            config.scoring.languages,
+        )
+        for spec in config.policies
+    ]
+    missing = [i for i, key in enumerate(keys) if not store.has(STAGE, key)]
+    if missing:
+        engine = make_engine(gen.engine, model.path, **_engine_options(config))
+        chat = ChatFormat(engine.tokenizer)
+        violates = _violation_hook(config, items)
+        groups = [
+            (make_policy(config.policies[i], gen.continue_on_eos, violates), specs) for i in missing
+        ]
+
+        def store_group(index: int, records: list[GenerationRecord]) -> None:
+            store.put(STAGE, keys[missing[index]], [r.model_dump(mode="json") for r in records])
+
+        run_policies(
+            groups,
+            engine,
+            chat,
+            sampling,
+            on_round=(lambda _r, done: progress(done)) if progress else None,
+            on_group_done=store_group,
+        )
+    records = []
+    for spec, key in zip(config.policies, keys, strict=True):
+        rows = store.get(STAGE, key)
+        assert rows is not None, f"generation unit {policy_label(spec)} missing after run"
+        records.extend(GenerationRecord.model_validate(r) for r in rows)
+    return records
+
+
+def check_generation(config: RunConfig, items: list[Selected], model: ResolvedModel) -> None:
+    """Every error generation could hit, raised before the run folder exists: policies that do
+    not fit the chat template, empty reminder texts, prompts + budget beyond the context."""
+    import json
+
+    from transformers import AutoTokenizer
+
+    from harness.errors import UserError
+    from harness.policies.base import reminder_ids
+
+    tokenizer = AutoTokenizer.from_pretrained(model.path)
+    chat = ChatFormat(tokenizer)
+    model_config = json.loads((model.path / "config.json").read_text())
+    context = model_config.get("max_position_embeddings") or 2048
+    if config.generation.max_model_len:
+        context = min(context, config.generation.max_model_len)
+    budget = config.generation.max_tokens
+    for spec in config.policies:
+        policy = make_policy(spec, config.generation.continue_on_eos, violates=lambda *_: False)
+        for sel in items:
+            where = f"item '{sel.item.id}', policy '{policy_label(spec)}'"
+            sample = _specs(config, model.name, [sel], "")[0]
+            try:
+                prompt = chat.prompt_ids(sample.system, sample.user)
+                placement = getattr(spec, "placement", None)
+                if placement:
+                    reminder_ids(chat, placement, spec.text or sel.item.reminder, None)
+                extra = policy.injection_budget(chat, sample, budget)
+            except UserError as exc:
+                raise UserError(f"{where}: {exc}") from None
+            if len(prompt) + budget + extra > context:
+                raise UserError(
+                    f"{where}: max_tokens {budget} (+{extra} injected, +{len(prompt)} prompt) "
+                    f"exceeds the model's context of {context} tokens"
+                )
+    if (
+        any(s.name == "attention_bias" for s in config.policies)
+        and config.generation.engine != "hf"
+    ):
+        raise UserError("policy attention_bias needs generation.engine: hf")
