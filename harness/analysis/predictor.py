@@ -37,7 +37,7 @@ SAMPLE_KEYS = ["model", "item", "policy", "sample"]
 POINTS = 8  # interpolation points per window
 MAX_FOLDS = 5
 MIN_WINDOWS = 10
-CHUNK = 256  # bootstrap rows per (CHUNK, n_windows) weight matrix
+CELLS = 2_000_000  # bootstrap weight-matrix cells per chunk: (rows, n_windows) float64 ~16 MB
 
 
 # ---------------------------------------------------------------------------- features
@@ -49,57 +49,63 @@ def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+def _groups(frame: pd.DataFrame, keys: list[str]) -> dict[tuple, np.ndarray]:
+    """key -> positional row indices (positions in `frame`, which must have a RangeIndex)."""
+    return {
+        tuple(k) if isinstance(k, tuple) else (k,): v
+        for k, v in frame.groupby(keys, sort=False).indices.items()
+    }
+
+
 def _layer_features(
     wins: pd.DataFrame, divergence: pd.DataFrame | None, layers: Sequence[int]
 ) -> pd.DataFrame:
-    cols = [f"log_rel_l2_L{k}" for k in layers]
-    out = pd.DataFrame(np.nan, index=wins.index, columns=cols)
-    if divergence is None or divergence.empty or not layers:
-        return out
-    div = _keyed(divergence[divergence["layer"].isin(list(layers))])
-    # Window positions per sample: (W, POINTS) log t grid, averaged after interpolation.
-    by_sample = {k: idx for k, idx in wins.groupby(SAMPLE_KEYS, sort=False).groups.items()}
-    for (*key, layer), curve in div.groupby([*SAMPLE_KEYS, "layer"], sort=False):
-        idx = by_sample.get(tuple(key))
-        if idx is None:
-            continue
-        curve = curve.sort_values("t")
-        rel = curve["rel_l2"].to_numpy(dtype=np.float64)
-        ok = np.isfinite(rel) & (rel > 0)  # log of a zero distance says nothing usable
-        if not ok.any():
-            continue
-        t = curve["t"].to_numpy(dtype=np.float64)[ok]
-        w = wins.loc[idx]
-        grid = np.linspace(w["t_start"].to_numpy(float), w["t_end"].to_numpy(float), POINTS)
-        vals = np.interp(np.log(grid.T), np.log(t), np.log(rel[ok]))  # (W, POINTS)
-        out.loc[idx, f"log_rel_l2_L{int(layer)}"] = vals.mean(axis=1)
-    return out
+    cols = {int(k): np.full(len(wins), np.nan) for k in layers}
+    if divergence is not None and not divergence.empty and layers:
+        div = _keyed(divergence[divergence["layer"].isin(list(layers))])
+        div = div.sort_values([*SAMPLE_KEYS, "layer", "t"]).reset_index(drop=True)
+        t_all = div["t"].to_numpy(dtype=np.float64)
+        rel_all = div["rel_l2"].to_numpy(dtype=np.float64)
+        starts = wins["t_start"].to_numpy(dtype=np.float64)
+        ends = wins["t_end"].to_numpy(dtype=np.float64)
+        by_sample = _groups(wins, SAMPLE_KEYS)
+        for (*key, layer), rows in _groups(div, [*SAMPLE_KEYS, "layer"]).items():
+            idx = by_sample.get(tuple(key))
+            rel, t = rel_all[rows], t_all[rows]
+            ok = np.isfinite(rel) & (rel > 0)  # log of a zero distance says nothing usable
+            if idx is None or not ok.any():
+                continue
+            # (POINTS, W) positions spread over each window, interpolated in log t, averaged.
+            grid = np.linspace(starts[idx], ends[idx], POINTS)
+            vals = np.interp(np.log(grid), np.log(t[ok]), np.log(rel[ok]))  # (POINTS, W)
+            cols[int(layer)][idx] = vals.mean(axis=0)
+    return pd.DataFrame({f"log_rel_l2_L{k}": v for k, v in cols.items()}, index=wins.index)
 
 
 def _token_features(wins: pd.DataFrame, nexttoken: pd.DataFrame | None) -> pd.DataFrame:
-    out = pd.DataFrame(np.nan, index=wins.index, columns=["kl", "delta_logp"])
-    if nexttoken is None or nexttoken.empty:
-        return out
-    nt = _keyed(nexttoken)
-    by_sample = {k: idx for k, idx in wins.groupby(SAMPLE_KEYS, sort=False).groups.items()}
-    for key, rows in nt.groupby(SAMPLE_KEYS, sort=False):
-        idx = by_sample.get(key)
-        if idx is None:
-            continue
-        rows = rows.sort_values("t")
-        t = rows["t"].to_numpy()
-        w = wins.loc[idx]
-        lo = np.searchsorted(t, w["t_start"].to_numpy(), side="left")  # (W,)
-        hi = np.searchsorted(t, w["t_end"].to_numpy(), side="right")
-        for col in ("kl", "delta_logp"):
-            v = rows[col].to_numpy(dtype=np.float64)
-            fin = np.isfinite(v)
-            sums = np.concatenate([[0.0], np.cumsum(np.where(fin, v, 0.0))])  # (T+1,)
-            counts = np.concatenate([[0], np.cumsum(fin)])
-            n = counts[hi] - counts[lo]
-            with np.errstate(invalid="ignore", divide="ignore"):
-                out.loc[idx, col] = np.where(n > 0, (sums[hi] - sums[lo]) / n, np.nan)
-    return out
+    cols = {c: np.full(len(wins), np.nan) for c in ("kl", "delta_logp")}
+    if nexttoken is not None and not nexttoken.empty:
+        nt = _keyed(nexttoken).sort_values([*SAMPLE_KEYS, "t"]).reset_index(drop=True)
+        t_all = nt["t"].to_numpy()
+        values = {c: nt[c].to_numpy(dtype=np.float64) for c in cols}
+        starts, ends = wins["t_start"].to_numpy(), wins["t_end"].to_numpy()
+        by_sample = _groups(wins, SAMPLE_KEYS)
+        for key, rows in _groups(nt, SAMPLE_KEYS).items():
+            idx = by_sample.get(key)
+            if idx is None:
+                continue
+            t = t_all[rows]
+            lo = np.searchsorted(t, starts[idx], side="left")  # (W,)
+            hi = np.searchsorted(t, ends[idx], side="right")
+            for col, out in cols.items():
+                v = values[col][rows]
+                fin = np.isfinite(v)
+                sums = np.concatenate([[0.0], np.cumsum(np.where(fin, v, 0.0))])  # (T+1,)
+                counts = np.concatenate([[0], np.cumsum(fin)])
+                n = counts[hi] - counts[lo]
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    out[idx] = np.where(n > 0, (sums[hi] - sums[lo]) / n, np.nan)
+    return pd.DataFrame(cols, index=wins.index)
 
 
 def window_features(
@@ -114,8 +120,8 @@ def window_features(
     feats = [f"log_rel_l2_L{k}" for k in layers] + ["kl", "delta_logp"]
     if windows is None or windows.empty:
         return pd.DataFrame(columns=base + feats)
-    wins = _keyed(window_verdicts(windows)).reset_index(drop=True)
-    wins = wins[wins["window"] >= 0]
+    wins = _keyed(window_verdicts(windows))
+    wins = wins[wins["window"] >= 0].reset_index(drop=True)
     wins["failed"] = ~wins["passed"].astype(bool)
     wins["log_t"] = np.log((wins["t_start"] + wins["t_end"]) / 2.0)
     out = pd.concat(
@@ -193,8 +199,9 @@ def _evaluate(x, y, groups, n_boot, ci, rng) -> tuple[float, float, float, int]:
     auroc = float(weighted_auroc(scores, y, np.ones((1, len(y))), fold_of)[0])
     draws = []
     n_groups = len(codes)
-    for start in range(0, n_boot, CHUNK):
-        b = min(CHUNK, n_boot - start)
+    chunk = max(1, CELLS // max(1, len(y)))
+    for start in range(0, n_boot, chunk):
+        b = min(chunk, n_boot - start)
         picks = rng.integers(0, n_groups, size=(b, n_groups))  # (b, G)
         flat = (np.arange(b)[:, None] * n_groups + picks).ravel()
         counts = np.bincount(flat, minlength=b * n_groups).reshape(b, n_groups)
