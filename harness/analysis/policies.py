@@ -29,7 +29,7 @@ from contextlib import contextmanager
 import numpy as np
 import pandas as pd
 
-from harness.analysis.summary import _tokens_by_condition, window_verdicts
+from harness.analysis.summary import tokens_by_condition, window_verdicts
 from harness.scoring.adherence import _pass_matrix, curve_metrics
 
 COLUMNS = [
@@ -201,7 +201,7 @@ def _overheads(tokens: pd.DataFrame | None) -> tuple[dict, dict]:
     """({(model, item, policy): overhead}, {(model, policy): pooled overhead})."""
     if tokens is None or tokens.empty:
         return {}, {}
-    per = _tokens_by_condition(tokens)
+    per = tokens_by_condition(tokens)
     per[["model", "item", "policy"]] = per[["model", "item", "policy"]].astype(str)
     by_item = {
         (m, i, p): float(v)

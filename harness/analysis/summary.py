@@ -85,7 +85,9 @@ def token_frame(records: Iterable) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*CONDITION, "seed", "sample", *TOKEN_KINDS])
 
 
-def _tokens_by_condition(tokens: pd.DataFrame) -> pd.DataFrame:
+def tokens_by_condition(tokens: pd.DataFrame) -> pd.DataFrame:
+    """Summed token counts per condition (columns TOKEN_COLUMNS): overhead is the ratio of the
+    sums, (injected + restated) / generated, NaN when nothing was generated."""
     t = tokens.rename(columns={f"tokens_{k}": k for k in TOKEN_KINDS})
     for k in TOKEN_KINDS:
         if k not in t.columns:
@@ -179,7 +181,7 @@ def summarise_conditions(
     tables = [
         _alpha_table(fits, layers),
         _behaviour_table(windows, n_boot, seed),
-        _tokens_by_condition(generations_tokens)
+        tokens_by_condition(generations_tokens)
         if generations_tokens is not None and not generations_tokens.empty
         else pd.DataFrame(columns=[*CONDITION, *TOKEN_COLUMNS]),
     ]
