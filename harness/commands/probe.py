@@ -130,7 +130,13 @@ def _run(request, out: Path | None) -> None:
 
         raise UserError(f"--out {folder} exists and is not a folder")
     with err.status("probing ...") as status:
-        tables = run_probe(request, progress=lambda msg: status.update(f"probing {msg} ..."))
+
+        def progress(msg: str) -> None:
+            status.update(f"probing {msg} ...")
+            if not err.is_terminal:  # a log file gets one line per pair instead of a spinner
+                err.print(f"{time.strftime('%H:%M:%S')} probing {msg}")
+
+        tables = run_probe(request, progress=progress)
     for note in tables.notes:
         err.print(f"[yellow]note:[/yellow] {note}")
     folder.mkdir(parents=True, exist_ok=True)

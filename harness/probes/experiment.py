@@ -112,7 +112,8 @@ def prepare(model: Any, tokenizer: Any, request: ProbeRequest, notes: list[str])
         longest = max(len(a), len(b)) + request.t_min
         if context is not None and longest > context:
             raise UserError(
-                f"pair '{name}': prompt of {max(len(a), len(b))} tokens exceeds the context"
+                f"pair '{name}': prompt of {max(len(a), len(b))} tokens + t_min exceeds the "
+                f"model's context of {context}"
             )
     conts: dict[str, list[int]] = {}
     for spec in request.pairs:

@@ -1,0 +1,152 @@
+"""`harness probe` as a user runs it: the files, the table, the lam sweep, and bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+TEXT = "The river ran past the old mill, and the children counted the boats going by. " * 12
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("probe-inputs")
+    (folder / "cont.txt").write_text(TEXT)
+    (folder / "short.txt").write_text("Too short.")
+    (folder / "pairs.yaml").write_text(
+        "pairs:\n"
+        "  - {name: chat, system_a: 'Always answer in French.', system_b: ':none', user: Hi}\n"
+        "  - {name: raw, prompt_a: 'A story about cats.', prompt_b: 'A recipe for soup.'}\n"
+    )
+    return folder
+
+
+def test_probe_writes_tables_for_both_models_and_lams(inputs, tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "probe",
+            "--model",
+            "tiny-random-llama",
+            "--pairs",
+            str(inputs / "pairs.yaml"),
+            "--continuation",
+            f"@{inputs / 'cont.txt'}",
+            "--tokens",
+            "120",
+            "--layers",
+            "0,2,4",
+            "--compare",
+            "untrained",
+            "--attention-bias",
+            "0,1",
+            "--out",
+            str(out),
+            "--n-boot",
+            "50",
+            "--chunk",
+            "50",
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "alpha of l2 by layer (pooled over pairs)" in proc.stdout
+    assert "untrained:tiny-random-llama lam=1.0" in proc.stdout
+    div = pd.read_csv(out / "divergence.csv")
+    assert list(div.columns) == ["model", "lam", "pair", "layer", "t", "l2", "rel_l2", "cos_dist"]
+    # 2 models x 2 lams x 2 pairs x 3 layers x 120 positions
+    assert len(div) == 2 * 2 * 2 * 3 * 120
+    assert set(div.model) == {"tiny-random-llama", "untrained:tiny-random-llama"}
+    assert (div[div.layer == 0].l2 == 0).all() and (div[div.layer == 4].l2 > 0).all()
+    nxt = pd.read_csv(out / "nexttoken.csv")
+    assert list(nxt.columns) == ["model", "lam", "pair", "t", "delta_logp", "kl"]
+    assert len(nxt) == 2 * 2 * 2 * 120 and (nxt.kl >= 0).all()
+    fits = pd.read_csv(out / "fits.csv")
+    assert list(fits.columns) == [
+        "model", "lam", "pair", "layer", "metric", "alpha", "ci_low", "ci_high", "r2",
+        "t_min", "t_max", "reason",
+    ]  # fmt: skip
+    assert set(fits.pair) == {"chat", "raw", "all"}
+    good = fits[(fits.layer == 4) & (fits.metric == "l2")]
+    assert good.alpha.notna().all() and (good.t_max == 120).all()
+    assert fits[fits.layer == 0].alpha.isna().all()
+    # lam changes the curves of the biased run, and lam = 0 is the plain model
+    l4 = div[(div.layer == 4) & (div.model == "tiny-random-llama")]
+    assert (
+        not l4[l4.lam == 0]
+        .l2.reset_index(drop=True)
+        .equals(l4[l4.lam == 1].l2.reset_index(drop=True))
+    )
+    rows = [json.loads(line) for line in (out / "continuations.jsonl").read_text().splitlines()]
+    assert [r["pair"] for r in rows] == ["chat", "raw"] and len(rows[0]["continuation_ids"]) == 120
+
+
+def _run_in_process(monkeypatch, capsys, *args: str) -> tuple[int, str]:
+    """main() in this process (no second interpreter start-up): exit code and stderr."""
+    from harness.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["harness", "probe", *args])
+    code = 0
+    try:
+        main()
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--continuation", "@{short}", "--tokens", "64"], "fewer than t_min = 16"),
+        (["--layers", "0,9"], "out of range: this model has 0..4"),
+        (["--tokens", "8"], "shorter than --t-min 16"),
+        (["--attention-bias", "0,x"], "--attention-bias must be comma-separated numbers"),
+        (["--prompt-a", "", "--prompt-b", "x"], "empty prompt"),
+        (["--prompt-a", "@{long}", "--prompt-b", "x"], "exceeds the model's context of 4096"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(inputs, tmp_path, monkeypatch, capsys, extra, message):
+    (tmp_path / "long.txt").write_text("word " * 5000)
+    base = {"--prompt-a": "A cat.", "--prompt-b": "A dog.", "--continuation": "@{cont}",
+            "--tokens": "64", "--layers": "all"}  # fmt: skip
+    for flag, value in zip(extra[::2], extra[1::2], strict=True):
+        base[flag] = value
+    paths = {
+        "short": inputs / "short.txt",
+        "cont": inputs / "cont.txt",
+        "long": tmp_path / "long.txt",
+    }
+    args = [part.format(**paths) for kv in base.items() for part in kv]
+    out = tmp_path / "out"
+    code, err = _run_in_process(
+        monkeypatch, capsys, "--model", "tiny-random-llama", *args, "--out", str(out)
+    )
+    assert code == 2, err
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and message in lines[0], err
+    assert not out.exists()  # nothing half-written
+
+
+def test_identical_prompts_give_reasoned_nan(inputs, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "same"
+    code, err = _run_in_process(
+        monkeypatch, capsys, "--model", "tiny-random-llama", "--prompt-a", "Same.",
+        "--prompt-b", "Same.", "--continuation", f"@{inputs / 'cont.txt'}", "--tokens", "40",
+        "--layers", "1,4", "--out", str(out), "--n-boot", "20",
+    )  # fmt: skip
+    assert code == 0, err
+    fits = pd.read_csv(out / "fits.csv")
+    assert fits.alpha.map(math.isnan).all()
+    assert set(fits.reason) == {"identical prompts"}
