@@ -177,6 +177,8 @@ def mechanism_card(summary: pd.DataFrame | None, fits: pd.DataFrame | None) -> C
             per_model[model] = (a, "summary.csv")
     if fits is not None:
         rel = fits[(fits["metric"] == "rel_l2") & (fits["layer"] >= 1)]
+        if "pair" in rel.columns and (rel["pair"] == "all").any():
+            rel = rel[rel["pair"] == "all"]  # pooled per condition, not every single pair
         for model, a in rel.groupby("model")["alpha"].mean().dropna().items():
             per_model.setdefault(model, (a, "fits.csv"))
     if not per_model:

@@ -184,4 +184,4 @@ def viewer_html(records: list[dict], windows: pd.DataFrame | None) -> str:
         if failing:
             opened.add(item)
     samples = "".join(parts)
-    return controls + f'<div id="samples">{samples}</div>' + tail
+    return controls + f'<div id="sample-list">{samples}</div>' + tail

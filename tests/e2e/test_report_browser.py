@@ -1,0 +1,101 @@
+"""`harness report DIR` as a user runs it, then report.html in headless Chromium: the plots
+render offline, hostile model output shows as text and runs no script."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+MAKE_RUN = Path(__file__).parents[1] / "data" / "report_run" / "make_run.py"
+HOSTILE = ("<script>alert(1)</script>", '"><img src=x onerror=alert(1)>')
+N_FIGURES = 8
+LAUNCH_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--no-first-run",
+]  # fmt: skip
+
+pytestmark = pytest.mark.e2e
+
+
+def _build_run(dest: Path) -> Path:
+    spec = importlib.util.spec_from_file_location("report_make_run", MAKE_RUN)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.build_run(dest)
+
+
+@pytest.fixture(scope="module")
+def report_path(tmp_path_factory) -> Path:
+    run = _build_run(tmp_path_factory.mktemp("browser") / "run")
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "report", str(run)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(run / "report.html")
+    return run / "report.html"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        pytest.skip(
+            "Debian's chromium is not installed at /usr/bin/chromium "
+            "(scripts/setup.sh installs it; or: apt-get install -y chromium)"
+        )
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def test_report_renders_offline_without_running_model_output(report_path, browser, tmp_path):
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    alerts, errors, requests = [], [], []
+    page.on("dialog", lambda d: (alerts.append(d.message), d.dismiss()))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(report_path.as_uri())
+    page.wait_for_function(f"document.querySelectorAll('.plotly').length >= {N_FIGURES}")
+    page.wait_for_timeout(500)  # let the last figures finish drawing
+
+    assert page.locator(".plotly").count() == N_FIGURES
+    assert page.locator("svg.main-svg").count() >= 2 * N_FIGURES  # plot + overlay layer each
+    assert page.locator(".plotly .scatterlayer .trace").count() > 50
+
+    shot = tmp_path / "report.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 50_000
+    print(f"screenshot: {shot}")
+
+    page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")
+    text = page.inner_text("body")
+    for literal in HOSTILE:
+        assert literal in text
+    assert "</script><script>alert(4)</script>" in text  # the manifest value, as text
+    assert page.locator("img").count() == 0  # the injected <img> never became an element
+    page.wait_for_timeout(300)
+    assert alerts == [] and errors == []
+    assert all(url.startswith(("file:", "data:", "blob:")) for url in requests), requests
+
+
+def test_sample_filters(report_path, browser):
+    page = browser.new_page()
+    page.goto(report_path.as_uri())
+    visible = (
+        "[...document.querySelectorAll('details.sample')].filter(d => d.style.display !== 'none')"
+    )
+    assert page.evaluate(f"{visible}.length") == 24
+    page.select_option("#f-item", "pirate")
+    assert page.evaluate(f"{visible}.every(d => d.dataset.item === 'pirate')")
+    page.check("#f-fail")
+    # pirate samples with a failing window: none 4, restate 1, periodic 1.
+    assert page.evaluate(f"{visible}.length") == 6

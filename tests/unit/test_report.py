@@ -1,0 +1,265 @@
+"""report.html from a synthetic run folder (tests/data/report_run/make_run.py): sections,
+verdict numbers, escaping of untrusted run strings, missing files."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+MAKE_RUN = Path(__file__).parents[1] / "data" / "report_run" / "make_run.py"
+FIGURES = {
+    "fig-divergence", "fig-alpha", "fig-adherence", "fig-survival", "fig-pareto",
+    "fig-correlation", "fig-relay", "fig-bias",
+}  # fmt: skip
+SECTIONS = ["verdicts", "divergence", "alpha", "adherence", "survival", "policies",
+            "correlation", "samples", "theory", "manifest"]  # fmt: skip
+
+
+def load_make_run():
+    spec = importlib.util.spec_from_file_location("report_make_run", MAKE_RUN)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def synthetic_run(tmp_path_factory) -> Path:
+    """The synthetic run folder, built once per module (tests copy it before changing it)."""
+    return load_make_run().build_run(tmp_path_factory.mktemp("report") / "run")
+
+
+@pytest.fixture(scope="module")
+def rendered(synthetic_run) -> str:
+    from harness.report import render_report
+
+    path = render_report(synthetic_run)
+    assert path == synthetic_run / "report.html"
+    return path.read_text(encoding="utf-8")
+
+
+def figure_data(html: str) -> dict:
+    match = re.search(
+        r'<script type="application/json" id="figure-data">(.*?)</script>', html, re.S
+    )
+    assert match, "figure data block missing"
+    return json.loads(match.group(1))
+
+
+def card_texts(html: str) -> dict[str, str]:
+    """Card title -> its sentences (HTML unescaped)."""
+    import html as html_lib
+
+    cards = re.findall(r'<div class="card[^"]*"><h3>(.*?)</h3>(.*?)</div>', html, re.S)
+    return {
+        html_lib.unescape(t): html_lib.unescape(re.sub(r"</?p>", " ", body)).strip()
+        for t, body in cards
+    }
+
+
+def test_every_section_and_figure_is_present(rendered):
+    for anchor in SECTIONS:
+        assert f'<section id="{anchor}">' in rendered
+    figs = figure_data(rendered)
+    assert set(figs) == FIGURES
+    for fig_id, fig in figs.items():
+        assert f'id="{fig_id}"' in rendered  # a placeholder for every figure
+        assert len(fig["data"]) >= 2, fig_id
+    assert "is not in this run folder" not in rendered  # every optional file was present
+
+
+def test_self_contained_plotly_inlined_once_and_no_network(rendered):
+    from harness.report.render import plotly_js
+
+    js = plotly_js()
+    assert rendered.count(js[:200]) == 1  # one copy for all figures
+    outside = rendered.replace(js, "")
+    assert not re.search(r'(src|href)\s*=\s*"(https?:)?//', outside)
+    assert "<link" not in outside and "@import" not in outside and "cdn" not in outside.lower()
+
+
+def test_verdict_cards_match_the_designed_curves(rendered):
+    cards = card_texts(rendered)
+    french = cards["french · smollm2-135m-instruct"]
+    # none: 4/4 pass windows 0-2 (window 2 spans t 65..96, t_mid 80.5); periodic: 4/4 through
+    # window 5 (t 185..216 with two 12-token reminders before it); restate never drops.
+    assert (
+        "french holds 90 % to t = 80 with none, to t = 200 with periodic-64-user at +14 % "
+        "tokens, to the end (t = 252) with restate at +5 % tokens." in french
+    )
+    assert "Highest adherence AUC: restate (1.00) at +5 % tokens." in french
+    pirate = cards["pirate · smollm2-135m-instruct"]
+    # none starts at 2/4 and falls below 1/4 at window 4 (scoring's half-life, t_start 129).
+    assert "with none it starts at 50 % and halves by t = 129" in pirate
+    assert "to t = 28 with restate at +5 % tokens" in pirate
+
+
+def test_verdict_numbers_follow_the_stored_csvs(synthetic_run, rendered):
+    """Every hold time in the cards is the last t before a(t) first drops below 0.9."""
+    adherence = pd.read_csv(synthetic_run / "adherence.csv")
+    summary = pd.read_csv(synthetic_run / "summary.csv")
+    cards = card_texts(rendered)
+    for (item, policy), rows in adherence.groupby(["item", "policy"]):
+        rows = rows.sort_values("t_mid")
+        a, t = rows["a"].to_numpy(), rows["t_mid"].to_numpy()
+        if a[0] < 0.9:
+            continue
+        below = [k for k in range(len(a)) if a[k] < 0.9]
+        overhead = summary.set_index(["item", "policy"]).loc[(item, policy), "token_overhead"]
+        cost = f" at +{round(100 * overhead)} % tokens" if overhead >= 0.005 else ""
+        where = f"to t = {int(round(t[below[0] - 1])):,}" if below else "to the end"
+        text = cards[f"{item} · smollm2-135m-instruct"]
+        assert f"{where}" in text and f"with {policy}{cost}" in text, (item, policy)
+
+
+def test_mechanism_correlation_and_predictor_cards(rendered):
+    cards = card_texts(rendered)
+    mech = cards["Mechanism: how fast the prompt's trace fades"]
+    # trained: summary.csv alpha_mean; twin: mean of the pooled fits (0.2 + 0.22 + 0.25 + 0.25)/4
+    assert "α = 0.23 for untrained:smollm2-135m-instruct (fits.csv)" in mech
+    assert "faster than its untrained twin" in mech
+    assert (
+        "Spearman ρ(alpha_mean, auc) = -0.71 [-0.95, 0.10], permutation p = 0.11"
+        in (cards["Does α predict behaviour?"])
+    )
+    assert "AUROC 0.74 [0.62, 0.85]" in cards["Early warning from divergence"]
+    assert "(+0.08)" in cards["Early warning from divergence"]
+
+
+def test_alpha_by_layer_recovers_the_designed_exponents(synthetic_run):
+    from harness.report.derive import alpha_by_layer
+    from harness.report.load import load_run
+
+    frame, source = alpha_by_layer(load_run(synthetic_run))
+    assert source.startswith("divergence.csv")
+    got = frame.set_index(["model", "layer"])["alpha"]
+    make_run = load_make_run()
+    for layer, alpha in make_run.ALPHA_TRAINED.items():
+        assert got[(make_run.MODEL, layer)] == pytest.approx(alpha, abs=0.03)
+    for layer, alpha in make_run.ALPHA_TWIN.items():
+        assert got[(make_run.TWIN, layer)] == pytest.approx(alpha, abs=0.03)
+    assert (frame["lo"] <= frame["alpha"]).all() and (frame["alpha"] <= frame["hi"]).all()
+
+
+def test_run_strings_are_escaped_everywhere(rendered):
+    from harness.report.render import plotly_js
+
+    page = rendered.replace(plotly_js(), "")
+    # Exactly the report's own three script elements; none from the run.
+    assert page.count("<script") == 3
+    for raw in ("<script>alert(1)</script>", '"><img src=x onerror=alert(1)>',
+                "<img src=x onerror=alert(3)>", "</script><script>alert(4)"):  # fmt: skip
+        assert raw not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "&quot;&gt;&lt;img src=x onerror=alert(1)&gt;" in page
+    assert 'title="window 0 · t 1–32 · fail · language: &lt;img src=x onerror=alert(3)&gt;"' in page
+    block = re.search(r'id="figure-data">(.*?)</script>', page, re.S).group(1)
+    assert "<" not in block and ">" not in block  # nothing in the JSON can close the tag
+
+
+def test_untrusted_item_policy_and_model_names(tmp_path):
+    """Hostile names in every place the report prints them: cards, viewer, plots, tables."""
+    from harness.report.render import figures_json
+    from harness.report.viewer import sample_html, viewer_html
+
+    evil = '"><script>alert(9)</script>'
+    record = {"model": evil, "item": evil, "policy": evil, "seed": 1, "sample": 0,
+              "segments": [{"kind": "injected", "start": 0, "end": 2, "source": "reminder",
+                            "text": evil}, {"kind": "generated", "start": 2, "end": 5,
+                                            "text": evil}],
+              "prompt_messages": [{"role": evil, "content": evil}], "tokens": {}}  # fmt: skip
+    for html in (sample_html(record, []), viewer_html([record], None)):
+        assert "<script>" not in html and "&lt;script&gt;alert(9)" in html
+    from harness.report.plots import correlation_figure
+
+    summary = pd.DataFrame(
+        {"model": [evil], "item": [evil], "policy": [evil], "alpha_mean": [0.5], "auc": [0.7]}
+    )
+    block = figures_json({"fig": correlation_figure(summary)})
+    assert "<" not in block and json.loads(block)["fig"]["data"][0]["name"].startswith("&quot;")
+    from harness.report.verdicts import adherence_cards
+
+    curve = pd.DataFrame({"model": evil, "item": evil, "policy": ["none"] * 2, "t": [1, 2],
+                          "a": [1.0, 1.0]})  # fmt: skip
+    from harness.report.sections import _card_html
+
+    html = _card_html(adherence_cards(curve, {})[0])
+    assert "<script>" not in html and "&lt;script&gt;" in html
+
+
+def test_missing_optional_files_are_reported_per_section(synthetic_run, tmp_path):
+    from harness.report import render_report
+
+    run = tmp_path / "partial"
+    run.mkdir()
+    for name in ("generations.jsonl", "windows.csv"):
+        shutil.copy(synthetic_run / name, run / name)
+    html = render_report(run).read_text()
+    for name in ("divergence.csv", "policies.csv", "relay.csv", "bias.csv", "manifest.json"):
+        assert f"{name} is not in this run folder" in html
+    figs = figure_data(html)
+    assert set(figs) == {"fig-adherence", "fig-survival"}  # derived from windows.csv
+    assert "french holds 90 %" in html  # verdicts from the scorer's curves of windows.csv
+
+
+def test_unusable_file_is_named_and_the_rest_still_renders(synthetic_run, tmp_path):
+    from harness.report import render_report
+
+    run = tmp_path / "odd"
+    shutil.copytree(synthetic_run, run)
+    (run / "report.html").unlink()
+    (run / "policies.csv").write_text("a,b\n1,2\n")
+    html = render_report(run).read_text()
+    assert "policies.csv is not usable: missing column(s)" in html
+    assert "fig-pareto" not in figure_data(html)
+
+
+def test_viewer_marks_failing_windows_and_reminders(rendered):
+    # french / none / sample 3 fails from window 3 on: its English words sit in w-fail spans.
+    sample = re.search(
+        r'<details class="sample" data-item="french" data-policy="none" data-fail="1"( open)?>'
+        r"<summary>[^<]*sample 3 .*?</details>",
+        rendered,
+        re.S,
+    )
+    assert sample, "french / none / sample 3 missing from the viewer"
+    # The first failing sample of each item opens by default (sample 2 for french).
+    assert re.search(
+        r'data-item="french" data-policy="none" data-fail="1" open><summary>'
+        r"[^<]*sample 2 ",
+        rendered,
+    )
+    fails = re.findall(r'<span class="w w-fail"[^>]*>(.*?)</span>', sample.group(0))
+    passes = re.findall(r'<span class="w w-pass"[^>]*>(.*?)</span>', sample.group(0))
+    assert len(fails) == 5 and len(passes) == 3
+    assert all("cat" in f and "chat" not in f for f in fails)
+    assert all("chat" in p and "cat " not in p for p in passes)
+    assert rendered.count('class="seg-injected"') == 4 * 2 * 3  # 3 reminders x 8 periodic samples
+    assert rendered.count('class="seg-restatement"') == 8
+
+
+def test_char_mapping_snaps_to_word_boundaries():
+    from harness.report.viewer import char_of
+
+    text = "aa bb cc dd"  # 4 tokens, one per word
+    assert [char_of(text, 10, 14, p) for p in (10, 11, 12, 13, 14)] == [0, 3, 6, 9, 11]
+    assert char_of("", 0, 0, 0) == 0
+
+
+def test_policy_verdict_cases():
+    import numpy as np
+
+    from harness.report.verdicts import policy_verdict
+
+    t = np.array([10.0, 20.0, 30.0, 40.0])
+    v = policy_verdict("none", t, np.array([1.0, 0.95, 0.8, 0.9]))
+    assert v.hold_t == 20.0 and not v.holds_to_end and v.hold_phrase() == "to t = 20 with none"
+    v = policy_verdict("p", t, np.array([1.0, 1.0, 1.0, 0.9]), overhead=0.061)
+    assert v.holds_to_end and v.hold_phrase() == "to the end (t = 40) with p at +6 % tokens"
+    v = policy_verdict("q", t, np.array([0.6, 0.5, 0.2, 0.1]))
+    assert v.hold_t is None and v.start_phrase() == "with q it starts at 60 % and halves by t = 30"
