@@ -31,10 +31,17 @@ class HfEngine:
         self.forward_context: ForwardContext | None = None
 
     def generate(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
-        """Groups requests with identical sampling settings; each group is one batched call."""
+        """Groups requests with identical sampling settings into one batched call.
+
+        transformers draws a whole batch from one RNG, so a sampled request's tokens would
+        depend on its batch-mates; sampled requests with different seeds therefore run in
+        separate batches, which keeps every request reproducible from its own seed (greedy
+        requests, where the seed plays no part, share one batch).
+        """
         groups: dict[str, list[int]] = {}
         for index, request in enumerate(requests):
-            key = request.sampling.model_dump_json(exclude={"seed"})
+            greedy = request.sampling.temperature == 0
+            key = request.sampling.model_dump_json(exclude={"seed"} if greedy else None)
             groups.setdefault(key, []).append(index)
         results: list[GenerationResult | None] = [None] * len(requests)
         for indices in groups.values():
@@ -53,8 +60,7 @@ class HfEngine:
         for row, request in enumerate(requests):  # left padding: prompts end at the same column
             input_ids[row, width - len(request.prompt_ids) :] = torch.tensor(request.prompt_ids)
             attention[row, width - len(request.prompt_ids) :] = 1
-        # transformers has one RNG for the batch: seed it from the first request so a batch
-        # is reproducible; per-request seeds are a vLLM feature.
+        # one RNG for the batch: every request of a sampled batch carries this same seed
         if settings.seed is not None:
             torch.manual_seed(settings.seed)
         greedy = settings.temperature == 0

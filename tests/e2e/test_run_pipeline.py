@@ -1,0 +1,138 @@
+"""`harness run` as a user runs it: every output file, resume after SIGKILL at any stage gives
+the same CSVs as an uninterrupted run, one writer per folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+
+CONFIGS = Path(__file__).parent.parent / "data" / "configs"
+OUTPUTS = (
+    "generations.jsonl", "windows.csv", "adherence.csv", "divergence.csv", "nexttoken.csv",
+    "fits.csv", "summary.csv", "correlation.csv", "predictor.csv", "policies.csv",
+    "manifest.json", "report.html",
+)  # fmt: skip
+CSVS = [name for name in OUTPUTS if name.endswith(".csv")] + ["generations.jsonl"]
+
+
+def _cmd(config: str, out: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "harness",
+        "run",
+        str(CONFIGS / config),
+        "--out",
+        str(out),
+        *extra,
+    ]
+
+
+def _run(config: str, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(_cmd(config, out, *extra), capture_output=True, text=True, timeout=1200)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, tiny_model_path):
+    out = tmp_path_factory.mktemp("runs") / "whole"
+    done = _run("tiny-kill.yaml", out)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return out
+
+
+def test_run_writes_every_output(uninterrupted):
+    for name in OUTPUTS:
+        assert (uninterrupted / name).is_file(), name
+    records = [json.loads(line) for line in (uninterrupted / "generations.jsonl").open()]
+    assert len(records) == 2 * 2 * 2  # items x policies x samples
+    assert {r["policy"] for r in records} == {"none", "periodic-16-user"}
+    assert all(r["tokens"]["generated"] == 48 for r in records)
+    periodic = [r for r in records if r["policy"] == "periodic-16-user"]
+    assert all(
+        sum(s["source"] == "reminder" for s in r["segments"]) == 2 for r in periodic
+    )  # after 16 and 32 of 48 generated tokens
+    summary = pd.read_csv(uninterrupted / "summary.csv")
+    trained = summary[summary.model == "tiny-random-llama"]
+    assert len(trained) == 4 and trained.auc.between(0, 1).all()
+    assert (trained.loc[trained.policy == "none", "token_overhead"] == 0).all()
+    assert (trained.loc[trained.policy != "none", "token_overhead"] > 0).all()
+    div = pd.read_csv(uninterrupted / "divergence.csv")
+    assert set(div.model) == {"tiny-random-llama", "untrained:tiny-random-llama"}
+    assert set(div.layer) == set(range(5))  # embeddings + 4 layers
+    assert (div.loc[div.layer == 0, "l2"] == 0).all()  # shared continuation embeddings
+    fits = pd.read_csv(uninterrupted / "fits.csv")
+    assert (fits.loc[fits.layer == 0, "reason"] == "identical prompts").all()
+    manifest = json.loads((uninterrupted / "manifest.json").read_text())
+    assert manifest["models"]["tiny-random-llama"]["content_key"]
+    assert (
+        "transformers" in manifest["versions"]
+        and "generate tiny-random-llama" in manifest["timings"]
+    )
+
+
+def _kill_when(process: subprocess.Popen, ready, timeout: float = 900) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if ready():
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            return
+        if process.poll() is not None:
+            pytest.fail("run finished before the kill point was reached")
+        time.sleep(0.05)
+    pytest.fail("kill point never reached")
+
+
+def _units(out: Path, stage: str) -> int:
+    folder = out / "cache" / stage
+    return (
+        len([p for p in folder.glob("*") if not p.name.startswith(".")]) if folder.exists() else 0
+    )
+
+
+def test_sigkill_mid_generation_and_mid_probe_then_resume_gives_same_csvs(uninterrupted, tmp_path):
+    out = tmp_path / "killed"
+    # 1) killed after the first generation unit is stored, before the second
+    process = subprocess.Popen(
+        _cmd("tiny-kill.yaml", out),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    _kill_when(process, lambda: _units(out, "generate") >= 1)
+    assert _units(out, "generate") < 2 and not (out / "report.html").exists()
+    # 2) resumed, then killed mid-probe (some pairs probed, not all)
+    process = subprocess.Popen(
+        _cmd("tiny-kill.yaml", out),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    _kill_when(process, lambda: _units(out, "probe") >= 1)
+    assert _units(out, "probe") < 16
+    # 3) resumed to the end
+    done = _run("tiny-kill.yaml", out)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for name in CSVS:
+        assert (out / name).read_text() == (uninterrupted / name).read_text(), name
+
+
+def test_second_writer_is_refused_with_one_line(tmp_path, tiny_model_path):
+    from filelock import FileLock
+
+    out = tmp_path / "locked"
+    out.mkdir()
+    with FileLock(str(out / ".lock")):
+        result = _run("tiny-kill.yaml", out)
+    assert result.returncode == 2
+    assert "another run is writing" in result.stderr and result.stderr.count("\n") == 1
