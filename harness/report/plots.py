@@ -172,10 +172,11 @@ def curve_figure(frame: pd.DataFrame, y: str, y_title: str, step: bool = False):
         for policy in policy_order(panel["policy"]):
             cond = panel[panel["policy"] == policy].sort_values("t")
             col = colors[policy]
-            if cond["lo"].notna().any():
+            band = cond[cond["lo"].notna() & cond["hi"].notna()]
+            if len(band):
                 fig.add_scatter(
-                    x=np.concatenate([cond["t"], cond["t"][::-1]]),
-                    y=np.concatenate([cond["hi"], cond["lo"][::-1]]),
+                    x=np.concatenate([band["t"], band["t"][::-1]]),
+                    y=np.concatenate([band["hi"], band["lo"][::-1]]),
                     mode="lines", fill="toself", fillcolor=rgba(col, 0.12),
                     line=dict(width=0, shape=shape),
                     hoverinfo="skip", showlegend=False, legendgroup=policy,
@@ -219,7 +220,7 @@ def pareto_figure(policies: pd.DataFrame):
                 line=dict(color=color(i), dash="dot"), showlegend=False, hoverinfo="skip",
             )  # fmt: skip
     fig.update_xaxes(title_text="token overhead (% of generated tokens)")
-    fig.update_yaxes(title_text="adherence AUC")
+    fig.update_yaxes(title_text="adherence AUC", range=[-0.03, 1.05])
     return _layout(fig, 420)
 
 

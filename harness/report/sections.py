@@ -7,7 +7,7 @@ import json
 import math
 
 from harness.report import derive, plots, theory
-from harness.report.html import esc, figure, note, section, table
+from harness.report.html import esc, figure, fmt_num, note, section, table
 from harness.report.load import RunData, ci_columns
 from harness.report.verdicts import (
     Card,
@@ -126,7 +126,7 @@ def policies(data: RunData) -> tuple[str, dict]:
         [
             r["model"], r["item"], r["policy"], r["metric"], r["value"], r.get("none_value"),
             r.get("delta"),
-            f"[{r[band[0]]:.3g}, {r[band[1]]:.3g}]" if band else "",
+            f"[{fmt_num(r[band[0]])}, {fmt_num(r[band[1]])}]" if band else "",
             f"{100 * r['token_overhead']:.1f} %" if "token_overhead" in r else "",
             str(r.get("pareto", "")),
         ]

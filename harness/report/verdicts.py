@@ -25,6 +25,7 @@ MIN_OVERHEAD = 0.005  # below this a policy is said to cost nothing extra
 class PolicyVerdict(BaseModel):
     policy: str
     a_first: float
+    a_max: float
     hold_t: float | None  # last t with a >= HOLD at every point so far; None if a_first < HOLD
     holds_to_end: bool
     t_last: float
@@ -46,6 +47,8 @@ class PolicyVerdict(BaseModel):
         return f"{where} with {self.policy}{self.cost()}"
 
     def start_phrase(self) -> str:
+        if self.a_max == 0:  # half of nothing is nothing: a half-life would say nothing
+            return f"with {self.policy}{self.cost()} no window passes (to t = {fmt_t(self.t_last)})"
         if self.half_life_censored:
             decay = f"never halves (to t = {fmt_t(self.t_last)})"
         else:
@@ -92,6 +95,7 @@ def policy_verdict(
     return PolicyVerdict(
         policy=policy,
         a_first=metrics["a_first"],
+        a_max=float(a.max()) if len(a) else math.nan,
         hold_t=hold_t,
         holds_to_end=to_end,
         t_last=float(t[-1]) if len(t) else math.nan,
@@ -154,8 +158,10 @@ def item_sentences(item: str, verdicts: list[PolicyVerdict]) -> list[str]:
             + "."
         )
     scored = [v for v in verdicts if not math.isnan(v.auc)]
-    if len(scored) > 1:
-        best = max(scored, key=lambda v: v.auc)
+    top = max((v.auc for v in scored), default=0.0)
+    leaders = [v for v in scored if v.auc == top]
+    if len(scored) > 1 and top > 0 and len(leaders) == 1:  # a tie or all-zero names no winner
+        best = leaders[0]
         sentences.append(f"Highest adherence AUC: {best.policy} ({best.auc:.2f}){best.cost()}.")
     return sentences
 
@@ -193,9 +199,12 @@ def mechanism_card(summary: pd.DataFrame | None, fits: pd.DataFrame | None) -> C
     trained = [a for m, (a, _) in per_model.items() if not m.startswith("untrained:")]
     untrained = [a for m, (a, _) in per_model.items() if m.startswith("untrained:")]
     if trained and untrained:
-        faster = "faster" if np.mean(trained) > np.mean(untrained) else "slower"
+        gap = np.mean(trained) - np.mean(untrained)
+        speed = (
+            "about as fast as" if abs(gap) < 0.02 else "faster than" if gap > 0 else "slower than"
+        )
         card.sentences.append(
-            f"The trained model forgets the prompt {faster} than its untrained twin "
+            f"The trained model forgets the prompt {speed} its untrained twin "
             f"(α {np.mean(trained):.2f} vs {np.mean(untrained):.2f})."
         )
     return card
@@ -211,10 +220,12 @@ def correlation_card(correlation: pd.DataFrame | None) -> Card | None:
     n_text = f"across {int(n)} conditions, " if n is not None and not math.isnan(n) else ""
     p = row.get("perm_p")
     p_text = f", permutation p = {p:.2g}" if p is not None and not math.isnan(p) else ""
-    sentence = (
-        f"{n_text[:1].upper()}{n_text[1:]}Spearman ρ({row['x']}, {row['y']}) = "
-        f"{row['spearman']:.2f}{_ci(row, 'spearman')}{p_text}."
-    )
+    lead = f"{n_text[:1].upper()}{n_text[1:]}Spearman ρ({row['x']}, {row['y']})"
+    if math.isnan(row["spearman"]):
+        sentence = f"{lead} could not be estimated (too few conditions or no variation)."
+    else:
+        sentence = f"{lead} = {row['spearman']:.2f}{_ci(row, 'spearman')}{p_text}."
+
     return Card(title="Does α predict behaviour?", sentences=[sentence], kind="correlation")
 
 
@@ -226,6 +237,10 @@ def predictor_card(predictor: pd.DataFrame | None) -> Card | None:
         by = {r["features"]: r for r in rows.to_dict("records")}
         signal, base = by.get("divergence+log_t"), by.get("log_t")
         if signal is None or base is None:
+            continue
+        if math.isnan(signal["auroc"]) or math.isnan(base["auroc"]):
+            why = signal.get("reason") or base.get("reason") or "too few windows"
+            card.sentences.append(f"{model}: AUROC not estimable ({why}).")
             continue
         gain = signal["auroc"] - base["auroc"]
         card.sentences.append(

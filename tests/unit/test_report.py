@@ -122,7 +122,7 @@ def test_mechanism_correlation_and_predictor_cards(rendered):
     mech = cards["Mechanism: how fast the prompt's trace fades"]
     # trained: summary.csv alpha_mean; twin: mean of the pooled fits (0.2 + 0.22 + 0.25 + 0.25)/4
     assert "α = 0.23 for untrained:smollm2-135m-instruct (fits.csv)" in mech
-    assert "faster than its untrained twin" in mech
+    assert "forgets the prompt faster than its untrained twin" in mech
     assert (
         "Spearman ρ(alpha_mean, auc) = -0.71 [-0.95, 0.10], permutation p = 0.11"
         in (cards["Does α predict behaviour?"])
@@ -263,3 +263,21 @@ def test_policy_verdict_cases():
     assert v.holds_to_end and v.hold_phrase() == "to the end (t = 40) with p at +6 % tokens"
     v = policy_verdict("q", t, np.array([0.6, 0.5, 0.2, 0.1]))
     assert v.hold_t is None and v.start_phrase() == "with q it starts at 60 % and halves by t = 30"
+
+
+def test_degenerate_results_read_as_sentences_not_nan():
+    import numpy as np
+
+    from harness.report.verdicts import correlation_card, policy_verdict, predictor_card
+
+    v = policy_verdict("none", np.array([1.0, 17.0]), np.array([0.0, 0.0]))
+    assert v.start_phrase() == "with none no window passes (to t = 17)"
+    corr = pd.DataFrame([{"x": "alpha_mean", "y": "auc", "n": 8, "spearman": float("nan")}])
+    assert "could not be estimated" in correlation_card(corr).sentences[0]
+    pred = pd.DataFrame(
+        [
+            {"model": "m", "features": f, "auroc": float("nan"), "reason": "one class only"}
+            for f in ("divergence+log_t", "log_t")
+        ]
+    )
+    assert predictor_card(pred).sentences == ["m: AUROC not estimable (one class only)."]
