@@ -8,10 +8,12 @@ import typer
 
 
 def report_command(
-    run_dir: Path = typer.Argument(..., help="Run folder (e.g. reports/quickstart)."),
+    run_dir: Path = typer.Argument(
+        ..., metavar="DIR", help="Run folder (e.g. reports/quickstart)."
+    ),
 ) -> None:
-    """Write DIR/report.html from the stored CSVs, generations.jsonl and manifest.json; no model
-    is loaded and nothing is recomputed beyond display fits. Prints the report's path."""
+    """Write DIR/report.html from the stored CSVs, generations.jsonl and manifest.json (no model
+    is loaded; what the run stored is never recomputed). Prints the report's path."""
     from harness.report import render_report
 
     print(render_report(run_dir))
