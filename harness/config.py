@@ -406,6 +406,9 @@ class GenerationConfig(Strict):
     seed: int = 0
     continue_on_eos: bool = False
     base_url: str | None = None  # openai engine; else $OPENAI_BASE_URL
+    served_model: str | None = (
+        None  # openai engine: the server's model name (default: its only one)
+    )
     api_key_env: str = "OPENAI_API_KEY"
     tensor_parallel_size: int = Field(1, gt=0)
     max_model_len: int | None = Field(None, gt=0)

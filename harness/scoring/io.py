@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import functools
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,15 +23,21 @@ def load_tokenizer(name: str | None):
     return AutoTokenizer.from_pretrained(resolve_model(name).path)
 
 
-def write_csv_atomic(frame, path: Path) -> None:
-    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(handle)
-    try:
-        frame.to_csv(tmp, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def adherence_frames(windows) -> dict:
+    """The adherence files of a scored set of windows, by file name: per-condition metrics
+    (adherence.csv), a(t) with CI bands (adherence_curve.csv), Kaplan-Meier (survival.csv)."""
+    from harness.scoring.adherence import (
+        adherence_curves,
+        adherence_summary,
+        summary_frame,
+        survival_curves,
+    )
+
+    return {
+        "adherence.csv": summary_frame(adherence_summary(windows)),
+        "adherence_curve.csv": adherence_curves(windows),
+        "survival.csv": survival_curves(windows),
+    }
 
 
 def score_files(
@@ -45,15 +49,10 @@ def score_files(
 ) -> list[Path]:
     """Validate everything, score, then write windows.csv, adherence.csv, adherence_curve.csv
     and survival.csv into `out`. Returns the written paths."""
-    from harness.scoring.adherence import (
-        adherence_curves,
-        adherence_summary,
-        summary_frame,
-        survival_curves,
-    )
     from harness.scoring.inputs import read_records
     from harness.scoring.score import item_index, rows_frame, score_records
     from harness.scoring.suite import item_checks
+    from harness.store import write_csv
 
     index = item_index(suites)
     for _, item in index.values():
@@ -69,17 +68,12 @@ def score_files(
     for name, group in by_model.items():
         rows.extend(score_records(group, suites, load_tokenizer(name or None), config))
     windows = rows_frame(rows)
-    frames = {
-        "windows.csv": windows,
-        "adherence.csv": summary_frame(adherence_summary(windows)),
-        "adherence_curve.csv": adherence_curves(windows),
-        "survival.csv": survival_curves(windows),
-    }
+    frames = {"windows.csv": windows, **adherence_frames(windows)}
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name, frame in frames.items():
-        write_csv_atomic(frame, out / name)
+        write_csv(frame, out / name)
         written.append(out / name)
     return written

@@ -66,7 +66,7 @@ def _violation_hook(config: RunConfig, items: list[Selected]):
     return violates
 
 
-def _engine_options(config: RunConfig) -> dict:
+def engine_options(config: RunConfig) -> dict:
     gen = config.generation
     if gen.engine == "vllm":
         return {
@@ -74,7 +74,12 @@ def _engine_options(config: RunConfig) -> dict:
             "tensor_parallel_size": gen.tensor_parallel_size,
         }
     if gen.engine == "openai":
-        return {"base_url": gen.base_url, "api_key_env": gen.api_key_env}
+        return {
+            "base_url": gen.base_url,
+            "api_key_env": gen.api_key_env,
+            "served_model": gen.served_model,
+            "max_model_len": gen.max_model_len,
+        }
     return {"max_model_len": gen.max_model_len}
 
 
@@ -110,7 +115,7 @@ def generate_stage(
     ]
     missing = [i for i, key in enumerate(keys) if not store.has(STAGE, key)]
     if missing:
-        engine = make_engine(gen.engine, model.path, **_engine_options(config))
+        engine = make_engine(gen.engine, model.path, **engine_options(config))
         chat = ChatFormat(engine.tokenizer)
         violates = _violation_hook(config, items)
         groups = [

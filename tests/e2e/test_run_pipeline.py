@@ -18,7 +18,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
 CONFIGS = Path(__file__).parent.parent / "data" / "configs"
 OUTPUTS = (
-    "generations.jsonl", "windows.csv", "adherence.csv", "divergence.csv", "nexttoken.csv",
+    "generations.jsonl", "windows.csv", "adherence.csv", "adherence_curve.csv", "survival.csv",
+    "divergence.csv", "nexttoken.csv",
     "fits.csv", "summary.csv", "correlation.csv", "predictor.csv", "policies.csv",
     "manifest.json", "report.html",
 )  # fmt: skip
