@@ -32,12 +32,15 @@ class ChatFormat:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def prompt_ids(self, system: str | None, user: str) -> list[int]:
-        """The initial prompt: [system], user, then the assistant header."""
-        messages = ([{"role": "system", "content": system}] if system else []) + [
-            {"role": "user", "content": user}
-        ]
+        """The initial prompt: [system], user, then the assistant header. Templates without a
+        system role (Gemma-style) get the system text at the top of the user turn, as their
+        model cards advise."""
         if system and not self.supports_system():
-            raise UserError("the model's chat template has no system role")
+            messages = [{"role": "user", "content": f"{system}\n\n{user}"}]
+        else:
+            messages = ([{"role": "system", "content": system}] if system else []) + [
+                {"role": "user", "content": user}
+            ]
         return self.encode(self._render(messages, generation_prompt=True))
 
     def system_prefix_len(self, system: str, user: str) -> int:
