@@ -60,7 +60,9 @@ def test_periodic_user_injects_exactly_every_k_generated_tokens(vllm_engine):
         assert len(reminders) == 2
         # segments tile the continuation with no gap or overlap
         assert record.segments[0].start == 0
-        assert all(a.end == b.start for a, b in zip(record.segments, record.segments[1:]))
+        assert all(
+            a.end == b.start for a, b in zip(record.segments[:-1], record.segments[1:], strict=True)
+        )
         assert record.segments[-1].end == len(record.continuation_ids)
         assert record.tokens.injected == len(record.continuation_ids) - 96
 
