@@ -137,7 +137,8 @@ def generate_stage(
     for spec, key in zip(config.policies, keys, strict=True):
         rows = store.get(STAGE, key)
         assert rows is not None, f"generation unit {policy_label(spec)} missing after run"
-        records.extend(GenerationRecord.model_validate(r) for r in rows)
+        # a unit may come from an earlier run of an edited config: it is this run's now
+        records.extend(GenerationRecord.model_validate({**r, "run_id": run_id}) for r in rows)
     return records
 
 

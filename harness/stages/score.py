@@ -59,7 +59,8 @@ def score_stage(
         for record, key in todo:
             ident = (record.model, record.item, record.policy, record.sample)
             store.put(STAGE, key, by_record.get(ident, []))
+    run_id = records[0].run_id if records else ""
     out: list[dict] = []
-    for key in keys:
-        out.extend(store.get(STAGE, key) or [])
+    for key in keys:  # units are keyed by content, not run: stamp this run's id
+        out.extend({**row, "run_id": run_id} for row in store.get(STAGE, key) or [])
     return out
