@@ -1,0 +1,59 @@
+"""The attention_bias generation policy: lam = 0 is the plain model; lam > 0 changes the
+continuation; only the transformers engine can run it."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.engines import SamplingSettings
+from harness.errors import UserError
+from harness.policies import ChatFormat, SampleSpec, run_policy
+from harness.policies.library import AttentionBiasPolicy, NonePolicy
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def tiny_hf_engine(tiny_model_path):
+    from harness.engines import make_engine
+
+    return make_engine("hf", tiny_model_path)
+
+
+def _specs():
+    return [
+        SampleSpec(system="Always answer in French.", user="Tell me a story.", seed=3),
+        SampleSpec(system="Be a pirate.", user="Describe your ship in detail, please.", seed=4),
+    ]
+
+
+def test_lam_zero_equals_plain_and_lam_one_differs(tiny_hf_engine):
+    chat = ChatFormat(tiny_hf_engine.tokenizer)
+    greedy = SamplingSettings(temperature=0, max_tokens=24)
+    plain = run_policy(NonePolicy(), tiny_hf_engine, chat, _specs(), greedy)
+    zero = run_policy(AttentionBiasPolicy(0.0), tiny_hf_engine, chat, _specs(), greedy)
+    strong = run_policy(AttentionBiasPolicy(4.0), tiny_hf_engine, chat, _specs(), greedy)
+    tiny_hf_engine.forward_context = None
+    assert [r.continuation_ids for r in zero] == [r.continuation_ids for r in plain]
+    assert [r.continuation_ids for r in strong] != [r.continuation_ids for r in plain]
+    assert strong[0].policy == "attention_bias-4"
+
+
+def test_system_prefix_is_the_system_turn(tiny_hf_engine):
+    chat = ChatFormat(tiny_hf_engine.tokenizer)
+    prompt = chat.prompt_ids("Always answer in French.", "Tell me a story.")
+    n = chat.system_prefix_len("Always answer in French.", "Tell me a story.")
+    head = chat.tokenizer.decode(prompt[:n])
+    assert head == "<|im_start|>system\nAlways answer in French.<|im_end|>\n"
+
+
+def test_attention_bias_needs_the_hf_engine(tiny_hf_engine):
+    class NotHf:
+        name = "vllm"
+        max_model_len = 4096
+
+    chat = ChatFormat(tiny_hf_engine.tokenizer)
+    with pytest.raises(UserError, match="needs generation.engine: hf"):
+        run_policy(
+            AttentionBiasPolicy(1.0), NotHf(), chat, _specs(), SamplingSettings(max_tokens=4)
+        )
