@@ -90,10 +90,12 @@ class _Reducer:
         row = self.row.get(layer)
         if row is None or self.offset is None:
             return
-        a, b = hidden[0].double(), hidden[1].double()  # (q, d) each: rows A and B
+        # float32 is enough: the states are float32, a - b is exact for close values, and the
+        # squared unit-vector gap keeps cos_dist accurate far below float32's epsilon
+        a, b = hidden[0].float(), hidden[1].float()  # (q, d) each: rows A and B
         na, nb = a.norm(dim=-1), b.norm(dim=-1)  # (q,)
         l2 = (a - b).norm(dim=-1)  # (q,)
-        tiny = torch.finfo(torch.float64).tiny
+        tiny = torch.finfo(torch.float32).tiny
         # 1 - cos = ||a/|a| - b/|b|||^2 / 2: no cancellation when the states nearly agree
         unit_gap = a / na.clamp_min(tiny).unsqueeze(-1) - b / nb.clamp_min(tiny).unsqueeze(-1)
         window = slice(self.offset, self.offset + a.shape[0])

@@ -104,12 +104,12 @@ def test_reducer_matches_direct_metrics():
     reducer.reduce(1, hidden)  # layer not kept
     a, b = hidden[0].double(), hidden[1].double()
     l2 = (a - b).norm(dim=-1)
-    np.testing.assert_allclose(reducer.l2[1, 2:6], l2, rtol=1e-12)
+    np.testing.assert_allclose(reducer.l2[1, 2:6], l2, rtol=1e-6)
     np.testing.assert_allclose(
-        reducer.rel_l2[1, 2:6], l2 / ((a.norm(dim=-1) + b.norm(dim=-1)) / 2), rtol=1e-12
+        reducer.rel_l2[1, 2:6], l2 / ((a.norm(dim=-1) + b.norm(dim=-1)) / 2), rtol=1e-6
     )
     cos = torch.nn.functional.cosine_similarity(a, b, dim=-1)
-    np.testing.assert_allclose(reducer.cos_dist[1, 2:6], 1 - cos, atol=1e-12)
+    np.testing.assert_allclose(reducer.cos_dist[1, 2:6], 1 - cos, atol=1e-7)
     assert reducer.l2[0].abs().sum() == 0 and reducer.l2[1, :2].abs().sum() == 0
 
 
