@@ -441,6 +441,21 @@ class ProbeConfig(Strict):
         return self
 
 
+class RelaySpec(Strict):
+    prompt_len: int = Field(32, gt=0)
+    layers: int = Field(4, gt=0, le=128)
+    tokens: int = Field(100_000, ge=16)
+
+
+class TheoryConfig(Strict):
+    """The report's theory section: the relay model and alpha under attention bias."""
+
+    relay: RelaySpec | None = None
+    # alpha(lam) per layer: probe pairs re-run with the prompt-key bias; empty = skip
+    bias_lams: list[Annotated[float, Field(ge=0)]] = Field(default_factory=list)
+    bias_samples: int = Field(1, gt=0)  # probed samples per item (policy `none` only)
+
+
 class RunConfig(Strict):
     name: Annotated[str, Field(pattern=r"^[\w.-]+$")]
     models: list[NonEmptyText] = Field(min_length=1)
@@ -451,6 +466,7 @@ class RunConfig(Strict):
     generation: GenerationConfig = GenerationConfig()
     scoring: ScoringConfig = ScoringConfig()
     probe: ProbeConfig = ProbeConfig()
+    theory: TheoryConfig = TheoryConfig()
     out: Path | None = None
 
     @field_validator("policies", mode="before")

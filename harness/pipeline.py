@@ -155,6 +155,14 @@ def _run(store, config, suites, items, models, twins, run_id, out_dir: Path) -> 
                             store, config, group, mine, progress=lambda: progress.advance(task)
                         )
                     )
+    with timer.stage("theory"):
+        from harness.stages import theory
+
+        theory.write_relay(config, out_dir / "relay.csv")
+        if config.probe.enabled and config.theory.bias_lams:
+            probe_models = models + list(twins.values())
+            bias = theory.bias_rows(store, config, probe_models, records, curves)
+            write_csv(pd.DataFrame(bias, columns=theory.BIAS_COLUMNS), out_dir / "bias.csv")
     windows = pd.DataFrame(windows_rows)
     write_csv(_sorted(windows), out_dir / "windows.csv")
     by_key = {}

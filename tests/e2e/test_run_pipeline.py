@@ -21,7 +21,7 @@ OUTPUTS = (
     "generations.jsonl", "windows.csv", "adherence.csv", "adherence_curve.csv", "survival.csv",
     "divergence.csv", "nexttoken.csv",
     "fits.csv", "summary.csv", "correlation.csv", "predictor.csv", "policies.csv",
-    "manifest.json", "report.html",
+    "manifest.json", "report.html", "relay.csv", "bias.csv",
 )  # fmt: skip
 CSVS = [name for name in OUTPUTS if name.endswith(".csv")] + ["generations.jsonl"]
 
@@ -73,6 +73,14 @@ def test_run_writes_every_output(uninterrupted):
     assert (div.loc[div.layer == 0, "l2"] == 0).all()  # shared continuation embeddings
     fits = pd.read_csv(uninterrupted / "fits.csv")
     assert (fits.loc[fits.layer == 0, "reason"] == "identical prompts").all()
+    bias = pd.read_csv(uninterrupted / "bias.csv")
+    assert set(bias.lam) == {0.0, 1.0} and set(bias.model) == set(div.model)
+    assert (bias.n_pairs == 2).all()  # one `none` sample per item
+    plain = fits[(fits.pair == "all") & (fits.metric == "rel_l2") & (fits.policy == "none")]
+    assert len(plain) > 0
+    relay = pd.read_csv(uninterrupted / "relay.csv")
+    first = relay[(relay.layer == 1) & (relay.t == 100)]
+    assert abs(first.delta.iloc[0] - 8 / (8 + 100)) < 1e-12  # layer 1 of the relay: P / (P + t)
     manifest = json.loads((uninterrupted / "manifest.json").read_text())
     assert manifest["models"]["tiny-random-llama"]["content_key"]
     assert (

@@ -1,0 +1,95 @@
+"""Theory stage: relay.csv (the solvable relay model) and bias.csv (alpha per layer under the
+attention bias b = lam * log((P + t) / P) on the prompt keys, trained vs untrained twin).
+
+The bias sweep re-probes the `none`-policy samples of each item; lam = 0 reuses the plain
+probe's curves (lam = 0 is the plain model, tested to 1e-5). Units are cached like the probe's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from harness.config import RunConfig
+from harness.models import ResolvedModel
+from harness.records import GenerationRecord
+from harness.stages.probe import baseline_ids
+from harness.stages.score import record_key
+from harness.store import RunStore, content_key, get_arrays, put_arrays
+
+STAGE = "bias"
+BIAS_COLUMNS = ["model", "lam", "layer", "alpha", "ci_low", "ci_high", "r2", "n_pairs", "reason"]
+
+
+def write_relay(config: RunConfig, path: Path) -> None:
+    from harness.analysis.relay import solve_relay, write_relay_csv
+
+    spec = config.theory.relay
+    if spec is not None:
+        write_relay_csv(solve_relay(spec.prompt_len, spec.layers, spec.tokens), path)
+
+
+def bias_records(config: RunConfig, records: list[GenerationRecord]) -> list[GenerationRecord]:
+    keep = config.theory.bias_samples
+    return [r for r in records if r.policy == "none" and r.sample < keep]
+
+
+def bias_rows(
+    store: RunStore,
+    config: RunConfig,
+    models: list[ResolvedModel],
+    records: list[GenerationRecord],
+    plain: dict[tuple[str, str], dict],
+) -> list[dict]:
+    """bias.csv rows: per probe model, lam and layer, alpha of rel_l2 pooled over the pairs."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from harness.analysis.powerlaw import fit_alpha
+    from harness.probes.divergence import pair_divergence
+
+    chosen = bias_records(config, records)
+    if not config.theory.bias_lams or not chosen:
+        return []
+    layers = None if config.probe.layers == "all" else list(config.probe.layers)
+    rows = []
+    for model in models:
+        tokenizer = AutoTokenizer.from_pretrained(model.path)
+        loaded = None
+        for lam in config.theory.bias_lams:
+            curves = []
+            for record in chosen:
+                rkey = record_key(record)
+                if lam == 0 and (model.name, rkey) in plain:
+                    curves.append(plain[(model.name, rkey)])
+                    continue
+                base = baseline_ids(config, tokenizer, record)
+                key = content_key(STAGE, model.content_key, rkey, base, lam, layers)
+                arrays = get_arrays(store, STAGE, key)
+                if arrays is None:
+                    if loaded is None:
+                        loaded = AutoModelForCausalLM.from_pretrained(
+                            model.path, dtype=torch.float32
+                        ).eval()
+                    result = pair_divergence(
+                        loaded, record.prompt_ids, base, record.continuation_ids, layers, lam=lam
+                    )
+                    arrays = {
+                        "layers": np.asarray(result.layers),
+                        "rel_l2": result.rel_l2.astype(np.float32),
+                    }
+                    put_arrays(store, STAGE, key, arrays)
+                curves.append(arrays)
+            common = min(c["rel_l2"].shape[1] for c in curves)
+            t = np.arange(1, common + 1)
+            for row, layer in enumerate(curves[0]["layers"].tolist()):
+                stack = np.vstack([c["rel_l2"][row, :common] for c in curves]).astype(np.float64)
+                fit = fit_alpha(t, stack, t_min=config.probe.t_min, seed=0)
+                rows.append(
+                    {"model": model.name, "lam": lam, "layer": layer, "alpha": fit.alpha,
+                     "ci_low": fit.ci_low, "ci_high": fit.ci_high, "r2": fit.r2,
+                     "n_pairs": len(curves), "reason": fit.reason}
+                )  # fmt: skip
+        del loaded
+    return rows
