@@ -36,6 +36,54 @@ def probed_records(config: RunConfig, records: list[GenerationRecord]) -> list[G
     return [r for r in records if limit is None or r.sample < limit]
 
 
+class ModelOnDemand:
+    """A transformers model loaded on first use, so a fully cached stage loads nothing."""
+
+    def __init__(self, model: ResolvedModel) -> None:
+        self.model = model
+        self._loaded = None
+
+    def get(self):
+        if self._loaded is None:
+            import torch
+            from transformers import AutoModelForCausalLM
+
+            self._loaded = AutoModelForCausalLM.from_pretrained(
+                self.model.path, dtype=torch.float32
+            ).eval()
+        return self._loaded
+
+
+def cached_pair_curves(
+    store: RunStore,
+    stage: str,
+    key: str,
+    model: ModelOnDemand,
+    record: GenerationRecord,
+    base: list[int],
+    layers: list[int] | None,
+    lam: float | None = None,
+) -> dict:
+    """The pair's curves from the store, or computed (record prompt vs baseline, over the
+    record's own continuation ids) and stored as one .npz unit."""
+    from harness.probes.divergence import pair_divergence
+
+    arrays = get_arrays(store, stage, key)
+    if arrays is None:
+        result = pair_divergence(
+            model.get(), record.prompt_ids, base, record.continuation_ids, layers, lam=lam
+        )
+        arrays = {
+            "layers": np.asarray(result.layers),
+            **{m: getattr(result, m).astype(np.float32) for m in METRICS},
+            "delta_logp": result.delta_logp,
+            "kl": result.kl,
+            "prompt_lens": np.asarray(result.prompt_lens),
+        }
+        put_arrays(store, stage, key, arrays)
+    return arrays
+
+
 def probe_stage(
     store: RunStore,
     config: RunConfig,
@@ -44,47 +92,22 @@ def probe_stage(
     progress: Callable[[], None] | None = None,
 ) -> dict[tuple[str, str], dict]:
     """Curves per (model name, record key) for every probed record and probe model."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from harness.probes.divergence import pair_divergence
+    from transformers import AutoTokenizer
 
     layers = None if config.probe.layers == "all" else list(config.probe.layers)
-    chosen = probed_records(config, records)
     curves: dict[tuple[str, str], dict] = {}
     for model in models:
         tokenizer = AutoTokenizer.from_pretrained(model.path)
-        keys = {}
-        for record in chosen:
+        on_demand = ModelOnDemand(model)
+        for record in probed_records(config, records):
+            rkey = record_key(record)
             base = baseline_ids(config, tokenizer, record)
-            keys[record_key(record)] = (
-                record,
-                base,
-                content_key(STAGE, model.content_key, record_key(record), base, layers),
+            key = content_key(STAGE, model.content_key, rkey, base, layers)
+            curves[(model.name, rkey)] = cached_pair_curves(
+                store, STAGE, key, on_demand, record, base, layers
             )
-        loaded = None
-        for rkey, (record, base, key) in keys.items():
-            arrays = get_arrays(store, STAGE, key)
-            if arrays is None:
-                if loaded is None:
-                    loaded = AutoModelForCausalLM.from_pretrained(
-                        model.path, dtype=torch.float32
-                    ).eval()
-                result = pair_divergence(
-                    loaded, record.prompt_ids, base, record.continuation_ids, layers
-                )
-                arrays = {
-                    "layers": np.asarray(result.layers),
-                    **{m: getattr(result, m).astype(np.float32) for m in METRICS},
-                    "delta_logp": result.delta_logp,
-                    "kl": result.kl,
-                    "prompt_lens": np.asarray(result.prompt_lens),
-                }
-                put_arrays(store, STAGE, key, arrays)
-            curves[(model.name, rkey)] = arrays
             if progress:
                 progress()
-        del loaded
     return curves
 
 

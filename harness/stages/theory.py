@@ -14,9 +14,9 @@ import numpy as np
 from harness.config import RunConfig
 from harness.models import ResolvedModel
 from harness.records import GenerationRecord
-from harness.stages.probe import baseline_ids
+from harness.stages.probe import ModelOnDemand, baseline_ids, cached_pair_curves
 from harness.stages.score import record_key
-from harness.store import RunStore, content_key, get_arrays, put_arrays
+from harness.store import RunStore, content_key
 
 STAGE = "bias"
 BIAS_COLUMNS = ["model", "lam", "layer", "alpha", "ci_low", "ci_high", "r2", "n_pairs", "reason"]
@@ -43,11 +43,9 @@ def bias_rows(
     plain: dict[tuple[str, str], dict],
 ) -> list[dict]:
     """bias.csv rows: per probe model, lam and layer, alpha of rel_l2 pooled over the pairs."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     from harness.analysis.powerlaw import fit_alpha
-    from harness.probes.divergence import pair_divergence
 
     chosen = bias_records(config, records)
     if not config.theory.bias_lams or not chosen:
@@ -56,7 +54,7 @@ def bias_rows(
     rows = []
     for model in models:
         tokenizer = AutoTokenizer.from_pretrained(model.path)
-        loaded = None
+        on_demand = ModelOnDemand(model)
         for lam in config.theory.bias_lams:
             curves = []
             for record in chosen:
@@ -66,21 +64,9 @@ def bias_rows(
                     continue
                 base = baseline_ids(config, tokenizer, record)
                 key = content_key(STAGE, model.content_key, rkey, base, lam, layers)
-                arrays = get_arrays(store, STAGE, key)
-                if arrays is None:
-                    if loaded is None:
-                        loaded = AutoModelForCausalLM.from_pretrained(
-                            model.path, dtype=torch.float32
-                        ).eval()
-                    result = pair_divergence(
-                        loaded, record.prompt_ids, base, record.continuation_ids, layers, lam=lam
-                    )
-                    arrays = {
-                        "layers": np.asarray(result.layers),
-                        "rel_l2": result.rel_l2.astype(np.float32),
-                    }
-                    put_arrays(store, STAGE, key, arrays)
-                curves.append(arrays)
+                curves.append(
+                    cached_pair_curves(store, STAGE, key, on_demand, record, base, layers, lam)
+                )
             common = min(c["rel_l2"].shape[1] for c in curves)
             t = np.arange(1, common + 1)
             for row, layer in enumerate(curves[0]["layers"].tolist()):
@@ -91,5 +77,4 @@ def bias_rows(
                      "ci_low": fit.ci_low, "ci_high": fit.ci_high, "r2": fit.r2,
                      "n_pairs": len(curves), "reason": fit.reason}
                 )  # fmt: skip
-        del loaded
     return rows
