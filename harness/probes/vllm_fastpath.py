@@ -76,7 +76,7 @@ def vllm_pair_divergence(
 ) -> PairDivergence:
     """The probe's last-layer curves and delta_logp for one pair, computed by vLLM."""
     pooling, generating, n_layers = _engines(name)
-    context = pooling.llm_engine.model_config.max_model_len
+    context = pooling.model_config.max_model_len
     check_inputs(ids_a, ids_b, continuation, context)
     total = len(continuation)
     seqs = [list(ids_a) + list(continuation), list(ids_b) + list(continuation)]

@@ -150,3 +150,20 @@ def test_identical_prompts_give_reasoned_nan(inputs, tmp_path, monkeypatch, caps
     fits = pd.read_csv(out / "fits.csv")
     assert fits.alpha.map(math.isnan).all()
     assert set(fits.reason) == {"identical prompts"}
+
+
+def test_generated_continuation_is_shared_with_the_untrained_twin(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "gen"
+    code, err = _run_in_process(
+        monkeypatch, capsys, "--model", "tiny-random-llama", "--system-a", "Be brief.",
+        "--system-b", ":default", "--user", "Hi", "--continuation", "generate", "--tokens", "24",
+        "--t-min", "4", "--layers", "4", "--compare", "untrained", "--out", str(out),
+        "--n-boot", "20",
+    )  # fmt: skip
+    assert code == 0, err
+    (row,) = [json.loads(line) for line in (out / "continuations.jsonl").read_text().splitlines()]
+    assert row["pair"] == "cli" and len(row["continuation_ids"]) == 24
+    nxt = pd.read_csv(out / "nexttoken.csv")
+    assert nxt.groupby("model").t.max().to_dict() == {
+        "tiny-random-llama": 24, "untrained:tiny-random-llama": 24,
+    }  # fmt: skip
