@@ -24,6 +24,7 @@ import torch
 from harness.errors import UserError
 
 DEFAULT_CHUNK = 256
+KL_SLICE = 32
 
 
 @dataclass
@@ -132,11 +133,20 @@ def reduction_hooks(model: Any, reducer: _Reducer) -> Iterator[None]:
 
 
 def _next_token_gaps(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """logits (2, q, V) predicting targets (q,) -> delta_logp (q,), kl (q,) in float64."""
-    logp = torch.log_softmax(logits.double(), dim=-1)  # (2, q, V)
-    picked = logp[:, torch.arange(targets.shape[0]), targets]  # (2, q)
-    kl = (logp[0].exp() * (logp[0] - logp[1])).sum(-1)  # (q,)
-    return picked[0] - picked[1], kl.clamp_min(0.0)
+    """logits (2, q, V) predicting targets (q,) -> delta_logp (q,), kl (q,) in float64.
+
+    float64 because late-t KL values are tiny differences of large log-probs; done in slices
+    of KL_SLICE positions so the float64 copies stay small next to the chunk's logits.
+    """
+    delta, kl = [], []
+    for start in range(0, targets.shape[0], KL_SLICE):
+        part = slice(start, start + KL_SLICE)
+        logp = torch.log_softmax(logits[:, part], dim=-1, dtype=torch.float64)  # (2, s, V)
+        rows = torch.arange(logp.shape[1])
+        picked = logp[:, rows, targets[part]]  # (2, s)
+        delta.append(picked[0] - picked[1])
+        kl.append((logp[0].exp() * (logp[0] - logp[1])).sum(-1).clamp_min(0.0))  # (s,)
+    return torch.cat(delta), torch.cat(kl)
 
 
 def check_inputs(ids_a: list[int], ids_b: list[int], cont: list[int], context: int | None) -> None:
