@@ -108,6 +108,9 @@ def rss_child(model_name: str, tokens: int, chunk: int) -> None:
     from harness.probes.divergence import pair_divergence
 
     model, a, b, cont = _setup(model_name, tokens)
+    # a short probe first: the first forward allocates T-independent buffers (packed weights,
+    # allocator pools) that would otherwise be charged to the long run
+    pair_divergence(model, a, b, cont[:32], chunk=chunk)
     loaded = _rss_mib()
     start = time.perf_counter()
     pair_divergence(model, a, b, cont, chunk=chunk)
@@ -123,7 +126,7 @@ def rss_child(model_name: str, tokens: int, chunk: int) -> None:
 
 def rss_table(model_name: str, token_list: list[int], chunk: int) -> None:
     print(f"peak RSS, {model_name}, chunk {chunk} (fresh process per T)")
-    print(f"{'T':>6} {'after load':>11} {'peak':>9} {'peak-load':>10} {'KV cache':>9} "
+    print(f"{'T':>6} {'warmed up':>11} {'peak':>9} {'peak-warm':>10} {'KV cache':>9} "
           f"{'(L+1)Td x2':>11} {'seconds':>8}")  # fmt: skip
     for tokens in token_list:
         proc = subprocess.run(
