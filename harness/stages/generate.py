@@ -125,14 +125,18 @@ def generate_stage(
         def store_group(index: int, records: list[GenerationRecord]) -> None:
             store.put(STAGE, keys[missing[index]], [r.model_dump(mode="json") for r in records])
 
-        run_policies(
-            groups,
-            engine,
-            chat,
-            sampling,
-            on_round=(lambda _r, done: progress(done)) if progress else None,
-            on_group_done=store_group,
-        )
+        try:
+            run_policies(
+                groups,
+                engine,
+                chat,
+                sampling,
+                on_round=(lambda _r, done: progress(done)) if progress else None,
+                on_group_done=store_group,
+            )
+        finally:
+            # vLLM's CPU workers keep spinning while idle: free the cores for the probe
+            engine.close()
     records = []
     for spec, key in zip(config.policies, keys, strict=True):
         rows = store.get(STAGE, key)
