@@ -108,6 +108,9 @@ def rss_child(model_name: str, tokens: int, chunk: int) -> None:
     from harness.probes.divergence import pair_divergence
 
     model, a, b, cont = _setup(model_name, tokens)
+    # T = 8192 means "up to the context": the prompt takes its share of the window
+    room = model.config.max_position_embeddings - max(len(a), len(b))
+    cont, tokens = cont[:room], min(tokens, room)
     # a short probe first: the first forward allocates T-independent buffers (packed weights,
     # allocator pools) that would otherwise be charged to the long run
     pair_divergence(model, a, b, cont[:32], chunk=chunk)
