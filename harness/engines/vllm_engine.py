@@ -38,6 +38,10 @@ class VllmEngine:
         seed: int = 0,
     ) -> None:
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
+        if _on_cpu():
+            # vLLM's default binding leaves one core to the engine process; on 2 cores that
+            # halves the model's threads (measured: 112 -> 171 tok/s at 48 x 128 with both).
+            os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", _all_cores())
         from vllm import LLM
 
         cpu = _on_cpu()
@@ -105,6 +109,13 @@ class VllmEngine:
         if core is not None and hasattr(core, "shutdown"):
             core.shutdown()
         del self._llm
+
+
+def _all_cores() -> str:
+    cores = sorted(os.sched_getaffinity(0))
+    if cores == list(range(cores[0], cores[-1] + 1)):
+        return f"{cores[0]}-{cores[-1]}"
+    return ",".join(str(c) for c in cores)
 
 
 def _config_context(model_path: Path) -> int:
