@@ -15,11 +15,18 @@ class SamplingSettings(BaseModel):
     stop: list[str] = Field(default_factory=list)
 
 
+class PromptBias(BaseModel):
+    """Add lam * log((P + t) / P) to the attention logits of the first P prompt keys (the
+    system turn) for the query at continuation position t. Only the hf engine can."""
+
+    lam: float = Field(ge=0)
+    prefix_len: int = Field(gt=0)
+
+
 class GenerationRequest(BaseModel):
     prompt_ids: list[int] = Field(min_length=1)
     sampling: SamplingSettings
-    # tokens of the system-prompt prefix; engines that bias attention toward it read this
-    prompt_prefix_len: int | None = None
+    prompt_bias: PromptBias | None = None
 
 
 class GenerationResult(BaseModel):
@@ -41,3 +48,12 @@ class Engine(Protocol):
     def generate(self, requests: list[GenerationRequest]) -> list[GenerationResult]: ...
 
     def close(self) -> None: ...
+
+
+def refuse_prompt_bias(engine: str, requests: list[GenerationRequest]) -> None:
+    if any(r.prompt_bias is not None for r in requests):
+        from harness.errors import UserError
+
+        raise UserError(
+            f"attention bias needs generation.engine: hf ({engine} kernels take no bias)"
+        )

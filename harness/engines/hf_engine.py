@@ -4,14 +4,10 @@ attention-bias policy needs (vLLM's kernels cannot take an additive prompt bias)
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 from pathlib import Path
 
 from harness.engines.base import GenerationRequest, GenerationResult
-
-# Given (model, per-row system-prefix lengths) returns a context manager active during generate.
-ForwardContext = Callable[[object, list[int]], AbstractContextManager]
 
 
 class HfEngine:
@@ -28,7 +24,6 @@ class HfEngine:
         self._pad_id = self.tokenizer.pad_token_id
         if self._pad_id is None:
             self._pad_id = self.tokenizer.eos_token_id
-        self.forward_context: ForwardContext | None = None
 
     def generate(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
         """Groups requests with identical sampling settings into one batched call.
@@ -42,6 +37,8 @@ class HfEngine:
         for index, request in enumerate(requests):
             greedy = request.sampling.temperature == 0
             key = request.sampling.model_dump_json(exclude={"seed"} if greedy else None)
+            if request.prompt_bias is not None:  # one bias strength per batch
+                key += f"|bias={request.prompt_bias.lam}"
             groups.setdefault(key, []).append(index)
         results: list[GenerationResult | None] = [None] * len(requests)
         for indices in groups.values():
@@ -72,11 +69,14 @@ class HfEngine:
         )
         if not greedy:
             kwargs.update(temperature=settings.temperature, top_p=settings.top_p, top_k=0)
-        context = (
-            self.forward_context(self.model, [r.prompt_prefix_len or 0 for r in requests])
-            if self.forward_context
-            else nullcontext()
-        )
+        bias = requests[0].prompt_bias
+        context = nullcontext()
+        if bias is not None:
+            from harness.probes.attention_bias import attention_bias
+
+            context = attention_bias(
+                self.model, [r.prompt_bias.prefix_len for r in requests], bias.lam
+            )
         start = time.perf_counter()
         with torch.inference_mode(), context:
             output = self.model.generate(input_ids=input_ids, attention_mask=attention, **kwargs)

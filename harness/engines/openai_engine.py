@@ -12,7 +12,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from harness.engines.base import GenerationRequest, GenerationResult
+from harness.engines.base import GenerationRequest, GenerationResult, refuse_prompt_bias
 from harness.errors import UserError
 
 RETRY_STATUS = {429, 500, 502, 503, 504}
@@ -123,6 +123,7 @@ class OpenAIEngine:
         )
 
     def generate(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
+        refuse_prompt_bias(self.name, requests)
         # The server batches concurrent requests itself; send the whole batch at once.
         with ThreadPoolExecutor(max_workers=min(self._concurrency, len(requests))) as pool:
             return list(pool.map(self._complete, requests))

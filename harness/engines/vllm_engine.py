@@ -10,7 +10,7 @@ import os
 import time
 from pathlib import Path
 
-from harness.engines.base import GenerationRequest, GenerationResult
+from harness.engines.base import GenerationRequest, GenerationResult, refuse_prompt_bias
 
 _ENGINES: dict[tuple, VllmEngine] = {}
 
@@ -67,6 +67,7 @@ class VllmEngine:
         self.tokenizer = self._llm.get_tokenizer()
 
     def generate(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
+        refuse_prompt_bias(self.name, requests)
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from harness.engines.base import Engine, GenerationRequest, SamplingSettings
+from harness.engines.base import Engine, GenerationRequest, PromptBias, SamplingSettings
 from harness.errors import UserError
 from harness.policies.chat import ChatFormat
 from harness.records import GenerationRecord, Segment, TokenCounts
@@ -38,7 +38,7 @@ class SampleState:
     counts: TokenCounts = field(default_factory=TokenCounts)
     seconds: float = 0.0
     rounds: int = 0
-    prefix_len: int | None = None  # system-prompt tokens, set by policies that need it
+    bias: PromptBias | None = None  # attention bias toward the system turn (hf engine only)
 
     def append(self, ids: Sequence[int], kind: str, source: str, text: str = "") -> None:
         start = len(self.continuation)
@@ -157,7 +157,7 @@ def _request(
     return GenerationRequest(
         prompt_ids=state.prompt_ids + state.continuation,
         sampling=sampling.model_copy(update={"max_tokens": n, "seed": seed}),
-        prompt_prefix_len=state.prefix_len,
+        prompt_bias=state.bias,
     )
 
 

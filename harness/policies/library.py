@@ -138,12 +138,10 @@ class AttentionBiasPolicy(NonePolicy):
             raise UserError(
                 "policy attention_bias needs generation.engine: hf (vLLM kernels take no bias)"
             )
-        from harness.probes.attention_bias import attention_bias
+        from harness.engines.base import PromptBias
 
         for state in states:
             if not state.spec.system:
                 raise UserError("policy attention_bias needs a system prompt to bias toward")
-            state.prefix_len = chat.system_prefix_len(state.spec.system, state.spec.user)
-        lam = self.lam
-        # the engine calls this around generate() with the per-row system-prefix lengths
-        engine.forward_context = lambda model, prefix: attention_bias(model, prefix, lam)  # type: ignore[attr-defined]
+            prefix = chat.system_prefix_len(state.spec.system, state.spec.user)
+            state.bias = PromptBias(lam=self.lam, prefix_len=prefix)

@@ -33,7 +33,6 @@ def test_lam_zero_equals_plain_and_lam_one_differs(tiny_hf_engine):
     plain = run_policy(NonePolicy(), tiny_hf_engine, chat, _specs(), greedy)
     zero = run_policy(AttentionBiasPolicy(0.0), tiny_hf_engine, chat, _specs(), greedy)
     strong = run_policy(AttentionBiasPolicy(4.0), tiny_hf_engine, chat, _specs(), greedy)
-    tiny_hf_engine.forward_context = None
     assert [r.continuation_ids for r in zero] == [r.continuation_ids for r in plain]
     assert [r.continuation_ids for r in strong] != [r.continuation_ids for r in plain]
     assert strong[0].policy == "attention_bias-4"
@@ -57,3 +56,32 @@ def test_attention_bias_needs_the_hf_engine(tiny_hf_engine):
         run_policy(
             AttentionBiasPolicy(1.0), NotHf(), chat, _specs(), SamplingSettings(max_tokens=4)
         )
+
+
+def test_biased_and_plain_groups_share_one_run(tiny_hf_engine):
+    """A run with `none` and `attention_bias` side by side: the bias applies to its own
+    samples only."""
+    from harness.policies import run_policies
+
+    chat = ChatFormat(tiny_hf_engine.tokenizer)
+    greedy = SamplingSettings(temperature=0, max_tokens=16)
+    plain, biased = run_policies(
+        [(NonePolicy(), _specs()), (AttentionBiasPolicy(4.0), _specs())],
+        tiny_hf_engine, chat, greedy,
+    )  # fmt: skip
+    alone_plain = run_policy(NonePolicy(), tiny_hf_engine, chat, _specs(), greedy)
+    alone_biased = run_policy(AttentionBiasPolicy(4.0), tiny_hf_engine, chat, _specs(), greedy)
+    assert [r.continuation_ids for r in plain] == [r.continuation_ids for r in alone_plain]
+    assert [r.continuation_ids for r in biased] == [r.continuation_ids for r in alone_biased]
+    assert [r.continuation_ids for r in biased] != [r.continuation_ids for r in plain]
+
+
+def test_vllm_refuses_a_biased_request():
+    from harness.engines.base import GenerationRequest, PromptBias, refuse_prompt_bias
+
+    request = GenerationRequest(
+        prompt_ids=[1, 2], sampling=SamplingSettings(max_tokens=1),
+        prompt_bias=PromptBias(lam=1.0, prefix_len=1),
+    )  # fmt: skip
+    with pytest.raises(UserError, match="needs generation.engine: hf"):
+        refuse_prompt_bias("vllm", [request])
