@@ -93,3 +93,25 @@ def hf_engine(embedded_model_path):
     from harness.engines import make_engine
 
     return make_engine("hf", embedded_model_path)
+
+
+@pytest.fixture
+def run_cli(capsys):
+    """Run `harness ARGV...` in-process through the real entry point (its UserError
+    handling included); returns (exit code, stdout, stderr)."""
+    import sys
+
+    from harness.cli import main
+
+    def run(argv: list[str]) -> tuple[int, str, str]:
+        old = sys.argv
+        sys.argv = ["harness", *argv]
+        try:
+            with pytest.raises(SystemExit) as exit_info:
+                main()
+        finally:
+            sys.argv = old
+        captured = capsys.readouterr()
+        return exit_info.value.code, captured.out, captured.err
+
+    return run

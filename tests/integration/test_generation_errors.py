@@ -4,7 +4,6 @@ template without a system role, and a token budget beyond the model's context.""
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -32,28 +31,15 @@ def _config(tmp_path: Path, model: str, **generation) -> Path:
     return path
 
 
-def _run_cli(argv, capsys):
-    from harness.cli import main
-
-    old = sys.argv
-    sys.argv = ["harness", *argv]
-    try:
-        with pytest.raises(SystemExit) as info:
-            main()
-    finally:
-        sys.argv = old
-    return info.value.code, capsys.readouterr().err
-
-
 def test_system_placement_without_system_role_names_the_alternative(
-    tmp_path, tiny_model_path, capsys
+    tmp_path, tiny_model_path, run_cli
 ):
     model = tmp_path / "no-system-model"
     shutil.copytree(tiny_model_path, model)
     (model / "chat_template.jinja").write_text(NO_SYSTEM_TEMPLATE)
     path = _config(tmp_path, str(model))
     out = tmp_path / "out"
-    code, err = _run_cli(["run", str(path), "--out", str(out)], capsys)
+    code, _, err = run_cli(["run", str(path), "--out", str(out)])
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "placement 'system': the model's chat template has no system role" in err
     assert "use placement 'user' or 'inline'" in err
@@ -78,10 +64,10 @@ def test_template_without_system_role_folds_the_system_prompt_into_the_user_turn
     )
 
 
-def test_max_tokens_beyond_context(tmp_path, tiny_model_path, capsys):
+def test_max_tokens_beyond_context(tmp_path, tiny_model_path, run_cli):
     path = _config(tmp_path, "tiny-random-llama", max_tokens=5000)
     out = tmp_path / "out"
-    code, err = _run_cli(["run", str(path), "--out", str(out)], capsys)
+    code, _, err = run_cli(["run", str(path), "--out", str(out)])
     assert code == 2
     assert "exceeds the model's context of 4096 tokens" in err and not out.exists()
 

@@ -4,7 +4,6 @@ no traceback, and no output folder."""
 from __future__ import annotations
 
 import copy
-import sys
 from pathlib import Path
 
 import pytest
@@ -98,20 +97,6 @@ def _write_case(tmp_path: Path, mutate) -> Path:
     return path
 
 
-def _run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
-    from harness.cli import main
-
-    old = sys.argv
-    sys.argv = ["harness", *argv]
-    try:
-        with pytest.raises(SystemExit) as exit_info:
-            main()
-    finally:
-        sys.argv = old
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
-
-
 def test_valid_config_loads():
     config = load_run_config(DATA / "valid.yaml")
     assert [policy_label(p) for p in config.policies] == ["none", "restate", "periodic-64-user"]
@@ -120,11 +105,11 @@ def test_valid_config_loads():
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_malformed_config_one_line_exit_2_nothing_written(case, tmp_path, capsys):
+def test_malformed_config_one_line_exit_2_nothing_written(case, tmp_path, run_cli):
     mutate, expected = CASES[case]
     path = _write_case(tmp_path, mutate)
     out_dir = tmp_path / "out"
-    code, stdout, stderr = _run_cli(["run", str(path), "--out", str(out_dir)], capsys)
+    code, stdout, stderr = run_cli(["run", str(path), "--out", str(out_dir)])
     assert code == 2
     lines = stderr.strip().splitlines()
     assert len(lines) == 1, stderr
@@ -137,13 +122,13 @@ def test_malformed_config_one_line_exit_2_nothing_written(case, tmp_path, capsys
     "text, expected",
     [("name: [unclosed\n", "not valid YAML"), ("- just\n- a list\n", "expected a mapping")],
 )
-def test_unparseable_yaml(text, expected, tmp_path, capsys):
+def test_unparseable_yaml(text, expected, tmp_path, run_cli):
     path = tmp_path / "broken.yaml"
     path.write_text(text)
-    code, _, stderr = _run_cli(["run", str(path), "--out", str(tmp_path / "out")], capsys)
+    code, _, stderr = run_cli(["run", str(path), "--out", str(tmp_path / "out")])
     assert code == 2 and expected in stderr and len(stderr.strip().splitlines()) == 1
 
 
-def test_missing_config_file(tmp_path, capsys):
-    code, _, stderr = _run_cli(["run", str(tmp_path / "nope.yaml")], capsys)
+def test_missing_config_file(tmp_path, run_cli):
+    code, _, stderr = run_cli(["run", str(tmp_path / "nope.yaml")])
     assert code == 2 and "nope.yaml: file not found" in stderr
