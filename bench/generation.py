@@ -78,13 +78,25 @@ def main() -> None:
 
     path = resolve_model("smollm2-135m-instruct").path
     sizes = [(8, 64), (16, 64)] if args.quick else [(8, 256), (64, 256)]
-    rows = []
+    n_cost, tokens_cost = (4, 256) if args.quick else (8, 1024)
+    # transformers first: vLLM lowers this process's torch threads when it starts
+    hf = make_engine("hf", path)
+    hf_tps = {}
+    for size in sizes:
+        hf_tps[size] = throughput(hf, *size)
+        print(f"hf   {size[0]} x {size[1]}: {hf_tps[size]:.1f} tok/s")
+    hf.close()
+    del hf
+    gc.collect()
     start = time.perf_counter()
     vllm = make_engine("vllm", path, max_model_len=2048)
     print(f"vLLM engine start: {time.perf_counter() - start:.1f} s")
-    vllm_tps = {size: throughput(vllm, *size) for size in sizes}
-    n_cost, tokens_cost = (4, 256) if args.quick else (8, 1024)
+    vllm_tps = {}
+    for size in sizes:
+        vllm_tps[size] = throughput(vllm, *size)
+        print(f"vllm {size[0]} x {size[1]}: {vllm_tps[size]:.1f} tok/s")
     cost_cached = periodic_cost(vllm, n_cost, tokens_cost)
+    print(f"periodic cost, caching on: {cost_cached}")
     vllm.close()
     del vllm
     gc.collect()
@@ -93,8 +105,7 @@ def main() -> None:
     uncached.close()
     del uncached
     gc.collect()
-    hf = make_engine("hf", path)
-    hf_tps = {size: throughput(hf, *size) for size in sizes}
+    rows = []
     print("\nthroughput (generated tokens/s, greedy, whole batch per call)")
     print(f"{'batch':>12} {'vllm':>8} {'hf':>8} {'ratio':>7}  goal")
     goals = {sizes[0]: 2.0, sizes[1]: 4.0}
