@@ -89,7 +89,14 @@ def test_run_writes_every_output(uninterrupted):
     )
 
 
-def _kill_when(process: subprocess.Popen, ready, timeout: float = 900) -> None:
+def _run_and_kill(out: Path, ready, timeout: float = 900) -> None:
+    """Start `harness run` into `out` and SIGKILL its whole process group once `ready()`."""
+    process = subprocess.Popen(
+        _cmd("tiny-kill.yaml", out),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + timeout
     while time.time() < deadline:
         if ready():
@@ -112,22 +119,10 @@ def _units(out: Path, stage: str) -> int:
 def test_sigkill_mid_generation_and_mid_probe_then_resume_gives_same_csvs(uninterrupted, tmp_path):
     out = tmp_path / "killed"
     # 1) killed after the first generation unit is stored, before the second
-    process = subprocess.Popen(
-        _cmd("tiny-kill.yaml", out),
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    _kill_when(process, lambda: _units(out, "generate") >= 1)
+    _run_and_kill(out, lambda: _units(out, "generate") >= 1)
     assert _units(out, "generate") < 2 and not (out / "report.html").exists()
     # 2) resumed, then killed mid-probe (some pairs probed, not all)
-    process = subprocess.Popen(
-        _cmd("tiny-kill.yaml", out),
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    _kill_when(process, lambda: _units(out, "probe") >= 1)
+    _run_and_kill(out, lambda: _units(out, "probe") >= 1)
     assert _units(out, "probe") < 16
     # 3) resumed to the end
     done = _run("tiny-kill.yaml", out)
