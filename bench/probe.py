@@ -1,21 +1,23 @@
 """Probe cost on the embedded model: speed against a bare forward, and peak memory by T.
 
     .venv/bin/python bench/probe.py [--model NAME] [--ratio-tokens 1024]
-                                    [--rss-tokens 1024,2048,4096,8192] [--chunk 256]
+                                    [--rss-tokens 1024,2048,4096,8192] [--chunk 0|N]
+                                    [--repeats 5]
 
 1. tokens/s of `pair_divergence` (all L+1 hidden states reduced in hooks, delta_logp, KL) vs
    (a) one plain forward of the same two sequences (batch of 2, logits for every position) and
-   (b) the same chunked KV-cache forward without hooks or reductions; one run each, ratios
-   printed (target overhead <= 10 % against the plain forward).
-2. peak RSS of a probe at each T, each in a fresh subprocess (ru_maxrss is a process-lifetime
-   peak), next to what a KV cache and what stored (L+1, T, d) states of both rows would take.
+   (b) the same chunked KV-cache forward without hooks or reductions; medians of interleaved
+   repeats, ratios printed (target overhead <= 10 % against the plain forward).
+2. peak RSS of a probe at each T above the warmed-up process (Linux VmHWM, reset before the
+   run), each in a fresh subprocess, next to the same forward bare (decoder only, no hooks,
+   no logits) and to what stored (L+1, T, d) states of both rows would take.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -41,118 +43,155 @@ def _setup(model_name: str, tokens: int):
     return model, a, b, cont
 
 
-def _rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+def _status_mib(field: str) -> float:
+    with open("/proc/self/status") as f:
+        lines = f.read().splitlines()
+    for line in lines:
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024  # kB
+    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
-@torch.no_grad()
-def _plain_forward(model, a, b, cont) -> None:
+def _reset_peak() -> float:
+    """Current RSS (MiB), after resetting the kernel's peak-RSS mark (VmHWM) to it.
+
+    ru_maxrss is a process-lifetime peak, and loading the model peaks above what a short run
+    needs; writing 5 to clear_refs (Linux >= 4.0) restarts the peak from the current RSS.
+    """
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return _status_mib("VmRSS")
+
+
+def _sequences(a, b, cont):
+    """(2, width + T) left-padded ids, mask and position ids, as the probe builds them."""
     width = max(len(a), len(b))
     ids = torch.zeros(2, width + len(cont), dtype=torch.long)
     mask = torch.zeros_like(ids)
     for row, p in enumerate((a, b)):
         ids[row, width - len(p) :] = torch.tensor(p + cont)
         mask[row, width - len(p) :] = 1
-    positions = (mask.cumsum(-1) - 1).clamp_min(0)
+    return width, ids, mask, (mask.cumsum(-1) - 1).clamp_min(0)
+
+
+@torch.no_grad()
+def _plain_forward(model, a, b, cont) -> None:
+    _, ids, mask, positions = _sequences(a, b, cont)
     model(ids, attention_mask=mask, position_ids=positions, use_cache=False)
 
 
 @torch.no_grad()
 def _chunked_forward(model, a, b, cont, chunk: int) -> None:
+    """The probe's forwards (prompts with the first chunk, then chunks over a KV cache), bare."""
     from transformers import DynamicCache
 
-    width = max(len(a), len(b))
-    ids = torch.zeros(2, width, dtype=torch.long)
-    mask = torch.zeros(2, width + len(cont), dtype=torch.long)
-    for row, p in enumerate((a, b)):
-        ids[row, width - len(p) :] = torch.tensor(p)
-        mask[row, width - len(p) :] = 1
-    p_len = torch.tensor([len(a), len(b)]).view(2, 1)
+    width, ids, mask, positions = _sequences(a, b, cont)
     cache = DynamicCache(config=model.config)
-    positions = (torch.arange(width).view(1, -1) - (width - p_len)).clamp_min(0)
-    model(ids, attention_mask=mask[:, :width], position_ids=positions, past_key_values=cache)
-    c = torch.tensor(cont)
-    for start in range(0, len(cont), chunk):
-        stop = min(start + chunk, len(cont))
+    total = width + len(cont)
+    bounds = [0, *range(width + min(chunk, len(cont)), total, chunk), total]
+    for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
         model(
-            c[start:stop].expand(2, -1),
-            attention_mask=mask[:, : width + stop],
-            position_ids=p_len + torch.arange(start, stop).view(1, -1),
+            ids[:, start:stop],
+            attention_mask=mask[:, :stop],
+            position_ids=positions[:, start:stop],
             past_key_values=cache,
         )
 
 
-def _timed(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
-def speed(model_name: str, tokens: int, chunk: int) -> None:
+def speed(model_name: str, tokens: int, chunk: int, repeats: int) -> None:
     from harness.probes.divergence import pair_divergence
 
     model, a, b, cont = _setup(model_name, tokens)
     _plain_forward(model, a, b, cont[:32])  # warm-up: first-call allocations and dispatch
-    plain = _timed(lambda: _plain_forward(model, a, b, cont))
-    chunked = _timed(lambda: _chunked_forward(model, a, b, cont, chunk))
-    probe = _timed(lambda: pair_divergence(model, a, b, cont, chunk=chunk))
+    runs = {"plain forward": lambda: _plain_forward(model, a, b, cont)}
+    if chunk:
+        runs["chunked, no hooks"] = lambda: _chunked_forward(model, a, b, cont, chunk)
+    runs["probe"] = lambda: pair_divergence(model, a, b, cont, chunk=chunk or None)
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(repeats):  # interleaved, so a noisy neighbour hits all alike
+        for name, fn in runs.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    med = {name: statistics.median(t) for name, t in times.items()}
     rate = 2 * tokens  # continuation tokens of both rows
-    print(f"speed, {model_name}, T = {tokens}, chunk {chunk} (one run each)")
-    print(f"  plain forward     {plain:7.2f} s  {rate / plain:8.1f} tok/s")
-    print(f"  chunked, no hooks {chunked:7.2f} s  {rate / chunked:8.1f} tok/s")
-    print(f"  probe             {probe:7.2f} s  {rate / probe:8.1f} tok/s")
-    print(f"  probe / plain = {probe / plain:.3f}   probe / chunked = {probe / chunked:.3f}")
+    how = f"chunk {chunk}" if chunk else "whole sequence"
+    print(f"speed, {model_name}, T = {tokens}, {how}, median of {repeats} interleaved")
+    for name, t in times.items():
+        spread = " ".join(f"{x:.2f}" for x in t)
+        print(f"  {name:<18} {med[name]:7.2f} s  {rate / med[name]:8.1f} tok/s   ({spread})")
+    ratios = [
+        f"probe / {name} = {med['probe'] / med[name]:.3f}" for name in runs if name != "probe"
+    ]
+    print("  " + "   ".join(ratios))
 
 
-def rss_child(model_name: str, tokens: int, chunk: int) -> None:
+@torch.no_grad()
+def _bare_decoder(model, a, b, cont, chunk: int) -> None:
+    """What the probe's forwards hold without its hooks and next-token reductions: the decoder
+    only (no (2, T, V) logits), whole sequence or chunks over a KV cache."""
+    if chunk:
+        _chunked_forward(model.get_decoder(), a, b, cont, chunk)
+        return
+    _, ids, mask, positions = _sequences(a, b, cont)
+    model.get_decoder()(ids, attention_mask=mask, position_ids=positions, use_cache=False)
+
+
+def rss_child(model_name: str, tokens: int, chunk: int, what: str) -> None:
     from harness.probes.divergence import pair_divergence
 
     model, a, b, cont = _setup(model_name, tokens)
     # T = 8192 means "up to the context": the prompt takes its share of the window
     room = model.config.max_position_embeddings - max(len(a), len(b))
     cont, tokens = cont[:room], min(tokens, room)
-    # a short probe first: the first forward allocates T-independent buffers (packed weights,
+    if what == "probe":
+        run = lambda c: pair_divergence(model, a, b, c, chunk=chunk or None)  # noqa: E731
+    else:
+        run = lambda c: _bare_decoder(model, a, b, c, chunk)  # noqa: E731
+    # a short run first: the first forward allocates T-independent buffers (packed weights,
     # allocator pools) that would otherwise be charged to the long run
-    pair_divergence(model, a, b, cont[:32], chunk=chunk)
-    loaded = _rss_mib()
+    run(cont[:32])
+    loaded = _reset_peak()
     start = time.perf_counter()
-    pair_divergence(model, a, b, cont, chunk=chunk)
-    cfg = model.config
-    kv_heads = cfg.num_key_value_heads
-    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    n = max(len(a), len(b)) + tokens
-    kv = cfg.num_hidden_layers * 2 * 2 * kv_heads * head_dim * n * 4 / 2**20  # k,v x 2 rows
-    states = (cfg.num_hidden_layers + 1) * tokens * cfg.hidden_size * 2 * 4 / 2**20
-    print(json.dumps({"T": tokens, "loaded": loaded, "peak": _rss_mib(), "kv": kv,
-                      "states": states, "seconds": time.perf_counter() - start}))  # fmt: skip
+    run(cont)
+    print(json.dumps({"T": tokens, "loaded": loaded, "peak": _status_mib("VmHWM"),
+                      "seconds": time.perf_counter() - start}))  # fmt: skip
+
+
+def _child(model_name: str, tokens: int, chunk: int, what: str) -> dict | str:
+    args = ["--rss-child", str(tokens), "--model", model_name, "--chunk", str(chunk)]
+    proc = subprocess.run(
+        [sys.executable, __file__, *args, "--rss-what", what], capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        return f"failed: {proc.stderr.strip().splitlines()[-1:]}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def rss_table(model_name: str, token_list: list[int], chunk: int) -> None:
-    print(f"peak RSS, {model_name}, chunk {chunk} (fresh process per T)")
-    print(f"{'T':>6} {'warmed up':>11} {'peak':>9} {'peak-warm':>10} {'KV cache':>9} "
-          f"{'(L+1)Td x2':>11} {'seconds':>8}")  # fmt: skip
+    from harness.probes.experiment import load_hf
+
+    cfg = load_hf(model_name)[0].config
+    kv_heads = cfg.num_key_value_heads
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    how = f"chunk {chunk} over a KV cache" if chunk else "whole sequence, no KV cache"
+    print(f"peak RSS above the warmed-up process, {model_name}, {how} (fresh process each)")
+    print(f"{'T':>6} {'probe':>9} {'bare decoder':>13} {'probe/bare':>11} {'KV cache':>9} "
+          f"{'(L+1)Td x2':>11} {'probe s':>8}")  # fmt: skip
     for tokens in token_list:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                __file__,
-                "--rss-child",
-                str(tokens),
-                "--model",
-                model_name,
-                "--chunk",
-                str(chunk),
-            ],  # fmt: skip
-            capture_output=True,
-            text=True,
-        )
-        if proc.returncode != 0:
-            print(f"{tokens:>6} failed: {proc.stderr.strip().splitlines()[-1:]}")
+        probe = _child(model_name, tokens, chunk, "probe")
+        bare = _child(model_name, tokens, chunk, "bare")
+        if isinstance(probe, str) or isinstance(bare, str):
+            print(f"{tokens:>6} {probe if isinstance(probe, str) else bare}")
             continue
-        r = json.loads(proc.stdout.strip().splitlines()[-1])
-        print(f"{r['T']:>6} {r['loaded']:>8.0f} MiB {r['peak']:>5.0f} MiB "
-              f"{r['peak'] - r['loaded']:>6.0f} MiB {r['kv']:>5.0f} MiB {r['states']:>7.0f} MiB "
-              f"{r['seconds']:>8.1f}", flush=True)  # fmt: skip
+        t = probe["T"]
+        n = t + 16  # + the prompt, for the KV cache estimate
+        kv = cfg.num_hidden_layers * 2 * 2 * kv_heads * head_dim * n * 4 / 2**20  # k,v x 2 rows
+        states = (cfg.num_hidden_layers + 1) * t * cfg.hidden_size * 2 * 4 / 2**20
+        p_mib, b_mib = probe["peak"] - probe["loaded"], bare["peak"] - bare["loaded"]
+        print(f"{t:>6} {p_mib:>5.0f} MiB {b_mib:>9.0f} MiB {p_mib / b_mib:>11.2f} "
+              f"{kv if chunk else 0:>5.0f} MiB {states:>7.0f} MiB {probe['seconds']:>8.1f}",
+              flush=True)  # fmt: skip
 
 
 def main() -> None:
@@ -160,14 +199,16 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--ratio-tokens", type=int, default=1024)
     parser.add_argument("--rss-tokens", default="1024,2048,4096,8192")
-    parser.add_argument("--chunk", type=int, default=256)
+    parser.add_argument("--chunk", type=int, default=0, help="0: whole sequence, no KV cache")
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--rss-child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--rss-what", default="probe", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rss_child:
-        rss_child(args.model, args.rss_child, args.chunk)
+        rss_child(args.model, args.rss_child, args.chunk, args.rss_what)
         return
     if args.ratio_tokens > 0:
-        speed(args.model, args.ratio_tokens, args.chunk)
+        speed(args.model, args.ratio_tokens, args.chunk, args.repeats)
     tokens = [int(t) for t in args.rss_tokens.split(",") if t.strip()]
     if tokens:
         rss_table(args.model, tokens, args.chunk)

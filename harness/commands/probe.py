@@ -44,7 +44,12 @@ def probe_command(
         None, "--attention-bias", help="Comma-separated lam values to sweep (adds a lam column)."
     ),
     engine: str = typer.Option("hf", "--engine", help="hf (all layers) or vllm (last layer)."),
-    chunk: int = typer.Option(256, "--chunk", help="Continuation tokens per forward chunk."),
+    chunk: int = typer.Option(
+        0,
+        "--chunk",
+        help="Continuation tokens per forward over a KV cache; 0 = one whole-sequence forward "
+        "(fastest; activations of one layer at a time).",
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of --continuation generate."),
     n_boot: int = typer.Option(1000, "--n-boot", help="Bootstrap resamples of each alpha CI."),
 ) -> None:
@@ -53,8 +58,8 @@ def probe_command(
     from harness.probes.experiment import ProbeRequest
     from harness.probes.pairs import PairSpec, load_pairs, read_text_arg
 
-    if tokens <= 0 or t_min <= 0 or chunk <= 0:
-        raise UserError("--tokens, --t-min and --chunk must be positive")
+    if tokens <= 0 or t_min <= 0 or chunk < 0:
+        raise UserError("--tokens and --t-min must be positive, --chunk 0 or positive")
     if tokens < t_min:
         raise UserError(f"--tokens {tokens} is shorter than --t-min {t_min}: nothing to fit")
     if engine not in ("hf", "vllm"):
@@ -93,7 +98,7 @@ def probe_command(
         parse_model_name(name)
     request = ProbeRequest(
         models=models, pairs=specs, continuation=continuation, tokens=tokens,
-        layers=layers, t_min=t_min, lams=_parse_lams(attention_bias), chunk=chunk,
+        layers=layers, t_min=t_min, lams=_parse_lams(attention_bias), chunk=chunk or None,
         seed=seed, n_boot=n_boot, engine=engine,
     )  # fmt: skip
     _run(request, out)

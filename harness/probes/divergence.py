@@ -5,7 +5,8 @@ from 0 at each row's first real token). The prompts are prefilled once into a `D
 the shared continuation c then goes through in chunks, so peak memory is one chunk's activations
 plus the KV cache. Forward hooks reduce each hidden state to three numbers per position the
 moment it is produced (l2, rel_l2, cos_dist), so results are O(L*T) floats; no (L, T, d) tensor is
-ever kept. Logits exist for one chunk at a time and are reduced to delta_logp and KL there.
+ever kept. The output head runs on HEAD_SLICE positions at a time and each slice's logits are
+reduced to delta_logp and KL at once, so no chunk-sized (2, q, V) logits tensor exists either.
 
 Hidden-state index l follows transformers' `output_hidden_states`: l = 0 is the input of the first
 decoder layer (the embeddings), l = 1..L-1 the output of decoder layer l-1, l = L the final norm.
@@ -23,8 +24,12 @@ import torch
 
 from harness.errors import UserError
 
-DEFAULT_CHUNK = 256
-KL_SLICE = 32
+# logits exist HEAD_SLICE positions at a time, so one whole-sequence forward (chunk None, the
+# default) holds one layer's activations at a time and no KV cache: the fastest and, on CPU up to
+# the embedded model's 8192 context, the leanest choice (bench/probe.py). Chunks over a KV cache
+# cap activations for very long contexts at the price of a cache that grows with T.
+HEAD_SLICE = 256
+GAP_SLICE = 64
 
 
 @dataclass
@@ -77,29 +82,36 @@ def resolve_layers(spec: str | Sequence[int] | None, n_states: int) -> list[int]
 
 
 class _Reducer:
-    """Holds the (n_layers, T) result arrays and the current chunk offset the hooks write at."""
+    """Holds the (n_layers, T) result arrays; the hooks write the continuation part of each span.
 
-    def __init__(self, layers: list[int], n_states: int, total: int) -> None:
+    `start` is the sequence position of the current forward's first token; positions before
+    `width` (the padded prompt) are skipped, position p >= width lands at index p - width.
+    """
+
+    def __init__(self, layers: list[int], width: int, total: int) -> None:
         self.row = {layer: i for i, layer in enumerate(layers)}
+        self.width = width
+        self.start = 0
         self.l2 = torch.zeros(len(layers), total, dtype=torch.float64)
         self.rel_l2 = torch.zeros_like(self.l2)
         self.cos_dist = torch.zeros_like(self.l2)
-        self.offset: int | None = None  # None while prefilling the prompts: nothing to record
 
     @torch.no_grad()
     def reduce(self, layer: int, hidden: torch.Tensor) -> None:
         row = self.row.get(layer)
-        if row is None or self.offset is None:
+        skip = max(0, self.width - self.start)
+        if row is None or skip >= hidden.shape[1]:
             return
         # float32 is enough: the states are float32, a - b is exact for close values, and the
         # squared unit-vector gap keeps cos_dist accurate far below float32's epsilon
-        a, b = hidden[0].float(), hidden[1].float()  # (q, d) each: rows A and B
+        a, b = hidden[0, skip:].float(), hidden[1, skip:].float()  # (q, d) each: rows A and B
         na, nb = a.norm(dim=-1), b.norm(dim=-1)  # (q,)
         l2 = (a - b).norm(dim=-1)  # (q,)
         tiny = torch.finfo(torch.float32).tiny
         # 1 - cos = ||a/|a| - b/|b|||^2 / 2: no cancellation when the states nearly agree
         unit_gap = a / na.clamp_min(tiny).unsqueeze(-1) - b / nb.clamp_min(tiny).unsqueeze(-1)
-        window = slice(self.offset, self.offset + a.shape[0])
+        first = self.start + skip - self.width
+        window = slice(first, first + a.shape[0])
         self.l2[row, window] = l2
         self.rel_l2[row, window] = l2 / ((na + nb) / 2).clamp_min(tiny)
         self.cos_dist[row, window] = unit_gap.pow(2).sum(-1) / 2
@@ -132,28 +144,88 @@ def reduction_hooks(model: Any, reducer: _Reducer) -> Iterator[None]:
             handle.remove()
 
 
-def _next_token_gaps(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """logits (2, q, V) predicting targets (q,) -> delta_logp (q,), kl (q,) in float64.
+def output_head(model: Any) -> Any:
+    """hidden (2, s, d) after the final norm -> logits (2, s, V), as the model's own forward.
 
-    float64 because late-t KL values are tiny differences of large log-probs; done in slices
-    of KL_SLICE positions so the float64 copies stay small next to the chunk's logits.
+    The probe runs the decoder (`model.model`) and applies the head itself, a slice of positions
+    at a time: a chunk's full (2, q, V) logits never exist, which is what lets chunks be long.
+    """
+    head = model.get_output_embeddings()
+    cap = getattr(model.config, "final_logit_softcapping", None)
+    if head is None or getattr(model.config, "logit_scale", None) is not None:
+        raise UserError(f"{type(model).__name__}: the probe needs a plain lm_head output layer")
+    if not cap:
+        return head
+    return lambda hidden: torch.tanh(head(hidden) / cap) * cap
+
+
+def next_token_gaps(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """logits (2, s, V) of rows A, B predicting targets (s,) -> delta_logp (s,), kl (s,).
+
+    float32, written so that nothing cancels when the two distributions nearly agree (late t,
+    where KL sits orders of magnitude below float32's epsilon relative to the log-probs): with
+    d = z_A - z_B centred so that E_pB[d] = 0, u = log p_A - log p_B = d - log E_pB[exp d] is
+    exact to float32 relative precision, and KL(p_A || p_B) = E_pB[e^u u]. Two row-wise
+    log-softmaxes subtracted would leave a ~1e-6 floor under every KL and delta_logp.
+    """
+    # Sums are torch's pairwise .sum (a BLAS dot product loses ~1e-5 relative here) and every
+    # expectation is divided by sum(p_B), which float32 log-softmax leaves ~1e-5 away from 1.
+    # Two scratch (s, V) buffers are reused in place: on CPU a fresh multi-MB temporary per
+    # step costs more than the arithmetic.
+    za, zb = logits[0].float(), logits[1].float()
+    pb = torch.log_softmax(zb, dim=-1).exp_()  # (s, V); cheaper than softmax on CPU
+    mass = pb.sum(-1, keepdim=True)  # (s, 1), ~1
+
+    def expect(buf: torch.Tensor) -> torch.Tensor:  # E_pB[buf] with buf already times p_B
+        return buf.sum(-1, keepdim=True) / mass
+
+    d = torch.sub(za, zb)
+    scratch = torch.mul(pb, d)
+    d -= expect(scratch)
+    log_ratio = torch.log1p(expect(torch.expm1(d, out=scratch).mul_(pb)))  # lse_A - lse_B
+    u = d.sub_(log_ratio)  # log p_A - log p_B
+    kl = expect(torch.exp(u, out=scratch).mul_(pb).mul_(u)).view(-1).clamp_min(0.0)
+    delta = u.gather(-1, targets.view(-1, 1)).squeeze(-1)
+    return delta.double(), kl.double()
+
+
+def _head_gaps(head: Any, hidden: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """hidden (2, q, d), q >= len(targets): next-token gaps of every target position.
+
+    The head runs HEAD_SLICE positions per matmul (smaller ones cost BLAS efficiency) and the
+    gaps GAP_SLICE at a time (their (s, V) scratch buffers then stay in cache-friendly sizes).
     """
     delta, kl = [], []
-    for start in range(0, targets.shape[0], KL_SLICE):
-        part = slice(start, start + KL_SLICE)
-        logp = torch.log_softmax(logits[:, part], dim=-1, dtype=torch.float64)  # (2, s, V)
-        rows = torch.arange(logp.shape[1])
-        picked = logp[:, rows, targets[part]]  # (2, s)
-        delta.append(picked[0] - picked[1])
-        kl.append((logp[0].exp() * (logp[0] - logp[1])).sum(-1).clamp_min(0.0))  # (s,)
+    n = targets.shape[0]
+    for start in range(0, n, HEAD_SLICE):
+        stop = min(start + HEAD_SLICE, n)
+        logits = head(hidden[:, start:stop])  # (2, s, V)
+        for sub in range(0, stop - start, GAP_SLICE):
+            part = slice(sub, min(sub + GAP_SLICE, stop - start))
+            gaps = next_token_gaps(logits[:, part], targets[start:stop][part])
+            delta.append(gaps[0])
+            kl.append(gaps[1])
+        del logits
     return torch.cat(delta), torch.cat(kl)
 
 
-def check_inputs(ids_a: list[int], ids_b: list[int], cont: list[int], context: int | None) -> None:
+def check_inputs(
+    ids_a: list[int],
+    ids_b: list[int],
+    cont: list[int],
+    context: int | None,
+    vocab: int | None = None,
+) -> None:
     if not ids_a or not ids_b:
         raise UserError("prompt A and prompt B must each have at least one token (empty prompt)")
     if not cont:
         raise UserError("the continuation is empty")
+    if vocab is not None:
+        for name, ids in (("prompt A", ids_a), ("prompt B", ids_b), ("the continuation", cont)):
+            bad = [i for i in ids if not 0 <= i < vocab]
+            if bad:
+                raise UserError(f"{name} has token id {bad[0]}, outside this model's vocabulary "
+                                f"of {vocab}")  # fmt: skip
     total = max(len(ids_a), len(ids_b)) + len(cont)
     if context is not None and total > context:
         raise UserError(
@@ -169,12 +241,14 @@ def pair_divergence(
     ids_b: list[int],
     continuation: list[int],
     layers: Sequence[int] | None = None,
-    chunk: int = DEFAULT_CHUNK,
+    chunk: int | None = None,
     lam: float | None = None,
     bias_layers: Sequence[int] | None = None,
 ) -> PairDivergence:
     """Divergence curves of one pair over the shared continuation (T = len(continuation)).
 
+    chunk: continuation tokens per forward after the first (which also takes the prompts);
+    None runs the whole sequence in one forward without a KV cache.
     lam: run under the attention bias of `attention_bias.py` (None = plain model).
     """
     from transformers import DynamicCache
@@ -182,7 +256,8 @@ def pair_divergence(
     from harness.probes.attention_bias import attention_bias
 
     context = getattr(model.config, "max_position_embeddings", None)
-    check_inputs(ids_a, ids_b, continuation, context)
+    vocab = model.get_input_embeddings().num_embeddings
+    check_inputs(ids_a, ids_b, continuation, context, vocab)
     n_states = n_hidden_states(model)
     kept = resolve_layers(layers, n_states)
     device = next(model.parameters()).device
@@ -190,54 +265,48 @@ def pair_divergence(
     width = max(lens)
     total = len(continuation)
 
-    # (2, width) left-padded prompts; pad id is irrelevant since padded keys are masked out
-    prompt = torch.zeros(2, width, dtype=torch.long, device=device)
-    mask = torch.zeros(2, width + total, dtype=torch.long, device=device)
+    # (2, width + T) left-padded sequences; the pad id is irrelevant since padded keys are masked
+    seq = torch.zeros(2, width + total, dtype=torch.long, device=device)
+    mask = torch.zeros_like(seq)
     for row, ids in enumerate((ids_a, ids_b)):
-        prompt[row, width - len(ids) :] = torch.tensor(ids, device=device)
+        seq[row, width - len(ids) :] = torch.tensor(list(ids) + list(continuation), device=device)
         mask[row, width - len(ids) :] = 1
-    p_len = torch.tensor(lens, device=device).view(2, 1)  # (2, 1)
-    cont = torch.tensor(continuation, device=device)  # (T,)
+    positions = (mask.cumsum(-1) - 1).clamp_min(0)  # from 0 at each row's first real token
+    cont = seq[0, width:]  # (T,)
     padded = lens[0] != lens[1]
 
-    reducer = _Reducer(kept, n_states, total)
+    reducer = _Reducer(kept, width, total)
     delta = torch.zeros(total, dtype=torch.float64)
     kl = torch.zeros(total, dtype=torch.float64)
-    cache = DynamicCache(config=model.config)
+    cache = DynamicCache(config=model.config) if chunk else None
+    decoder, head = model.get_decoder(), output_head(model)
     bias = (
         attention_bias(model, prompt_len=list(lens), lam=lam, layers=bias_layers)
         if lam is not None
         else nullcontext()
     )
+    # the prompts go in with the first chunk: a forward from an empty cache with equal-length
+    # prompts needs no mask and takes SDPA's causal kernel, markedly faster on CPU than the
+    # masked attention of later chunks against the cache
+    step = chunk or total
+    bounds = [0, *range(width + min(step, total), width + total, step), width + total]
     with bias, reduction_hooks(model, reducer):
-        positions = (torch.arange(width, device=device).view(1, -1) - (width - p_len)).clamp_min(0)
-        out = model(
-            input_ids=prompt,
-            attention_mask=mask[:, :width] if padded else None,
-            position_ids=positions,
-            past_key_values=cache,
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        # the last prompt token predicts c_1 (t = 1)
-        delta[:1], kl[:1] = _next_token_gaps(out.logits[:, -1:], cont[:1])
-        for start in range(0, total, chunk):
-            stop = min(start + chunk, total)
-            reducer.offset = start
-            positions = p_len + torch.arange(start, stop, device=device).view(1, -1)  # (2, q)
-            out = model(
-                input_ids=cont[start:stop].expand(2, -1),
-                attention_mask=mask[:, : width + stop] if padded else None,
-                position_ids=positions,
+        for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
+            reducer.start = start
+            out = decoder(
+                input_ids=seq[:, start:stop],
+                attention_mask=mask[:, :stop] if padded else None,
+                position_ids=positions[:, start:stop],
                 past_key_values=cache,
-                use_cache=True,
+                use_cache=cache is not None,
             )
-            # the token at t predicts t + 1: this chunk gives positions start+2 .. stop+1
-            n_pred = min(stop, total - 1) - start
-            if n_pred > 0:
-                targets = cont[start + 1 : start + 1 + n_pred]
-                window = slice(start + 1, start + 1 + n_pred)
-                delta[window], kl[window] = _next_token_gaps(out.logits[:, :n_pred], targets)
+            # sequence position p predicts c at index p + 1 - width (the last prompt token, c_1)
+            first, last = max(start, width - 1), min(stop, width + total - 1)
+            if last > first:
+                hidden = out.last_hidden_state[:, first - start : last - start]
+                targets = cont[first + 1 - width : last + 1 - width]
+                window = slice(first + 1 - width, last + 1 - width)
+                delta[window], kl[window] = _head_gaps(head, hidden, targets)
             del out
     return PairDivergence(
         layers=kept,

@@ -45,7 +45,7 @@ class ProbeRequest(BaseModel):
     layers: str | list[int] = "all"
     t_min: int = Field(16, gt=0)
     lams: list[float] | None = None  # None: plain model, no lam column
-    chunk: int = Field(256, gt=0)
+    chunk: int | None = Field(None, gt=0)  # None: one whole-sequence forward per pair
     seed: int = 0
     n_boot: int = Field(1000, gt=0)
     engine: str = "hf"

@@ -60,11 +60,13 @@ def test_hook_states_match_output_hidden_states(hf_tiny_model):
 
 def test_chunk_size_does_not_change_results(hf_tiny_model):
     model, _ = hf_tiny_model
-    a, b, c = _ids(3, 9), _ids(4, 9), _ids(5, 40)
-    whole = pair_divergence(model, a, b, c, chunk=64)
-    small = pair_divergence(model, a, b, c, chunk=7, layers=[1, 4])
-    np.testing.assert_allclose(small.l2, whole.l2[[1, 4]], rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(small.kl, whole.kl, atol=1e-6)
+    for len_b in (9, 13):  # equal prompts (no mask, causal kernel) and left padding
+        a, b, c = _ids(3, 9), _ids(4, len_b), _ids(5, 40)
+        whole = pair_divergence(model, a, b, c)  # one forward, no KV cache
+        small = pair_divergence(model, a, b, c, chunk=7, layers=[1, 4])
+        np.testing.assert_allclose(small.l2, whole.l2[[1, 4]], rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(small.kl, whole.kl, rtol=1e-3, atol=1e-7)
+        np.testing.assert_allclose(small.delta_logp, whole.delta_logp, atol=1e-5)
 
 
 def test_identical_prompts_give_zero_and_hooks_are_removed(hf_tiny_model):
@@ -78,8 +80,18 @@ def test_identical_prompts_give_zero_and_hooks_are_removed(hf_tiny_model):
     res = pair_divergence(model, a, list(a), c)
     assert res.identical_prompts and np.all(res.l2 == 0) and np.all(res.delta_logp == 0)
     assert hook_count() == before
-    with pytest.raises(IndexError):  # a failure inside the forward must not leave hooks behind
+    with pytest.raises(UserError, match="token id 10000000, outside this model's vocabulary"):
         pair_divergence(model, a, a, [10**7] * 4)
+
+    def fail(*_args):
+        raise RuntimeError("boom inside the forward")
+
+    trap = model.model.layers[1].register_forward_pre_hook(fail)
+    try:  # a failure inside the forward must not leave the probe's hooks behind
+        with pytest.raises(RuntimeError, match="boom"):
+            pair_divergence(model, a, list(a), c)
+    finally:
+        trap.remove()
     assert hook_count() == before
 
 

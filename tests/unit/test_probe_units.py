@@ -11,7 +11,13 @@ import torch
 
 from harness.errors import UserError
 from harness.probes.attention_bias import prompt_bias
-from harness.probes.divergence import PairDivergence, _Reducer, check_inputs, resolve_layers
+from harness.probes.divergence import (
+    PairDivergence,
+    _Reducer,
+    check_inputs,
+    next_token_gaps,
+    resolve_layers,
+)
 from harness.probes.experiment import REASON_ZERO, ProbeRequest, fit_table
 from harness.probes.pairs import PairSpec, file_continuation, load_pairs, read_text_arg
 
@@ -93,24 +99,46 @@ def test_check_inputs_errors():
     check_inputs([1] * 4, [1] * 6, [1] * 4, 10)
 
 
+@pytest.mark.parametrize("scale", [3.0, 1e-2, 1e-4])
+def test_next_token_gaps_float32_match_float64_down_to_tiny_kl(scale):
+    """Late-t pairs differ by a hair: KL ~ scale^2 / 2 must still come out right in float32,
+    including a constant logit offset between the rows (it cancels in the softmax)."""
+    g = torch.Generator().manual_seed(0)
+    zb = torch.randn(16, 49152, generator=g, dtype=torch.float64) * 4
+    za = zb + scale * torch.randn(16, 49152, generator=g, dtype=torch.float64) + 7.0
+    targets = torch.randint(0, 49152, (16,), generator=g)
+    la, lb = torch.log_softmax(za, -1), torch.log_softmax(zb, -1)
+    kl_ref = (la.exp() * (la - lb)).sum(-1)
+    delta_ref = la[torch.arange(16), targets] - lb[torch.arange(16), targets]
+    delta, kl = next_token_gaps(torch.stack([za, zb]).float(), targets)
+    # float32 logits carry ~1e-7 relative error, which sets the floor for tiny differences
+    np.testing.assert_allclose(kl.numpy(), kl_ref.numpy(), rtol=0.01)
+    np.testing.assert_allclose(
+        delta.numpy(), delta_ref.numpy(), rtol=1e-5, atol=1e-6 + 1e-5 * scale
+    )
+    assert (kl > 0).all()
+
+
 def test_reducer_matches_direct_metrics():
     torch.manual_seed(0)
-    reducer = _Reducer([0, 2], n_states=3, total=6)
+    reducer = _Reducer([0, 2], width=3, total=6)  # 3 prompt positions, then t = 1..6
     hidden = torch.randn(2, 4, 8)  # (rows A/B, q, d)
-    reducer.reduce(2, hidden)  # offset None: prefill, nothing recorded
+    reducer.reduce(2, hidden[:, :3])  # a span of prompt positions only: nothing recorded
     assert reducer.l2.abs().sum() == 0
-    reducer.offset = 2
+    reducer.reduce(2, torch.cat([torch.randn(2, 3, 8), hidden[:, :2]], dim=1))  # prompt + t 1..2
+    reducer.start = 3 + 2  # the next span starts at t = 3
     reducer.reduce(2, hidden)
     reducer.reduce(1, hidden)  # layer not kept
     a, b = hidden[0].double(), hidden[1].double()
     l2 = (a - b).norm(dim=-1)
+    np.testing.assert_allclose(reducer.l2[1, :2], l2[:2], rtol=1e-6)  # skipped the prompt part
     np.testing.assert_allclose(reducer.l2[1, 2:6], l2, rtol=1e-6)
     np.testing.assert_allclose(
         reducer.rel_l2[1, 2:6], l2 / ((a.norm(dim=-1) + b.norm(dim=-1)) / 2), rtol=1e-6
     )
     cos = torch.nn.functional.cosine_similarity(a, b, dim=-1)
     np.testing.assert_allclose(reducer.cos_dist[1, 2:6], 1 - cos, atol=1e-7)
-    assert reducer.l2[0].abs().sum() == 0 and reducer.l2[1, :2].abs().sum() == 0
+    assert reducer.l2[0].abs().sum() == 0
 
 
 def test_prompt_bias_values_with_left_padding():
