@@ -36,7 +36,11 @@ def probe_command(
     layers: str = typer.Option("all", "--layers", help="'all' or hidden-state indices 0..L."),
     t_min: int = typer.Option(16, "--t-min", help="First position of the alpha fit."),
     pairs: Path = typer.Option(None, "--pairs", help="YAML file listing several pairs."),
-    out: Path = typer.Option(None, "--out", help="Output folder (default reports/probe-<time>)."),
+    out: Path = typer.Option(
+        None,
+        "--out",
+        help="Output folder (default reports/probe-<time>); re-run with the same --out to resume.",
+    ),
     compare: str = typer.Option(
         None, "--compare", help="'untrained': also probe untrained:<model> on the same inputs."
     ),
@@ -52,6 +56,9 @@ def probe_command(
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of --continuation generate."),
     n_boot: int = typer.Option(1000, "--n-boot", help="Bootstrap resamples of each alpha CI."),
+    fresh: bool = typer.Option(
+        False, "--fresh", help="Recompute every unit instead of resuming from --out's cache."
+    ),
 ) -> None:
     """Hidden-state divergence between two prompts that share one continuation, per layer."""
     from harness.errors import UserError
@@ -101,7 +108,7 @@ def probe_command(
         layers=layers, t_min=t_min, lams=_parse_lams(attention_bias), chunk=chunk or None,
         seed=seed, n_boot=n_boot, engine=engine,
     )  # fmt: skip
-    _run(request, out)
+    _run(request, out, fresh)
 
 
 def _parse_lams(value: str | None) -> list[float] | None:
@@ -122,12 +129,12 @@ def _parse_lams(value: str | None) -> list[float] | None:
     return sorted(set(lams))
 
 
-def _run(request, out: Path | None) -> None:
+def _run(request, out: Path | None, fresh: bool = False) -> None:
     import time
 
     from rich.console import Console
 
-    from harness.probes.experiment import run_probe
+    from harness.probes.experiment import UnitCache, run_probe
 
     err = Console(stderr=True)
     folder = out or Path("reports") / time.strftime("probe-%Y%m%d-%H%M%S")
@@ -142,7 +149,11 @@ def _run(request, out: Path | None) -> None:
             if not err.is_terminal:  # a log file gets one line per pair instead of a spinner
                 err.print(f"{time.strftime('%H:%M:%S')} probing {msg}")
 
-        tables = run_probe(request, progress=progress)
+        cache = UnitCache(folder, fresh=fresh)
+        try:  # every continuation and curve set is kept under <out>/cache: a re-run resumes
+            tables = run_probe(request, progress=progress, cache=cache)
+        finally:
+            cache.close()
     for note in tables.notes:
         err.print(f"[yellow]note:[/yellow] {note}")
     folder.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -66,6 +68,75 @@ class _Prepared:
     continuations: dict[str, list[int]]
 
 
+class UnitCache:
+    """Resumable units of a probe under `<out>/cache` (a RunStore): each pair's continuation and
+    each (model, lam, pair) curve set, keyed by content. A killed probe re-run with the same
+    --out redoes only the unit in flight, and writes the same rows as an uninterrupted one
+    (every curve goes through the store, float64 exact). The folder is created only when the
+    first unit is about to run, i.e. after every input check passed."""
+
+    STAGE = "probe-cli"
+
+    def __init__(self, root: Path | None, fresh: bool = False) -> None:
+        self.root, self.fresh = root, fresh
+        self._store: Any = None
+
+    def _open(self) -> Any:
+        from harness.store import RunStore
+
+        if self._store is None and self.root is not None:
+            self._store = RunStore(self.root, fresh=self.fresh).__enter__()
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.__exit__(None, None, None)
+            self._store = None
+
+    def continuation(self, parts: list, compute: Callable[[], list[int]]) -> list[int]:
+        from harness.store import content_key
+
+        store = self._open()
+        if store is None:
+            return compute()
+        key = content_key(self.STAGE, "continuation", *parts)
+        ids = store.get(self.STAGE, key)
+        if ids is None:
+            ids = compute()
+            store.put(self.STAGE, key, ids)
+        return ids
+
+    def curves(self, parts: list, compute: Callable[[], PairDivergence]) -> PairDivergence:
+        from harness.store import content_key, get_arrays, put_arrays
+
+        store = self._open()
+        if store is None:
+            return compute()
+        key = content_key(self.STAGE, "curves", *parts)
+        arrays = get_arrays(store, self.STAGE, key)
+        if arrays is None:
+            res = compute()
+            arrays = {
+                "layers": np.asarray(res.layers),
+                **{m: getattr(res, m) for m in (*HIDDEN_METRICS, "delta_logp", "kl")},
+                "prompt_lens": np.asarray(res.prompt_lens),
+                "identical": np.asarray(res.identical_prompts),
+            }
+            put_arrays(store, self.STAGE, key, arrays)
+        return PairDivergence(
+            layers=arrays["layers"].tolist(),
+            **{m: arrays[m] for m in (*HIDDEN_METRICS, "delta_logp", "kl")},
+            prompt_lens=tuple(arrays["prompt_lens"].tolist()),
+            identical_prompts=bool(arrays["identical"]),
+        )
+
+
+def _model_key(name: str) -> str:
+    from harness.models import resolve_model
+
+    return resolve_model(name).content_key
+
+
 def load_hf(name: str) -> tuple[Any, Any]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -103,8 +174,17 @@ def _fit_continuation(ids: list[int], request: ProbeRequest, where: str, notes: 
     return ids[: request.tokens]
 
 
-def prepare(model: Any, tokenizer: Any, request: ProbeRequest, notes: list[str]) -> _Prepared:
+def prepare(
+    model: Any,
+    tokenizer: Any,
+    request: ProbeRequest,
+    notes: list[str],
+    cache: UnitCache | None = None,
+    model_key: str = "",
+    progress: Callable[[str], None] = lambda _msg: None,
+) -> _Prepared:
     """Token ids of every pair and its continuation, all checked before any probe runs."""
+    cache = cache or UnitCache(None)
     ids = {spec.name: pair_prompt_ids(tokenizer, spec) for spec in request.pairs}
     _loaded: dict[str, list[int]] = {}
     context = getattr(model.config, "max_position_embeddings", None)
@@ -132,7 +212,11 @@ def prepare(model: Any, tokenizer: Any, request: ProbeRequest, notes: list[str])
             )
     for name, (a, _) in ids.items():
         if name not in conts:
-            sample = generate_continuation(model, a, request.tokens, seed=request.seed)
+            progress(f"generating {request.tokens} tokens for pair {name}")
+            sample = cache.continuation(
+                [model_key, a, request.tokens, request.seed],
+                lambda a=a: generate_continuation(model, a, request.tokens, seed=request.seed),
+            )
             conts[name] = _fit_continuation(sample, request, f"pair '{name}'", notes)
     return _Prepared(ids=ids, continuations=conts)
 
@@ -141,9 +225,11 @@ def run_probe(
     request: ProbeRequest,
     loader: Callable[[str], tuple[Any, Any]] = load_hf,
     progress: Callable[[str], None] = lambda _msg: None,
+    cache: UnitCache | None = None,
 ) -> ProbeTables:
     """Run every (model, lam, pair); the first model's continuations are shared by the others
     (an untrained twin cannot write a meaningful continuation of its own)."""
+    cache = cache or UnitCache(None)
     notes: list[str] = []
     curves: list[tuple[str, float | None, str, PairDivergence]] = []
     prepared: _Prepared | None = None
@@ -156,25 +242,27 @@ def run_probe(
         model, tokenizer = _config_only(model_name) if vllm else loader(model_name)
         if not vllm:  # an unsupported architecture or a bad layer index fails before any pair
             resolve_layers(request.layers, n_hidden_states(model))
+        model_key = _model_key(model_name)
         if prepared is None:
-            prepared = prepare(model, tokenizer, request, notes)
+            prepared = prepare(model, tokenizer, request, notes, cache, model_key, progress)
         for lam in request.lams if request.lams is not None else [None]:
             for spec in request.pairs:
                 a, b = prepared.ids[spec.name]
+                cont = prepared.continuations[spec.name]
                 tag = f"lam={lam} " if lam is not None else ""
                 progress(f"{model_name} {tag}pair {spec.name}")
                 if vllm:
                     from harness.probes.vllm_fastpath import vllm_pair_divergence
 
-                    result = vllm_pair_divergence(
-                        model_name, a, b, prepared.continuations[spec.name]
-                    )
+                    compute = partial(vllm_pair_divergence, model_name, a, b, cont)
                 else:
-                    result = pair_divergence(
-                        model, a, b, prepared.continuations[spec.name],
+                    compute = partial(
+                        pair_divergence, model, a, b, cont,
                         layers=request.layers, chunk=request.chunk, lam=lam,
                     )  # fmt: skip
-                curves.append((model_name, lam, spec.name, result))
+
+                parts = [model_key, request.engine, a, b, cont, request.layers, lam]
+                curves.append((model_name, lam, spec.name, cache.curves(parts, compute)))
         del model
     tables = build_tables(curves, request)
     tables.notes.extend(notes)

@@ -167,3 +167,36 @@ def test_generated_continuation_is_shared_with_the_untrained_twin(tmp_path, monk
     assert nxt.groupby("model").t.max().to_dict() == {
         "tiny-random-llama": 24, "untrained:tiny-random-llama": 24,
     }  # fmt: skip
+
+
+def test_killed_probe_resumes_from_its_units(inputs, tmp_path, monkeypatch, capsys):
+    """A probe that dies on its third curve set keeps the two finished ones; the re-run computes
+    only the rest and writes exactly the files of an uninterrupted run."""
+    import harness.probes.experiment as experiment
+
+    args = ["--model", "tiny-random-llama", "--pairs", str(inputs / "pairs.yaml"),
+            "--continuation", "generate", "--tokens", "40", "--layers", "2,4",
+            "--attention-bias", "0,1", "--n-boot", "20"]  # fmt: skip
+    code, err = _run_in_process(monkeypatch, capsys, *args, "--out", str(tmp_path / "whole"))
+    assert code == 0, err
+
+    real, calls = experiment.pair_divergence, []
+
+    def dies_on_third(*a, **k):
+        calls.append(k.get("lam"))
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # as a user's Ctrl-C mid-probe
+        return real(*a, **k)
+
+    monkeypatch.setattr(experiment, "pair_divergence", dies_on_third)
+    out = tmp_path / "resumed"
+    code, err = _run_in_process(monkeypatch, capsys, *args, "--out", str(out))
+    assert code == 130  # Ctrl-C: exit 128 + SIGINT
+    units = sorted((out / "cache" / "probe-cli").glob("*.npz"))
+    assert len(units) == 2 and not (out / "fits.csv").exists()
+    calls.clear()
+    code, err = _run_in_process(monkeypatch, capsys, *args, "--out", str(out))
+    assert code == 0, err
+    assert len(calls) == 2  # 2 lams x 2 pairs = 4 curve sets, 2 of them from the cache
+    for name in ("divergence.csv", "nexttoken.csv", "fits.csv", "continuations.jsonl"):
+        assert (out / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
