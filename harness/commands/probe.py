@@ -30,8 +30,14 @@ def probe_command(
         help="@text-file (tokenised alone, no special tokens), gens.jsonl or gens.jsonl#ROW "
         "(continuation_ids of a generation record, used as stored) or 'generate': the first "
         "--model samples --tokens tokens from prompt A (temperature 0.7, top_p 0.95, --seed, "
-        "EOS suppressed until T); --compare reuses those ids.",
+        "EOS suppressed until T) on --generator; --compare reuses those ids.",
     ),  # fmt: skip
+    generator: str = typer.Option(
+        "auto",
+        "--generator",
+        help="Engine of --continuation generate: vllm (all pairs in one batch), hf "
+        "(transformers, one pair at a time), or auto (vllm when installed).",
+    ),
     tokens: int = typer.Option(..., "--tokens", help="Continuation length T."),
     layers: str = typer.Option("all", "--layers", help="'all' or hidden-state indices 0..L."),
     t_min: int = typer.Option(16, "--t-min", help="First position of the alpha fit."),
@@ -69,6 +75,12 @@ def probe_command(
         raise UserError("--tokens and --t-min must be positive, --chunk 0 or positive")
     if tokens < t_min:
         raise UserError(f"--tokens {tokens} is shorter than --t-min {t_min}: nothing to fit")
+    if generator == "auto":
+        import importlib.util
+
+        generator = "vllm" if importlib.util.find_spec("vllm") else "hf"
+    if generator not in ("hf", "vllm"):
+        raise UserError(f"--generator must be 'vllm', 'hf' or 'auto', got '{generator}'")
     if engine not in ("hf", "vllm"):
         raise UserError(f"--engine must be 'hf' or 'vllm', got '{engine}'")
     raw = prompt_a is not None or prompt_b is not None
@@ -106,7 +118,7 @@ def probe_command(
     request = ProbeRequest(
         models=models, pairs=specs, continuation=continuation, tokens=tokens,
         layers=layers, t_min=t_min, lams=_parse_lams(attention_bias), chunk=chunk or None,
-        seed=seed, n_boot=n_boot, engine=engine,
+        seed=seed, n_boot=n_boot, engine=engine, generator=generator,
     )  # fmt: skip
     _run(request, out, fresh)
 

@@ -13,6 +13,9 @@ class SamplingSettings(BaseModel):
     max_tokens: int = Field(gt=0)
     seed: int | None = None
     stop: list[str] = Field(default_factory=list)
+    # EOS and stop strings are ignored until this many tokens exist (a probe's continuation
+    # must reach exactly T tokens)
+    min_tokens: int = Field(0, ge=0)
 
 
 class PromptBias(BaseModel):

@@ -63,6 +63,7 @@ class HfEngine:
         greedy = settings.temperature == 0
         kwargs = dict(
             max_new_tokens=settings.max_tokens,
+            min_new_tokens=settings.min_tokens or None,
             do_sample=not greedy,
             pad_token_id=self._pad_id,
             eos_token_id=self.tokenizer.eos_token_id,

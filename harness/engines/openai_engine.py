@@ -98,6 +98,8 @@ class OpenAIEngine:
             "return_token_ids": True,
             "skip_special_tokens": False,
         }
+        if s.min_tokens:  # a vLLM server extension of the completions API
+            body["min_tokens"] = s.min_tokens
         if s.seed is not None:
             body["seed"] = s.seed
         if s.stop:

@@ -79,6 +79,7 @@ class VllmEngine:
                 max_tokens=r.sampling.max_tokens,
                 seed=r.sampling.seed,
                 stop=r.sampling.stop or None,
+                min_tokens=r.sampling.min_tokens,
             )
             for r in requests
         ]

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -27,6 +27,7 @@ from harness.probes.pairs import (
     PairSpec,
     file_continuation,
     generate_continuation,
+    generate_continuations_vllm,
     pair_prompt_ids,
 )
 
@@ -48,6 +49,7 @@ class ProbeRequest(BaseModel):
     t_min: int = Field(16, gt=0)
     lams: list[float] | None = None  # None: plain model, no lam column
     chunk: int | None = Field(None, gt=0)  # None: one whole-sequence forward per pair
+    generator: Literal["vllm", "hf"] = "vllm"  # engine of --continuation generate
     seed: int = 0
     n_boot: int = Field(1000, gt=0)
     engine: str = "hf"
@@ -93,18 +95,18 @@ class UnitCache:
             self._store.__exit__(None, None, None)
             self._store = None
 
-    def continuation(self, parts: list, compute: Callable[[], list[int]]) -> list[int]:
+    def continuation(self, parts: list) -> list[int] | None:
         from harness.store import content_key
 
         store = self._open()
-        if store is None:
-            return compute()
-        key = content_key(self.STAGE, "continuation", *parts)
-        ids = store.get(self.STAGE, key)
-        if ids is None:
-            ids = compute()
-            store.put(self.STAGE, key, ids)
-        return ids
+        return None if store is None else store.get(self.STAGE, content_key(self.STAGE, *parts))
+
+    def keep_continuation(self, parts: list, ids: list[int]) -> None:
+        from harness.store import content_key
+
+        store = self._open()
+        if store is not None:
+            store.put(self.STAGE, content_key(self.STAGE, *parts), ids)
 
     def curves(self, parts: list, compute: Callable[[], PairDivergence]) -> PairDivergence:
         from harness.store import content_key, get_arrays, put_arrays
@@ -129,12 +131,6 @@ class UnitCache:
             prompt_lens=tuple(arrays["prompt_lens"].tolist()),
             identical_prompts=bool(arrays["identical"]),
         )
-
-
-def _model_key(name: str) -> str:
-    from harness.models import resolve_model
-
-    return resolve_model(name).content_key
 
 
 def load_hf(name: str) -> tuple[Any, Any]:
@@ -182,6 +178,7 @@ def prepare(
     cache: UnitCache | None = None,
     model_key: str = "",
     progress: Callable[[str], None] = lambda _msg: None,
+    model_path: Path | None = None,
 ) -> _Prepared:
     """Token ids of every pair and its continuation, all checked before any probe runs."""
     cache = cache or UnitCache(None)
@@ -210,14 +207,33 @@ def prepare(
                 f"pair '{name}': prompt + continuation = {total} tokens exceeds the model's "
                 f"context of {context}"
             )
-    for name, (a, _) in ids.items():
-        if name not in conts:
+    wanted = [name for name in ids if name not in conts]
+    parts = {
+        name: ["continuation", request.generator, model_key, ids[name][0], request.tokens,
+               request.seed]
+        for name in wanted
+    }  # fmt: skip
+    fresh = {}
+    for name in wanted:
+        stored = cache.continuation(parts[name])
+        if stored is not None:
+            fresh[name] = stored
+    todo = [name for name in wanted if name not in fresh]
+    if todo and request.generator == "vllm":
+        progress(f"generating {request.tokens} tokens for {len(todo)} pair(s) on vLLM")
+        samples = generate_continuations_vllm(
+            model_path, [ids[name][0] for name in todo], request.tokens, seed=request.seed
+        )
+        for name, sample in zip(todo, samples, strict=True):
+            cache.keep_continuation(parts[name], sample)
+            fresh[name] = sample
+    for name in todo:
+        if name not in fresh:
             progress(f"generating {request.tokens} tokens for pair {name}")
-            sample = cache.continuation(
-                [model_key, a, request.tokens, request.seed],
-                lambda a=a: generate_continuation(model, a, request.tokens, seed=request.seed),
-            )
-            conts[name] = _fit_continuation(sample, request, f"pair '{name}'", notes)
+            fresh[name] = generate_continuation(model, ids[name][0], request.tokens, request.seed)
+            cache.keep_continuation(parts[name], fresh[name])
+    for name in wanted:
+        conts[name] = _fit_continuation(fresh[name], request, f"pair '{name}'", notes)
     return _Prepared(ids=ids, continuations=conts)
 
 
@@ -242,9 +258,14 @@ def run_probe(
         model, tokenizer = _config_only(model_name) if vllm else loader(model_name)
         if not vllm:  # an unsupported architecture or a bad layer index fails before any pair
             resolve_layers(request.layers, n_hidden_states(model))
-        model_key = _model_key(model_name)
+        from harness.models import resolve_model
+
+        resolved = resolve_model(model_name)
+        model_key = resolved.content_key
         if prepared is None:
-            prepared = prepare(model, tokenizer, request, notes, cache, model_key, progress)
+            prepared = prepare(
+                model, tokenizer, request, notes, cache, model_key, progress, resolved.path
+            )
         for lam in request.lams if request.lams is not None else [None]:
             for spec in request.pairs:
                 a, b = prepared.ids[spec.name]

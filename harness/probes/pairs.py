@@ -201,3 +201,26 @@ def generate_continuation(
             **extra,
         )
     return out[0, len(prompt_ids) :].tolist()
+
+
+def generate_continuations_vllm(
+    model_path: Path, prompts: list[list[int]], tokens: int, seed: int = 0
+) -> list[list[int]]:
+    """`generate_continuation` for many prompts in one vLLM batch (same sampling: temperature
+    0.7, top_p 0.95, exactly `tokens` tokens, each request seeded with `seed`). The engine is
+    closed before returning: an idle vLLM CPU worker keeps spinning and would slow the probe."""
+    from harness.engines.base import GenerationRequest, SamplingSettings
+    from harness.engines.vllm_engine import VllmEngine
+
+    settings = SamplingSettings(
+        temperature=0.7, top_p=0.95, max_tokens=tokens, min_tokens=tokens, seed=seed
+    )
+    longest = max(len(p) for p in prompts) + tokens
+    engine = VllmEngine(model_path, max_model_len=longest, enable_prefix_caching=False)
+    try:
+        results = engine.generate(
+            [GenerationRequest(prompt_ids=p, sampling=settings) for p in prompts]
+        )
+    finally:
+        engine.close()
+    return [r.token_ids for r in results]

@@ -152,20 +152,24 @@ def test_identical_prompts_give_reasoned_nan(inputs, tmp_path, monkeypatch, caps
     assert set(fits.reason) == {"identical prompts"}
 
 
-def test_generated_continuation_is_shared_with_the_untrained_twin(tmp_path, monkeypatch, capsys):
+def test_generated_continuation_is_shared_with_the_untrained_twin(tmp_path):
+    """`--continuation generate` as a user runs it: sampled on vLLM (the default generator),
+    exactly --tokens long, and the same ids probed under both models."""
     out = tmp_path / "gen"
-    code, err = _run_in_process(
-        monkeypatch, capsys, "--model", "tiny-random-llama", "--system-a", "Be brief.",
-        "--system-b", ":default", "--user", "Hi", "--continuation", "generate", "--tokens", "24",
-        "--t-min", "4", "--layers", "4", "--compare", "untrained", "--out", str(out),
-        "--n-boot", "20",
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "probe", "--model", "tiny-random-llama",
+         "--system-a", "Be brief.", "--system-b", ":default", "--user", "Hi",
+         "--continuation", "generate", "--tokens", "48", "--t-min", "4", "--layers", "4",
+         "--compare", "untrained", "--out", str(out), "--n-boot", "20"],
+        capture_output=True, text=True, timeout=600,
     )  # fmt: skip
-    assert code == 0, err
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "generating 48 tokens for 1 pair(s) on vLLM" in proc.stderr
     (row,) = [json.loads(line) for line in (out / "continuations.jsonl").read_text().splitlines()]
-    assert row["pair"] == "cli" and len(row["continuation_ids"]) == 24
+    assert row["pair"] == "cli" and len(row["continuation_ids"]) == 48
     nxt = pd.read_csv(out / "nexttoken.csv")
     assert nxt.groupby("model").t.max().to_dict() == {
-        "tiny-random-llama": 24, "untrained:tiny-random-llama": 24,
+        "tiny-random-llama": 48, "untrained:tiny-random-llama": 48,
     }  # fmt: skip
 
 
@@ -175,7 +179,7 @@ def test_killed_probe_resumes_from_its_units(inputs, tmp_path, monkeypatch, caps
     import harness.probes.experiment as experiment
 
     args = ["--model", "tiny-random-llama", "--pairs", str(inputs / "pairs.yaml"),
-            "--continuation", "generate", "--tokens", "40", "--layers", "2,4",
+            "--continuation", "generate", "--generator", "hf", "--tokens", "40", "--layers", "2,4",
             "--attention-bias", "0,1", "--n-boot", "20"]  # fmt: skip
     code, err = _run_in_process(monkeypatch, capsys, *args, "--out", str(tmp_path / "whole"))
     assert code == 0, err
