@@ -42,8 +42,9 @@ def relay_figure(relay: pd.DataFrame):
             )
     fig.add_hline(y=1.0, line=dict(color="#999", dash="dot"), row=1, col=2)
     fig.update_xaxes(type="log", title_text="t")
-    fig.update_yaxes(type="log", row=1, col=1)
-    fig.update_yaxes(type="log", row=1, col=3)
+    # decade ticks only: plotly's automatic minor labels (2..9) overlap on short log ranges
+    fig.update_yaxes(type="log", dtick=1, exponentformat="power", row=1, col=1)
+    fig.update_yaxes(type="log", dtick=1, exponentformat="power", row=1, col=3)
     return _layout(fig, 400)
 
 
