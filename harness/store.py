@@ -21,8 +21,8 @@ from typing import Any
 from harness.errors import UserError
 
 # Bump a stage's version when its output for the same inputs changes.
-# probe 2: whole-sequence forward and float32 next-token gaps (values move by ~1e-6)
-STAGE_VERSIONS = {"generate": 1, "score": 1, "probe": 2, "probe-cli": 1}
+# probe and bias 2: whole-sequence forward and float32 next-token gaps (values move by ~1e-6)
+STAGE_VERSIONS = {"generate": 1, "score": 1, "probe": 2, "bias": 2, "probe-cli": 1}
 
 
 def content_key(stage: str, *parts: Any) -> str:
