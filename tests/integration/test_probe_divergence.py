@@ -67,6 +67,11 @@ def test_chunk_size_does_not_change_results(hf_tiny_model):
         np.testing.assert_allclose(small.l2, whole.l2[[1, 4]], rtol=1e-4, atol=1e-6)
         np.testing.assert_allclose(small.kl, whole.kl, rtol=1e-3, atol=1e-7)
         np.testing.assert_allclose(small.delta_logp, whole.delta_logp, atol=1e-5)
+    # the attention bias reads query positions, so it must agree between the two paths too
+    whole = pair_divergence(model, a, b, c, lam=1.0)
+    small = pair_divergence(model, a, b, c, chunk=7, lam=1.0)
+    np.testing.assert_allclose(small.l2, whole.l2, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(small.kl, whole.kl, rtol=1e-3, atol=1e-7)
 
 
 def test_identical_prompts_give_zero_and_hooks_are_removed(hf_tiny_model):
