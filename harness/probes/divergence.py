@@ -32,6 +32,9 @@ HEAD_SLICE = 256
 GAP_SLICE = 64
 
 
+HIDDEN_METRICS = ("l2", "rel_l2", "cos_dist")  # per hidden-state index and position
+
+
 @dataclass
 class PairDivergence:
     """Per-pair curves; position index i holds continuation position t = i + 1."""
@@ -44,6 +47,27 @@ class PairDivergence:
     kl: np.ndarray  # (T,)
     prompt_lens: tuple[int, int]
     identical_prompts: bool
+
+    def to_arrays(self, hidden_dtype: Any = np.float64) -> dict[str, np.ndarray]:
+        """The curves as named arrays for an .npz unit; hidden_dtype float32 halves a stored
+        unit where exact re-assembly is not needed."""
+        return {
+            "layers": np.asarray(self.layers),
+            **{m: getattr(self, m).astype(hidden_dtype) for m in HIDDEN_METRICS},
+            "delta_logp": self.delta_logp,
+            "kl": self.kl,
+            "prompt_lens": np.asarray(self.prompt_lens),
+            "identical": np.asarray(self.identical_prompts),
+        }
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> PairDivergence:
+        return cls(
+            layers=arrays["layers"].tolist(),
+            **{m: arrays[m] for m in (*HIDDEN_METRICS, "delta_logp", "kl")},
+            prompt_lens=tuple(arrays["prompt_lens"].tolist()),
+            identical_prompts=bool(arrays["identical"]),
+        )
 
 
 def decoder_parts(model: Any) -> tuple[torch.nn.ModuleList, torch.nn.Module]:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from harness.errors import UserError
 from harness.probes.divergence import (
+    HIDDEN_METRICS,
     PairDivergence,
     n_hidden_states,
     pair_divergence,
@@ -31,7 +32,6 @@ from harness.probes.pairs import (
     pair_prompt_ids,
 )
 
-HIDDEN_METRICS = ("l2", "rel_l2", "cos_dist")
 # |delta_logp| is fit (the signed gap changes sign); next-token fits carry layer = -1
 NEXT_METRICS = ("abs_delta_logp", "kl")
 NEXT_LAYER = -1
@@ -117,20 +117,9 @@ class UnitCache:
         key = content_key(self.STAGE, "curves", *parts)
         arrays = get_arrays(store, self.STAGE, key)
         if arrays is None:
-            res = compute()
-            arrays = {
-                "layers": np.asarray(res.layers),
-                **{m: getattr(res, m) for m in (*HIDDEN_METRICS, "delta_logp", "kl")},
-                "prompt_lens": np.asarray(res.prompt_lens),
-                "identical": np.asarray(res.identical_prompts),
-            }
+            arrays = compute().to_arrays()
             put_arrays(store, self.STAGE, key, arrays)
-        return PairDivergence(
-            layers=arrays["layers"].tolist(),
-            **{m: arrays[m] for m in (*HIDDEN_METRICS, "delta_logp", "kl")},
-            prompt_lens=tuple(arrays["prompt_lens"].tolist()),
-            identical_prompts=bool(arrays["identical"]),
-        )
+        return PairDivergence.from_arrays(arrays)
 
 
 def load_hf(name: str) -> tuple[Any, Any]:
@@ -213,27 +202,23 @@ def prepare(
                request.seed]
         for name in wanted
     }  # fmt: skip
-    fresh = {}
-    for name in wanted:
-        stored = cache.continuation(parts[name])
-        if stored is not None:
-            fresh[name] = stored
-    todo = [name for name in wanted if name not in fresh]
+    samples = {name: cache.continuation(parts[name]) for name in wanted}
+    todo = [name for name in wanted if samples[name] is None]
     if todo and request.generator == "vllm":
         progress(f"generating {request.tokens} tokens for {len(todo)} pair(s) on vLLM")
-        samples = generate_continuations_vllm(
+        batch = generate_continuations_vllm(
             model_path, [ids[name][0] for name in todo], request.tokens, seed=request.seed
         )
-        for name, sample in zip(todo, samples, strict=True):
+        for name, sample in zip(todo, batch, strict=True):
             cache.keep_continuation(parts[name], sample)
-            fresh[name] = sample
-    for name in todo:
-        if name not in fresh:
+            samples[name] = sample
+    else:
+        for name in todo:  # kept pair by pair: a killed run keeps the pairs already sampled
             progress(f"generating {request.tokens} tokens for pair {name}")
-            fresh[name] = generate_continuation(model, ids[name][0], request.tokens, request.seed)
-            cache.keep_continuation(parts[name], fresh[name])
+            samples[name] = generate_continuation(model, ids[name][0], request.tokens, request.seed)
+            cache.keep_continuation(parts[name], samples[name])
     for name in wanted:
-        conts[name] = _fit_continuation(fresh[name], request, f"pair '{name}'", notes)
+        conts[name] = _fit_continuation(samples[name], request, f"pair '{name}'", notes)
     return _Prepared(ids=ids, continuations=conts)
 
 
@@ -254,12 +239,12 @@ def run_probe(
         raise UserError(
             "--engine vllm supports neither --attention-bias nor --continuation generate"
         )
+    from harness.models import resolve_model
+
     for model_name in request.models:
         model, tokenizer = _config_only(model_name) if vllm else loader(model_name)
         if not vllm:  # an unsupported architecture or a bad layer index fails before any pair
             resolve_layers(request.layers, n_hidden_states(model))
-        from harness.models import resolve_model
-
         resolved = resolve_model(model_name)
         model_key = resolved.content_key
         if prepared is None:

@@ -181,8 +181,17 @@ def file_continuation(tokenizer: Any, spec: str) -> list[int]:
     return encode_text(tokenizer, path.read_text(encoding="utf-8"))
 
 
+# sampling of `--continuation generate`, the same on both generators
+GENERATE_TEMPERATURE = 0.7
+GENERATE_TOP_P = 0.95
+
+
 def generate_continuation(
-    model: Any, prompt_ids: list[int], tokens: int, seed: int = 0, temperature: float = 0.7
+    model: Any,
+    prompt_ids: list[int],
+    tokens: int,
+    seed: int = 0,
+    temperature: float = GENERATE_TEMPERATURE,
 ) -> list[int]:
     """Sample exactly `tokens` tokens from prompt A (EOS suppressed until then: min_new_tokens),
     so every pair has a continuation of the requested length. temperature 0 = greedy."""
@@ -190,7 +199,7 @@ def generate_continuation(
 
     torch.manual_seed(seed)
     sample = temperature > 0
-    extra = {"temperature": temperature, "top_p": 0.95} if sample else {}
+    extra = {"temperature": temperature, "top_p": GENERATE_TOP_P} if sample else {}
     with torch.no_grad():
         out = model.generate(
             torch.tensor([prompt_ids]),
@@ -206,14 +215,18 @@ def generate_continuation(
 def generate_continuations_vllm(
     model_path: Path, prompts: list[list[int]], tokens: int, seed: int = 0
 ) -> list[list[int]]:
-    """`generate_continuation` for many prompts in one vLLM batch (same sampling: temperature
-    0.7, top_p 0.95, exactly `tokens` tokens, each request seeded with `seed`). The engine is
-    closed before returning: an idle vLLM CPU worker keeps spinning and would slow the probe."""
+    """`generate_continuation` for many prompts in one vLLM batch (same sampling, exactly
+    `tokens` tokens, each request seeded with `seed`). The engine is closed before returning:
+    an idle vLLM CPU worker keeps spinning and would slow the probe."""
     from harness.engines.base import GenerationRequest, SamplingSettings
     from harness.engines.vllm_engine import VllmEngine
 
     settings = SamplingSettings(
-        temperature=0.7, top_p=0.95, max_tokens=tokens, min_tokens=tokens, seed=seed
+        temperature=GENERATE_TEMPERATURE,
+        top_p=GENERATE_TOP_P,
+        max_tokens=tokens,
+        min_tokens=tokens,
+        seed=seed,
     )
     longest = max(len(p) for p in prompts) + tokens
     engine = VllmEngine(model_path, max_model_len=longest, enable_prefix_caching=False)

@@ -73,13 +73,7 @@ def cached_pair_curves(
         result = pair_divergence(
             model.get(), record.prompt_ids, base, record.continuation_ids, layers, lam=lam
         )
-        arrays = {
-            "layers": np.asarray(result.layers),
-            **{m: getattr(result, m).astype(np.float32) for m in METRICS},
-            "delta_logp": result.delta_logp,
-            "kl": result.kl,
-            "prompt_lens": np.asarray(result.prompt_lens),
-        }
+        arrays = result.to_arrays(hidden_dtype=np.float32)
         put_arrays(store, stage, key, arrays)
     return arrays
 
