@@ -24,6 +24,8 @@ import time
 
 import torch
 
+from harness.probes.divergence import forward_spans, padded_pair
+
 PROMPT_A = (
     "<|im_start|>system\nAlways answer in French.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
 )
@@ -63,20 +65,9 @@ def _reset_peak() -> float:
     return _status_mib("VmRSS")
 
 
-def _sequences(a, b, cont):
-    """(2, width + T) left-padded ids, mask and position ids, as the probe builds them."""
-    width = max(len(a), len(b))
-    ids = torch.zeros(2, width + len(cont), dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for row, p in enumerate((a, b)):
-        ids[row, width - len(p) :] = torch.tensor(p + cont)
-        mask[row, width - len(p) :] = 1
-    return width, ids, mask, (mask.cumsum(-1) - 1).clamp_min(0)
-
-
 @torch.no_grad()
 def _plain_forward(model, a, b, cont) -> None:
-    _, ids, mask, positions = _sequences(a, b, cont)
+    ids, mask, positions = padded_pair(a, b, cont)
     model(ids, attention_mask=mask, position_ids=positions, use_cache=False)
 
 
@@ -85,11 +76,9 @@ def _chunked_forward(model, a, b, cont, chunk: int) -> None:
     """The probe's forwards (prompts with the first chunk, then chunks over a KV cache), bare."""
     from transformers import DynamicCache
 
-    width, ids, mask, positions = _sequences(a, b, cont)
+    ids, mask, positions = padded_pair(a, b, cont)
     cache = DynamicCache(config=model.config)
-    total = width + len(cont)
-    bounds = [0, *range(width + min(chunk, len(cont)), total, chunk), total]
-    for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
+    for start, stop in forward_spans(max(len(a), len(b)), len(cont), chunk):
         model(
             ids[:, start:stop],
             attention_mask=mask[:, :stop],
@@ -133,7 +122,7 @@ def _bare_decoder(model, a, b, cont, chunk: int) -> None:
     if chunk:
         _chunked_forward(model.get_decoder(), a, b, cont, chunk)
         return
-    _, ids, mask, positions = _sequences(a, b, cont)
+    ids, mask, positions = padded_pair(a, b, cont)
     model.get_decoder()(ids, attention_mask=mask, position_ids=positions, use_cache=False)
 
 

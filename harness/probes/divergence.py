@@ -258,6 +258,30 @@ def check_inputs(
         )
 
 
+def padded_pair(
+    ids_a: Sequence[int], ids_b: Sequence[int], continuation: Sequence[int], device: Any = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(2, width + T) left-padded ids(A)+c and ids(B)+c, their attention mask, and position ids
+    from 0 at each row's first real token. The pad id is irrelevant: padded keys are masked."""
+    width = max(len(ids_a), len(ids_b))
+    seq = torch.zeros(2, width + len(continuation), dtype=torch.long, device=device)
+    mask = torch.zeros_like(seq)
+    for row, ids in enumerate((ids_a, ids_b)):
+        seq[row, width - len(ids) :] = torch.tensor(list(ids) + list(continuation), device=device)
+        mask[row, width - len(ids) :] = 1
+    return seq, mask, (mask.cumsum(-1) - 1).clamp_min(0)
+
+
+def forward_spans(width: int, total: int, chunk: int | None) -> list[tuple[int, int]]:
+    """(start, stop) sequence positions of each forward: the prompts go in with the first chunk
+    (a forward from an empty cache with equal-length prompts needs no mask and takes SDPA's
+    causal kernel, markedly faster on CPU than masked attention against a cache); chunk None
+    is one whole-sequence forward."""
+    step = chunk or total
+    bounds = [0, *range(width + min(step, total), width + total, step), width + total]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
 @torch.no_grad()
 def pair_divergence(
     model: Any,
@@ -289,13 +313,7 @@ def pair_divergence(
     width = max(lens)
     total = len(continuation)
 
-    # (2, width + T) left-padded sequences; the pad id is irrelevant since padded keys are masked
-    seq = torch.zeros(2, width + total, dtype=torch.long, device=device)
-    mask = torch.zeros_like(seq)
-    for row, ids in enumerate((ids_a, ids_b)):
-        seq[row, width - len(ids) :] = torch.tensor(list(ids) + list(continuation), device=device)
-        mask[row, width - len(ids) :] = 1
-    positions = (mask.cumsum(-1) - 1).clamp_min(0)  # from 0 at each row's first real token
+    seq, mask, positions = padded_pair(ids_a, ids_b, continuation, device)  # (2, width + T)
     cont = seq[0, width:]  # (T,)
     padded = lens[0] != lens[1]
 
@@ -309,13 +327,8 @@ def pair_divergence(
         if lam is not None
         else nullcontext()
     )
-    # the prompts go in with the first chunk: a forward from an empty cache with equal-length
-    # prompts needs no mask and takes SDPA's causal kernel, markedly faster on CPU than the
-    # masked attention of later chunks against the cache
-    step = chunk or total
-    bounds = [0, *range(width + min(step, total), width + total, step), width + total]
     with bias, reduction_hooks(model, reducer):
-        for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
+        for start, stop in forward_spans(width, total, chunk):
             reducer.start = start
             out = decoder(
                 input_ids=seq[:, start:stop],
