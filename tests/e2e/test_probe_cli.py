@@ -93,19 +93,6 @@ def test_probe_writes_tables_for_both_models_and_lams(inputs, tmp_path):
     assert [r["pair"] for r in rows] == ["chat", "raw"] and len(rows[0]["continuation_ids"]) == 120
 
 
-def _run_in_process(monkeypatch, capsys, *args: str) -> tuple[int, str]:
-    """main() in this process (no second interpreter start-up): exit code and stderr."""
-    from harness.cli import main
-
-    monkeypatch.setattr(sys, "argv", ["harness", "probe", *args])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    return code, capsys.readouterr().err
-
-
 @pytest.mark.parametrize(
     "extra, message",
     [
@@ -117,7 +104,7 @@ def _run_in_process(monkeypatch, capsys, *args: str) -> tuple[int, str]:
         (["--prompt-a", "@{long}", "--prompt-b", "x"], "exceeds the model's context of 4096"),
     ],
 )
-def test_bad_input_is_one_line_exit_2(inputs, tmp_path, monkeypatch, capsys, extra, message):
+def test_bad_input_is_one_line_exit_2(inputs, tmp_path, run_cli, extra, message):
     (tmp_path / "long.txt").write_text("word " * 5000)
     base = {"--prompt-a": "A cat.", "--prompt-b": "A dog.", "--continuation": "@{cont}",
             "--tokens": "64", "--layers": "all"}  # fmt: skip
@@ -130,22 +117,20 @@ def test_bad_input_is_one_line_exit_2(inputs, tmp_path, monkeypatch, capsys, ext
     }
     args = [part.format(**paths) for kv in base.items() for part in kv]
     out = tmp_path / "out"
-    code, err = _run_in_process(
-        monkeypatch, capsys, "--model", "tiny-random-llama", *args, "--out", str(out)
-    )
+    code, _, err = run_cli(["probe", "--model", "tiny-random-llama", *args, "--out", str(out)])
     assert code == 2, err
     lines = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and message in lines[0], err
     assert not out.exists()  # nothing half-written
 
 
-def test_identical_prompts_give_reasoned_nan(inputs, tmp_path, monkeypatch, capsys):
+def test_identical_prompts_give_reasoned_nan(inputs, tmp_path, run_cli):
     out = tmp_path / "same"
-    code, err = _run_in_process(
-        monkeypatch, capsys, "--model", "tiny-random-llama", "--prompt-a", "Same.",
+    code, _, err = run_cli([
+        "probe", "--model", "tiny-random-llama", "--prompt-a", "Same.",
         "--prompt-b", "Same.", "--continuation", f"@{inputs / 'cont.txt'}", "--tokens", "40",
         "--layers", "1,4", "--out", str(out), "--n-boot", "20",
-    )  # fmt: skip
+    ])  # fmt: skip
     assert code == 0, err
     fits = pd.read_csv(out / "fits.csv")
     assert fits.alpha.map(math.isnan).all()
@@ -173,15 +158,15 @@ def test_generated_continuation_is_shared_with_the_untrained_twin(tmp_path):
     }  # fmt: skip
 
 
-def test_killed_probe_resumes_from_its_units(inputs, tmp_path, monkeypatch, capsys):
+def test_killed_probe_resumes_from_its_units(inputs, tmp_path, monkeypatch, run_cli):
     """A probe that dies on its third curve set keeps the two finished ones; the re-run computes
     only the rest and writes exactly the files of an uninterrupted run."""
     import harness.probes.experiment as experiment
 
-    args = ["--model", "tiny-random-llama", "--pairs", str(inputs / "pairs.yaml"),
+    args = ["probe", "--model", "tiny-random-llama", "--pairs", str(inputs / "pairs.yaml"),
             "--continuation", "generate", "--generator", "hf", "--tokens", "40", "--layers", "2,4",
             "--attention-bias", "0,1", "--n-boot", "20"]  # fmt: skip
-    code, err = _run_in_process(monkeypatch, capsys, *args, "--out", str(tmp_path / "whole"))
+    code, _, err = run_cli([*args, "--out", str(tmp_path / "whole")])
     assert code == 0, err
 
     real, calls = experiment.pair_divergence, []
@@ -194,12 +179,12 @@ def test_killed_probe_resumes_from_its_units(inputs, tmp_path, monkeypatch, caps
 
     monkeypatch.setattr(experiment, "pair_divergence", dies_on_third)
     out = tmp_path / "resumed"
-    code, err = _run_in_process(monkeypatch, capsys, *args, "--out", str(out))
+    code, _, err = run_cli([*args, "--out", str(out)])
     assert code == 130  # Ctrl-C: exit 128 + SIGINT
     units = sorted((out / "cache" / "probe-cli").glob("*.npz"))
     assert len(units) == 2 and not (out / "fits.csv").exists()
     calls.clear()
-    code, err = _run_in_process(monkeypatch, capsys, *args, "--out", str(out))
+    code, _, err = run_cli([*args, "--out", str(out)])
     assert code == 0, err
     assert len(calls) == 2  # 2 lams x 2 pairs = 4 curve sets, 2 of them from the cache
     for name in ("divergence.csv", "nexttoken.csv", "fits.csv", "continuations.jsonl"):

@@ -3,20 +3,8 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
-
-
-def run_cli(monkeypatch, *args: str) -> int:
-    from harness.cli import main
-
-    monkeypatch.setattr(sys, "argv", ["harness", "report", *args])
-    try:
-        main()
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
 
 
 @pytest.mark.parametrize(
@@ -36,26 +24,25 @@ def run_cli(monkeypatch, *args: str) -> int:
         ),
     ],
 )
-def test_bad_folder_is_one_line_exit_2_and_writes_nothing(
-    tmp_path, monkeypatch, capsys, setup, message
-):
+def test_bad_folder_is_one_line_exit_2_and_writes_nothing(tmp_path, run_cli, setup, message):
     target = tmp_path / "run"
     setup(target)
-    assert run_cli(monkeypatch, str(target)) == 2
-    err = capsys.readouterr().err
+    code, _, err = run_cli(["report", str(target)])
+    assert code == 2
     assert err.count("\n") == 1 and err.startswith("error: ") and message in err
     if target.is_dir():
         assert [p.name for p in target.iterdir() if "report" in p.name] == []
 
 
-def test_prints_the_report_path(tmp_path, monkeypatch, capsys):
+def test_prints_the_report_path(tmp_path, run_cli):
     run = tmp_path / "run"
     run.mkdir()
     (run / "manifest.json").write_text(
         json.dumps({"run_id": "r1", "name": "<b>x</b>", "timings": {"generate": 3.25}})
     )
-    assert run_cli(monkeypatch, str(run)) == 0
-    assert capsys.readouterr().out.strip() == str(run / "report.html")
+    code, out, _ = run_cli(["report", str(run)])
+    assert code == 0
+    assert out.strip() == str(run / "report.html")
     html = (run / "report.html").read_text()
     assert "Prompt persistence: &lt;b&gt;x&lt;/b&gt;" in html and "<b>x</b>" not in html
     assert "generations.jsonl is not in this run folder" in html
