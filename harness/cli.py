@@ -17,6 +17,20 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+
+@app.callback()
+def _options(
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="Show engine and library logs (vLLM, transformers)."
+    ),
+) -> None:
+    """How long does a system prompt keep steering a model? Divergence, adherence, policies."""
+    from harness.logs import configure_logging
+
+    configure_logging(verbose)
+
+
 app.add_typer(models.app, name="models")
 app.command("run")(run.run_command)
 app.command("probe")(probe.probe_command)

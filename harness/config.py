@@ -531,7 +531,13 @@ def load_suite(path: Path | str) -> TaskSuite:
 
 
 def load_run_config(path: Path | str) -> RunConfig:
-    """Parse and cross-check a run config: suites exist and parse, items exist, models are known."""
+    """Parse and cross-check a run config (see `load_run_config_and_suites`)."""
+    return load_run_config_and_suites(path)[0]
+
+
+def load_run_config_and_suites(path: Path | str) -> tuple[RunConfig, list[TaskSuite]]:
+    """Parse and cross-check a run config: suites exist and parse, items exist, models are
+    known. Returns the suites too, so a run parses each suite file once."""
     from harness.models import parse_model_name
 
     path = Path(path)
@@ -551,7 +557,7 @@ def load_run_config(path: Path | str) -> RunConfig:
     for item_id in config.items or []:
         if item_id not in known:
             raise UserError(f"{path}: field 'items': no task item '{item_id}' in the suites")
-    return config
+    return config, suites
 
 
 def _relative(config_path: Path, suite_path: Path) -> Path:

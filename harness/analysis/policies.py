@@ -1,7 +1,7 @@
 """Each reminder policy vs `none` -> policies.csv.
 
 Per (model, item) and pooled over items (item = "all"): adherence AUC, half-life and final
-adherence of every policy (DESIGN.md definitions, `harness.scoring.adherence.curve_metrics`),
+adherence of every policy (`harness.scoring.adherence.curve_metrics`),
 the difference to the baseline policy with a PAIRED percentile-bootstrap CI, the token overhead
 (injected + restated) / generated, and whether the policy is on the Pareto frontier of
 adherence AUC (higher is better) vs token overhead (lower is better) among the policies of
@@ -12,10 +12,11 @@ picks the same sample indices for the policy and the baseline (only indices both
 pooled row averages the per-item metrics over the items where both are finite; its draws
 average independent per-item draws (a bootstrap stratified by item).
 
-half_life here is restricted so that policies that never halve stay comparable: a censored
-half-life (a(t) never fell below a(first)/2) becomes the last window start seen, a lower bound
-(DESIGN.md's half_life, NaN when censored, is in summary.csv); with a(first) = 0 there is
-nothing to halve and it stays NaN. Token overhead is NaN, and the row off the frontier, when
+The half-life metric here is `half_life_capped`, so that policies that never halve stay
+comparable: a censored half-life (a(t) never fell below a(first)/2) becomes the last window
+start seen, a lower bound. It has its own name because summary.csv's `half_life` is NaN when
+censored (with `half_life_censored` saying so); with a(first) = 0 there is nothing to halve
+and both stay NaN. Token overhead is NaN, and the row off the frontier, when
 token counts are missing.
 """
 
@@ -36,7 +37,7 @@ COLUMNS = [
     "model", "item", "policy", "metric", "value", "none_value", "delta", "delta_low",
     "delta_high", "token_overhead", "pareto",
 ]  # fmt: skip
-METRICS = ("auc", "half_life", "final")
+METRICS = ("auc", "half_life_capped", "final")
 POOLED = "all"
 
 

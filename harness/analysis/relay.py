@@ -222,7 +222,7 @@ def _write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def write_relay_csv(result: RelayResult, path: Path) -> None:
+def relay_csv_text(result: RelayResult) -> str:
     """relay.csv: one row per (layer, t) at `csv_positions(T)`, floats in full precision."""
     lines = [",".join(CSV_COLUMNS)]
     values = (result.delta, result.local_alpha, result.bound_ratio)  # each (L, n)
@@ -230,7 +230,11 @@ def write_relay_csv(result: RelayResult, path: Path) -> None:
         for j, t in enumerate(result.t):
             cells = ",".join(repr(float(v[k, j])) for v in values)
             lines.append(f"{k + 1},{int(t)},{cells}")
-    _write_atomic(path, "\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
+
+
+def write_relay_csv(result: RelayResult, path: Path) -> None:
+    _write_atomic(path, relay_csv_text(result))
 
 
 def write_sweep_csv(sweep: dict[tuple[int, float], float], path: Path) -> None:

@@ -110,6 +110,7 @@ def _alpha_rows(fits: pd.DataFrame) -> pd.DataFrame:
     f = fits[(fits["metric"] == ALPHA_METRIC) & (fits["layer"] >= 1)]
     if "lam" in f.columns:  # attention-bias sweeps are not conditions of a run
         f = f[f["lam"].isna()]
+    f = f[f["item"].astype(str) != POOLED]  # rows pooled over a whole model are no condition
     pooled = f[f["pair"].astype(str) == POOLED]
     single = f[f["pair"].astype(str) != POOLED]
     n_pairs = single.groupby(CONDITION)["pair"].transform("nunique")

@@ -14,6 +14,7 @@ def run_command(
 ) -> None:
     """Run a config end to end; resumable (re-run the same command after a kill)."""
     from harness.pipeline import run_pipeline
+    from harness.report.terminal import print_summary
 
     folder = run_pipeline(config, out=out, fresh=fresh)
-    print(f"report: {folder / 'report.html'}")
+    print_summary(folder)

@@ -131,33 +131,18 @@ def is_untrained(model: str) -> bool:
 def alpha_by_layer(data: RunData) -> tuple[pd.DataFrame | None, str]:
     """alpha (rel_l2) per model and layer with a CI: model, layer, alpha, lo, hi.
 
-    Preference: pooled rows of fits.csv (item == "all"), else one fit per (model, layer) over
-    all pairs of divergence.csv (bootstrap over pairs), else the mean of the per-condition fits.
+    Read from fits.csv's per-model pooled rows (item = policy = pair = "all": every probed
+    pair of the model, bootstrap over pairs), as the fits stage wrote them; nothing is re-fit.
     """
     fits = data.frame("fits.csv")
-    rel = None
-    if fits is not None:
-        rel = fits[(fits["metric"] == "rel_l2") & (fits["layer"] >= 1)]
-        band = ci_columns(rel, "") or ("alpha", "alpha")
-        if "item" in rel.columns and (rel["item"] == "all").any():
-            pooled = rel[rel["item"] == "all"]
-            out = pooled.rename(columns={band[0]: "lo", band[1]: "hi"})
-            return out[["model", "layer", "alpha", "lo", "hi"]], "fits.csv (pooled rows)"
-    div = data.frame("divergence.csv")
-    if div is not None:
-        from harness.analysis.powerlaw import fit_alpha
-
-        rows = []
-        for (model, layer), sub in div[div["layer"] >= 1].groupby(["model", "layer"]):
-            table = sub.pivot_table(index="pair", columns="t", values="rel_l2", aggfunc="mean")
-            fit = fit_alpha(table.columns.to_numpy(), table.to_numpy(dtype=float), n_boot=200)
-            rows.append((model, int(layer), fit.alpha, fit.ci_low, fit.ci_high))
-        out = pd.DataFrame(rows, columns=["model", "layer", "alpha", "lo", "hi"])
-        return out, "divergence.csv (one fit over all pairs per layer)"
-    if rel is not None and len(rel):
-        band = ci_columns(rel, "") or ("alpha", "alpha")
-        out = rel.groupby(["model", "layer"], as_index=False).agg(
-            alpha=("alpha", "mean"), lo=(band[0], "mean"), hi=(band[1], "mean")
-        )
-        return out, "fits.csv (mean of the per-condition fits and of their CI bounds)"
-    return None, ""
+    if fits is None or "pair" not in fits.columns:
+        return None, ""
+    pooled = fits[(fits["metric"] == "rel_l2") & (fits["layer"] >= 1) & (fits["pair"] == "all")]
+    for column in ("item", "policy"):
+        if column in pooled.columns:
+            pooled = pooled[pooled[column] == "all"]
+    if pooled.empty:
+        return None, ""
+    band = ci_columns(pooled, "") or ("alpha", "alpha")
+    out = pooled.rename(columns={band[0]: "lo", band[1]: "hi"})
+    return out[["model", "layer", "alpha", "lo", "hi"]], "fits.csv, pooled over every pair"

@@ -78,7 +78,7 @@ def divergence(data: RunData) -> tuple[str, dict]:
 def alpha(data: RunData) -> tuple[str, dict]:
     frame, source = derive.alpha_by_layer(data)
     if frame is None or not len(frame):
-        return note(data.missing("fits.csv") + " " + data.missing("divergence.csv")), {}
+        return note(data.missing("fits.csv")), {}
     caption = (
         f"Decay exponent α of rel_l2 per hidden-state index with 95 % bootstrap CIs (from "
         f"{source}); solid: trained, dashed: untrained twin. Higher α = the prompt's trace "

@@ -1,4 +1,4 @@
-"""Generation stage: models x items x policies x samples -> GenerationRecords.
+"""Generation stage: models x items x policies x samples -> generations.jsonl.
 
 One unit = one (model, policy) over every selected item and sample. All missing units of a
 model run together in one `run_policies` call (one engine batch per round), and each unit is
@@ -9,22 +9,16 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from harness.config import RunConfig, TaskItem, policy_label
+from harness.config import RunConfig, policy_label
 from harness.engines import SamplingSettings, make_engine
 from harness.models import ResolvedModel
+from harness.plan import Selected
 from harness.policies import ChatFormat, SampleSpec, make_policy, run_policies
 from harness.records import GenerationRecord
 from harness.store import RunStore, content_key
 
 STAGE = "generate"
-
-
-@dataclass(frozen=True)
-class Selected:
-    suite: str
-    item: TaskItem
 
 
 def sample_seed(base: int, item_id: str, sample: int) -> int:
@@ -186,3 +180,21 @@ def check_generation(config: RunConfig, items: list[Selected], model: ResolvedMo
         and config.generation.engine != "hf"
     ):
         raise UserError("policy attention_bias needs generation.engine: hf")
+
+
+class GenerateStage:
+    """Every model's records -> `ctx.records` and generations.jsonl."""
+
+    name = "generate"
+
+    def run(self, ctx) -> dict:
+        config = ctx.config
+        for model in ctx.models:
+            total = len(config.policies) * len(ctx.items) * config.samples
+            bar = ctx.progress.bar(f"generate {model.name}", total * config.generation.max_tokens)
+            with ctx.timed(f"generate {model.name}"):
+                ctx.records += generate_stage(
+                    ctx.store, config, model, ctx.items, ctx.run_id, progress=bar.update
+                )
+            bar.finish()
+        return {"generations.jsonl": ctx.records}

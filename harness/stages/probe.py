@@ -143,3 +143,37 @@ def _ident(model: str, record: GenerationRecord) -> dict:
         "sample": record.sample,
         "pair": f"{record.item}/{record.policy}/{record.sample}",
     }
+
+
+DIVERGENCE_COLUMNS = [
+    "model", "item", "policy", "sample", "pair", "layer", "t", "l2", "rel_l2", "cos_dist",
+]  # fmt: skip
+NEXTTOKEN_COLUMNS = ["model", "item", "policy", "sample", "pair", "t", "delta_logp", "kl"]
+
+
+class ProbeStage:
+    """Each probed record's prompt vs the baseline prompt, trained model and twin ->
+    `ctx.curves`, divergence.csv and nexttoken.csv."""
+
+    name = "probe"
+
+    def run(self, ctx) -> dict:
+        import pandas as pd
+
+        if ctx.config.probe.enabled:  # disabled: the two files keep their header only
+            probed = probed_records(ctx.config, ctx.records)
+            bar = ctx.progress.bar("probe", len(probed) * len(ctx.probe_models))
+            for model in ctx.models:
+                group = [model] + ([ctx.twins[model.name]] if model.name in ctx.twins else [])
+                mine = ctx.records_of(model.name)
+                ctx.curves.update(probe_stage(ctx.store, ctx.config, group, mine, bar.advance))
+        by_key = {record_key(r): r for r in ctx.records}
+        div_rows, next_rows = [], []
+        for (model_name, rkey), arrays in sorted(ctx.curves.items()):
+            record = by_key[rkey]
+            div_rows += divergence_rows(model_name, record, arrays, ctx.config.probe.t_min)
+            next_rows += nexttoken_rows(model_name, record, arrays)
+        return {
+            "divergence.csv": pd.DataFrame(div_rows, columns=DIVERGENCE_COLUMNS),
+            "nexttoken.csv": pd.DataFrame(next_rows, columns=NEXTTOKEN_COLUMNS),
+        }

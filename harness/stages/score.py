@@ -64,3 +64,26 @@ def score_stage(
     for key in keys:  # units are keyed by content, not run: stamp this run's id
         out.extend({**row, "run_id": run_id} for row in store.get(STAGE, key) or [])
     return out
+
+
+class ScoreStage:
+    """Every record, window by window, against its item's checks -> windows.csv."""
+
+    name = "score"
+
+    def run(self, ctx) -> dict:
+        import pandas as pd
+
+        bar = ctx.progress.bar("score", 1)
+        rows: list[dict] = []
+        for model in ctx.models:
+            rows += score_stage(
+                ctx.store, ctx.config, ctx.suites, ctx.records_of(model.name), ctx.tokenizer(model)
+            )
+        bar.finish()
+        return {"windows.csv": _sorted_windows(pd.DataFrame(rows))}
+
+
+def _sorted_windows(frame):
+    keys = [c for c in ("model", "item", "policy", "sample", "window", "check") if c in frame]
+    return frame.sort_values(keys, kind="stable").reset_index(drop=True) if keys else frame

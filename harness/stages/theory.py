@@ -7,8 +7,6 @@ probe's curves (lam = 0 is the plain model, tested to 1e-5). Units are cached li
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from harness.config import RunConfig
@@ -22,12 +20,13 @@ STAGE = "bias"
 BIAS_COLUMNS = ["model", "lam", "layer", "alpha", "ci_low", "ci_high", "r2", "n_pairs", "reason"]
 
 
-def write_relay(config: RunConfig, path: Path) -> None:
-    from harness.analysis.relay import solve_relay, write_relay_csv
+def relay_text(config: RunConfig) -> str | None:
+    from harness.analysis.relay import relay_csv_text, solve_relay
 
     spec = config.theory.relay
-    if spec is not None:
-        write_relay_csv(solve_relay(spec.prompt_len, spec.layers, spec.tokens), path)
+    if spec is None:
+        return None
+    return relay_csv_text(solve_relay(spec.prompt_len, spec.layers, spec.tokens))
 
 
 def bias_records(config: RunConfig, records: list[GenerationRecord]) -> list[GenerationRecord]:
@@ -78,3 +77,21 @@ def bias_rows(
                      "n_pairs": len(curves), "reason": fit.reason}
                 )  # fmt: skip
     return rows
+
+
+class TheoryStage:
+    """relay.csv (the solvable relay model) and bias.csv (alpha(lam) trained vs twin)."""
+
+    name = "theory"
+
+    def run(self, ctx) -> dict:
+        import pandas as pd
+
+        out: dict = {}
+        relay = relay_text(ctx.config)
+        if relay is not None:
+            out["relay.csv"] = relay
+        if ctx.config.probe.enabled and ctx.config.theory.bias_lams:
+            rows = bias_rows(ctx.store, ctx.config, ctx.probe_models, ctx.records, ctx.curves)
+            out["bias.csv"] = pd.DataFrame(rows, columns=BIAS_COLUMNS)
+        return out

@@ -43,7 +43,7 @@ def test_always_pass_vs_always_fail_gives_delta_one():
     assert _get(out, "fr", "restate", "final")["delta"] == 1.0
     # none never passes: a(first) = 0, nothing to halve -> NaN; restate never halves -> the
     # last window start (a lower bound).
-    half = _get(out, "fr", "restate", "half_life")
+    half = _get(out, "fr", "restate", "half_life_capped")
     assert half["value"] == 7 * 64 + 1 and math.isnan(half["none_value"])
     assert math.isnan(half["delta"]) and math.isnan(half["delta_low"])
 
@@ -82,10 +82,10 @@ def test_noisy_delta_ci_covers_the_estimate_and_baseline_rows_are_zero():
     assert _get(out, "all", "restate", "final")["value"] == pytest.approx(
         (fr["value"] + de["value"]) / 2
     )
-    # order: items sorted with "all" last, baseline first, metrics auc/half_life/final
+    # order: items sorted with "all" last, baseline first, metrics auc/half_life_capped/final
     assert out["item"].drop_duplicates().tolist() == ["de", "fr", "all"]
     assert out["policy"].drop_duplicates().tolist() == ["none", "periodic-64-user", "restate"]
-    assert out["metric"].iloc[:3].tolist() == ["auc", "half_life", "final"]
+    assert out["metric"].iloc[:3].tolist() == ["auc", "half_life_capped", "final"]
 
 
 def test_pairing_uses_sample_index_common_to_both():
@@ -173,3 +173,23 @@ def test_deterministic_for_a_seed_and_independent_of_other_policies():
     )
     row_a, row_b = _get(a, "fr", "restate", "auc"), _get(fewer, "fr", "restate", "auc")
     assert row_a["delta_low"] == row_b["delta_low"]  # per-policy generators
+
+
+def test_half_life_means_one_thing_per_name_across_summary_and_policies():
+    """summary.csv's half_life is censored (NaN + flag); policies.csv's lower bound has its own
+    name, and both agree wherever the curve does halve."""
+    from harness.analysis.summary import summarise_conditions
+
+    conds = _conds(policies=("none", "restate"))
+    # none: passes in windows 0-2 only, so it halves at window 3; restate: always passes
+    windows = windows_frame(conds, passed=lambda m, i, p, s, w: p == "restate" or w < 3)
+    tokens = tokens_frame(conds)
+    policies = compare_policies(windows, tokens, n_boot=50)
+    summary = summarise_conditions(None, windows, tokens, []).set_index("policy")
+    assert "half_life" not in set(policies["metric"])
+    capped = _get(policies, "fr", "restate", "half_life_capped")["value"]
+    assert summary.loc["restate", "half_life_censored"]
+    assert math.isnan(summary.loc["restate", "half_life"]) and capped == 7 * 64 + 1
+    halved = _get(policies, "fr", "none", "half_life_capped")["value"]
+    assert not summary.loc["none", "half_life_censored"]
+    assert summary.loc["none", "half_life"] == halved == 3 * 64 + 1

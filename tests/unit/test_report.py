@@ -136,7 +136,7 @@ def test_alpha_by_layer_recovers_the_designed_exponents(synthetic_run):
     from harness.report.load import load_run
 
     frame, source = alpha_by_layer(load_run(synthetic_run))
-    assert source.startswith("divergence.csv")
+    assert source == "fits.csv, pooled over every pair"
     got = frame.set_index(["model", "layer"])["alpha"]
     make_run = load_make_run()
     for layer, alpha in make_run.ALPHA_TRAINED.items():

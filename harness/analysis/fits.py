@@ -1,0 +1,135 @@
+"""alpha fits of probe curves -> fits.csv: the one writer for `harness run` and `harness probe`.
+
+A fit group is a set of pairs that belong together (a run's condition: model, item, policy; a
+probe command's model and attention-bias lam). For every group the table holds:
+- one row per (pair, layer, metric): that pair's own curve, bootstrap over log-t blocks;
+- a pooled row per (layer, metric) with pair = "all" when the group has several pairs: the
+  pairs stacked over their common length (the shortest curve), bootstrap over pairs.
+`pool_models` adds, per model, a row pooled over every pair of every group of that model
+(item = policy = pair = "all"): the report's alpha by layer reads these rows.
+
+Metrics: l2, rel_l2 and cos_dist per hidden-state index (layer 0..L), and the next-token
+|delta log p| and KL at layer -1. Identical prompts give NaN with reason "identical prompts";
+curves that are all zero although the prompts differ (hidden-state index 0: the shared
+continuation's embeddings) give NaN with `REASON_ZERO`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+POOLED = "all"
+NEXT_LAYER = -1  # rows of the next-token metrics carry layer -1
+HIDDEN_METRICS = ("l2", "rel_l2", "cos_dist")
+REASON_ZERO = "all distances zero (no path from the prompt yet, e.g. layer 0)"
+FIT_FIELDS = ["alpha", "ci_low", "ci_high", "r2", "t_min", "t_max", "reason"]
+
+
+@dataclass(frozen=True)
+class FitMember:
+    """One pair's curves (the `PairDivergence.to_arrays` layout) and its bootstrap seed."""
+
+    pair: str
+    arrays: dict
+    seed: int = 0
+
+    @property
+    def identical(self) -> bool:
+        return bool(self.arrays.get("identical", False))
+
+
+def curve_sets(arrays: dict) -> dict[tuple[int, str], np.ndarray]:
+    """(layer, metric) -> (T,) float64 curve, hidden metrics first, then the next-token ones."""
+    out = {
+        (layer, metric): np.asarray(arrays[metric][row], dtype=np.float64)
+        for row, layer in enumerate(np.asarray(arrays["layers"]).tolist())
+        for metric in HIDDEN_METRICS
+    }
+    out[(NEXT_LAYER, "abs_delta_logp")] = np.abs(np.asarray(arrays["delta_logp"], np.float64))
+    out[(NEXT_LAYER, "kl")] = np.asarray(arrays["kl"], dtype=np.float64)
+    return out
+
+
+def _fit(curve: np.ndarray, t_min: int, n_boot: int, seed: int, identical: bool) -> dict:
+    from harness.analysis.powerlaw import REASON_IDENTICAL, fit_alpha
+
+    t = np.arange(1, curve.shape[-1] + 1)
+    fit = fit_alpha(t, curve, t_min=t_min, n_boot=n_boot, seed=seed)
+    row = fit.model_dump(include=set(FIT_FIELDS))
+    if identical:
+        row.update(alpha=float("nan"), reason=REASON_IDENTICAL)
+    elif fit.reason == REASON_IDENTICAL:  # all zero although the prompts differ
+        row.update(reason=REASON_ZERO)
+    return row
+
+
+def _pooled(
+    members: list[FitMember], t_min: int, n_boot: int
+) -> dict[tuple[int, str], dict] | None:
+    """Pooled fits of the members whose prompts differ (None when the group has no such pair)."""
+    usable = [m for m in members if not m.identical]
+    if not usable:
+        return None
+    sets = [curve_sets(m.arrays) for m in usable]
+    common = min(next(iter(s.values())).shape[0] for s in sets)
+    return {
+        key: _fit(np.vstack([s[key][:common] for s in sets]), t_min, n_boot, 0, False)
+        for key in sets[0]
+    }
+
+
+def _rows(ident: dict, pair: str, fits: dict[tuple[int, str], dict]) -> list[dict]:
+    return [
+        {**ident, "pair": pair, "layer": layer, "metric": metric, **fit}
+        for (layer, metric), fit in fits.items()
+    ]
+
+
+def _identical_rows(ident: dict, keys, t_min: int) -> list[dict]:
+    from harness.analysis.powerlaw import REASON_IDENTICAL
+
+    nan = float("nan")
+    fit = dict(alpha=nan, ci_low=nan, ci_high=nan, r2=nan, t_min=t_min, t_max=0)
+    return _rows(ident, POOLED, {k: {**fit, "reason": REASON_IDENTICAL} for k in keys})
+
+
+def fit_table(
+    groups: list[tuple[dict, list[FitMember]]],
+    t_min: int,
+    n_boot_pair: int = 200,
+    n_boot_pooled: int = 1000,
+    pool_models: bool = False,
+) -> pd.DataFrame:
+    """fits.csv rows. `groups`: (identity columns, e.g. {model, item, policy}, members)."""
+    rows: list[dict] = []
+    for ident, members in groups:
+        for member in members:
+            fits = {
+                key: _fit(curve, t_min, n_boot_pair, member.seed, member.identical)
+                for key, curve in curve_sets(member.arrays).items()
+            }
+            rows += _rows(ident, member.pair, fits)
+        if len(members) > 1:
+            pooled = _pooled(members, t_min, n_boot_pooled)
+            keys = curve_sets(members[0].arrays).keys()
+            rows += _rows(ident, POOLED, pooled) if pooled else _identical_rows(ident, keys, t_min)
+    if pool_models:
+        rows += _model_rows(groups, t_min, n_boot_pooled)
+    columns = [*dict.fromkeys(k for ident, _ in groups for k in ident), "pair", "layer"]
+    return pd.DataFrame(rows, columns=[*columns, "metric", *FIT_FIELDS])
+
+
+def _model_rows(groups, t_min: int, n_boot: int) -> list[dict]:
+    by_model: dict[str, list[FitMember]] = {}
+    for ident, members in groups:
+        by_model.setdefault(ident["model"], []).extend(members)
+    rows: list[dict] = []
+    for model, members in by_model.items():
+        ident = {k: POOLED for k in groups[0][0]} | {"model": model}
+        pooled = _pooled(members, t_min, n_boot)
+        if pooled:
+            rows += _rows(ident, POOLED, pooled)
+    return rows

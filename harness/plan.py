@@ -1,0 +1,73 @@
+"""A run's plan: the config, its suites parsed once, the selected items and the resolved models.
+
+`plan_run` checks everything a bad input could break (config, suites, items, model names,
+prompts against the context, the endpoint) before the run folder exists, so a bad input gets
+one line and exit code 2 and leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.config import RunConfig, TaskItem, TaskSuite, load_run_config_and_suites
+from harness.errors import UserError
+from harness.models import ResolvedModel
+
+
+@dataclass(frozen=True)
+class Selected:
+    """One task item of the run, with the name of the suite it came from."""
+
+    suite: str
+    item: TaskItem
+
+
+@dataclass
+class RunPlan:
+    config: RunConfig
+    suites: list[TaskSuite]
+    items: list[Selected]
+    models: list[ResolvedModel]
+    twins: dict[str, ResolvedModel]  # trained model name -> its untrained twin
+    out_dir: Path
+    run_id: str
+
+
+def select_items(config: RunConfig, suites: list[TaskSuite]) -> list[Selected]:
+    """The config's items in suite order (every item when `items` is not given)."""
+    wanted = set(config.items) if config.items else None
+    return [
+        Selected(suite=suite.suite, item=item)
+        for suite in suites
+        for item in suite.items
+        if wanted is None or item.id in wanted
+    ]
+
+
+def plan_run(config_path: Path, out: Path | None = None) -> RunPlan:
+    """Validate the whole run; raises `UserError` before anything is written."""
+    from harness.models import resolve_model
+    from harness.stages.generate import check_generation, engine_options
+
+    config_path = Path(config_path)
+    config, suites = load_run_config_and_suites(config_path)
+    items = select_items(config, suites)
+    out_dir = Path(out or config.out or Path("reports") / config.name)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"--out {out_dir}: exists and is not a folder")
+    models = [resolve_model(name) for name in config.models]
+    for model in models:
+        check_generation(config, items, model)
+        if config.generation.engine == "openai":  # unreachable endpoint: fail before writing
+            from harness.engines import make_engine
+
+            make_engine("openai", model.path, **engine_options(config)).close()
+    twins = (
+        {m.name: resolve_model(f"untrained:{m.name}") for m in models if m.source != "untrained"}
+        if config.probe.enabled and config.probe.untrained_twin
+        else {}
+    )
+    run_id = hashlib.sha256(config.model_dump_json().encode()).hexdigest()[:12]
+    return RunPlan(config, suites, items, models, twins, out_dir, run_id)

@@ -1,0 +1,68 @@
+"""The terminal summary that ends `harness run`: one row per (model, item, policy) with
+adherence AUC and its CI, half-life, token overhead and alpha, then the report's path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+
+def _num(value, fmt: str = "{:.2f}") -> str:
+    return "–" if value is None or pd.isna(value) else fmt.format(float(value))
+
+
+def _with_ci(row: pd.Series, base: str) -> str:
+    value, low, high = row.get(base), row.get(f"{base}_low"), row.get(f"{base}_high")
+    if value is None or pd.isna(value):
+        return "–"
+    if low is None or high is None or pd.isna(low) or pd.isna(high):
+        return _num(value)
+    return f"{float(value):.2f} [{float(low):.2f}, {float(high):.2f}]"
+
+
+def _half_life(row: pd.Series) -> str:
+    if bool(row.get("half_life_censored", False)):
+        return "never halves"
+    return _num(row.get("half_life"), "{:.0f}")
+
+
+def summary_rows(summary: pd.DataFrame) -> list[list[str]]:
+    """Table cells of the conditions that have behaviour (untrained twins have alpha only)."""
+    rows = []
+    behaved = summary[summary["auc"].notna()] if "auc" in summary else summary.iloc[0:0]
+    for _, row in behaved.iterrows():
+        overhead = row.get("token_overhead")
+        rows.append(
+            [
+                str(row["model"]),
+                str(row["item"]),
+                str(row["policy"]),
+                _with_ci(row, "auc"),
+                _half_life(row),
+                "–" if overhead is None or pd.isna(overhead) else f"{100 * overhead:.1f} %",
+                _with_ci(row, "alpha_mean"),
+            ]
+        )
+    return rows
+
+
+def print_summary(run_dir: Path, console=None) -> None:
+    """Print the summary table of a finished run folder and the report's path."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    path = Path(run_dir) / "summary.csv"
+    summary = pd.read_csv(path) if path.is_file() else pd.DataFrame()
+    table = Table(title=f"{Path(run_dir).name}: adherence and decay per condition")
+    headers = ("model", "item", "policy", "adherence AUC [95% CI]", "half-life (t)")
+    for header in (*headers, "token overhead", "alpha [95% CI]"):
+        table.add_column(header, overflow="fold")
+    for cells in summary_rows(summary) if not summary.empty else []:
+        table.add_row(*cells)
+    console.print(table)
+    console.print(f"report: {Path(run_dir) / 'report.html'}")
+
+
+__all__ = ["print_summary", "summary_rows"]

@@ -1,0 +1,32 @@
+"""Analysis stage: adherence curves, per-condition summary, alpha <-> behaviour, the
+divergence-based violation predictor and the policy comparison, from the earlier outputs."""
+
+from __future__ import annotations
+
+
+class AnalyseStage:
+    """windows.csv, fits.csv, divergence.csv, nexttoken.csv and the records' token counts ->
+    adherence.csv, adherence_curve.csv, survival.csv, summary.csv, correlation.csv,
+    predictor.csv, policies.csv."""
+
+    name = "analyse"
+
+    def run(self, ctx) -> dict:
+        from harness.analysis.correlation import correlate_alpha_behaviour
+        from harness.analysis.policies import compare_policies
+        from harness.analysis.predictor import predict_violations, window_features
+        from harness.analysis.summary import default_layers, summarise_conditions, token_frame
+        from harness.scoring.io import adherence_frames
+
+        windows, fits = ctx.frame("windows.csv"), ctx.frame("fits.csv")
+        tokens = token_frame(ctx.records)
+        out: dict = dict(adherence_frames(windows))
+        layers = default_layers(fits) if not fits.empty else []
+        summary = summarise_conditions(fits if not fits.empty else None, windows, tokens, layers)
+        out["summary.csv"] = summary
+        out["correlation.csv"] = correlate_alpha_behaviour(summary)
+        divergence, nexttoken = ctx.frame("divergence.csv"), ctx.frame("nexttoken.csv")
+        features = window_features(windows, divergence, nexttoken, layers)
+        out["predictor.csv"] = predict_violations(features)
+        out["policies.csv"] = compare_policies(windows, tokens)
+        return out

@@ -1,0 +1,139 @@
+"""The stage protocol: every step of a run is a `Stage` over one shared `RunContext`.
+
+A stage reads what earlier stages left in the context (records, probe curves, earlier output
+frames), computes its units through the run's store (so a killed run resumes), and returns its
+output files as `{filename: value}`. The pipeline writes each returned file once, through
+`write_output`, and keeps it in `ctx.outputs` for the stages after it. A stage owns the schema
+of the files it returns. A new stage is one module with one class and one line in
+`harness.pipeline.STAGES`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from rich.progress import Progress
+
+    from harness.config import RunConfig, TaskSuite
+    from harness.models import ResolvedModel
+    from harness.plan import Selected
+    from harness.records import GenerationRecord
+    from harness.store import RunStore
+
+# What a stage may return per file: a DataFrame (CSV), a list of pydantic models (JSON lines),
+# a dict (JSON) or a str (text). `write_output` picks the writer from the value's type.
+Output = Any
+
+
+@dataclass
+class ProgressBars:
+    """Progress bars for the stages; `None` progress (tests, library use) draws nothing."""
+
+    progress: Progress | None = None
+
+    def bar(self, label: str, total: float) -> Bar:
+        task = self.progress.add_task(label, total=total) if self.progress else None
+        return Bar(self.progress, task, total)
+
+
+@dataclass
+class Bar:
+    progress: Progress | None
+    task: Any
+    total: float
+
+    def update(self, completed: float) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, completed=completed)
+
+    def advance(self, amount: float = 1) -> None:
+        if self.progress is not None:
+            self.progress.advance(self.task, amount)
+
+    def finish(self) -> None:
+        self.update(self.total)
+
+
+@dataclass
+class RunContext:
+    """Everything a stage may read: the validated inputs, then what earlier stages produced."""
+
+    config: RunConfig
+    store: RunStore
+    out_dir: Path
+    run_id: str
+    suites: list[TaskSuite]
+    items: list[Selected]
+    models: list[ResolvedModel]
+    twins: dict[str, ResolvedModel]  # trained model name -> its untrained twin
+    progress: ProgressBars = field(default_factory=ProgressBars)
+    records: list[GenerationRecord] = field(default_factory=list)
+    curves: dict[tuple[str, str], dict] = field(default_factory=dict)  # (model, record key)
+    outputs: dict[str, Output] = field(default_factory=dict)  # file name -> value written
+    timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds
+    started: str = ""
+    _tokenizers: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def probe_models(self) -> list[ResolvedModel]:
+        return self.models + list(self.twins.values())
+
+    def records_of(self, model_name: str) -> list[GenerationRecord]:
+        return [r for r in self.records if r.model == model_name]
+
+    def tokenizer(self, model: ResolvedModel):
+        """The model's tokenizer, loaded once per run."""
+        if model.name not in self._tokenizers:
+            from transformers import AutoTokenizer
+
+            self._tokenizers[model.name] = AutoTokenizer.from_pretrained(model.path)
+        return self._tokenizers[model.name]
+
+    def frame(self, name: str) -> pd.DataFrame:
+        """An earlier stage's CSV output (an empty frame when that stage wrote none)."""
+        import pandas as pd
+
+        value = self.outputs.get(name)
+        return value if value is not None else pd.DataFrame()
+
+    @contextmanager
+    def timed(self, name: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[name] = round(time.perf_counter() - start, 2)
+
+
+class Stage(Protocol):
+    """One step of a run. `name` labels its timing in manifest.json."""
+
+    name: str
+
+    def run(self, ctx: RunContext) -> dict[str, Output]: ...
+
+
+def write_output(path: Path, value: Output) -> None:
+    """The one writer of every run file, chosen by the value's type; always atomic."""
+    import pandas as pd
+    from pydantic import BaseModel
+
+    from harness.store import atomic_write_text, write_csv
+
+    if isinstance(value, pd.DataFrame):
+        write_csv(value, path)
+    elif isinstance(value, list) and all(isinstance(v, BaseModel) for v in value):
+        atomic_write_text(path, "".join(v.model_dump_json() + "\n" for v in value))
+    elif isinstance(value, dict):
+        atomic_write_text(path, json.dumps(value, indent=2))
+    elif isinstance(value, str):
+        atomic_write_text(path, value)
+    else:
+        raise TypeError(f"{path.name}: no writer for {type(value).__name__}")

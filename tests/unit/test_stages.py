@@ -1,0 +1,73 @@
+"""The stage protocol: stages run in order over one context, each returned file is written
+once by the one writer, and a later stage reads what an earlier one returned."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from pydantic import BaseModel
+
+from harness.stages.base import RunContext, write_output
+
+
+class Row(BaseModel):
+    a: int
+    b: str
+
+
+class Counts:
+    name = "counts"
+
+    def run(self, ctx):
+        return {"counts.csv": pd.DataFrame({"item": ["x", "y"], "n": [3, 5]})}
+
+
+class Doubled:
+    name = "doubled"
+
+    def run(self, ctx):
+        counts = ctx.frame("counts.csv")
+        return {
+            "doubled.csv": counts.assign(n=counts["n"] * 2),
+            "rows.jsonl": [Row(a=int(n), b=i) for i, n in zip(counts["item"], counts["n"])],
+            "meta.json": {"total": int(counts["n"].sum())},
+        }
+
+
+def _context(tmp_path) -> RunContext:
+    return RunContext(
+        config=None, store=None, out_dir=tmp_path, run_id="r", suites=[], items=[], models=[],
+        twins={},
+    )  # fmt: skip
+
+
+def test_stages_run_in_order_and_each_file_is_written_once(tmp_path):
+    from harness.pipeline import run_stages
+
+    ctx = _context(tmp_path)
+    run_stages(ctx, [Counts(), Doubled()], show_progress=False)
+    assert pd.read_csv(tmp_path / "doubled.csv")["n"].tolist() == [6, 10]
+    lines = (tmp_path / "rows.jsonl").read_text().splitlines()
+    assert [json.loads(line) for line in lines] == [{"a": 3, "b": "x"}, {"a": 5, "b": "y"}]
+    assert json.loads((tmp_path / "meta.json").read_text()) == {"total": 8}
+    assert set(ctx.timings) == {"counts", "doubled"}
+    assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporary files
+
+
+def test_a_stage_reading_a_file_nobody_wrote_gets_an_empty_frame(tmp_path):
+    assert _context(tmp_path).frame("missing.csv").empty
+
+
+def test_write_output_refuses_a_value_it_has_no_writer_for(tmp_path):
+    with pytest.raises(TypeError, match="x.bin: no writer for bytes"):
+        write_output(tmp_path / "x.bin", b"raw")
+
+
+def test_the_pipeline_is_a_list_of_stages_in_data_order():
+    from harness.pipeline import STAGES
+
+    assert [s.name for s in STAGES] == [
+        "generate", "score", "probe", "theory", "fits", "analyse", "manifest", "report",
+    ]  # fmt: skip
