@@ -31,7 +31,9 @@ class Doubled:
         counts = ctx.frame("counts.csv")
         return {
             "doubled.csv": counts.assign(n=counts["n"] * 2),
-            "rows.jsonl": [Row(a=int(n), b=i) for i, n in zip(counts["item"], counts["n"])],
+            "rows.jsonl": [
+                Row(a=int(n), b=i) for i, n in zip(counts["item"], counts["n"], strict=True)
+            ],
             "meta.json": {"total": int(counts["n"].sum())},
         }
 
