@@ -6,7 +6,6 @@ pair runs, so a bad input fails in seconds with one line and no files.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -18,7 +17,6 @@ from pydantic import BaseModel, Field
 
 from harness.errors import UserError
 from harness.probes.divergence import (
-    HIDDEN_METRICS,
     PairDivergence,
     n_hidden_states,
     pair_divergence,
@@ -31,13 +29,6 @@ from harness.probes.pairs import (
     generate_continuations_vllm,
     pair_prompt_ids,
 )
-
-# |delta_logp| is fit (the signed gap changes sign); next-token fits carry layer = -1
-NEXT_METRICS = ("abs_delta_logp", "kl")
-NEXT_LAYER = -1
-POOLED = "all"
-# hidden state 0 holds the continuation's embeddings, equal under both prompts by construction
-REASON_ZERO = "all distances zero (no path from the prompt yet, e.g. layer 0)"
 
 
 class ProbeRequest(BaseModel):
@@ -313,75 +304,21 @@ def build_tables(
     return ProbeTables(pd.concat(div_parts), pd.concat(next_parts), fits)
 
 
-def _curve_sets(res: PairDivergence) -> dict[tuple[int, str], np.ndarray]:
-    out = {}
-    for row, layer in enumerate(res.layers):
-        for metric in HIDDEN_METRICS:
-            out[(layer, metric)] = getattr(res, metric)[row]
-    out[(NEXT_LAYER, "abs_delta_logp")] = np.abs(res.delta_logp)
-    out[(NEXT_LAYER, "kl")] = res.kl
-    return out
-
-
 def fit_table(
     curves: list[tuple[str, float | None, str, PairDivergence]], request: ProbeRequest
 ) -> Any:
-    """alpha per (model, lam, pair, layer, metric), plus a pooled pair = "all" row per group
-    (bootstrap over pairs). Identical prompts give NaN with reason "identical prompts"."""
-    import pandas as pd
+    """fits.csv of the probe command, through the run's one fits writer: alpha per (model,
+    lam, pair, layer, metric), plus a pooled pair = "all" row per (model, lam) (bootstrap over
+    pairs, identical pairs left out)."""
+    from harness.analysis.fits import FitMember
+    from harness.analysis.fits import fit_table as write_fits
 
-    from harness.analysis.powerlaw import REASON_IDENTICAL, fit_alpha
-
-    rows = []
-    groups: dict[tuple[str, float | None], list[tuple[str, PairDivergence]]] = {}
+    groups: dict[tuple[str, float | None], list[FitMember]] = {}
     for model_name, lam, pair, res in curves:
-        groups.setdefault((model_name, lam), []).append((pair, res))
-    for (model_name, lam), members in groups.items():
-        sets = [(pair, res, _curve_sets(res)) for pair, res in members]
-        for key in sets[0][2]:
-            layer, metric = key
-            per_pair = []
-            for pair, res, curves_of in sets:
-                d = curves_of[key]
-                t = np.arange(1, len(d) + 1)
-                fit = fit_alpha(t, d, t_min=request.t_min, n_boot=request.n_boot)
-                if res.identical_prompts:
-                    fit = fit.model_copy(update={"reason": REASON_IDENTICAL, "alpha": math.nan})
-                elif fit.reason == REASON_IDENTICAL:  # all zero although the prompts differ
-                    fit = fit.model_copy(update={"reason": REASON_ZERO})
-                rows.append(_fit_row(model_name, lam, pair, layer, metric, fit, request))
-                if not res.identical_prompts:
-                    per_pair.append(d)
-            if len(members) > 1:
-                rows.append(_pooled_row(model_name, lam, layer, metric, per_pair, request))
-    return pd.DataFrame(rows)
-
-
-def _pooled_row(model_name, lam, layer, metric, per_pair, request) -> dict:
-    from harness.analysis.powerlaw import REASON_IDENTICAL, fit_alpha
-
-    if not per_pair:
-        return _fit_row(model_name, lam, POOLED, layer, metric, None, request, REASON_IDENTICAL)
-    total = min(len(d) for d in per_pair)  # pairs may have continuations of different lengths
-    d = np.stack([d[:total] for d in per_pair])  # (n_pairs, T)
-    fit = fit_alpha(np.arange(1, total + 1), d, t_min=request.t_min, n_boot=request.n_boot)
-    if fit.reason == REASON_IDENTICAL:
-        fit = fit.model_copy(update={"reason": REASON_ZERO})
-    return _fit_row(model_name, lam, POOLED, layer, metric, fit, request)
-
-
-def _fit_row(model_name, lam, pair, layer, metric, fit, request, reason: str = "") -> dict:
-    row: dict[str, Any] = {"model": model_name}
-    if request.lams is not None:
-        row["lam"] = lam
-    row.update(pair=pair, layer=layer, metric=metric)
-    if fit is None:
-        nan = math.nan
-        row.update(alpha=nan, ci_low=nan, ci_high=nan, r2=nan, t_min=request.t_min,
-                   t_max=request.tokens, reason=reason)  # fmt: skip
-        return row
-    row.update(
-        alpha=fit.alpha, ci_low=fit.ci_low, ci_high=fit.ci_high, r2=fit.r2,
-        t_min=fit.t_min, t_max=fit.t_max, reason=fit.reason,
-    )  # fmt: skip
-    return row
+        groups.setdefault((model_name, lam), []).append(FitMember(pair, res.to_arrays()))
+    with_lam = request.lams is not None
+    table = [
+        ({"model": model_name, **({"lam": lam} if with_lam else {})}, members)
+        for (model_name, lam), members in groups.items()
+    ]
+    return write_fits(table, request.t_min, request.n_boot, request.n_boot)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from harness.analysis.fits import REASON_ZERO
 from harness.errors import UserError
 from harness.probes.attention_bias import prompt_bias
 from harness.probes.divergence import (
@@ -18,7 +19,7 @@ from harness.probes.divergence import (
     next_token_gaps,
     resolve_layers,
 )
-from harness.probes.experiment import REASON_ZERO, ProbeRequest, fit_table
+from harness.probes.experiment import ProbeRequest, fit_table
 from harness.probes.pairs import PairSpec, file_continuation, load_pairs, read_text_arg
 
 
