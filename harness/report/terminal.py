@@ -62,7 +62,8 @@ def print_summary(run_dir: Path, console=None) -> None:
     for cells in summary_rows(summary) if not summary.empty else []:
         table.add_row(*cells)
     console.print(table)
-    console.print(f"report: {Path(run_dir) / 'report.html'}")
+    # plain print: a console would wrap a long path at its width
+    print(f"report: {Path(run_dir) / 'report.html'}", flush=True)
 
 
 __all__ = ["print_summary", "summary_rows"]

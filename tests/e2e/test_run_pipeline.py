@@ -44,11 +44,29 @@ def _run(config: str, out: Path, *extra: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory, tiny_model_path):
+def finished(tmp_path_factory, tiny_model_path):
     out = tmp_path_factory.mktemp("runs") / "whole"
     done = _run("tiny-kill.yaml", out)
     assert done.returncode == 0, done.stderr[-2000:]
-    return out
+    return out, done
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(finished):
+    return finished[0]
+
+
+def test_run_is_quiet_and_ends_with_the_summary_table(finished):
+    out, done = finished
+    lines = (done.stdout + done.stderr).splitlines()
+    assert not [line for line in lines if " INFO " in line], "engine logs leaked"
+    assert "Traceback" not in done.stderr and "Logging error" not in done.stderr
+    assert len(lines) < 60
+    assert "adherence AUC [95% CI]" in done.stdout and "half-life (t)" in done.stdout
+    table = done.stdout[done.stdout.index("adherence AUC") :]
+    for policy in ("none", "periodic-16-user"):
+        assert policy in table
+    assert done.stdout.rstrip().endswith(f"report: {out / 'report.html'}")
 
 
 def test_run_writes_every_output(uninterrupted):
@@ -72,7 +90,11 @@ def test_run_writes_every_output(uninterrupted):
     assert set(div.layer) == set(range(5))  # embeddings + 4 layers
     assert (div.loc[div.layer == 0, "l2"] == 0).all()  # shared continuation embeddings
     fits = pd.read_csv(uninterrupted / "fits.csv")
-    assert (fits.loc[fits.layer == 0, "reason"] == "identical prompts").all()
+    # layer 0: the shared continuation's embeddings; the prompts themselves differ
+    assert fits.loc[fits.layer == 0, "reason"].str.startswith("all distances zero").all()
+    per_model = fits[(fits.item == "all") & (fits.policy == "all") & (fits.pair == "all")]
+    assert set(per_model.model) == set(div.model)  # the rows the report's alpha by layer reads
+    assert len(per_model[per_model.metric == "rel_l2"]) == 2 * 5
     bias = pd.read_csv(uninterrupted / "bias.csv")
     assert set(bias.lam) == {0.0, 1.0} and set(bias.model) == set(div.model)
     assert (bias.n_pairs == 2).all()  # one `none` sample per item
