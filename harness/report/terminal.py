@@ -3,6 +3,7 @@ adherence AUC and its CI, half-life, token overhead and alpha, then the report's
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -22,12 +23,13 @@ def _with_ci(row: pd.Series, base: str) -> str:
 
 
 def _half_life(row: pd.Series) -> str:
-    if bool(row.get("half_life_censored", False)):
-        return "never halves"
+    auc = row.get("auc")
+    if bool(row.get("half_life_censored", False)) and not pd.isna(auc) and auc > 0:
+        return "never halves"  # with nothing adhered to at first there is nothing to halve
     return _num(row.get("half_life"), "{:.0f}")
 
 
-def summary_rows(summary: pd.DataFrame) -> list[list[str]]:
+def summary_rows(summary: pd.DataFrame, with_model: bool = True) -> list[list[str]]:
     """Table cells of the conditions that have behaviour (untrained twins have alpha only)."""
     rows = []
     behaved = summary[summary["auc"].notna()] if "auc" in summary else summary.iloc[0:0]
@@ -35,7 +37,7 @@ def summary_rows(summary: pd.DataFrame) -> list[list[str]]:
         overhead = row.get("token_overhead")
         rows.append(
             [
-                str(row["model"]),
+                *([str(row["model"])] if with_model else []),
                 str(row["item"]),
                 str(row["policy"]),
                 _with_ci(row, "auc"),
@@ -52,14 +54,18 @@ def print_summary(run_dir: Path, console=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    # Not a terminal (a log, CI): wide enough that no cell wraps.
+    console = console or Console(width=None if sys.stdout.isatty() else 160)
     path = Path(run_dir) / "summary.csv"
     summary = pd.read_csv(path) if path.is_file() else pd.DataFrame()
-    table = Table(title=f"{Path(run_dir).name}: adherence and decay per condition")
-    headers = ("model", "item", "policy", "adherence AUC [95% CI]", "half-life (t)")
-    for header in (*headers, "token overhead", "alpha [95% CI]"):
-        table.add_column(header, overflow="fold")
-    for cells in summary_rows(summary) if not summary.empty else []:
+    models = sorted(summary[summary["auc"].notna()]["model"].unique()) if len(summary) else []
+    title = f"{Path(run_dir).name}: adherence and decay per condition"
+    table = Table(title=title + (f" ({models[0]})" if len(models) == 1 else ""))
+    headers = ["model"] if len(models) > 1 else []
+    headers += ["item", "policy", "adherence AUC [95% CI]", "half-life (t)", "token overhead"]
+    for header in (*headers, "alpha [95% CI]"):
+        table.add_column(header, no_wrap=True)
+    for cells in summary_rows(summary, with_model=len(models) > 1) if models else []:
         table.add_row(*cells)
     console.print(table)
     # plain print: a console would wrap a long path at its width
