@@ -18,6 +18,7 @@ class AnalyseStage:
         from harness.analysis.summary import default_layers, summarise_conditions, token_frame
         from harness.scoring.io import adherence_frames
 
+        bar = ctx.progress.bar("analyse", 1)
         windows, fits = ctx.frame("windows.csv"), ctx.frame("fits.csv")
         tokens = token_frame(ctx.records)
         out: dict = dict(adherence_frames(windows))
@@ -29,4 +30,5 @@ class AnalyseStage:
         features = window_features(windows, divergence, nexttoken, layers)
         out["predictor.csv"] = predict_violations(features)
         out["policies.csv"] = compare_policies(windows, tokens)
+        bar.finish()
         return out

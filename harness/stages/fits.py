@@ -24,7 +24,9 @@ class FitsStage:
             ({"model": model, "item": item, "policy": policy}, sorted(members, key=_sample))
             for (model, item, policy), members in sorted(groups.items())
         ]
+        bar = ctx.progress.bar("fits", 1)
         fits = fit_table(table, ctx.config.probe.t_min, pool_models=True)
+        bar.finish()
         return {"fits.csv": fits}
 
 

@@ -59,5 +59,7 @@ class ReportStage:
     def run(self, ctx) -> dict:
         from harness.report import render_report
 
+        bar = ctx.progress.bar("report", 1)
         render_report(ctx.out_dir)
+        bar.finish()
         return {}

@@ -92,6 +92,8 @@ class TheoryStage:
         if relay is not None:
             out["relay.csv"] = relay
         if ctx.config.probe.enabled and ctx.config.theory.bias_lams:
+            bar = ctx.progress.bar("theory: alpha under attention bias", 1)
             rows = bias_rows(ctx.store, ctx.config, ctx.probe_models, ctx.records, ctx.curves)
             out["bias.csv"] = pd.DataFrame(rows, columns=BIAS_COLUMNS)
+            bar.finish()
         return out
