@@ -64,6 +64,9 @@ def plan_run(config_path: Path, out: Path | None = None) -> RunPlan:
             from harness.engines import make_engine
 
             make_engine("openai", model.path, **engine_options(config)).close()
+    if config.probe.enabled:
+        for model in models:
+            _check_probe_layers(config, model)
     twins = (
         {m.name: resolve_model(f"untrained:{m.name}") for m in models if m.source != "untrained"}
         if config.probe.enabled and config.probe.untrained_twin
@@ -71,3 +74,20 @@ def plan_run(config_path: Path, out: Path | None = None) -> RunPlan:
     )
     run_id = hashlib.sha256(config.model_dump_json().encode()).hexdigest()[:12]
     return RunPlan(config, suites, items, models, twins, out_dir, run_id)
+
+
+def _check_probe_layers(config: RunConfig, model: ResolvedModel) -> None:
+    """probe.layers against the model's depth, so a bad index fails before generation."""
+    import json
+
+    from harness.probes.divergence import resolve_layers
+
+    if config.probe.layers == "all":
+        return
+    depth = json.loads((model.path / "config.json").read_text()).get("num_hidden_layers")
+    if depth is None:
+        return  # an unusual config: the probe itself checks against the loaded model
+    try:
+        resolve_layers(list(config.probe.layers), depth + 1)
+    except UserError as exc:
+        raise UserError(f"field 'probe.layers': {model.name}: {exc}") from None

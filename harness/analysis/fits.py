@@ -102,8 +102,10 @@ def fit_table(
     n_boot_pair: int = 200,
     n_boot_pooled: int = 1000,
     pool_models: bool = False,
+    ident: list[str] | None = None,
 ) -> pd.DataFrame:
-    """fits.csv rows. `groups`: (identity columns, e.g. {model, item, policy}, members)."""
+    """fits.csv rows. `groups`: (identity columns, e.g. {model, item, policy}, members);
+    `ident` names those columns when there may be no group at all (the probe was off)."""
     rows: list[dict] = []
     for ident, members in groups:
         for member in members:
@@ -118,8 +120,8 @@ def fit_table(
             rows += _rows(ident, POOLED, pooled) if pooled else _identical_rows(ident, keys, t_min)
     if pool_models:
         rows += _model_rows(groups, t_min, n_boot_pooled)
-    columns = [*dict.fromkeys(k for ident, _ in groups for k in ident), "pair", "layer"]
-    return pd.DataFrame(rows, columns=[*columns, "metric", *FIT_FIELDS])
+    names = ident or list(dict.fromkeys(k for group, _ in groups for k in group))
+    return pd.DataFrame(rows, columns=[*names, "pair", "layer", "metric", *FIT_FIELDS])
 
 
 def _model_rows(groups, t_min: int, n_boot: int) -> list[dict]:

@@ -3,6 +3,8 @@ fits.csv (written by `harness.analysis.fits`, the writer `harness probe` uses to
 
 from __future__ import annotations
 
+IDENT = ["model", "item", "policy"]  # a fit group: one condition
+
 
 class FitsStage:
     """`ctx.curves` -> fits.csv; conditions in sorted order, pairs by sample."""
@@ -25,7 +27,7 @@ class FitsStage:
             for (model, item, policy), members in sorted(groups.items())
         ]
         bar = ctx.progress.bar("fits", 1)
-        fits = fit_table(table, ctx.config.probe.t_min, pool_models=True)
+        fits = fit_table(table, ctx.config.probe.t_min, pool_models=True, ident=IDENT)
         bar.finish()
         return {"fits.csv": fits}
 

@@ -77,6 +77,30 @@ def engine_options(config: RunConfig) -> dict:
     return {"max_model_len": gen.max_model_len}
 
 
+def unit_key(config: RunConfig, model: ResolvedModel, policy, specs, items) -> str:
+    """One (model, policy) unit: everything its records depend on. The adaptive policy also
+    depends on the items' checks (they decide when it injects), so its key holds them."""
+    gen = config.generation
+    sampling = SamplingSettings(
+        temperature=gen.temperature, top_p=gen.top_p, max_tokens=gen.max_tokens
+    )
+    item_key = [
+        (s.meta["item"], s.system, s.user, s.reminder, s.restatement, s.seed) for s in specs
+    ]
+    checks = [[c.model_dump() for c in sel.item.checks] for sel in items]
+    return content_key(
+        STAGE,
+        model.content_key,
+        policy.model_dump(),
+        item_key,
+        sampling.model_dump(),
+        gen.engine,
+        gen.continue_on_eos,
+        config.scoring.languages,
+        *([checks] if policy.name == "adaptive" else []),
+    )
+
+
 def generate_stage(
     store: RunStore,
     config: RunConfig,
@@ -91,22 +115,7 @@ def generate_stage(
         temperature=gen.temperature, top_p=gen.top_p, max_tokens=gen.max_tokens
     )
     specs = _specs(config, model.name, items, run_id)
-    item_key = [
-        (s.meta["item"], s.system, s.user, s.reminder, s.restatement, s.seed) for s in specs
-    ]
-    keys = [
-        content_key(
-            STAGE,
-            model.content_key,
-            spec.model_dump(),
-            item_key,
-            sampling.model_dump(),
-            gen.engine,
-            gen.continue_on_eos,
-            config.scoring.languages,
-        )
-        for spec in config.policies
-    ]
+    keys = [unit_key(config, model, spec, specs, items) for spec in config.policies]
     missing = [i for i, key in enumerate(keys) if not store.has(STAGE, key)]
     if missing:
         engine = make_engine(gen.engine, model.path, **engine_options(config))

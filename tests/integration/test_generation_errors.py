@@ -87,3 +87,16 @@ def test_user_placement_turn_is_what_the_template_renders(tiny_model_path):
     # after an EOS the turn is already closed: the end-of-turn token is not repeated
     after_eos = chat.turn_ids("user", "Continue.", last_token=chat.eos_id)
     assert chat.tokenizer.decode(after_eos).startswith("\n<|im_start|>user\n")
+
+
+def test_probe_layer_beyond_the_model_fails_before_generation(tmp_path, tiny_model_path, run_cli):
+    path = _config(tmp_path, "tiny-random-llama")
+    config = yaml.safe_load(path.read_text())
+    config["policies"] = ["none"]
+    config["probe"] = {"layers": [1, 9]}  # the tiny model has hidden-state indices 0..4
+    path.write_text(yaml.safe_dump(config))
+    out = tmp_path / "out"
+    code, _, err = run_cli(["run", str(path), "--out", str(out)])
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "probe.layers" in err and "out of range: this model has 0..4" in err
+    assert not out.exists()

@@ -4,6 +4,7 @@ once by the one writer, and a later stage reads what an earlier one returned."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -73,3 +74,35 @@ def test_the_pipeline_is_a_list_of_stages_in_data_order():
     assert [s.name for s in STAGES] == [
         "generate", "score", "probe", "theory", "fits", "analyse", "manifest", "report",
     ]  # fmt: skip
+
+
+def test_adaptive_generation_units_are_keyed_by_the_checks_that_trigger_them(tmp_path):
+    """Editing an item's check must redo the adaptive policy's records (its reminders depend on
+    the checks) and reuse every other policy's."""
+    from harness.config import load_run_config_and_suites
+    from harness.models.zoo import ResolvedModel
+    from harness.plan import select_items
+    from harness.stages.generate import _specs, unit_key
+
+    data = Path(__file__).parent.parent / "data" / "configs"
+    suite = (data / "mini-suite.yaml").read_text()
+    (tmp_path / "mini-suite.yaml").write_text(suite)
+    config_text = (
+        (data / "tiny-kill.yaml")
+        .read_text()
+        .replace("  - none\n", "  - none\n  - {name: adaptive, every: 16}\n")
+    )
+    (tmp_path / "run.yaml").write_text(config_text)
+    model = ResolvedModel(name="m", source="tiny", path=tmp_path, content_key="k")
+
+    def keys() -> dict[str, str]:
+        config, suites = load_run_config_and_suites(tmp_path / "run.yaml")
+        items = select_items(config, suites)
+        specs = _specs(config, "m", items, "")
+        return {p.name: unit_key(config, model, p, specs, items) for p in config.policies}
+
+    before = keys()
+    (tmp_path / "mini-suite.yaml").write_text(suite.replace("target: fr", "target: de"))
+    after = keys()
+    assert after["adaptive"] != before["adaptive"]
+    assert after["none"] == before["none"] and after["periodic"] == before["periodic"]
