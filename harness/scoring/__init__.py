@@ -9,11 +9,11 @@ from harness.scoring.score import (
     RESPONSE_WINDOW,
     WINDOW_COLUMNS,
     WindowRow,
-    check_window,
     item_checks,
     item_index,
     rows_frame,
     score_records,
+    window_fails,
 )
 from harness.scoring.windows import GenerationRecord, Segment, Window, split_windows
 
@@ -26,10 +26,10 @@ __all__ = [
     "Segment",
     "Window",
     "WindowRow",
-    "check_window",
     "item_checks",
     "item_index",
     "rows_frame",
     "score_records",
     "split_windows",
+    "window_fails",
 ]

@@ -1,6 +1,6 @@
 """Score generation records window by window: `windows.csv` rows.
 
-`score_records` is the batch API of the pipeline; `check_window` is the pure-text API of the
+`score_records` is the batch API of the pipeline; `window_fails` is the pure-text API of the
 adaptive policy (did the last window violate the item's window-scope checks?).
 """
 
@@ -155,7 +155,7 @@ def _row(record: GenerationRecord, task: str, window, check: Check, result) -> W
     )
 
 
-def check_window(item: TaskItem, text: str, languages: Sequence[str] | None = None) -> bool | None:
+def window_fails(item: TaskItem, text: str, languages: Sequence[str] | None = None) -> bool | None:
     """Did this window violate the item's window-scope checks?
 
     True: at least one check failed; False: none failed and at least one passed; None: no
