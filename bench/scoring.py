@@ -19,10 +19,10 @@ DATA = Path(__file__).parents[1] / "tests" / "data" / "scoring" / "language_wind
 
 
 def main() -> None:
+    from harness.checks.language import LanguageCheck
     from harness.config import ScoringConfig, TaskSuite
     from harness.scoring import GenerationRecord, score_records
     from harness.scoring.io import load_tokenizer
-    from harness.scoring.language import LanguageCheck
 
     tokenizer = load_tokenizer(None)
     texts = [w["text"] for w in yaml.safe_load(DATA.read_text())["windows"] if w["lang"]]
@@ -33,7 +33,9 @@ def main() -> None:
 
     process = psutil.Process()
     rss0 = process.memory_info().rss
-    check = LanguageCheck("language:fr", "fr", 20, 0.5, ScoringConfig().languages)
+    check = LanguageCheck(type="language", target="fr").bind(
+        "language:fr", ScoringConfig().languages
+    )
     start = time.perf_counter()
     check.score_many(windows[:1])  # builds the detector with its language models preloaded
     cold = time.perf_counter() - start

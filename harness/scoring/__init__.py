@@ -1,20 +1,20 @@
-"""Behavioural adherence along the output: windows, language id, constraint checks.
+"""Behavioural adherence along the output: windows, check rows (checks: harness.checks).
 
 Heavy dependencies (lingua, lm-eval, pandas, lifelines) load inside the functions that use
 them, so importing this package stays cheap.
 """
 
-from harness.scoring.checks import Check, CheckResult
+from harness.checks import Check, CheckResult
 from harness.scoring.score import (
     RESPONSE_WINDOW,
     WINDOW_COLUMNS,
     WindowRow,
-    check_window,
+    item_checks,
     item_index,
     rows_frame,
     score_records,
+    window_fails,
 )
-from harness.scoring.suite import item_checks
 from harness.scoring.windows import GenerationRecord, Segment, Window, split_windows
 
 __all__ = [
@@ -26,10 +26,10 @@ __all__ = [
     "Segment",
     "Window",
     "WindowRow",
-    "check_window",
     "item_checks",
     "item_index",
     "rows_frame",
     "score_records",
     "split_windows",
+    "window_fails",
 ]

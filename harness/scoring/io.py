@@ -50,8 +50,7 @@ def score_files(
     """Validate everything, score, then write windows.csv, adherence.csv, adherence_curve.csv
     and survival.csv into `out`. Returns the written paths."""
     from harness.scoring.inputs import read_records
-    from harness.scoring.score import item_index, rows_frame, score_records
-    from harness.scoring.suite import item_checks
+    from harness.scoring.score import item_checks, item_index, rows_frame, score_records
     from harness.store import write_csv
 
     index = item_index(suites)

@@ -1,6 +1,6 @@
 """Score generation records window by window: `windows.csv` rows.
 
-`score_records` is the batch API of the pipeline; `check_window` is the pure-text API of the
+`score_records` is the batch API of the pipeline; `window_fails` is the pure-text API of the
 adaptive policy (did the last window violate the item's window-scope checks?).
 """
 
@@ -12,10 +12,9 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from harness.config import ScoringConfig, TaskItem, TaskSuite
+from harness.checks import Check
+from harness.config import DEFAULT_CANDIDATE_LANGUAGES, ScoringConfig, TaskItem, TaskSuite
 from harness.errors import UserError
-from harness.scoring.checks import Check, CheckResult
-from harness.scoring.suite import item_checks
 from harness.scoring.windows import GenerationRecord, response_text, split_windows
 
 RESPONSE_WINDOW = -1  # `window` value of the rows of response-scope checks
@@ -64,9 +63,29 @@ def item_index(suites: TaskSuite | Sequence[TaskSuite]) -> dict[str, tuple[str, 
     return index
 
 
-def _score_batch(check: Check, texts: list[str]) -> list[CheckResult]:
-    many = getattr(check, "score_many", None)
-    return many(texts) if many else [check.score(text) for text in texts]
+_ITEM_CHECKS: dict[tuple[str, tuple[str, ...]], list[Check]] = {}
+
+
+def item_checks(item: TaskItem, candidates: Sequence[str] | None = None) -> list[Check]:
+    """The item's checks as scored, built once per (item, candidate set) and reused.
+
+    `candidates` are the languages a language check tells its target apart from (default:
+    DEFAULT_CANDIDATE_LANGUAGES). Two checks with one id on one item keep distinct ids: the
+    second reports as `<id>#2`.
+    """
+    languages = tuple(sorted(candidates or DEFAULT_CANDIDATE_LANGUAGES))
+    key = (item.model_dump_json(), languages)
+    if key not in _ITEM_CHECKS:
+        checks: list[Check] = []
+        seen: dict[str, int] = {}
+        for spec in item.checks:
+            check_id = spec.base_id
+            seen[check_id] = seen.get(check_id, 0) + 1
+            if seen[check_id] > 1:
+                check_id = f"{check_id}#{seen[check_id]}"
+            checks.append(spec.bind(check_id, languages))
+        _ITEM_CHECKS[key] = checks
+    return _ITEM_CHECKS[key]
 
 
 def score_records(
@@ -100,7 +119,7 @@ def score_records(
                 entry.append((record, task, None, full))
     rows: list[WindowRow] = []
     for check, entries in jobs.values():
-        results = _score_batch(check, [text for *_, text in entries])
+        results = check.score_many([text for *_, text in entries])
         for (record, task, window, _), result in zip(entries, results, strict=True):
             rows.append(_row(record, task, window, check, result))
     rows.sort(key=lambda r: (r.run_id, r.model, r.item, r.policy, r.seed, r.sample, r.window))
@@ -136,7 +155,7 @@ def _row(record: GenerationRecord, task: str, window, check: Check, result) -> W
     )
 
 
-def check_window(item: TaskItem, text: str, languages: Sequence[str] | None = None) -> bool | None:
+def window_fails(item: TaskItem, text: str, languages: Sequence[str] | None = None) -> bool | None:
     """Did this window violate the item's window-scope checks?
 
     True: at least one check failed; False: none failed and at least one passed; None: no

@@ -49,13 +49,13 @@ def _specs(config: RunConfig, model: str, items: list[Selected], run_id: str) ->
 
 
 def _violation_hook(config: RunConfig, items: list[Selected]):
-    from harness.scoring import check_window
+    from harness.scoring import window_fails
 
     by_id = {sel.item.id: sel.item for sel in items}
     languages = config.scoring.languages
 
     def violates(state, text: str) -> bool:
-        return check_window(by_id[state.spec.meta["item"]], text, languages) is True
+        return window_fails(by_id[state.spec.meta["item"]], text, languages) is True
 
     return violates
 

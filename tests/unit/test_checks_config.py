@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from harness.config import load_suite
+from harness.config import DEFAULT_CANDIDATE_LANGUAGES, load_suite
 from harness.errors import UserError
 
 
@@ -53,7 +53,12 @@ def _suite(tmp_path, check, items=True):
             "rejects kwargs",
         ),
         ({"type": "language", "target": "xx"}, "not an ISO 639-1 language code"),
-        ({"type": "language", "target": "kl"}, "not supported by the language detector"),
+        # kl (Greenlandic) is ISO 639-1, but lingua cannot detect it
+        ({"type": "language", "target": "kl"}, "that the language detector (lingua) supports"),
+        ({"type": "language", "target": "fr", "scope": "response"}, "Input should be 'window'"),
+        ({"type": "vibes"}, "unknown check type: 'vibes' (expected one of 'ifeval', 'language', "),
+        ({"target": "fr"}, "missing 'type'"),
+        ({"type": "ifeval"}, "ifeval.id': Field required"),
         ({"type": "regex_must", "pattern": "(unclosed"}, "regex does not compile"),
         ({"type": "script", "script": "Klingon"}, "unknown script"),
     ],
@@ -89,3 +94,98 @@ def test_ifeval_scope_defaults_to_registry_locality(tmp_path):
         )
     )
     assert item_checks(suite.items[0])[0].scope == "response"
+
+
+STABLE_IDS = [
+    ({"type": "language", "target": "FR"}, "language:fr", "window"),
+    ({"type": "ifeval", "id": "punctuation:no_comma"}, "ifeval:punctuation:no_comma", "window"),
+    (
+        {"type": "ifeval", "id": "punctuation:no_comma", "scope": "response"},
+        "ifeval:punctuation:no_comma#2",
+        "response",
+    ),
+    ({"type": "regex_must", "pattern": "^#", "name": "heading"}, "regex_must:heading", "window"),
+    ({"type": "regex_must_not", "pattern": r"\bTODO\b"}, r"regex_must_not:\bTODO\b", "window"),
+    ({"type": "persona", "name": "Nora", "rivals": ["Bob"]}, "persona:Nora@response", "response"),
+    ({"type": "persona", "name": "Nora", "scope": "window"}, "persona:Nora", "window"),
+    ({"type": "script", "script": "Cyrillic"}, "script:Cyrillic", "window"),
+    ({"type": "max_sentence_words", "max_words": 20}, "max_sentence_words:20", "window"),
+    ({"type": "max_sentence_words", "max_words": 20}, "max_sentence_words:20#2", "window"),
+    ({"type": "max_sentence_words", "max_words": 20}, "max_sentence_words:20#3", "window"),
+]
+
+
+def test_check_ids_and_scopes_are_stable(tmp_path):
+    # The ids are the `check` column of windows.csv: runs and reports compare them across versions.
+    from harness.scoring import item_checks
+
+    path = tmp_path / "suite.yaml"
+    item = {"id": "a", "system": "s", "user": "u", "reminder": "r", "restatement": "t"}
+    item["checks"] = [check for check, _, _ in STABLE_IDS]
+    path.write_text(yaml.safe_dump({"suite": "s", "items": [item]}))
+    checks = item_checks(load_suite(path).items[0])
+    assert [(check.id, check.scope) for check in checks] == [
+        (check_id, scope) for _, check_id, scope in STABLE_IDS
+    ]
+
+
+def test_every_registered_type_is_a_suite_check_type(tmp_path):
+    from harness.checks import CHECK_TYPES
+
+    assert sorted(CHECK_TYPES) == [
+        "ifeval",
+        "language",
+        "max_sentence_words",
+        "persona",
+        "regex_must",
+        "regex_must_not",
+        "script",
+    ]
+    with pytest.raises(UserError) as info:
+        load_suite(_suite(tmp_path, {"type": "vibes"}))
+    assert f"(expected one of {', '.join(repr(name) for name in sorted(CHECK_TYPES))})" in str(
+        info.value
+    )
+
+
+def test_register_refuses_a_type_name_taken_by_another_check():
+    from typing import Literal
+
+    from harness.checks import CHECK_TYPES, Check, register
+
+    before = dict(CHECK_TYPES)
+    with pytest.raises(TypeError, match="check type 'script' is registered twice"):
+
+        @register
+        class OtherScript(Check):
+            type: Literal["letters_only", "script"]
+
+    with pytest.raises(TypeError, match="must be a Literal"):
+
+        @register
+        class Untyped(Check):
+            pass
+
+    assert before == CHECK_TYPES  # a refused class registers none of its names
+
+
+def test_suite_checks_compare_and_round_trip_by_spec(tmp_path):
+    from harness.config import TaskSuite
+
+    path = tmp_path / "suite.yaml"
+    item = {"id": "a", "system": "s", "user": "u", "reminder": "r", "restatement": "t"}
+    item["checks"] = [check for check, _, _ in STABLE_IDS]
+    path.write_text(yaml.safe_dump({"suite": "s", "items": [item]}))
+    suite = load_suite(path)
+    assert load_suite(path) == suite
+    assert suite.items[0].checks[1].model_dump()["id"] == "punctuation:no_comma"
+    assert TaskSuite.model_validate(suite.model_dump()) == suite
+
+
+def test_language_check_detects_among_the_run_candidates_and_its_target(tmp_path):
+    from harness.scoring import item_checks
+
+    suite = load_suite(_suite(tmp_path, {"type": "language", "target": "ru"}))
+    (check,) = item_checks(suite.items[0], ["fr", "en"])
+    assert check.candidates == ["en", "fr", "ru"]
+    assert suite.items[0].checks[0].candidates == sorted({"ru", *DEFAULT_CANDIDATE_LANGUAGES})

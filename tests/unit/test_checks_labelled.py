@@ -10,10 +10,8 @@ import pytest
 import yaml
 from pydantic import TypeAdapter
 
-from harness.config import DEFAULT_CANDIDATE_LANGUAGES, CheckSpec
-from harness.scoring.checks import Check
-from harness.scoring.language import LanguageCheck
-from harness.scoring.suite import build_check, check_id
+from harness.checks import Check, CheckSpec
+from harness.checks.language import LanguageCheck
 
 DATA = Path(__file__).parents[1] / "data" / "scoring"
 CASES = yaml.safe_load((DATA / "check_cases.yaml").read_text())["cases"]
@@ -22,8 +20,7 @@ SPEC = TypeAdapter(CheckSpec)
 
 
 def _build(raw: dict) -> Check:
-    spec = SPEC.validate_python(raw)
-    return build_check(spec, check_id(spec), DEFAULT_CANDIDATE_LANGUAGES)
+    return SPEC.validate_python(raw)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c['check']['type']}:{c['text'][:25]}")
@@ -55,7 +52,7 @@ def _language_verdicts():
         for target, expected in ((lang, True), (other, False)):
             check = checks.setdefault(
                 target,
-                LanguageCheck(f"language:{target}", target, 20, 0.5, DEFAULT_CANDIDATE_LANGUAGES),
+                LanguageCheck(type="language", target=target, min_letters=20, threshold=0.5),
             )
             verdicts.append(
                 (window["id"], target, expected, check.passed(check.score(window["text"])))
@@ -73,7 +70,7 @@ def test_language_check_accuracy_on_labelled_windows():
 
 
 def test_language_check_undetermined_below_min_letters():
-    check = LanguageCheck("language:fr", "fr", 20, 0.5, DEFAULT_CANDIDATE_LANGUAGES)
+    check = LanguageCheck(type="language", target="fr", min_letters=20, threshold=0.5)
     for window in WINDOWS:
         if window["lang"] is None:
             result = check.score(window["text"])
@@ -81,7 +78,7 @@ def test_language_check_undetermined_below_min_letters():
 
 
 def test_language_check_batch_matches_single():
-    check = LanguageCheck("language:de", "de", 20, 0.5, DEFAULT_CANDIDATE_LANGUAGES)
+    check = LanguageCheck(type="language", target="de", min_letters=20, threshold=0.5)
     texts = [w["text"] for w in WINDOWS[:10]]
     batch = check.score_many(texts)
     single = [check.score(t) for t in texts]
@@ -89,6 +86,6 @@ def test_language_check_batch_matches_single():
 
 
 def test_language_detector_is_built_once():
-    from harness.scoring.language import detector
+    from harness.checks.language import detector
 
     assert detector(["fr", "en"]) is detector(["en", "fr"])

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from harness.config import load_run_config, load_suite, policy_label
+from harness.errors import UserError
 
 DATA = Path(__file__).parent.parent / "data" / "configs"
 VALID = yaml.safe_load((DATA / "valid.yaml").read_text())
@@ -62,6 +63,11 @@ CASES = {
         _set("scoring.languages", ["en", "french"]),
         "'french' is not an ISO 639-1 language code",
     ),
+    "candidate language lingua cannot detect": (
+        _set("scoring.languages", ["aa", "en"]),
+        "field 'scoring.languages.0': 'aa' is not an ISO 639-1 language code that the language "
+        "detector (lingua) supports",
+    ),
     "negative temperature": (_set("generation.temperature", -1), "generation.temperature"),
     "top_p above 1": (_set("generation.top_p", 1.5), "generation.top_p"),
     "unknown engine": (_set("generation.engine", "tensorrt"), "generation.engine"),
@@ -102,6 +108,22 @@ def test_valid_config_loads():
     assert [policy_label(p) for p in config.policies] == ["none", "restate", "periodic-64-user"]
     assert config.scoring.languages[0] == "en"
     assert len(load_suite(DATA / "mini-suite.yaml").items) == 2
+
+
+def test_candidate_language_lingua_cannot_detect_fails_at_load(tmp_path):
+    # `aa` (Afar) is ISO 639-1 but lingua cannot detect it: such a config used to load, generate,
+    # then die in scoring with an AttributeError and a half-written run folder.
+    path = _write_case(tmp_path, _set("scoring.languages", ["aa", "en"]))
+    with pytest.raises(UserError) as info:
+        load_run_config(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: field 'scoring.languages.0': 'aa' ")
+    assert "\n" not in message
+
+
+def test_candidate_languages_are_normalised_to_lowercase(tmp_path):
+    path = _write_case(tmp_path, _set("scoring.languages", [" EN", "Fr"]))
+    assert load_run_config(path).scoring.languages == ["en", "fr"]
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -10,7 +10,7 @@ import pytest
 
 from harness.config import ScoringConfig, TaskSuite
 from harness.errors import UserError
-from harness.scoring import GenerationRecord, check_window, rows_frame, score_records, split_windows
+from harness.scoring import GenerationRecord, rows_frame, score_records, split_windows, window_fails
 from harness.scoring.adherence import (
     adherence_curves,
     adherence_summary,
@@ -123,10 +123,18 @@ def test_score_records_unknown_item_is_a_user_error():
         score_records([record], SUITE, WordTokenizer())
 
 
-def test_check_window_reports_violation():
-    item = SUITE.items[0]
-    assert check_window(item, "le chat dort") is True
-    assert check_window(item, "the cat sat") is False
+def test_window_fails_on_a_violating_window_only():
+    item = SUITE.items[0]  # window scope: no `chat`; the response-scope persona is not asked
+    assert window_fails(item, "le chat dort") is True
+    assert window_fails(item, "the cat sat") is False
+
+
+def test_window_fails_is_undetermined_when_no_check_can_decide():
+    raw = SUITE.items[0].model_dump()
+    raw["checks"] = [{"type": "script", "script": "Cyrillic", "min_letters": 20}]
+    item = TaskSuite.model_validate({"suite": "demo", "items": [raw]}).items[0]
+    assert window_fails(item, "too short") is None  # 8 letters < 20
+    assert window_fails(item, "the cat sat on the mat all day long") is True
 
 
 # ---------------------------------------------------------------- adherence

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import DEFAULT_CANDIDATE_LANGUAGES, LanguageCheck, load_suite
+from harness.checks.language import LanguageCheck
+from harness.config import load_suite
 from harness.scoring import item_checks, item_index
-from harness.scoring.language import LanguageCheck as RunnableLanguageCheck
 
 TASKS = Path(__file__).parents[2] / "tasks"
 SUITES = {name: load_suite(TASKS / f"{name}.yaml") for name in ("languages", "formats", "personas")}
@@ -33,10 +33,10 @@ def test_languages_cover_the_required_targets():
 @pytest.mark.parametrize("item", SUITES["languages"].items, ids=lambda i: i.id)
 def test_language_items_ask_in_english_and_restate_in_the_target(item):
     (spec,) = [c for c in item.checks if isinstance(c, LanguageCheck)]
-    check = RunnableLanguageCheck("l", spec.target, 10, 0.5, DEFAULT_CANDIDATE_LANGUAGES)
+    check = LanguageCheck(type="language", target=spec.target, min_letters=10)
     assert check.passed(check.score(item.restatement)), item.restatement
     assert check.passed(check.score(item.reminder)), item.reminder
-    english = RunnableLanguageCheck("l", "en", 10, 0.5, DEFAULT_CANDIDATE_LANGUAGES)
+    english = LanguageCheck(type="language", target="en", min_letters=10)
     assert english.passed(english.score(item.user)), item.user
 
 
@@ -62,7 +62,7 @@ def test_persona_items_have_name_rival_and_sign_off(item):
     ids = [check.id for check in item_checks(item)]
     assert any(i.startswith("persona:") and "@" not in i for i in ids)
     assert "ifeval:startend:end_checker" in ids
-    end = next(c for c in item.checks if getattr(c, "id", None) == "startend:end_checker")
+    end = next(c for c in item.checks if c.id == "ifeval:startend:end_checker")
     assert end.kwargs["end_phrase"] in item.system and end.kwargs["end_phrase"] in item.reminder
     rivals = next(c for c in item.checks if c.type == "persona" and c.scope == "window").rivals
     assert not any(re.search(re.escape(r), item.restatement) for r in rivals)

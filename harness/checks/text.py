@@ -1,9 +1,6 @@
-"""The Check interface and the harness's own checks (regex, persona, script, sentence length).
+"""The harness's own text checks: regex, persona, script share and sentence length.
 
-A check scores one piece of text: a window of the output (scope `window`) or the whole
-generated response (scope `response`). It returns a value in 0..1, or NaN when the text does
-not let it decide (too few letters), with a short reason; its pass rule turns the value into
-passed / failed / undetermined (None).
+Also the text helpers the language check shares: `strip_code` and `letters`.
 """
 
 from __future__ import annotations
@@ -11,12 +8,11 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from typing import Literal, Protocol, runtime_checkable
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import Field, PrivateAttr, field_validator
 
-Scope = Literal["window", "response"]
-NAN = float("nan")
+from harness.checks.base import NAN, Check, CheckResult, NonEmptyText, Scope, register
 
 # Unicode character-name prefixes of the scripts a `script` check may name.
 SCRIPT_PREFIXES = {
@@ -38,55 +34,44 @@ SCRIPT_PREFIXES = {
 }
 
 
-class CheckResult(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    value: float  # 0..1, NaN when undetermined
-    reason: str = ""
-
-    @property
-    def determined(self) -> bool:
-        return not math.isnan(self.value)
-
-
-@runtime_checkable
-class Check(Protocol):
-    id: str
-    scope: Scope
-
-    def score(self, text: str) -> CheckResult: ...
-
-    def passed(self, result: CheckResult) -> bool | None: ...
-
-
-class BinaryCheck:
-    """Base for checks whose value is 1 (followed) or 0 (violated); passes on 1."""
-
-    id: str
-    scope: Scope
-
-    def passed(self, result: CheckResult) -> bool | None:
-        return None if math.isnan(result.value) else result.value >= 1.0
-
-
 def _snippet(text: str, start: int, end: int, width: int = 20) -> str:
     piece = text[max(0, start - width) : end + width].replace("\n", " ")
     return piece.strip()
 
 
-class RegexCheck(BinaryCheck):
+@register
+class RegexCheck(Check):
     """`regex_must`: the pattern occurs; `regex_must_not`: it does not."""
 
-    def __init__(self, check_id: str, pattern: str, must: bool, ignore_case: bool, scope: Scope):
-        self.id, self.scope, self.must = check_id, scope, must
-        self.regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+    type: Literal["regex_must", "regex_must_not"]
+    pattern: NonEmptyText
+    ignore_case: bool = True
+    scope: Scope = "window"
+    name: Annotated[str, Field(pattern=r"^[\w.-]+$")] | None = None  # check id (default: pattern)
+    _regex: re.Pattern[str] = PrivateAttr()
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"regex does not compile: {exc}") from None
+        return value
+
+    def model_post_init(self, context: Any) -> None:
+        self._regex = re.compile(self.pattern, re.IGNORECASE if self.ignore_case else 0)
+
+    @property
+    def base_id(self) -> str:
+        return f"{self.type}:{self.name or self.pattern}"
 
     def score(self, text: str) -> CheckResult:
-        match = self.regex.search(text)
-        if self.must:
+        match = self._regex.search(text)
+        if self.type == "regex_must":
             if match:
                 return CheckResult(value=1.0, reason="found")
-            return CheckResult(value=0.0, reason=f"pattern {self.regex.pattern!r} not found")
+            return CheckResult(value=0.0, reason=f"pattern {self._regex.pattern!r} not found")
         if match:
             return CheckResult(
                 value=0.0, reason=f"forbidden match: {_snippet(text, *match.span(), width=15)!r}"
@@ -99,23 +84,34 @@ def _name_regex(name: str) -> re.Pattern[str]:
     return re.compile(rf"(?<!\w){re.escape(name)}(?!\w)", re.IGNORECASE)
 
 
-class PersonaCheck(BinaryCheck):
+@register
+class PersonaCheck(Check):
     """The persona's name appears (response scope only) and no rival name does.
 
     A 64-token window rarely restates who is speaking, so at window scope only the rivals are
     checked: a window that calls the assistant by another name has dropped the persona.
     """
 
-    def __init__(self, check_id: str, name: str, rivals: list[str], scope: Scope):
-        self.id, self.scope, self.name = check_id, scope, name
-        self.name_re = _name_regex(name)
-        self.rival_res = [(rival, _name_regex(rival)) for rival in rivals]
+    type: Literal["persona"]
+    name: NonEmptyText
+    rivals: list[NonEmptyText] = Field(default_factory=list)
+    scope: Scope = "response"
+    _name_re: re.Pattern[str] = PrivateAttr()
+    _rival_res: list[tuple[str, re.Pattern[str]]] = PrivateAttr()
+
+    def model_post_init(self, context: Any) -> None:
+        self._name_re = _name_regex(self.name)
+        self._rival_res = [(rival, _name_regex(rival)) for rival in self.rivals]
+
+    @property
+    def base_id(self) -> str:
+        return f"persona:{self.name}" + ("" if self.scope == "window" else "@response")
 
     def score(self, text: str) -> CheckResult:
-        for rival, regex in self.rival_res:
+        for rival, regex in self._rival_res:
             if regex.search(text):
                 return CheckResult(value=0.0, reason=f"rival name {rival!r} appears")
-        if self.scope == "response" and not self.name_re.search(text):
+        if self.scope == "response" and not self._name_re.search(text):
             return CheckResult(value=0.0, reason=f"name {self.name!r} never appears")
         return CheckResult(value=1.0, reason="persona kept")
 
@@ -124,22 +120,35 @@ def letters(text: str) -> list[str]:
     return [ch for ch in text if ch.isalpha()]
 
 
-class ScriptCheck:
+@register
+class ScriptCheck(Check):
     """Share of the letters that belong to one Unicode script, e.g. Cyrillic for Russian."""
 
-    def __init__(self, check_id: str, script: str, min_share: float, min_letters: int):
-        self.id, self.scope = check_id, "window"
-        self.script, self.min_share, self.min_letters = script, min_share, min_letters
-        self.prefixes = SCRIPT_PREFIXES[script]
+    type: Literal["script"]
+    script: NonEmptyText  # Unicode script name, e.g. Cyrillic, Latin, Greek, Han
+    min_share: float = Field(0.8, ge=0, le=1)
+    min_letters: int = Field(20, gt=0)
+    scope: Literal["window"] = "window"
 
-    def _in_script(self, ch: str) -> bool:
-        return unicodedata.name(ch, "").startswith(self.prefixes)
+    @field_validator("script")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        if value not in SCRIPT_PREFIXES:
+            raise ValueError(
+                f"unknown script '{value}' (expected one of {sorted(SCRIPT_PREFIXES)})"
+            )
+        return value
+
+    @property
+    def base_id(self) -> str:
+        return f"script:{self.script}"
 
     def score(self, text: str) -> CheckResult:
         found = letters(text)
         if len(found) < self.min_letters:
             return CheckResult(value=NAN, reason=f"{len(found)} letters < {self.min_letters}")
-        share = sum(self._in_script(ch) for ch in found) / len(found)
+        prefixes = SCRIPT_PREFIXES[self.script]
+        share = sum(unicodedata.name(ch, "").startswith(prefixes) for ch in found) / len(found)
         return CheckResult(value=share, reason=f"{share:.0%} of {len(found)} letters {self.script}")
 
     def passed(self, result: CheckResult) -> bool | None:
@@ -156,14 +165,20 @@ def split_sentences(text: str) -> list[str]:
     return [part.strip() for part in _SENTENCE_END.split(text) if part and part.strip()]
 
 
-class MaxSentenceWordsCheck:
+@register
+class MaxSentenceWordsCheck(Check):
     """Every sentence has at most `max_words` words; value = share of sentences that fit.
 
     Code blocks are skipped: their "sentences" are not prose.
     """
 
-    def __init__(self, check_id: str, max_words: int, scope: Scope = "window"):
-        self.id, self.scope, self.max_words = check_id, scope, max_words
+    type: Literal["max_sentence_words"]
+    max_words: int = Field(gt=0)
+    scope: Literal["window"] = "window"
+
+    @property
+    def base_id(self) -> str:
+        return f"max_sentence_words:{self.max_words}"
 
     def score(self, text: str) -> CheckResult:
         sentences = [s for s in split_sentences(strip_code(text)) if _WORD.search(s)]
@@ -179,9 +194,6 @@ class MaxSentenceWordsCheck:
                 f"(longest {max(too_long)})",
             )
         return CheckResult(value=value, reason=f"longest sentence {max(lengths)} words")
-
-    def passed(self, result: CheckResult) -> bool | None:
-        return None if math.isnan(result.value) else result.value >= 1.0
 
 
 _FENCED = re.compile(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)", re.DOTALL)

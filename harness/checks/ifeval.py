@@ -9,9 +9,11 @@ sense on the whole response.
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, Literal, Self
 
-from harness.scoring.checks import BinaryCheck, CheckResult, Scope
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator
+
+from harness.checks.base import Check, CheckResult, NonEmptyText, Scope, register
 
 WINDOW_LOCAL = frozenset(
     {
@@ -29,7 +31,7 @@ _LIST_KWARGS = frozenset({"keywords", "forbidden_words"})
 
 
 def registry() -> dict[str, type]:
-    from harness.scoring.offline import ifeval_registry
+    from harness.checks.ifeval_offline import ifeval_registry
 
     return ifeval_registry().INSTRUCTION_DICT
 
@@ -69,16 +71,40 @@ def build_instruction(instruction_id: str, kwargs: dict[str, Any]):
     return instruction
 
 
-class IfevalCheck(BinaryCheck):
-    def __init__(self, check_id: str, instruction_id: str, kwargs: dict, scope: Scope | None):
-        self.id = check_id
-        self.instruction_id = instruction_id
-        self.scope = scope or natural_scope(instruction_id)
-        self.instruction = build_instruction(instruction_id, kwargs)
+@register
+class IfevalCheck(Check):
+    """One IFEval instruction, by its registry id (`id` in the suite) with its kwargs."""
+
+    # A suite names the instruction `id`, but on every check `id` is the check id
+    # (`ifeval:<instruction>`): the field is `instruction_id`, read and dumped as `id`.
+    model_config = ConfigDict(serialize_by_alias=True)
+
+    type: Literal["ifeval"]
+    instruction_id: NonEmptyText = Field(alias="id")
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    scope: Scope  # left out (or null) in the suite: the instruction's natural scope
+    _instruction: Any = PrivateAttr()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _natural_scope(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("scope") is None:
+            return {**data, "scope": natural_scope(str(data.get("id")))}
+        return data
+
+    @model_validator(mode="after")
+    def _build(self) -> Self:
+        # Built at load, so an unknown id or kwargs that do not fit fail before any run.
+        self._instruction = build_instruction(self.instruction_id, dict(self.kwargs))
+        return self
+
+    @property
+    def base_id(self) -> str:
+        return f"ifeval:{self.instruction_id}"
 
     def score(self, text: str) -> CheckResult:
         if not text.strip():
             return CheckResult(value=float("nan"), reason="empty text")
-        followed = bool(self.instruction.check_following(text))
+        followed = bool(self._instruction.check_following(text))
         reason = "followed" if followed else f"violates {self.instruction_id}"
         return CheckResult(value=1.0 if followed else 0.0, reason=reason)

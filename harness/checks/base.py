@@ -1,0 +1,103 @@
+"""The Check base class, its result, and the registry that task suites validate against.
+
+A check is one pydantic model: its fields are what a suite writes under `checks:` and its
+methods score text. It scores one piece of text, a window of the output (scope `window`) or
+the whole generated response (scope `response`), and returns a value in 0..1, or NaN when the
+text does not let it decide (too few letters), with a short reason; `passed` turns the value
+into passed / failed / undetermined (None).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Annotated, Literal, Self, TypeVar, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+Scope = Literal["window", "response"]
+NAN = float("nan")
+NonEmptyText = Annotated[str, Field(min_length=1, pattern=r"\S")]
+
+
+class CheckResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    value: float  # 0..1, NaN when undetermined
+    reason: str = ""
+
+    @property
+    def determined(self) -> bool:
+        return not math.isnan(self.value)
+
+
+class Check(BaseModel):
+    """One check type: the spec fields of a suite's `checks:` entry and how it scores text.
+
+    Subclasses declare `type` as a Literal of their type name(s), give `base_id`, implement
+    `score`, and override `passed` when the pass rule is not "value is 1".
+    """
+
+    # Unknown keys are errors: a typo must not silently fall back to a default.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: str
+    scope: Scope = "window"
+    # Set by `bind`: an item that repeats a check reports the repeats as `<id>#2`, `<id>#3`...
+    _bound_id: str | None = PrivateAttr(None)
+
+    @property
+    def base_id(self) -> str:
+        """The id the spec gives, e.g. `language:fr` (the same for repeats of one check)."""
+        raise NotImplementedError
+
+    @property
+    def id(self) -> str:
+        """The id of this check's rows in windows.csv."""
+        return self._bound_id or self.base_id
+
+    def __eq__(self, other: object) -> bool:
+        # The private state (compiled patterns, built IFEval instructions) follows from the
+        # fields, and a built instruction has no equality of its own: compare spec and id.
+        if not isinstance(other, Check):
+            return NotImplemented
+        return type(self) is type(other) and self.__dict__ == other.__dict__ and self.id == other.id
+
+    def bind(self, check_id: str, candidates: Sequence[str]) -> Self:
+        """A copy that reports as `check_id`; `candidates` are the run's candidate languages,
+        for the checks that detect a language among them."""
+        bound = self.model_copy()
+        bound._bound_id = check_id
+        return bound
+
+    def score(self, text: str) -> CheckResult:
+        raise NotImplementedError
+
+    def score_many(self, texts: Sequence[str]) -> list[CheckResult]:
+        """Score a batch; checks with a faster batch path override this."""
+        return [self.score(text) for text in texts]
+
+    def passed(self, result: CheckResult) -> bool | None:
+        """Passes on 1 (followed), fails on 0 (violated), undetermined on NaN."""
+        return None if math.isnan(result.value) else result.value >= 1.0
+
+
+# type name -> check class; a suite's `checks:` entries validate against these classes.
+CHECK_TYPES: dict[str, type[Check]] = {}
+
+CheckClass = TypeVar("CheckClass", bound=type[Check])
+
+
+def register(cls: CheckClass) -> CheckClass:
+    """Class decorator: suites may use the check under each name its `type` Literal allows."""
+    names = get_args(cls.model_fields["type"].annotation)
+    if not names or not all(isinstance(name, str) for name in names):
+        raise TypeError(f"{cls.__name__}.type must be a Literal of the check's type name(s)")
+    for name in names:
+        known = CHECK_TYPES.get(name)
+        if known is not None and known is not cls:
+            raise TypeError(
+                f"check type {name!r} is registered twice ({known.__name__}, {cls.__name__})"
+            )
+    CHECK_TYPES.update(dict.fromkeys(names, cls))
+    return cls
