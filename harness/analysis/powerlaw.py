@@ -1,4 +1,5 @@
-"""Power-law fits of a decaying distance D(t) ~ t^-alpha (DESIGN.md, "alpha").
+"""Power-law fits of a decaying distance D(t) ~ t^-alpha (docs/architecture.md,
+"Estimators: alpha fits").
 
 alpha is the OLS slope of -log D on log t at the geometric positions
 unique(round(geomspace(t_min, t_max, 64))), D being the mean over pairs at each position. The

@@ -11,7 +11,7 @@ the resampled pairs, so they are strongly correlated) and wider than the truth o
 conservative. Re-fitting from divergence.csv would re-derive what the probe stage stored.
 
 Adherence metrics (AUC with CI, half-life, final, Kaplan-Meier median) are those of
-`harness.scoring.adherence` (DESIGN.md definitions); this module only joins them.
+`harness.scoring.adherence` (docs/architecture.md, "Adherence"); this module only joins them.
 """
 
 from __future__ import annotations

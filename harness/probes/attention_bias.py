@@ -1,8 +1,11 @@
-"""Attention-bias dilution compensation (DESIGN.md "Attention bias").
+"""Attention-bias dilution compensation (docs/architecture.md, "Estimators: attention bias").
 
 For the query at continuation position t (t = 1 is the first token after the prompt) every one of
 the P prompt keys gets b = lam * log((P + t) / P) added to its attention logit, in all layers or
 in chosen ones. lam = 0 is the plain model; queries inside the prompt (t <= 0) get no bias.
+Under uniform attention the prompt's share P/(P + t) then becomes P w / (P w + t) with
+w = ((P + t)/P)^lam: at lam = 1 it is (P + t)/(P + 2t), which falls from 1 to 1/2 instead of to 0
+(bounded, not constant).
 
 It is a transformers attention function registered under `ATTENTION_NAME` through
 `AttentionInterface`, with a mask function registered through `AttentionMaskInterface` that always

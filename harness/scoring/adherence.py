@@ -1,6 +1,6 @@
 """Adherence metrics per condition (model, task, item, policy) from `windows.csv` rows.
 
-Definitions (DESIGN.md): a window passes when every window-scope check that could decide
+Definitions (docs/architecture.md, "Adherence"): a window passes when every window-scope check that could decide
 passed (undetermined checks are ignored; a window where none decided is left out).
 a(t) = share of samples whose window covering t passes, evaluated at the window starts seen in
 the condition; AUC = mean of a over those points; half-life = first t where
