@@ -1,7 +1,8 @@
 """Adherence metrics per condition (model, task, item, policy) from `windows.csv` rows.
 
 Definitions (docs/architecture.md, "Adherence"): a window passes when every window-scope
-check that could decide passed (undetermined checks are ignored; a window where none decided is left out).
+check that could decide passed (undetermined checks are ignored; a window where none decided
+is left out).
 a(t) = share of samples whose window covering t passes, evaluated at the window starts seen in
 the condition; AUC = mean of a over those points; half-life = first t where
 a(t) < a(first window)/2 (censored if never); final = mean a over the last quarter of the
