@@ -165,11 +165,7 @@ def _run(store, config, suites, items, models, twins, run_id, out_dir: Path) -> 
             write_csv(pd.DataFrame(bias, columns=theory.BIAS_COLUMNS), out_dir / "bias.csv")
     windows = pd.DataFrame(windows_rows)
     write_csv(_sorted(windows), out_dir / "windows.csv")
-    by_key = {}
-    from harness.stages.score import record_key
-
-    for record in records:
-        by_key[record_key(record)] = record
+    by_key = {record.key: record for record in records}
     div_rows, next_rows = [], []
     for (model_name, rkey), arrays in sorted(curves.items()):
         record = by_key[rkey]

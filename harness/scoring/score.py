@@ -14,9 +14,10 @@ from pydantic import BaseModel, ConfigDict
 
 from harness.config import ScoringConfig, TaskItem, TaskSuite
 from harness.errors import UserError
+from harness.records import GenerationRecord
 from harness.scoring.checks import Check, CheckResult
 from harness.scoring.suite import item_checks
-from harness.scoring.windows import GenerationRecord, response_text, split_windows
+from harness.scoring.windows import response_text, split_windows
 
 RESPONSE_WINDOW = -1  # `window` value of the rows of response-scope checks
 

@@ -10,7 +10,6 @@ import numpy as np
 
 from harness.records import GenerationRecord
 from harness.stages.probe import METRICS
-from harness.stages.score import record_key
 
 KL_LAYER = -1  # fits.csv rows of the next-token KL carry layer -1
 
@@ -47,7 +46,7 @@ def fit_rows(
 ) -> list[dict]:
     from harness.analysis.powerlaw import fit_alpha
 
-    by_key = {record_key(r): r for r in records}
+    by_key = {r.key: r for r in records}
     conditions: dict[tuple[str, str, str], list[tuple[GenerationRecord, dict]]] = {}
     for (model, rkey), arrays in sorted(curves.items()):
         record = by_key[rkey]

@@ -15,7 +15,6 @@ import numpy as np
 from harness.config import RunConfig
 from harness.models import ResolvedModel
 from harness.records import GenerationRecord
-from harness.stages.score import record_key
 from harness.store import RunStore, content_key, get_arrays, put_arrays
 
 STAGE = "probe"
@@ -94,7 +93,7 @@ def probe_stage(
         tokenizer = AutoTokenizer.from_pretrained(model.path)
         on_demand = ModelOnDemand(model)
         for record in probed_records(config, records):
-            rkey = record_key(record)
+            rkey = record.key
             base = baseline_ids(config, tokenizer, record)
             key = content_key(STAGE, model.content_key, rkey, base, layers)
             curves[(model.name, rkey)] = cached_pair_curves(
