@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from harness.chat import ChatFormat
 from harness.engines.base import Engine, GenerationRequest, PromptBias, SamplingSettings
 from harness.errors import UserError
-from harness.policies.chat import ChatFormat
 from harness.records import GenerationRecord, Segment, TokenCounts
 
 CONTINUE_TEXT = "Continue."

@@ -22,12 +22,13 @@ METRICS = ("l2", "rel_l2", "cos_dist")
 
 
 def baseline_ids(config: RunConfig, tokenizer, record: GenerationRecord) -> list[int]:
-    from harness.probes.pairs import DEFAULT_SYSTEM, NO_SYSTEM, encode_text, render_chat
+    """The record's chat with the baseline system prompt, rendered as generation renders it."""
+    from harness.chat import TEMPLATE_DEFAULT, ChatFormat
 
     probe = config.probe
-    system = {"none": NO_SYSTEM, "default": DEFAULT_SYSTEM}.get(probe.baseline, probe.baseline_text)
+    system = {"none": None, "default": TEMPLATE_DEFAULT}.get(probe.baseline, probe.baseline_text)
     user = next(m["content"] for m in record.prompt_messages if m["role"] == "user")
-    return encode_text(tokenizer, render_chat(tokenizer, system or NO_SYSTEM, user))
+    return ChatFormat(tokenizer).prompt_ids(system, user)
 
 
 def probed_records(config: RunConfig, records: list[GenerationRecord]) -> list[GenerationRecord]:
