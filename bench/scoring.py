@@ -21,7 +21,8 @@ DATA = Path(__file__).parents[1] / "tests" / "data" / "scoring" / "language_wind
 def main() -> None:
     from harness.checks.language import LanguageCheck
     from harness.config import ScoringConfig, TaskSuite
-    from harness.scoring import GenerationRecord, score_records
+    from harness.records import GenerationRecord
+    from harness.scoring import score_records
     from harness.scoring.io import load_tokenizer
 
     tokenizer = load_tokenizer(None)
@@ -57,7 +58,9 @@ def main() -> None:
     )  # fmt: skip
     per = len(ids) // 10
     records = [
-        GenerationRecord(item="fr", sample=k, continuation_ids=ids[k * per : (k + 1) * per])
+        GenerationRecord.from_transcript(
+            {"item": "fr", "sample": k, "continuation_ids": ids[k * per : (k + 1) * per]}
+        )
         for k in range(10)
     ]
     start = time.perf_counter()

@@ -1,22 +1,48 @@
-"""Persisted records shared by the stages (DESIGN.md "Data flow and records")."""
+"""The generation record: written to generations.jsonl by the generation stage, read back by
+scoring, probing and the report, and built from user transcripts by `harness score`.
+
+Continuation positions count every token after the initial prompt (injected reminders and
+restatements included); `segments` say which spans the model generated.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+import hashlib
+import json
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 RECORD_VERSION = 1
+
+# Fields a transcript may leave out, and the values it then gets (harness records carry all).
+_TRANSCRIPT_DEFAULTS: dict[str, Any] = {
+    "model": "",
+    "policy": "none",
+    "seed": 0,
+    "prompt_ids": [],
+    "text": "",
+    "finish_reason": "",
+    "engine": "",
+}
 
 
 class Segment(BaseModel):
     """A span of the continuation, [start, end) in continuation token positions (0-based)."""
 
+    model_config = ConfigDict(frozen=True)
+
     kind: Literal["generated", "injected", "restatement"]
-    start: int
-    end: int
+    start: int = Field(ge=0)
+    end: int = Field(ge=0)  # exclusive
     source: Literal["model", "reminder", "continue", "restatement"] = "model"
     text: str = ""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Segment:
+        if self.end < self.start:
+            raise ValueError(f"segment end {self.end} < start {self.start}")
+        return self
 
 
 class TokenCounts(BaseModel):
@@ -29,6 +55,12 @@ class TokenCounts(BaseModel):
 
 
 class GenerationRecord(BaseModel):
+    """One sample: its prompt, its continuation and the segments of the continuation.
+
+    The fields, their order and their names are the generations.jsonl format; anything added
+    here is written to every run's generations.jsonl and changes it.
+    """
+
     version: int = RECORD_VERSION
     run_id: str = ""
     model: str
@@ -47,3 +79,58 @@ class GenerationRecord(BaseModel):
     seconds: float = 0.0
     rounds: int = 0
     tokens: TokenCounts = Field(default_factory=TokenCounts)
+
+    @model_validator(mode="after")
+    def _segments_fit(self) -> GenerationRecord:
+        for seg in self.segments:
+            if seg.end > len(self.continuation_ids):
+                raise ValueError(
+                    f"segment [{seg.start}, {seg.end}) runs past the continuation "
+                    f"({len(self.continuation_ids)} tokens)"
+                )
+        return self
+
+    @classmethod
+    def from_transcript(cls, data: dict[str, Any]) -> GenerationRecord:
+        """A record from a transcript row: `item` and `continuation_ids` are needed; missing
+        fields get defaults (policy `none`), unknown keys are ignored, and no `segments` (or
+        null) means every continuation token was generated.
+
+        Raises ValueError (pydantic's ValidationError for a field of the wrong type).
+        """
+        if "item" not in data:
+            raise ValueError("field 'item' missing")
+        segments = data.get("segments")
+        record = cls.model_validate(
+            {**_TRANSCRIPT_DEFAULTS, **data, "segments": [] if segments is None else segments}
+        )
+        if segments is None:
+            n = len(record.continuation_ids)
+            record.segments = [Segment(kind="generated", start=0, end=n)] if n else []
+        return record
+
+    @property
+    def key(self) -> str:
+        """Identity of the record's content: who generated what (not when, nor how long it
+        took). Stage caches are keyed on it: the hashed body must never change."""
+        body = json.dumps(
+            [
+                self.model,
+                self.item,
+                self.policy,
+                self.seed,
+                self.sample,
+                self.prompt_ids,
+                self.continuation_ids,
+                [s.model_dump(exclude={"text"}) for s in self.segments],
+            ],
+            separators=(",", ":"),
+        )
+        return hashlib.sha256(body.encode()).hexdigest()[:32]
+
+    def generated_positions(self) -> list[int]:
+        """0-based continuation offsets of the generated tokens, in order."""
+        positions = {
+            p for seg in self.segments if seg.kind == "generated" for p in range(seg.start, seg.end)
+        }
+        return sorted(positions)

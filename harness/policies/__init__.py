@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from harness.chat import ChatFormat
 from harness.policies.base import Policy, SampleSpec, SampleState, run_policies, run_policy
-from harness.policies.chat import ChatFormat
 from harness.policies.library import (
     AdaptivePolicy,
     AttentionBiasPolicy,

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from harness.chat import ChatFormat
 from harness.engines.base import Engine, GenerationRequest, PromptBias, SamplingSettings
 from harness.errors import UserError
-from harness.policies.chat import ChatFormat
 from harness.records import GenerationRecord, Segment, TokenCounts
 
 CONTINUE_TEXT = "Continue."
@@ -108,13 +108,15 @@ def run_policies(
         (policy, _start_states(policy, engine, chat, specs, budget)) for policy, specs in groups
     ]
     round_index = 0
-    reported: set[int] = set()
+    # Each group's records are built once, when its last sample finishes: what on_group_done
+    # stores and what is returned are the same records.
+    finished: dict[int, list[GenerationRecord]] = {}
     while True:
-        if on_group_done:  # hand over each finished group at once, so it can be stored
-            for index, (policy, states) in enumerate(grouped):
-                if index not in reported and all(s.done for s in states):
-                    reported.add(index)
-                    on_group_done(index, [_record(s, chat, policy, engine) for s in states])
+        for index, (policy, states) in enumerate(grouped):
+            if index not in finished and all(s.done for s in states):
+                finished[index] = [_record(s, chat, policy, engine) for s in states]
+                if on_group_done:  # hand over each finished group at once, so it can be stored
+                    on_group_done(index, finished[index])
         active = [(p, s) for p, states in grouped for s in states if not s.done]
         if not active:
             break
@@ -129,7 +131,7 @@ def run_policies(
         round_index += 1
         if on_round:
             on_round(round_index, sum(s.generated for _, states in grouped for s in states))
-    return [[_record(s, chat, policy, engine) for s in states] for policy, states in grouped]
+    return [finished[index] for index in range(len(grouped))]
 
 
 def _start_states(
@@ -193,15 +195,18 @@ def _absorb(
 def _record(
     state: SampleState, chat: ChatFormat, policy: Policy, engine: Engine
 ) -> GenerationRecord:
-    counts = state.counts
+    """The sample's record; reads `state` without changing it, and shares no mutable part
+    with it, so a record handed out never changes afterwards."""
+    spans = {"generated": 0, "injected": 0, "restatement": 0}
     for seg in state.segments:
-        n = seg.end - seg.start
-        if seg.kind == "generated":
-            counts.generated += n
-        elif seg.kind == "injected":
-            counts.injected += n
-        else:
-            counts.restated += n
+        spans[seg.kind] += seg.end - seg.start
+    counts = state.counts.model_copy(
+        update={
+            "generated": spans["generated"],
+            "injected": spans["injected"],
+            "restated": spans["restatement"],
+        }
+    )
     spec = state.spec
     messages = ([{"role": "system", "content": spec.system}] if spec.system else []) + [
         {"role": "user", "content": spec.user}
@@ -215,9 +220,9 @@ def _record(
         policy=policy.label,
         seed=spec.seed,
         prompt_messages=messages,
-        prompt_ids=state.prompt_ids,
-        continuation_ids=state.continuation,
-        segments=state.segments,
+        prompt_ids=list(state.prompt_ids),
+        continuation_ids=list(state.continuation),
+        segments=list(state.segments),
         text=chat.tokenizer.decode(state.continuation, skip_special_tokens=False),
         finish_reason=state.finish_reason,
         engine=engine.name,

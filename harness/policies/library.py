@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from harness.chat import ChatFormat
 from harness.engines.base import Engine
 from harness.errors import UserError
 from harness.policies.base import Policy, SampleSpec, SampleState, reminder_ids
-from harness.policies.chat import ChatFormat
 
 # (sample state, text of the last window) -> True when the window violates the task's checks
 ViolationHook = Callable[[SampleState, str], bool]

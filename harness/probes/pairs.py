@@ -1,9 +1,10 @@
 """Where paired prompts and the shared continuation come from.
 
 Prompts: raw text (tokenised exactly as given, no special tokens added) or a chat (system A vs
-system B with one user message, through the model's chat template, add_generation_prompt=True).
-Two special system values:
-- `:none`    no system turn at all (the template's output with the system turn cut out);
+system B with one user message), rendered by the generation path's own renderer
+(`harness.chat.ChatFormat`), so a chat prompt here is token for token the prompt a generation
+with that system prompt got. Two special system values:
+- `:none`    no system turn at all (even where the template would insert a default one);
 - `:default` no system message given, so a template like SmolLM2's inserts its DEFAULT system
              prompt ("You are a helpful AI assistant named SmolLM ...").
 Continuation: one list of token ids shared by both prompts, from a text file (tokenised alone,
@@ -20,11 +21,12 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from harness.chat import TEMPLATE_DEFAULT, ChatFormat, SystemPrompt
 from harness.errors import UserError
 
+# the user-facing spellings of the two special system values
 NO_SYSTEM = ":none"
 DEFAULT_SYSTEM = ":default"
-_SENTINEL = "\u2063SYSTEM-SENTINEL\u2063"
 
 
 class PairSpec(BaseModel):
@@ -104,35 +106,10 @@ def load_pairs(path: Path) -> list[PairSpec]:
     return pairs
 
 
-def _render(tokenizer: Any, messages: list[dict[str, str]]) -> str:
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-
-
-def render_chat(tokenizer: Any, system: str, user: str) -> str:
-    """Chat prompt text for one side of a pair (see the module docstring for :none/:default)."""
-    if not getattr(tokenizer, "chat_template", None):
-        raise UserError("this model's tokenizer has no chat template: use --prompt-a/--prompt-b")
-    if system == DEFAULT_SYSTEM:
-        return _render(tokenizer, [{"role": "user", "content": user}])
-    if system != NO_SYSTEM:
-        return _render(
-            tokenizer, [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        )
-    # Cut the system turn out: render it alone with a sentinel; the full chat must start with it.
-    system_turn = tokenizer.apply_chat_template(
-        [{"role": "system", "content": _SENTINEL}], tokenize=False, add_generation_prompt=False
-    )
-    full = _render(
-        tokenizer, [{"role": "system", "content": _SENTINEL}, {"role": "user", "content": user}]
-    )
-    if not full.startswith(system_turn) or _SENTINEL in full[len(system_turn) :]:
-        raise UserError("cannot cut the system turn out of this chat template; use :default")
-    # A leading BOS belongs to the sequence, not to the system turn, and must stay; ChatML
-    # tokenizers whose "BOS" is the turn opener <|im_start|> (followed by the role) keep nothing.
-    bos = tokenizer.bos_token or ""
-    opens_turn = system_turn[len(bos) :].lstrip().startswith("system")
-    keep = bos if bos and system_turn.startswith(bos) and not opens_turn else ""
-    return keep + full[len(system_turn) :]
+def system_prompt(value: str) -> SystemPrompt:
+    """The renderer's system value of a pair's system text: `:none` is None (no system turn),
+    `:default` the template's default, anything else the text itself."""
+    return {NO_SYSTEM: None, DEFAULT_SYSTEM: TEMPLATE_DEFAULT}.get(value, value)
 
 
 def encode_text(tokenizer: Any, text: str) -> list[int]:
@@ -142,10 +119,17 @@ def encode_text(tokenizer: Any, text: str) -> list[int]:
 
 def pair_prompt_ids(tokenizer: Any, spec: PairSpec) -> tuple[list[int], list[int]]:
     if spec.is_chat:
-        texts = [render_chat(tokenizer, s, spec.user or "") for s in (spec.system_a, spec.system_b)]
+        if not getattr(tokenizer, "chat_template", None):
+            raise UserError(
+                "this model's tokenizer has no chat template: use --prompt-a/--prompt-b"
+            )
+        chat = ChatFormat(tokenizer)
+        systems = (spec.system_a or "", spec.system_b or "")
+        ids_a, ids_b = (chat.prompt_ids(system_prompt(s), spec.user or "") for s in systems)
     else:
-        texts = [spec.prompt_a or "", spec.prompt_b or ""]
-    ids_a, ids_b = (encode_text(tokenizer, text) for text in texts)
+        ids_a, ids_b = (
+            encode_text(tokenizer, t) for t in (spec.prompt_a or "", spec.prompt_b or "")
+        )
     if not ids_a or not ids_b:
         raise UserError(f"pair '{spec.name}': empty prompt (0 tokens)")
     return ids_a, ids_b

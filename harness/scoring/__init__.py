@@ -15,15 +15,13 @@ from harness.scoring.score import (
     score_records,
     window_fails,
 )
-from harness.scoring.windows import GenerationRecord, Segment, Window, split_windows
+from harness.scoring.windows import Window, split_windows
 
 __all__ = [
     "RESPONSE_WINDOW",
     "WINDOW_COLUMNS",
     "Check",
     "CheckResult",
-    "GenerationRecord",
-    "Segment",
     "Window",
     "WindowRow",
     "item_checks",

@@ -13,10 +13,12 @@ from pydantic import ValidationError
 
 from harness.errors import UserError
 from harness.models import EMBEDDED_MODEL
-from harness.scoring.windows import GenerationRecord
+from harness.records import GenerationRecord
 
 
-def _first_error(exc: ValidationError) -> str:
+def _first_error(exc: ValueError) -> str:
+    if not isinstance(exc, ValidationError):
+        return str(exc)
     err = exc.errors()[0]
     loc = ".".join(str(part) for part in err["loc"])
     msg = err["msg"].removeprefix("Value error, ")
@@ -60,8 +62,8 @@ def read_records(
                 "continuation_ids": ids,
             }
         try:
-            records.append(GenerationRecord.model_validate(data))
-        except ValidationError as exc:
+            records.append(GenerationRecord.from_transcript(data))
+        except ValueError as exc:
             raise UserError(f"{where}: {_first_error(exc)}") from None
     return records
 
@@ -80,8 +82,8 @@ def _parse_line(where: str, line: str, known_items: set[str]) -> dict:
         raise UserError(f"{where}: field 'item': no task item '{item}' in the suites")
     if "continuation_ids" in data:
         try:
-            GenerationRecord.model_validate(data)
-        except ValidationError as exc:
+            GenerationRecord.from_transcript(data)
+        except ValueError as exc:
             raise UserError(f"{where}: {_first_error(exc)}") from None
     else:
         text = data.get("text")

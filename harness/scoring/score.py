@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict
 from harness.checks import Check
 from harness.config import DEFAULT_CANDIDATE_LANGUAGES, ScoringConfig, TaskItem, TaskSuite
 from harness.errors import UserError
-from harness.scoring.windows import GenerationRecord, response_text, split_windows
+from harness.records import GenerationRecord
+from harness.scoring.windows import response_text, split_windows
 
 RESPONSE_WINDOW = -1  # `window` value of the rows of response-scope checks
 

@@ -10,62 +10,12 @@ generated tokens only).
 
 from __future__ import annotations
 
-from typing import Literal
+from pydantic import BaseModel, ConfigDict
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from harness.records import GenerationRecord
 
-SegmentKind = Literal["generated", "injected", "restatement"]
 # A token whose text ends a sentence: closes a sentence-aligned window once it is long enough.
 _SENTENCE_END_CHARS = (".", "!", "?", "。", "！", "？", "\n")
-
-
-class Segment(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    kind: SegmentKind
-    start: int = Field(ge=0)  # offset into continuation_ids
-    end: int = Field(ge=0)  # exclusive
-
-    @model_validator(mode="after")
-    def _ordered(self) -> Segment:
-        if self.end < self.start:
-            raise ValueError(f"segment end {self.end} < start {self.start}")
-        return self
-
-
-class GenerationRecord(BaseModel):
-    """The fields of a `generations.jsonl` row that scoring reads (others are ignored)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    run_id: str = ""
-    model: str = ""
-    task: str = ""
-    item: str
-    policy: str = "none"
-    seed: int = 0
-    sample: int = 0
-    continuation_ids: list[int]
-    segments: list[Segment] | None = None  # None: every continuation token was generated
-
-    @model_validator(mode="after")
-    def _segments_fit(self) -> GenerationRecord:
-        for seg in self.segments or []:
-            if seg.end > len(self.continuation_ids):
-                raise ValueError(
-                    f"segment [{seg.start}, {seg.end}) runs past the continuation "
-                    f"({len(self.continuation_ids)} tokens)"
-                )
-        return self
-
-    def generated_positions(self) -> list[int]:
-        """0-based continuation offsets of the generated tokens, in order."""
-        if self.segments is None:
-            return list(range(len(self.continuation_ids)))
-        positions = {
-            p for seg in self.segments if seg.kind == "generated" for p in range(seg.start, seg.end)
-        }
-        return sorted(positions)
 
 
 class Window(BaseModel):

@@ -13,9 +13,8 @@ class FitsStage:
 
     def run(self, ctx) -> dict:
         from harness.analysis.fits import FitMember, fit_table
-        from harness.stages.score import record_key
 
-        by_key = {record_key(r): r for r in ctx.records}
+        by_key = {r.key: r for r in ctx.records}
         groups: dict[tuple[str, str, str], list[FitMember]] = {}
         for (model, rkey), arrays in sorted(ctx.curves.items()):
             record = by_key[rkey]

@@ -15,7 +15,6 @@ import numpy as np
 from harness.config import RunConfig
 from harness.models import ResolvedModel
 from harness.records import GenerationRecord
-from harness.stages.score import record_key
 from harness.store import RunStore, content_key, get_arrays, put_arrays
 
 STAGE = "probe"
@@ -23,12 +22,13 @@ METRICS = ("l2", "rel_l2", "cos_dist")
 
 
 def baseline_ids(config: RunConfig, tokenizer, record: GenerationRecord) -> list[int]:
-    from harness.probes.pairs import DEFAULT_SYSTEM, NO_SYSTEM, encode_text, render_chat
+    """The record's chat with the baseline system prompt, rendered as generation renders it."""
+    from harness.chat import TEMPLATE_DEFAULT, ChatFormat
 
     probe = config.probe
-    system = {"none": NO_SYSTEM, "default": DEFAULT_SYSTEM}.get(probe.baseline, probe.baseline_text)
+    system = {"none": None, "default": TEMPLATE_DEFAULT}.get(probe.baseline, probe.baseline_text)
     user = next(m["content"] for m in record.prompt_messages if m["role"] == "user")
-    return encode_text(tokenizer, render_chat(tokenizer, system or NO_SYSTEM, user))
+    return ChatFormat(tokenizer).prompt_ids(system, user)
 
 
 def probed_records(config: RunConfig, records: list[GenerationRecord]) -> list[GenerationRecord]:
@@ -94,7 +94,7 @@ def probe_stage(
         tokenizer = AutoTokenizer.from_pretrained(model.path)
         on_demand = ModelOnDemand(model)
         for record in probed_records(config, records):
-            rkey = record_key(record)
+            rkey = record.key
             base = baseline_ids(config, tokenizer, record)
             key = content_key(STAGE, model.content_key, rkey, base, layers)
             curves[(model.name, rkey)] = cached_pair_curves(
@@ -167,7 +167,7 @@ class ProbeStage:
                 group = [model] + ([ctx.twins[model.name]] if model.name in ctx.twins else [])
                 mine = ctx.records_of(model.name)
                 ctx.curves.update(probe_stage(ctx.store, ctx.config, group, mine, bar.advance))
-        by_key = {record_key(r): r for r in ctx.records}
+        by_key = {r.key: r for r in ctx.records}
         div_rows, next_rows = [], []
         for (model_name, rkey), arrays in sorted(ctx.curves.items()):
             record = by_key[rkey]

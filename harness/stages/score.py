@@ -2,32 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-
 from harness.config import RunConfig, TaskSuite
 from harness.records import GenerationRecord
 from harness.store import RunStore, content_key
 
 STAGE = "score"
-
-
-def record_key(record: GenerationRecord) -> str:
-    """Identity of a record's content: who generated what (not how long it took)."""
-    body = json.dumps(
-        [
-            record.model,
-            record.item,
-            record.policy,
-            record.seed,
-            record.sample,
-            record.prompt_ids,
-            record.continuation_ids,
-            [s.model_dump(exclude={"text"}) for s in record.segments],
-        ],
-        separators=(",", ":"),
-    )
-    return hashlib.sha256(body.encode()).hexdigest()[:32]
 
 
 def score_stage(
@@ -39,19 +18,15 @@ def score_stage(
 ) -> list[dict]:
     """windows.csv rows for all records; uncached records are scored in one batch."""
     from harness.scoring import item_index, score_records
-    from harness.scoring.windows import GenerationRecord as ScoringView
 
     index = item_index(suites)
     keys = [
-        content_key(
-            STAGE, record_key(r), index[r.item][1].model_dump(), config.scoring.model_dump()
-        )
+        content_key(STAGE, r.key, index[r.item][1].model_dump(), config.scoring.model_dump())
         for r in records
     ]
     todo = [(r, k) for r, k in zip(records, keys, strict=True) if not store.has(STAGE, k)]
     if todo:
-        views = [ScoringView.model_validate(r.model_dump(mode="json")) for r, _ in todo]
-        rows = score_records(views, suites, tokenizer, config.scoring)
+        rows = score_records([r for r, _ in todo], suites, tokenizer, config.scoring)
         by_record: dict[tuple, list[dict]] = {}
         for row in rows:
             ident = (row.model, row.item, row.policy, row.sample)

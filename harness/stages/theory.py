@@ -13,7 +13,6 @@ from harness.config import RunConfig
 from harness.models import ResolvedModel
 from harness.records import GenerationRecord
 from harness.stages.probe import ModelOnDemand, baseline_ids, cached_pair_curves
-from harness.stages.score import record_key
 from harness.store import RunStore, content_key
 
 STAGE = "bias"
@@ -57,7 +56,7 @@ def bias_rows(
         for lam in config.theory.bias_lams:
             curves = []
             for record in chosen:
-                rkey = record_key(record)
+                rkey = record.key
                 if lam == 0 and (model.name, rkey) in plain:
                     curves.append(plain[(model.name, rkey)])
                     continue

@@ -8,13 +8,7 @@ import torch
 
 from harness.errors import UserError
 from harness.probes.divergence import pair_divergence
-from harness.probes.pairs import (
-    DEFAULT_SYSTEM,
-    NO_SYSTEM,
-    encode_text,
-    generate_continuation,
-    render_chat,
-)
+from harness.probes.pairs import encode_text, generate_continuation
 
 pytestmark = pytest.mark.integration
 
@@ -108,17 +102,6 @@ def test_context_and_empty_prompt_are_user_errors(hf_tiny_model):
         pair_divergence(model, [], [6], [7] * 20)
     with pytest.raises(UserError, match="out of range"):
         pair_divergence(model, [5], [6], [7] * 20, layers=[9])
-
-
-def test_chat_rendering_variants(hf_tiny_model):
-    _, tokenizer = hf_tiny_model
-    none = render_chat(tokenizer, NO_SYSTEM, "hi")
-    default = render_chat(tokenizer, DEFAULT_SYSTEM, "hi")
-    given = render_chat(tokenizer, "Be brief.", "hi")
-    assert none == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
-    assert "SmolLM" in default and default.endswith(none)
-    assert given.startswith("<|im_start|>system\nBe brief.<|im_end|>\n") and given.endswith(none)
-    assert encode_text(tokenizer, none)[0] == tokenizer.convert_tokens_to_ids("<|im_start|>")
 
 
 def test_generated_continuation_has_requested_length(hf_tiny_model):

@@ -15,14 +15,16 @@ MODEL = "smollm2-135m-instruct"
 
 def test_vllm_last_layer_and_delta_logp_match_transformers(hf_embedded_model):
     pytest.importorskip("vllm")
+    from harness.chat import ChatFormat
     from harness.probes.divergence import pair_divergence
-    from harness.probes.pairs import encode_text, render_chat
+    from harness.probes.pairs import encode_text
     from harness.probes.vllm_fastpath import vllm_pair_divergence
 
     model, tokenizer = hf_embedded_model
     user = "Tell me about the sea."
-    a = encode_text(tokenizer, render_chat(tokenizer, "Always answer in French.", user))
-    b = encode_text(tokenizer, render_chat(tokenizer, ":none", user))
+    chat = ChatFormat(tokenizer)
+    a = chat.prompt_ids("Always answer in French.", user)
+    b = chat.prompt_ids(None, user)
     cont = encode_text(tokenizer, "The sea is wide and deep, and its waves never rest. " * 12)[:96]
     hf = pair_divergence(model, a, b, cont, layers=[30])
     fast = vllm_pair_divergence(MODEL, a, b, cont)

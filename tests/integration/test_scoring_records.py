@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from harness.config import ScoringConfig, load_suite
-from harness.scoring import GenerationRecord, rows_frame, score_records, split_windows
+from harness.records import GenerationRecord
+from harness.scoring import rows_frame, score_records, split_windows
 
 pytestmark = pytest.mark.integration
 
@@ -37,17 +38,19 @@ def test_restate_and_periodic_record_scored_on_generated_tokens_only(tokenizer):
     english = _ids(tokenizer, ENGLISH * 2)
     ids = restate + french + reminder + english
     a, b, c = len(restate), len(restate) + len(french), len(restate) + len(french) + len(reminder)
-    record = GenerationRecord(
-        item="lang-fr-story",
-        model="smollm2-135m-instruct",
-        policy="periodic-64-user",
-        continuation_ids=ids,
-        segments=[
-            {"kind": "restatement", "start": 0, "end": a},
-            {"kind": "generated", "start": a, "end": b},
-            {"kind": "injected", "start": b, "end": c},
-            {"kind": "generated", "start": c, "end": len(ids)},
-        ],
+    record = GenerationRecord.from_transcript(
+        {
+            "item": "lang-fr-story",
+            "model": "smollm2-135m-instruct",
+            "policy": "periodic-64-user",
+            "continuation_ids": ids,
+            "segments": [
+                {"kind": "restatement", "start": 0, "end": a},
+                {"kind": "generated", "start": a, "end": b},
+                {"kind": "injected", "start": b, "end": c},
+                {"kind": "generated", "start": c, "end": len(ids)},
+            ],
+        }
     )
     windows = split_windows(record, tokenizer, size=32)
     assert windows[0].t_start == a + 1 and windows[0].t_gen_start == 1
@@ -64,7 +67,9 @@ def test_restate_and_periodic_record_scored_on_generated_tokens_only(tokenizer):
 
 
 def test_sentence_aligned_windows_end_on_sentence_boundaries(tokenizer):
-    record = GenerationRecord(item="lang-fr-story", continuation_ids=_ids(tokenizer, FRENCH * 6))
+    record = GenerationRecord.from_transcript(
+        {"item": "lang-fr-story", "continuation_ids": _ids(tokenizer, FRENCH * 6)}
+    )
     windows = split_windows(record, tokenizer, size=24, sentence_aligned=True)
     assert len(windows) >= 4
     for window in windows[:-1]:

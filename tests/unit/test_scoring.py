@@ -10,7 +10,8 @@ import pytest
 
 from harness.config import ScoringConfig, TaskSuite
 from harness.errors import UserError
-from harness.scoring import GenerationRecord, rows_frame, score_records, split_windows, window_fails
+from harness.records import GenerationRecord
+from harness.scoring import rows_frame, score_records, split_windows, window_fails
 from harness.scoring.adherence import (
     adherence_curves,
     adherence_summary,
@@ -35,7 +36,8 @@ class WordTokenizer:
 
 
 def _record(ids, segments=None, **extra):
-    return GenerationRecord(item="x", continuation_ids=ids, segments=segments, **extra)
+    data = {"item": "x", "continuation_ids": ids, "segments": segments, **extra}
+    return GenerationRecord.from_transcript(data)
 
 
 def test_fixed_windows_skip_injected_tokens_and_report_positions():
@@ -118,7 +120,7 @@ def test_score_records_rows_per_window_and_response():
 
 
 def test_score_records_unknown_item_is_a_user_error():
-    record = GenerationRecord(item="nope", continuation_ids=[0])
+    record = GenerationRecord.from_transcript({"item": "nope", "continuation_ids": [0]})
     with pytest.raises(UserError, match="no such item"):
         score_records([record], SUITE, WordTokenizer())
 

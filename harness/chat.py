@@ -1,5 +1,16 @@
 """Token ids for prompts and injected turns, built with the model's own chat template.
 
+Generation and the probe both render their prompts here, so the probe's prompt for a generated
+sample is the sample's prompt token for token. The system prompt of a chat is one of:
+
+- a text: the system turn (templates without a system role get the text at the top of the user
+  turn, as their model cards advise);
+- None (or empty): no system turn at all. A template that inserts a default system prompt when
+  given none (SmolLM2's: "You are a helpful AI assistant named SmolLM ...") has that turn cut
+  out of its output;
+- TEMPLATE_DEFAULT: no system message is given to the template, so a template like SmolLM2's
+  inserts its default system prompt.
+
 An injection is rendered as the text the template puts after an assistant message that is
 cut mid-answer (a sentinel marks the cut), then tokenised alone: the continuation generated so
 far is never re-tokenised, so its token boundaries stay exactly what the engine produced.
@@ -7,12 +18,25 @@ far is never re-tokenised, so its token boundaries stay exactly what the engine 
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Literal
 
 from harness.errors import UserError
 
+# Marks a cut in rendered template text (system turn, end of an assistant message): private-use
+# characters that no prompt contains and no template trims.
 _SENTINEL = "\ue000CUT\ue000"
 Role = Literal["system", "user"]
+
+
+class TemplateDefault(Enum):
+    """A system prompt value of its own type, so no text can be mistaken for it."""
+
+    TEMPLATE_DEFAULT = "template default"
+
+
+TEMPLATE_DEFAULT = TemplateDefault.TEMPLATE_DEFAULT
+SystemPrompt = str | None | TemplateDefault
 
 
 class ChatFormat:
@@ -31,17 +55,43 @@ class ChatFormat:
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    def prompt_ids(self, system: str | None, user: str) -> list[int]:
-        """The initial prompt: [system], user, then the assistant header. Templates without a
-        system role (Gemma-style) get the system text at the top of the user turn, as their
-        model cards advise."""
-        if system and not self.supports_system():
-            messages = [{"role": "user", "content": f"{system}\n\n{user}"}]
-        else:
-            messages = ([{"role": "system", "content": system}] if system else []) + [
-                {"role": "user", "content": user}
-            ]
-        return self.encode(self._render(messages, generation_prompt=True))
+    def prompt_ids(self, system: SystemPrompt, user: str) -> list[int]:
+        """The initial prompt: [system turn], user turn, then the assistant header (see the
+        module docstring for the values of `system`)."""
+        return self.encode(self.prompt_text(system, user))
+
+    def prompt_text(self, system: SystemPrompt, user: str) -> str:
+        user_turn = {"role": "user", "content": user}
+        if system is TEMPLATE_DEFAULT:
+            return self._render([user_turn], generation_prompt=True)
+        if not system:
+            return self._without_system_turn(user_turn)
+        if not self.supports_system():
+            merged = {"role": "user", "content": f"{system}\n\n{user}"}
+            return self._render([merged], generation_prompt=True)
+        system_turn = {"role": "system", "content": system}
+        return self._render([system_turn, user_turn], generation_prompt=True)
+
+    def _without_system_turn(self, user_turn: dict) -> str:
+        """The chat with its system turn cut out: rendered with a sentinel system turn, which
+        must be the exact start of the output. Templates without a system role have none."""
+        if not self.supports_system():
+            return self._render([user_turn], generation_prompt=True)
+        marker = {"role": "system", "content": _SENTINEL}
+        system_turn = self._render([marker], generation_prompt=False)
+        full = self._render([marker, user_turn], generation_prompt=True)
+        if not full.startswith(system_turn) or _SENTINEL in full[len(system_turn) :]:
+            raise UserError(
+                "cannot cut the system turn out of this chat template; give a system prompt "
+                "or use the template's default one (:default)"
+            )
+        # A leading BOS belongs to the sequence, not to the system turn, and must stay; ChatML
+        # tokenizers whose "BOS" is the turn opener <|im_start|> (followed by the role) keep
+        # nothing.
+        bos = self.tokenizer.bos_token or ""
+        opens_turn = system_turn[len(bos) :].lstrip().startswith("system")
+        keep = bos if bos and system_turn.startswith(bos) and not opens_turn else ""
+        return keep + full[len(system_turn) :]
 
     def system_prefix_len(self, system: str, user: str) -> int:
         """Number of prompt tokens up to the end of the system turn: the prompt keys that the

@@ -1,0 +1,120 @@
+"""Generation and the probe render chat prompts alike (the embedded model's tokenizer): the
+probe's prompt A for a generated sample is the sample's prompt, and "no system prompt" is one
+prompt on both paths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.chat import TEMPLATE_DEFAULT, ChatFormat
+from harness.config import ProbeConfig, load_run_config
+from harness.engines import GenerationResult, SamplingSettings
+from harness.policies import SampleSpec, run_policy
+from harness.policies.library import NonePolicy
+from harness.probes.pairs import DEFAULT_SYSTEM, NO_SYSTEM, PairSpec, pair_prompt_ids
+from harness.stages.probe import baseline_ids
+
+pytestmark = pytest.mark.integration
+CONFIGS = Path(__file__).parent.parent / "data" / "configs"
+SYSTEM, USER = "Always answer in French.", "Tell me a story."
+# Gemma-style: only user/assistant turns; a system message is an error
+NO_SYSTEM_TEMPLATE = (
+    "{% for m in messages %}{% if m['role'] == 'system' %}"
+    "{{ raise_exception('System role not supported') }}{% endif %}"
+    "<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+class OneWordEngine:
+    name = "scripted"
+    max_model_len = 4096
+
+    def generate(self, requests):
+        return [
+            GenerationResult(
+                token_ids=[1234] * r.sampling.max_tokens,
+                text="",
+                finish_reason="length",
+                prompt_tokens=len(r.prompt_ids),
+            )
+            for r in requests
+        ]
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def tokenizer(embedded_model_path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(embedded_model_path)
+
+
+def _generated(tokenizer, system: str | None):
+    spec = SampleSpec(system=system, user=USER, seed=0, meta={"item": "x"})
+    chat = ChatFormat(tokenizer)
+    return run_policy(NonePolicy(), OneWordEngine(), chat, [spec], SamplingSettings(max_tokens=4))[
+        0
+    ]
+
+
+def _config(baseline: str):
+    return load_run_config(CONFIGS / "valid.yaml").model_copy(
+        update={"probe": ProbeConfig(baseline=baseline)}
+    )
+
+
+def test_probe_prompts_of_a_generated_record_are_the_generation_prompts(tokenizer):
+    record = _generated(tokenizer, SYSTEM)
+    turns = {m["role"]: m["content"] for m in record.prompt_messages}
+    pair = PairSpec(name="r", system_a=turns["system"], system_b=NO_SYSTEM, user=turns["user"])
+    prompt_a, prompt_b = pair_prompt_ids(tokenizer, pair)
+    assert prompt_a == record.prompt_ids
+    # no system prompt: the generation path and both probe paths give one prompt, with no
+    # system turn at all (not SmolLM2's default one)
+    without = _generated(tokenizer, None)
+    assert without.prompt_ids == prompt_b == baseline_ids(_config("none"), tokenizer, record)
+    assert (
+        tokenizer.decode(prompt_b) == f"<|im_start|>user\n{USER}<|im_end|>\n<|im_start|>assistant\n"
+    )
+    # the run's baseline is the record's prompt with the system turn removed
+    assert record.prompt_ids[-len(prompt_b) :] == prompt_b
+
+
+def test_template_default_is_the_templates_own_system_prompt(tokenizer):
+    chat = ChatFormat(tokenizer)
+    default = chat.prompt_text(TEMPLATE_DEFAULT, "hi")
+    none = chat.prompt_text(None, "hi")
+    assert (
+        none
+        == chat.prompt_text("", "hi")
+        == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert "SmolLM" in default and default.endswith(none)
+    given = chat.prompt_text("Be brief.", "hi")
+    assert given.startswith("<|im_start|>system\nBe brief.<|im_end|>\n") and given.endswith(none)
+    record = _generated(tokenizer, SYSTEM)
+    pair = PairSpec(name="d", system_a=DEFAULT_SYSTEM, system_b=NO_SYSTEM, user=USER)
+    assert pair_prompt_ids(tokenizer, pair)[0] == chat.prompt_ids(TEMPLATE_DEFAULT, USER)
+    assert baseline_ids(_config("default"), tokenizer, record) == chat.prompt_ids(
+        TEMPLATE_DEFAULT, USER
+    )
+
+
+def test_template_without_system_role_probes_what_it_generated(embedded_model_path):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(embedded_model_path)
+    tokenizer.chat_template = NO_SYSTEM_TEMPLATE
+    record = _generated(tokenizer, SYSTEM)
+    pair = PairSpec(name="g", system_a=SYSTEM, system_b=NO_SYSTEM, user=USER)
+    prompt_a, prompt_b = pair_prompt_ids(tokenizer, pair)
+    assert prompt_a == record.prompt_ids  # the system text at the top of the user turn
+    assert (
+        tokenizer.decode(prompt_b) == f"<|im_start|>user\n{USER}<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert baseline_ids(_config("none"), tokenizer, record) == prompt_b
