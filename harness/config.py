@@ -89,11 +89,13 @@ POLICY_NAMES = ("none", "restate", "periodic", "adaptive", "attention_bias")
 
 
 def policy_label(policy: BaseModel) -> str:
-    """Short stable label used in records and reports, e.g. `periodic-128-user`."""
+    """Short stable label used in records and reports, e.g. `periodic-128-user`,
+    `attention_bias-1` (numbers as `:g` writes them, so lam 1.0 and 1 label alike)."""
     data = policy.model_dump(exclude_none=True)
     name = data.pop("name")
     data.pop("text", None)
-    return "-".join([name, *(str(v) for v in data.values())])
+    values = (f"{v:g}" if isinstance(v, float) else str(v) for v in data.values())
+    return "-".join([name, *values])
 
 
 # ---------------------------------------------------------------- run config

@@ -27,7 +27,16 @@ __all__ = [
 def make_policy(
     spec, continue_on_eos: bool = False, violates: ViolationHook | None = None
 ) -> Policy:
-    """Build a policy from its config model (harness.config.PolicySpec)."""
+    """Build a policy from its config model (harness.config.PolicySpec), labelled as the config
+    labels it, so records, manifest and reports name a policy one way."""
+    from harness.config import policy_label
+
+    policy = _build_policy(spec, continue_on_eos, violates)
+    policy.label = policy_label(spec)
+    return policy
+
+
+def _build_policy(spec, continue_on_eos: bool, violates: ViolationHook | None) -> Policy:
     from harness.errors import UserError
 
     name = spec.name

@@ -154,3 +154,17 @@ def test_unparseable_yaml(text, expected, tmp_path, run_cli):
 def test_missing_config_file(tmp_path, run_cli):
     code, _, stderr = run_cli(["run", str(tmp_path / "nope.yaml")])
     assert code == 2 and "nope.yaml: file not found" in stderr
+
+
+def test_a_policy_has_one_label_in_config_records_and_reports():
+    from harness.config import RunConfig
+    from harness.policies import make_policy
+
+    config = RunConfig.model_validate(
+        {"name": "x", "models": ["m"], "suites": ["s.yaml"],
+         "policies": [{"name": "attention_bias", "lam": 1}, {"name": "attention_bias", "lam": 0.5},
+                      {"name": "periodic", "every": 128, "placement": "inline"}]}
+    )  # fmt: skip
+    labels = [policy_label(p) for p in config.policies]
+    assert labels == ["attention_bias-1", "attention_bias-0.5", "periodic-128-inline"]
+    assert [make_policy(p).label for p in config.policies] == labels
