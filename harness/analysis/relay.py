@@ -22,8 +22,6 @@ requested positions are kept.
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +29,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from harness.analysis.powerlaw import fit_alpha, fit_positions, local_exponent
+from harness.atomic import atomic_write_text
 from harness.errors import UserError
 
 CHUNK = 1 << 20  # positions per streamed chunk: 8 MiB per float64 array
@@ -211,17 +210,6 @@ def sweep_alpha(
     return out
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", newline="") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_relay_csv(result: RelayResult, path: Path) -> None:
     """relay.csv: one row per (layer, t) at `csv_positions(T)`, floats in full precision."""
     lines = [",".join(CSV_COLUMNS)]
@@ -230,10 +218,10 @@ def write_relay_csv(result: RelayResult, path: Path) -> None:
         for j, t in enumerate(result.t):
             cells = ",".join(repr(float(v[k, j])) for v in values)
             lines.append(f"{k + 1},{int(t)},{cells}")
-    _write_atomic(path, "\n".join(lines) + "\n")
+    atomic_write_text(path, "\n".join(lines) + "\n")
 
 
 def write_sweep_csv(sweep: dict[tuple[int, float], float], path: Path) -> None:
     lines = ["layers,self_weight,alpha"]
     lines += [f"{n},{w!r},{a!r}" for (n, w), a in sorted(sweep.items())]
-    _write_atomic(path, "\n".join(lines) + "\n")
+    atomic_write_text(path, "\n".join(lines) + "\n")
