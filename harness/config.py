@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness.errors import UserError
+from harness.userfiles import read_user_text
 
 # ISO 639-1 two-letter codes (from the ISO 639 register).
 ISO_639_1 = frozenset(
@@ -508,7 +509,7 @@ def _read_yaml(path: Path) -> Any:
     if not path.is_file():
         raise UserError(f"{path}: file not found")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(read_user_text(path))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark else ""
