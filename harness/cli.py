@@ -21,7 +21,7 @@ app.command("probe")(probe.probe_command)
 app.command("relay")(relay.relay_command)
 app.command("score")(score.score_command)
 app.command("report")(report.report_command)
-app.command("bench")(bench.bench_command)
+app.command("bench", context_settings=bench.CONTEXT_SETTINGS)(bench.bench_command)
 
 
 def main() -> None:
