@@ -3,12 +3,10 @@ only wires them together and turns `UserError` into one line on stderr with exit
 
 from __future__ import annotations
 
-import sys
-
 import typer
 
 from harness.commands import bench, models, probe, relay, report, run, score
-from harness.errors import UserError
+from harness.errors import UserError, exit_with_error
 
 app = typer.Typer(
     name="harness",
@@ -37,7 +35,7 @@ app.command("probe")(probe.probe_command)
 app.command("relay")(relay.relay_command)
 app.command("score")(score.score_command)
 app.command("report")(report.report_command)
-app.command("bench")(bench.bench_command)
+app.command("bench", context_settings=bench.CONTEXT_SETTINGS)(bench.bench_command)
 
 
 def main() -> None:
@@ -45,8 +43,7 @@ def main() -> None:
         app()
     except UserError as exc:
         # One line, no traceback: bad input is the user's to fix, not a crash.
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
+        exit_with_error(exc, exc.exit_code)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from harness.checks import CheckSpec
 from harness.checks.base import NonEmptyText
 from harness.checks.language import DEFAULT_CANDIDATE_LANGUAGES, LanguageCode
 from harness.errors import UserError
+from harness.userfiles import read_user_text
 
 
 class Strict(BaseModel):
@@ -207,7 +208,7 @@ def _read_yaml(path: Path) -> Any:
     if not path.is_file():
         raise UserError(f"{path}: file not found")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(read_user_text(path))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark else ""

@@ -31,6 +31,17 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _vllm_engines_stop_before_capture_closes():
+    """Stop the vLLM engines that tests leave running (cached engines, the probe fast path)
+    while pytest still captures output: shut down after the session, their log lines would go
+    to the closed capture stream as "Logging error" tracebacks after the summary."""
+    yield
+    from harness.engines.vllm_engine import shutdown_all
+
+    shutdown_all()
+
+
 @pytest.fixture(scope="session")
 def tiny_model_path() -> Path:
     """tiny-random-llama: 4 layers, hidden 128, head_dim 64, the embedded model's tokenizer."""

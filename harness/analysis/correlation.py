@@ -1,21 +1,24 @@
 """alpha <-> behaviour across conditions -> correlation.csv.
 
 For each (x, y) column pair of summary.csv, over the conditions where both are finite:
-Spearman and Pearson coefficients with percentile-bootstrap CIs (conditions resampled with
-replacement) and a two-sided permutation p-value of Spearman's rho (y permuted against x;
-p = (1 + #{|rho_perm| >= |rho|}) / (1 + n_perm), never 0). Fewer than 3 conditions or a
-constant x or y gives a NaN row, never an error. Censored half-lives are NaN in summary.csv
-and so drop out of the half_life rows (the most persistent conditions: read those with care).
+Spearman and Pearson coefficients with percentile-bootstrap CIs (`scipy.stats.bootstrap`,
+conditions resampled with replacement as (x, y) pairs) and a two-sided permutation p-value of
+Spearman's rho (`scipy.stats.permutation_test`, y re-paired against x; the statistic is |rho|,
+so p = (1 + #{|rho_perm| >= |rho|}) / (1 + n_perm), never 0, or the exact p over all n!
+pairings when n! <= n_perm). Fewer than 3 conditions or a constant x or y gives a NaN row,
+never an error. Censored half-lives are NaN in summary.csv and so drop out of the half_life
+rows (the most persistent conditions: read those with care).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import rankdata
+from scipy import stats
 
 COLUMNS = [
     "x", "y", "n", "spearman", "spearman_low", "spearman_high",
@@ -23,57 +26,65 @@ COLUMNS = [
 ]  # fmt: skip
 Y_DEFAULT = ("auc", "final", "half_life")
 MIN_N = 3
-# Bootstrap/permutation draws are processed in chunks of this many rows: (chunk, n) arrays.
-CHUNK = 4096
+# Resamples per vectorised call: bounds memory at a few (BATCH, n) arrays.
+BATCH = 4096
 
 
-def rowwise_pearson(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Pearson r of each row pair. x, y: (B, n) -> (B,); NaN where a row is constant."""
-    dx = x - x.mean(axis=-1, keepdims=True)
-    dy = y - y.mean(axis=-1, keepdims=True)
-    sxx = (dx * dx).sum(axis=-1)
-    syy = (dy * dy).sum(axis=-1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        r = (dx * dy).sum(axis=-1) / np.sqrt(sxx * syy)
-    # Relative tolerance: a row of equal values leaves rounding noise, not variance.
-    scale_x = (x * x).sum(axis=-1) + 1e-300
-    scale_y = (y * y).sum(axis=-1) + 1e-300
-    flat = (sxx <= 1e-24 * scale_x) | (syy <= 1e-24 * scale_y)
-    return np.clip(np.where(flat, np.nan, r), -1.0, 1.0)
+def spearman_pearson(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+    """[Spearman rho, Pearson r] along `axis`; NaN where x or y is constant there.
+
+    Vectorised: x, y of shape (..., n) give shape (2, ...). Ties (repeated conditions in a
+    bootstrap resample) get average ranks.
+    """
+    with warnings.catch_warnings():
+        # A constant resample has no correlation: NaN, dropped from the CI, is the answer.
+        warnings.simplefilter("ignore", stats.ConstantInputWarning)
+        r = stats.pearsonr(x, y, axis=axis).statistic
+        ranks_x, ranks_y = stats.rankdata(x, axis=axis), stats.rankdata(y, axis=axis)
+        rho = stats.pearsonr(ranks_x, ranks_y, axis=axis).statistic
+    return np.stack([rho, r])
 
 
 def _nan_row(x: str, y: str, n: int) -> dict:
     return {"x": x, "y": y, "n": n, **{c: math.nan for c in COLUMNS[3:]}}
 
 
-def _bootstrap(x, y, n_boot, ci, rng) -> tuple[float, float, float, float]:
-    """(spearman_low, spearman_high, pearson_low, pearson_high) from resampled conditions."""
-    n = len(x)
-    sp, pe = [], []
-    for start in range(0, n_boot, CHUNK):
-        picks = rng.integers(0, n, size=(min(CHUNK, n_boot - start), n))  # (b, n)
-        xb, yb = x[picks], y[picks]
-        pe.append(rowwise_pearson(xb, yb))
-        # Ranks within each resample (ties from repeated conditions get average ranks).
-        sp.append(rowwise_pearson(rankdata(xb, axis=1), rankdata(yb, axis=1)))
-    q = [50 * (1 - ci), 50 * (1 + ci)]
-    out = []
-    for draws in (np.concatenate(sp), np.concatenate(pe)):
-        draws = draws[np.isfinite(draws)]
-        out += list(np.percentile(draws, q)) if len(draws) else [math.nan, math.nan]
-    return tuple(float(v) for v in out)
+def _bootstrap_cis(x, y, n_boot, ci, rng) -> tuple[float, float, float, float]:
+    """(spearman_low, spearman_high, pearson_low, pearson_high), both from the same resamples."""
+    with warnings.catch_warnings():
+        # scipy warns when a resample is constant (NaN statistic); those are dropped below.
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+        result = stats.bootstrap(
+            (x, y), spearman_pearson, paired=True, vectorized=True, n_resamples=n_boot,
+            confidence_level=ci, method="percentile", batch=BATCH, rng=rng,
+        )  # fmt: skip
+    # scipy's percentile interval over the finite draws: a resample that repeats one condition
+    # (or only tied ones) has no correlation and would otherwise make the whole interval NaN.
+    bounds = []
+    for draws in result.bootstrap_distribution:  # rho draws, then r draws
+        finite = draws[np.isfinite(draws)]
+        quantiles = (
+            np.quantile(finite, [(1 - ci) / 2, (1 + ci) / 2]) if len(finite) else [math.nan] * 2
+        )
+        bounds += [float(q) for q in quantiles]
+    return tuple(bounds)
 
 
-def _perm_p(x, y, observed: float, n_perm: int, rng) -> float:
-    rx, ry = rankdata(x), rankdata(y)
-    hits = 0
-    for start in range(0, n_perm, CHUNK):
-        b = min(CHUNK, n_perm - start)
-        perm = rng.permuted(np.broadcast_to(ry, (b, len(ry))), axis=1)  # (b, n)
-        r = rowwise_pearson(np.broadcast_to(rx, perm.shape), perm)
-        # Tolerance: a permutation that ties the observed |rho| up to rounding counts as a hit.
-        hits += int((np.abs(r) >= abs(observed) - 1e-12).sum())
-    return (1 + hits) / (1 + n_perm)
+def _permutation_p(x, y, n_perm: int, rng) -> float:
+    """y re-paired against a fixed x; |rho| as the statistic makes the test two-sided.
+
+    Only y is permuted (one sample of type "pairings"), so scipy enumerates all n! pairings
+    exactly when n! <= n_perm instead of the (n!)^2 of permuting both.
+    """
+
+    def abs_rho(y_perm, axis=-1):
+        return np.abs(spearman_pearson(np.broadcast_to(x, y_perm.shape), y_perm, axis=axis)[0])
+
+    result = stats.permutation_test(
+        (y,), abs_rho, permutation_type="pairings", vectorized=True, n_resamples=n_perm,
+        alternative="greater", batch=BATCH, rng=rng,
+    )  # fmt: skip
+    return float(result.pvalue)
 
 
 def correlate(
@@ -94,17 +105,16 @@ def correlate(
     n = len(x)
     if n < MIN_N:
         return _nan_row(*names, n)
-    pearson = float(rowwise_pearson(x[None], y[None])[0])
-    spearman = float(rowwise_pearson(rankdata(x)[None], rankdata(y)[None])[0])
+    spearman, pearson = (float(v) for v in spearman_pearson(x, y))
     if math.isnan(pearson) or math.isnan(spearman):  # constant x or y
         return _nan_row(*names, n)
     rng = np.random.default_rng(seed)
-    sp_lo, sp_hi, pe_lo, pe_hi = _bootstrap(x, y, n_boot, ci, rng)
+    sp_lo, sp_hi, pe_lo, pe_hi = _bootstrap_cis(x, y, n_boot, ci, rng)
     return {
         "x": names[0], "y": names[1], "n": n,
         "spearman": spearman, "spearman_low": sp_lo, "spearman_high": sp_hi,
         "pearson": pearson, "pearson_low": pe_lo, "pearson_high": pe_hi,
-        "perm_p": _perm_p(x, y, spearman, n_perm, rng),
+        "perm_p": _permutation_p(x, y, n_perm, rng),
     }  # fmt: skip
 
 

@@ -1,4 +1,4 @@
-"""The exactly solvable linear relay model (DESIGN.md, "Relay model").
+"""The exactly solvable linear relay model (docs/architecture.md, "Estimators: relay model").
 
 A scalar linear transformer: uniform causal attention over every visible position, a residual
 stream, no norm and no MLP. Sequence positions i = 1..P+T; the P prompt positions carry 1 under
@@ -22,8 +22,6 @@ requested positions are kept.
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +29,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from harness.analysis.powerlaw import fit_alpha, fit_positions, local_exponent
+from harness.atomic import atomic_write_text
 from harness.errors import UserError
 
 CHUNK = 1 << 20  # positions per streamed chunk: 8 MiB per float64 array
@@ -211,17 +210,6 @@ def sweep_alpha(
     return out
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", newline="") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def relay_csv_text(result: RelayResult) -> str:
     """relay.csv: one row per (layer, t) at `csv_positions(T)`, floats in full precision."""
     lines = [",".join(CSV_COLUMNS)]
@@ -234,10 +222,10 @@ def relay_csv_text(result: RelayResult) -> str:
 
 
 def write_relay_csv(result: RelayResult, path: Path) -> None:
-    _write_atomic(path, relay_csv_text(result))
+    atomic_write_text(path, relay_csv_text(result))
 
 
 def write_sweep_csv(sweep: dict[tuple[int, float], float], path: Path) -> None:
     lines = ["layers,self_weight,alpha"]
     lines += [f"{n},{w!r},{a!r}" for (n, w), a in sorted(sweep.items())]
-    _write_atomic(path, "\n".join(lines) + "\n")
+    atomic_write_text(path, "\n".join(lines) + "\n")

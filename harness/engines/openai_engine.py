@@ -10,12 +10,107 @@ from __future__ import annotations
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from pathlib import Path
+from typing import Any
 
 from harness.engines.base import GenerationRequest, GenerationResult, refuse_prompt_bias
 from harness.errors import UserError
 
-RETRY_STATUS = {429, 500, 502, 503, 504}
+# The longest wait a Retry-After header gets; a server asking for more is waited this long.
+MAX_RETRY_AFTER_S = 60.0
+# Without Retry-After: a random wait in [0, min(BACKOFF_MAX_S, BACKOFF_S * 2**attempt)]
+# ("full jitter"), so concurrent requests that failed together do not retry together.
+BACKOFF_S = 0.5
+BACKOFF_MAX_S = 30.0
+
+
+def is_retryable(response: Any) -> bool:
+    """Rate limits and server errors may pass; any other status will not change on retry."""
+    return response.status_code == 429 or 500 <= response.status_code <= 599
+
+
+def retry_after_s(response: Any) -> float | None:
+    """The wait a response asks for in Retry-After (seconds or an HTTP date), if any."""
+    value = response.headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None  # unreadable: fall back to the backoff
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+class CompletionsApi:
+    """HTTP to an OpenAI-compatible server that retries what waiting can fix (429, 5xx,
+    connection errors) at most `retries` times, waiting what Retry-After asks (capped) or
+    an exponential backoff with jitter. After the last retry, a status error is returned as
+    the response and a connection error is a UserError."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str,
+        timeout_s: float,
+        retries: int,
+        transport: Any = None,  # an httpx transport; tests pass httpx.MockTransport
+    ) -> None:
+        import httpx
+
+        self.base_url = base_url
+        self._retries = retries
+        self._client = httpx.Client(
+            base_url=base_url,
+            headers={"Authorization": f"Bearer {api_key}"},
+            timeout=timeout_s,
+            transport=transport,
+        )
+
+    def request(self, method: str, path: str, **kwargs) -> Any:
+        import httpx
+        import tenacity
+
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(httpx.TransportError)
+            | tenacity.retry_if_result(is_retryable),
+            stop=tenacity.stop_after_attempt(self._retries + 1),
+            wait=self._wait_s,
+            sleep=time.sleep,
+            retry_error_callback=self._give_up,
+        )
+        return retrying(self._client.request, method, path, **kwargs)
+
+    @staticmethod
+    def _wait_s(state) -> float:
+        import tenacity
+
+        outcome = state.outcome
+        if outcome is not None and not outcome.failed:
+            asked = retry_after_s(outcome.result())
+            if asked is not None:
+                return min(asked, MAX_RETRY_AFTER_S)
+        return tenacity.wait_random_exponential(multiplier=BACKOFF_S, max=BACKOFF_MAX_S)(state)
+
+    def _give_up(self, state) -> Any:
+        outcome = state.outcome
+        if outcome.failed:
+            exc = outcome.exception()
+            raise UserError(
+                f"openai engine: cannot reach {self.base_url} ({type(exc).__name__})"
+            ) from None
+        return outcome.result()  # the last 429/5xx: the caller reports its status
+
+    def close(self) -> None:
+        self._client.close()
 
 
 class OpenAIEngine:
@@ -32,8 +127,8 @@ class OpenAIEngine:
         retries: int = 4,
         timeout_s: float = 600.0,
         concurrency: int = 32,
+        transport: Any = None,
     ) -> None:
-        import httpx
         from transformers import AutoTokenizer
 
         url = base_url or os.environ.get("OPENAI_BASE_URL")
@@ -42,11 +137,13 @@ class OpenAIEngine:
                 "openai engine: no base URL (set generation.base_url or OPENAI_BASE_URL)"
             )
         self.base_url = url.rstrip("/")
-        key = os.environ.get(api_key_env, "EMPTY")
-        self._client = httpx.Client(
-            base_url=self.base_url, headers={"Authorization": f"Bearer {key}"}, timeout=timeout_s
+        self._api = CompletionsApi(
+            self.base_url,
+            api_key=os.environ.get(api_key_env, "EMPTY"),
+            timeout_s=timeout_s,
+            retries=retries,
+            transport=transport,
         )
-        self._retries = retries
         self._concurrency = concurrency
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         served = self._served_models()
@@ -60,27 +157,8 @@ class OpenAIEngine:
         served_len = next((m.get("max_model_len") for m in served if m["id"] == self.model), None)
         self.max_model_len = int(max_model_len or served_len or 2048)
 
-    def _request(self, method: str, path: str, **kwargs):
-        import httpx
-
-        delay = 0.5
-        for attempt in range(self._retries + 1):
-            try:
-                response = self._client.request(method, path, **kwargs)
-            except httpx.TransportError as exc:
-                if attempt == self._retries:
-                    raise UserError(
-                        f"openai engine: cannot reach {self.base_url} ({type(exc).__name__})"
-                    ) from None
-            else:
-                if response.status_code not in RETRY_STATUS or attempt == self._retries:
-                    return response
-            time.sleep(delay)
-            delay *= 2
-        raise AssertionError("unreachable")
-
     def _served_models(self) -> list[dict]:
-        response = self._request("GET", "/models")
+        response = self._api.request("GET", "/models")
         if response.status_code != 200:
             raise UserError(
                 f"openai engine: GET {self.base_url}/models answered {response.status_code}"
@@ -105,7 +183,7 @@ class OpenAIEngine:
         if s.stop:
             body["stop"] = s.stop
         start = time.perf_counter()
-        response = self._request("POST", "/completions", json=body)
+        response = self._api.request("POST", "/completions", json=body)
         if response.status_code != 200:
             detail = response.text[:200].replace("\n", " ")
             raise UserError(f"openai engine: completion failed ({response.status_code}): {detail}")
@@ -131,4 +209,4 @@ class OpenAIEngine:
             return list(pool.map(self._complete, requests))
 
     def close(self) -> None:
-        self._client.close()
+        self._api.close()

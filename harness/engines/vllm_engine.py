@@ -2,17 +2,63 @@
 
 vLLM starts in ~40 s on CPU and spawns worker processes, so the engine is cached at module
 level and callers need a `__main__` guard.
+
+Every `vllm.LLM` of the harness is started by `start_llm` and shut down by `shutdown_llm`, or
+by `shutdown_all` at exit at the latest. Left to itself, vLLM stops an engine from an exit-time
+finaliser whose log lines go to the stream its handler captured at import; when that stream is
+closed by then (pytest's capture is), each line becomes a "Logging error ... I/O operation on
+closed file" traceback.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from harness.engines.base import GenerationRequest, GenerationResult, refuse_prompt_bias
 
 _ENGINES: dict[tuple, VllmEngine] = {}
+_RUNNING: list[Any] = []  # every vllm.LLM started and not yet shut down
+
+
+def start_llm(**options) -> Any:
+    """`vllm.LLM(**options)`, registered so that `shutdown_all` stops it."""
+    from vllm import LLM
+
+    llm = LLM(**options)
+    if not _RUNNING:
+        # Registered after weakref's exit hook (set up by the first weakref.finalize of the
+        # process, vLLM's own for the LLM above at the latest), so it runs before vLLM's
+        # finaliser (atexit is last in, first out), while the streams are still open.
+        atexit.unregister(shutdown_all)
+        atexit.register(shutdown_all)
+    _RUNNING.append(llm)
+    return llm
+
+
+def is_running(llm: Any) -> bool:
+    return any(llm is other for other in _RUNNING)
+
+
+def shutdown_llm(llm: Any) -> None:
+    """Stop the engine-core process of `llm` now (and its workers); idempotent."""
+    if not is_running(llm):
+        return
+    _RUNNING[:] = [other for other in _RUNNING if other is not llm]
+    core = getattr(llm.llm_engine, "engine_core", None)
+    if core is not None and hasattr(core, "shutdown"):
+        core.shutdown()
+
+
+def shutdown_all() -> None:
+    """Shut down every vLLM engine this process started. Runs at exit; call it earlier where
+    the process's stdout/stderr are replaced before exit (pytest's session end)."""
+    _ENGINES.clear()
+    for llm in list(_RUNNING):
+        shutdown_llm(llm)
 
 
 def _on_cpu() -> bool:
@@ -42,8 +88,6 @@ class VllmEngine:
             # vLLM's default binding leaves one core to the engine process; on 2 cores that
             # halves the model's threads (measured: 112 -> 171 tok/s at 48 x 128 with both).
             os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", _all_cores())
-        from vllm import LLM
-
         cpu = _on_cpu()
         cpu_options = {}
         if cpu:
@@ -53,7 +97,7 @@ class VllmEngine:
             cpu_options = {"enable_chunked_prefill": False, "max_num_batched_tokens": context}
         # float32 on CPU: bf16 without hardware bf16 units is ~3x slower. On GPU, the
         # checkpoint's dtype. Eager on CPU skips a multi-minute torch.compile at start-up.
-        self._llm = LLM(
+        self._llm = start_llm(
             model=str(model_path),
             dtype="float32" if cpu else "auto",
             max_model_len=max_model_len,
@@ -105,11 +149,7 @@ class VllmEngine:
         for key, engine in list(_ENGINES.items()):
             if engine is self:
                 del _ENGINES[key]
-        # Stop the engine-core process now, while logging still works; otherwise vLLM's
-        # exit-time finaliser does it after the interpreter closed its streams.
-        core = getattr(self._llm.llm_engine, "engine_core", None)
-        if core is not None and hasattr(core, "shutdown"):
-            core.shutdown()
+        shutdown_llm(self._llm)
         del self._llm
 
 

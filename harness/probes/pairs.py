@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from harness.chat import TEMPLATE_DEFAULT, ChatFormat, SystemPrompt
 from harness.errors import UserError
+from harness.userfiles import read_user_text
 
 # the user-facing spellings of the two special system values
 NO_SYSTEM = ":none"
@@ -69,7 +70,7 @@ def read_text_arg(value: str, base: Path | None = None) -> str:
         path = base / path
     if not path.is_file():
         raise UserError(f"file not found: {path}")
-    return path.read_text(encoding="utf-8")
+    return read_user_text(path)
 
 
 def load_pairs(path: Path) -> list[PairSpec]:
@@ -78,7 +79,7 @@ def load_pairs(path: Path) -> list[PairSpec]:
     if not path.is_file():
         raise UserError(f"pairs file not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(read_user_text(path))
     except yaml.YAMLError as exc:
         raise UserError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
     items = data.get("pairs") if isinstance(data, dict) else None
@@ -139,7 +140,7 @@ def record_continuation(path: Path, row: int = 0) -> list[int]:
     """`continuation_ids` of row `row` of a generations JSONL file, used as stored."""
     if not path.is_file():
         raise UserError(f"generation record not found: {path}")
-    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines = [line for line in read_user_text(path).splitlines() if line.strip()]
     if not 0 <= row < len(lines):
         raise UserError(f"{path}: row {row} out of range (file has {len(lines)} records)")
     try:
@@ -162,7 +163,7 @@ def file_continuation(tokenizer: Any, spec: str) -> list[int]:
         return record_continuation(path, int(row or 0))
     if not path.is_file():
         raise UserError(f"continuation file not found: {path}")
-    return encode_text(tokenizer, path.read_text(encoding="utf-8"))
+    return encode_text(tokenizer, read_user_text(path))
 
 
 # sampling of `--continuation generate`, the same on both generators

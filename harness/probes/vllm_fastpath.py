@@ -13,34 +13,39 @@ for the life of the process (starting one costs ~40 s on CPU).
 from __future__ import annotations
 
 import json
-from functools import cache
 from typing import Any
 
 import numpy as np
 
 from harness.probes.divergence import PairDivergence, check_inputs
 
+_STARTED: dict[str, tuple[Any, Any, int]] = {}
 
-@cache
+
 def _engines(name: str) -> tuple[Any, Any, int]:
-    """(pooling engine, generation engine, L) for a model name, started once per process."""
-    from vllm import LLM
+    """(pooling engine, generation engine, L) for a model name, started once per process
+    (again only after `vllm_engine.shutdown_all` stopped them)."""
     from vllm.config import PoolerConfig
 
+    from harness.engines.vllm_engine import is_running, start_llm
     from harness.models import resolve_model
 
+    started = _STARTED.get(name)
+    if started is not None and all(is_running(llm) for llm in started[:2]):
+        return started
     path = str(resolve_model(name).path)
     n_layers = json.loads((resolve_model(name).path / "config.json").read_text())[
         "num_hidden_layers"
     ]
     common = dict(model=path, dtype="float32", enforce_eager=True, gpu_memory_utilization=0.4)
-    pooling = LLM(
+    pooling = start_llm(
         runner="pooling",
         pooler_config=PoolerConfig(task="token_embed", use_activation=False),
         **common,
     )
-    generating = LLM(**common)
-    return pooling, generating, n_layers
+    generating = start_llm(**common)
+    _STARTED[name] = (pooling, generating, n_layers)
+    return _STARTED[name]
 
 
 def _last_states(engine: Any, sequences: list[list[int]]) -> list[np.ndarray]:

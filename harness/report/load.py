@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from harness.errors import UserError
+from harness.userfiles import user_text_lines
 
 CSV_FILES = (
     "windows.csv",
@@ -80,17 +81,16 @@ def _read_csv(path: Path) -> pd.DataFrame:
 
 def _read_generations(path: Path) -> list[dict[str, Any]]:
     records = []
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise UserError(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
-            if not isinstance(record, dict):
-                raise UserError(f"{path}:{number}: a record must be a JSON object")
-            records.append(record)
+    for number, line in user_text_lines(path):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
+        if not isinstance(record, dict):
+            raise UserError(f"{path}:{number}: a record must be a JSON object")
+        records.append(record)
     return records
 
 

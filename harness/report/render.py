@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import functools
 import json
-import os
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+from harness.atomic import atomic_write_text
 from harness.report.html import esc, script_safe
 from harness.report.load import load_run
 from harness.report.sections import TITLES, build_sections
@@ -135,13 +134,5 @@ def render_report(run_dir: Path) -> Path:
     title, subtitle = _title(data)
     text = page(title, subtitle, sections, figs)
     out = data.run_dir / "report.html"
-    fd, tmp = tempfile.mkstemp(dir=data.run_dir, prefix=".report.html.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp makes it owner-only; a report is for sharing
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(out, text)
     return out

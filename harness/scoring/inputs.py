@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from harness.errors import UserError
 from harness.models import EMBEDDED_MODEL
 from harness.records import GenerationRecord
+from harness.userfiles import user_text_lines
 
 
 def _first_error(exc: ValueError) -> str:
@@ -36,11 +37,10 @@ def read_records(
     if not path.is_file():
         raise UserError(f"{path}: file not found")
     parsed: list[tuple[str, dict]] = []
-    with path.open(encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            if line.strip():
-                where = f"{path}:{lineno}"
-                parsed.append((where, _parse_line(where, line, known_items)))
+    for lineno, line in user_text_lines(path):
+        if line.strip():
+            where = f"{path}:{lineno}"
+            parsed.append((where, _parse_line(where, line, known_items)))
     if not parsed:
         raise UserError(f"{path}: no records")
     # Every line is valid before the tokenizer (slow to load) is touched.

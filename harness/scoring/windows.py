@@ -1,8 +1,8 @@
 """Split a generated output into windows of generated tokens.
 
-Positions follow DESIGN.md: continuation position t = 1..T counts every token after the
-initial prompt (injected reminders and restatements included). A window holds `size`
-consecutive *generated* tokens; injected and restated tokens are skipped, so a window may
+Positions (docs/architecture.md, "Positions"): continuation position t = 1..T counts every
+token after the initial prompt (injected reminders and restatements included). A window holds
+`size` consecutive *generated* tokens; injected and restated tokens are skipped, so a window may
 straddle an injection. Each window reports t_start/t_end (continuation positions of its first
 and last token, inclusive) and t_gen_start (1-based index of its first token among the
 generated tokens only).

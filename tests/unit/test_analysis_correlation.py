@@ -13,7 +13,7 @@ from harness.analysis.correlation import (
     COLUMNS,
     correlate,
     correlate_alpha_behaviour,
-    rowwise_pearson,
+    spearman_pearson,
 )
 
 
@@ -54,9 +54,30 @@ def test_independent_values_give_a_large_p():
 
 
 def test_small_exact_permutation_p():
-    # 4 conditions, perfect order: 2 of the 24 orderings reach |rho| = 1 -> p near 2/24.
+    # 4 conditions, perfect order: 2 of the 24 pairings reach |rho| = 1, all 24 enumerated.
     row = correlate(np.arange(4.0), np.arange(4.0), n_perm=20_000, seed=1)
-    assert row["perm_p"] == pytest.approx(2 / 24, abs=0.01)
+    assert row["perm_p"] == pytest.approx(2 / 24)
+
+
+def test_ci_covers_the_known_population_correlation():
+    rho = 0.6
+    rng = np.random.default_rng(7)
+    x, y = rng.multivariate_normal([0, 0], [[1, rho], [rho, 1]], size=200).T
+    row = correlate(x, y)
+    assert row["pearson_low"] < rho < row["pearson_high"]
+    spearman_of_normal = 6 / np.pi * np.arcsin(rho / 2)  # 0.582 for a bivariate normal
+    assert row["spearman_low"] < spearman_of_normal < row["spearman_high"]
+    assert row["pearson_high"] - row["pearson_low"] < 0.3  # 200 conditions pin it down
+    assert row["perm_p"] < 0.001
+
+
+def test_tied_conditions_still_give_an_interval():
+    # alpha is shared by the policies of one item: many resamples have a constant x, which
+    # have no correlation and are left out of the interval instead of making it NaN.
+    x = np.repeat([0.4, 0.6, 0.8], 2)
+    row = correlate(x, np.array([0.9, 0.8, 0.7, 0.75, 0.5, 0.4]))
+    assert -1.0 <= row["spearman_low"] <= row["spearman"] <= row["spearman_high"] < 0
+    assert -1.0 <= row["pearson_low"] <= row["pearson"] <= row["pearson_high"] < 0
 
 
 @pytest.mark.parametrize(
@@ -75,10 +96,11 @@ def test_degenerate_rows_are_nan(x, y, n):
     assert all(math.isnan(row[c]) for c in COLUMNS[3:])
 
 
-def test_rowwise_pearson_flags_constant_rows():
+def test_vectorised_coefficients_are_nan_for_constant_rows():
     x = np.array([[1.0, 2.0, 3.0], [0.1, 0.1, 0.1]])
-    r = rowwise_pearson(x, np.array([[2.0, 4.0, 7.0], [1.0, 2.0, 3.0]]))
-    assert r[0] == pytest.approx(pearsonr([1, 2, 3], [2, 4, 7])[0]) and math.isnan(r[1])
+    rho, r = spearman_pearson(x, np.array([[2.0, 4.0, 7.0], [1.0, 2.0, 3.0]]))
+    assert r[0] == pytest.approx(pearsonr([1, 2, 3], [2, 4, 7])[0]) and rho[0] == pytest.approx(1)
+    assert math.isnan(r[1]) and math.isnan(rho[1])
 
 
 def _summary_frame():

@@ -68,3 +68,23 @@ def test_build_is_atomic_when_killed_or_failing(tmp_path):
     assert (dest / "config.json").exists() and not stale.exists()
     build_atomically(dest, lambda out: calls.append(2))  # second call: cached, not rebuilt
     assert calls == [1]
+
+
+def test_listing_counts_parameters_of_every_shard(tmp_path):
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from harness.models import model_info
+
+    (tmp_path / "config.json").write_text('{"num_hidden_layers": 2, "hidden_size": 8}')
+    save_file(
+        {"embed": np.zeros((10, 8), np.float32), "norm": np.zeros(8, np.float16)},
+        str(tmp_path / "model-00001-of-00002.safetensors"),
+        metadata={"format": "pt"},  # the header's __metadata__ entry is not a tensor
+    )
+    save_file(
+        {"scale": np.zeros((), np.float32)}, str(tmp_path / "model-00002-of-00002.safetensors")
+    )
+    info = model_info(str(tmp_path))
+    assert info.parameters == 10 * 8 + 8 + 1
+    assert (info.layers, info.hidden_size, info.source) == (2, 8, "local")

@@ -40,3 +40,43 @@ def test_leftover_temp_files_are_removed_on_resume(tmp_path):
 def test_second_writer_is_refused(tmp_path):
     with RunStore(tmp_path / "run"), pytest.raises(UserError, match="another run is writing"):
         RunStore(tmp_path / "run").__enter__()
+
+
+def test_atomic_write_replaces_whole_file_and_leaves_no_temp(tmp_path):
+    from harness.atomic import atomic_write_bytes, atomic_write_text
+
+    path = tmp_path / "deep" / "folder" / "out.csv"
+    atomic_write_text(path, "a,b\r\n1,2\n")
+    assert path.read_bytes() == b"a,b\r\n1,2\n"  # line endings as given, parents created
+    atomic_write_bytes(path, b"new")
+    assert path.read_bytes() == b"new"
+    assert [p.name for p in path.parent.iterdir()] == ["out.csv"]
+
+
+def test_atomic_write_that_fails_keeps_the_old_file(tmp_path):
+    from harness.atomic import atomic_write_bytes
+
+    path = tmp_path / "out.json"
+    path.write_text("old")
+    with pytest.raises(TypeError):
+        atomic_write_bytes(path, "not bytes")  # fails mid-write
+    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["out.json"]
+
+
+def test_atomic_folder_appears_whole_or_not_at_all(tmp_path):
+    from harness.atomic import atomic_folder
+
+    dest = tmp_path / "model"
+    with pytest.raises(RuntimeError), atomic_folder(dest) as tmp:
+        (tmp / "config.json").write_text("{}")
+        raise RuntimeError("killed mid-build")
+    assert list(tmp_path.iterdir()) == []
+    with atomic_folder(dest) as tmp:
+        (tmp / "config.json").write_text("{}")
+        assert not dest.exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["model"]
+    assert (dest / "config.json").read_text() == "{}"
+    with pytest.raises(OSError), atomic_folder(dest) as tmp:  # another process made it first
+        (tmp / "other.json").write_text("{}")
+    assert [p.name for p in dest.iterdir()] == ["config.json"]
+    assert [p.name for p in tmp_path.iterdir()] == ["model"]
