@@ -25,9 +25,13 @@ _RUNNING: list[Any] = []  # every vllm.LLM started and not yet shut down
 
 
 def start_llm(**options) -> Any:
-    """`vllm.LLM(**options)`, registered so that `shutdown_all` stops it."""
+    """`vllm.LLM(**options)`, registered so that `shutdown_all` stops it. Quiet unless the run
+    is verbose: no weight-loading bar (the harness draws its own progress)."""
     from vllm import LLM
 
+    from harness.logs import is_verbose
+
+    options.setdefault("use_tqdm_on_load", is_verbose())
     llm = LLM(**options)
     if not _RUNNING:
         # Registered after weakref's exit hook (set up by the first weakref.finalize of the
