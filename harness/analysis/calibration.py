@@ -9,12 +9,16 @@ gives
 - Cohen's kappa = (p_o - p_e) / (1 - p_e), p_o = accuracy, p_e = the agreement expected by
   chance from the two pass rates, p_j p_c + (1 - p_j)(1 - p_c). NaN when p_e = 1 (both gave one
   and the same verdict everywhere: agreement beyond chance is not defined).
+- Pooled over rules (strata s = (item, judge, code)), chance is taken within each rule:
+  kappa = sum_s n_s (p_o,s - p_e,s) / sum_s n_s (1 - p_e,s), which is Cohen's kappa for one
+  rule. Pooled marginals would credit a judge that only tracks which rule it is asked about
+  (say, "fail" on every rule that mostly fails) with agreement it does not have.
 
 CIs: percentile bootstrap over records (a record's windows are drawn together: windows of one
 sample are not independent), n_boot draws from a generator seeded seed + row index; NaN when
 fewer than max(10, n_boot / 2) draws are finite. Rows: one per (model, item, judge check, code
 check), then one pooled row per model (item = judge = code = `all`) over every meeting, when
-the model has more than one such pair.
+the model has more than one such pair (kappa stratified by rule, see above).
 """
 
 from __future__ import annotations
@@ -58,6 +62,26 @@ def agreement(tables: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return observed, kappa
 
 
+def stratified_agreement(tables: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(accuracy, kappa) pooled over strata: tables (..., S, 4), chance agreement per stratum
+    (see the module docstring). One stratum gives `agreement`'s values."""
+    tables = np.asarray(tables, dtype=np.float64)
+    n = tables.sum(axis=-1)  # (..., S)
+    observed, _ = agreement(tables)
+    both_pass, judge_only, code_only, _ = np.moveaxis(tables, -1, 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        judge_rate, code_rate = (both_pass + judge_only) / n, (both_pass + code_only) / n
+        chance = judge_rate * code_rate + (1 - judge_rate) * (1 - code_rate)
+        used = n > 0
+        agree = np.where(used, n * observed, 0.0).sum(axis=-1)
+        expected = np.where(used, n * chance, 0.0).sum(axis=-1)
+        total = n.sum(axis=-1)
+        accuracy = agree / total
+        room = total - expected
+        kappa = np.where(room > 1e-9 * np.maximum(total, 1), (agree - expected) / room, np.nan)
+    return accuracy, kappa
+
+
 def meetings(windows: pd.DataFrame) -> pd.DataFrame:
     """One row per (record, window, judge check, code check) with both verdicts (1/0/NaN)."""
     keys = [c for c in RECORD if c in windows.columns] + ["window"]
@@ -72,13 +96,19 @@ def meetings(windows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _record_tables(group: pd.DataFrame) -> np.ndarray:
-    """(records, 4) confusion counts of the decided meetings, one row per record."""
+    """(records, rules, 4) confusion counts of the decided meetings: a record is the unit the
+    bootstrap draws, a rule (item, judge, code) the stratum that chance agreement is taken in."""
     j, c = group["judge_pass"].to_numpy(), group["code_pass"].to_numpy()
-    cells = np.stack([(j == 1) & (c == 1), (j == 1) & (c == 0), (j == 0) & (c == 1)], axis=1)
-    cells = np.concatenate([cells, ((j == 0) & (c == 0))[:, None]], axis=1).astype(np.int64)
+    cells = np.stack(
+        [(j == 1) & (c == 1), (j == 1) & (c == 0), (j == 0) & (c == 1), (j == 0) & (c == 0)],
+        axis=1,
+    ).astype(np.int64)
     record = group.groupby([k for k in RECORD if k in group], sort=True).ngroup().to_numpy()
-    tables = np.zeros((record.max() + 1 if len(record) else 0, 4), dtype=np.int64)
-    np.add.at(tables, record, cells)
+    rule = group.groupby(["item", "judge", "code"], sort=True).ngroup().to_numpy()
+    if not len(record):
+        return np.zeros((0, 1, 4), dtype=np.int64)
+    tables = np.zeros((record.max() + 1, rule.max() + 1, 4), dtype=np.int64)
+    np.add.at(tables, (record, rule), cells)
     return tables
 
 
@@ -94,8 +124,9 @@ def calibration_row(labels: dict, group: pd.DataFrame, n_boot: int, ci: float, s
     """One calibration.csv row for these meetings (see the module docstring)."""
     decided = group.dropna(subset=["judge_pass", "code_pass"])
     tables = _record_tables(decided)
-    total = tables.sum(axis=0) if len(tables) else np.zeros(4, dtype=np.int64)
-    accuracy, kappa = (float(v) for v in agreement(total))
+    by_rule = tables.sum(axis=0)  # (rules, 4)
+    total = by_rule.sum(axis=0)
+    accuracy, kappa = (float(v) for v in stratified_agreement(by_rule))
     row = {
         **labels, "n": int(total.sum()), "n_records": len(tables),
         "agree_pass": int(total[0]), "agree_fail": int(total[3]),
@@ -111,8 +142,10 @@ def calibration_row(labels: dict, group: pd.DataFrame, n_boot: int, ci: float, s
     if len(tables) < 2:
         return {**row, "reason": row["reason"] or "one record: no bootstrap CI"}
     rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(tables), size=(n_boot, len(tables)))
-    draws_accuracy, draws_kappa = agreement(tables[picks].sum(axis=1))
+    # how often each record is drawn, per draw: (n_boot, records)
+    weights = rng.multinomial(len(tables), np.full(len(tables), 1 / len(tables)), size=n_boot)
+    draws = np.einsum("br,rsk->bsk", weights.astype(np.float64), tables)
+    draws_accuracy, draws_kappa = stratified_agreement(draws)
     row["accuracy_low"], row["accuracy_high"] = _interval(draws_accuracy, n_boot, ci)
     row["kappa_low"], row["kappa_high"] = _interval(draws_kappa, n_boot, ci)
     return row

@@ -26,7 +26,9 @@ HOW_TO_READ = (
     "scores the pass rate. Cohen's κ corrects for that: the agreement beyond what two raters "
     "with the same pass rates would reach by chance, 1 = always agree, 0 = chance, below 0 = "
     "worse than chance; roughly, under 0.2 slight, 0.2–0.4 fair, 0.4–0.6 moderate, 0.6–0.8 "
-    "substantial, above 0.8 almost perfect. 95 % CIs come from resampling samples. Trust the "
+    "substantial, above 0.8 almost perfect. The pooled row (“all”) takes chance within each "
+    "rule, so a judge that only knows which rules usually fail gets no credit for it. 95 % CIs "
+    "come from resampling samples. Trust the "
     "judge on rules code cannot check only as far as its κ on rules code can check, and go by "
     "the CI's lower end: a lower end near or below 0 means this run has not shown that the "
     "judge agrees with the code more than chance would."
@@ -36,8 +38,8 @@ HOW_TO_READ = (
 def kappa_words(kappa: float) -> str:
     if math.isnan(kappa):
         return "κ undefined (both gave one and the same verdict everywhere)"
-    for upper, words in KAPPA_BANDS:
-        if kappa < upper:
+    for upper, words in KAPPA_BANDS:  # upper ends included: 0.4 is fair, as Landis & Koch
+        if kappa <= upper + 1e-9:
             return words
     return KAPPA_BANDS[-1][1]
 

@@ -48,9 +48,8 @@ def test_the_embedded_model_judges_and_a_rerun_asks_nothing(tmp_path, embedded_m
     with JudgeRunner(RunStore(tmp_path), defaults, engine_factory=counting_factory) as judges:
         again = check.with_judges(judges).score_many(TEXTS)
     assert started == ["hf"]  # every verdict came from the cache: no engine started
-    assert [(r.value, r.reason) for r in again] == [(r.value, r.reason) for r in first] or all(
-        math.isnan(a.value) and math.isnan(b.value) for a, b in zip(again, first, strict=True)
-    )
+    verdicts = lambda results: [(check.passed(r), r.reason) for r in results]  # noqa: E731
+    assert verdicts(again) == verdicts(first)
 
 
 def test_an_unreachable_openai_judge_is_one_line_exit_2(tmp_path, run_cli, monkeypatch):
@@ -72,3 +71,60 @@ def test_an_unreachable_openai_judge_is_one_line_exit_2(tmp_path, run_cli, monke
         "item 'mini-fr', check 'judge:French only.': judge: openai engine: cannot reach" in stderr
     )
     assert not out.exists()
+
+
+def test_harness_score_asks_the_judge_once_and_caches_in_the_out_folder(
+    tmp_path, run_cli, monkeypatch, embedded_model_path
+):
+    """`harness score` with a judge check: the judge (here a stand-in that reads the real
+    prompts and says "pass") is asked in one batch, its verdicts land in windows.csv and in
+    OUT/cache/judge, and scoring again asks nothing."""
+    import json
+
+    import pandas as pd
+    from transformers import AutoTokenizer
+
+    import harness.engines as engines
+    from harness.engines import GenerationResult
+
+    tokenizer = AutoTokenizer.from_pretrained(embedded_model_path)
+    batches: list[int] = []
+
+    class PassingJudge:
+        name, max_model_len = "stand-in", 8192
+
+        def __init__(self) -> None:
+            self.tokenizer = tokenizer
+
+        def generate(self, requests):
+            batches.append(len(requests))
+            prompts = [tokenizer.decode(r.prompt_ids) for r in requests]
+            assert all("RULE: The text is written in French." in p for p in prompts)
+            answer = ' true, "reason": "ok"}'
+            return [
+                GenerationResult(token_ids=[1], text=answer, finish_reason="stop", prompt_tokens=1)
+                for _ in prompts
+            ]
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(engines, "make_engine", lambda kind, path, **options: PassingJudge())
+    suite = {"suite": "s", "items": [{
+        "id": "fr", "system": "French only.", "user": "Tell a story.", "reminder": "French.",
+        "restatement": "Voici :",
+        "checks": [{"type": "judge", "rule": "The text is written in French.", "name": "fr"}],
+    }]}  # fmt: skip
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite))
+    logs = tmp_path / "logs.jsonl"
+    logs.write_text("".join(json.dumps({"item": "fr", "text": t}) + "\n" for t in TEXTS))
+    out = tmp_path / "out"
+    args = ["score", str(logs), "--suite", str(tmp_path / "suite.yaml"), "--out", str(out)]
+    code, _, stderr = run_cli(args)
+    assert code == 0, stderr
+    windows = pd.read_csv(out / "windows.csv")
+    assert set(windows["check"]) == {"judge:fr"} and windows["value"].eq(1.0).all()
+    assert batches == [len(TEXTS)]  # one window per short text, one batch
+    assert len(list((out / "cache" / "judge").glob("*.json"))) == len(TEXTS)
+    code, _, _ = run_cli(args)
+    assert code == 0 and batches == [len(TEXTS)]  # the second scoring asked nothing

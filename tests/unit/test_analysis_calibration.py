@@ -87,6 +87,23 @@ def test_rows_per_item_and_a_pooled_row_per_model():
     assert frame.loc[2, "n"] == 20
 
 
+def test_pooled_kappa_takes_chance_within_each_rule():
+    # A judge that says "fail" nearly everywhere, on rules that mostly fail and on one that
+    # mostly passes (the embedded model's calibration run): within each rule it does no better
+    # than chance, so the pooled kappa is 0, not the 0.26 that pooled pass rates would give.
+    rules = [
+        windows_from(table_pairs(0, 0, 0, 8), item="french"),
+        windows_from(table_pairs(0, 0, 2, 6), item="nocomma"),
+        windows_from(table_pairs(2, 0, 6, 0), item="persona"),
+    ]
+    frame = judge_calibration(pd.concat(rules, ignore_index=True))
+    pooled = frame.set_index("item").loc["all"]
+    assert pooled["accuracy"] == pytest.approx(16 / 24)
+    assert pooled["kappa"] == pytest.approx(0.0)
+    naive = agreement(np.array([2, 0, 8, 14]))[1]
+    assert naive > 0.2  # what ignoring the rules would have claimed
+
+
 def test_verdicts_read_back_from_csv_and_no_judge_gives_no_rows():
     windows = windows_from(table_pairs(3, 1, 1, 3) + [(None, False)])
     text = windows.to_csv(index=False)
