@@ -1,8 +1,8 @@
 """A run's plan: the config, its suites parsed once, the selected items and the resolved models.
 
 `plan_run` checks everything a bad input could break (config, suites, items, model names,
-prompts against the context, the endpoint) before the run folder exists, so a bad input gets
-one line and exit code 2 and leaves nothing half-written.
+prompts against the context, the endpoint, the judges of judge checks) before the run folder
+exists, so a bad input gets one line and exit code 2 and leaves nothing half-written.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ def plan_run(config_path: Path, out: Path | None = None) -> RunPlan:
             from harness.engines import make_engine
 
             make_engine("openai", model.path, **engine_options(config)).close()
+    _check_judges(config, items)
     if config.probe.enabled:
         for model in models:
             _check_probe_layers(config, model)
@@ -74,6 +75,15 @@ def plan_run(config_path: Path, out: Path | None = None) -> RunPlan:
     )
     run_id = hashlib.sha256(config.model_dump_json().encode()).hexdigest()[:12]
     return RunPlan(config, suites, items, models, twins, out_dir, run_id)
+
+
+def _check_judges(config: RunConfig, items: list[Selected]) -> None:
+    """Judge checks' models resolve and have a chat template; openai judges answer."""
+    from harness.scoring.judge import JudgeDefaults, check_judges, judge_checks_of
+
+    checks = judge_checks_of(sel.item for sel in items)
+    if checks:
+        check_judges(JudgeDefaults(config.models[0], config.generation), checks)
 
 
 def _check_probe_layers(config: RunConfig, model: ResolvedModel) -> None:

@@ -21,7 +21,9 @@ from harness.errors import UserError
 
 # Bump a stage's version when its output for the same inputs changes.
 # probe and bias 2: whole-sequence forward and float32 next-token gaps (values move by ~1e-6)
-STAGE_VERSIONS = {"generate": 1, "score": 1, "probe": 2, "bias": 2, "probe-cli": 1}
+# judge: the verdict cache (how a verdict is parsed and stored; the rubric prompt has its own
+# RUBRIC_VERSION in the key)
+STAGE_VERSIONS = {"generate": 1, "score": 1, "probe": 2, "bias": 2, "probe-cli": 1, "judge": 1}
 
 
 def content_key(stage: str, *parts: Any) -> str:

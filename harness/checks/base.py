@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Annotated, Literal, Self, TypeVar, get_args
+from typing import Annotated, ClassVar, Literal, Self, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
@@ -43,6 +43,10 @@ class Check(BaseModel):
 
     type: str
     scope: Scope = "window"
+    # A check that asks a model (the judge) needs a JudgeRunner at scoring time, given by
+    # `with_judges`, and is skipped while generating (the adaptive policy's `window_fails`),
+    # when the engine is busy with the generation itself.
+    asks_model: ClassVar[bool] = False
     # Set by `bind`: an item that repeats a check reports the repeats as `<id>#2`, `<id>#3`...
     _bound_id: str | None = PrivateAttr(None)
 
@@ -69,6 +73,11 @@ class Check(BaseModel):
         bound = self.model_copy()
         bound._bound_id = check_id
         return bound
+
+    def with_judges(self, judges) -> Self:
+        """The check ready to score with this JudgeRunner (None: no judge available); checks
+        that ask no model are returned as they are."""
+        return self
 
     def score(self, text: str) -> CheckResult:
         raise NotImplementedError

@@ -29,6 +29,7 @@ CSV_FILES = (
     "correlation.csv",
     "predictor.csv",
     "policies.csv",
+    "calibration.csv",
     "relay.csv",
     "bias.csv",
 )
@@ -41,6 +42,7 @@ REQUIRED_COLUMNS = {
     "fits.csv": {"model", "layer", "metric", "alpha"},
     "summary.csv": {"model", "item", "policy"},
     "policies.csv": {"model", "item", "policy", "metric", "value"},
+    "calibration.csv": {"model", "item", "judge", "code", "n", "accuracy", "kappa"},
     "relay.csv": {"layer", "t", "delta", "local_alpha"},
     "bias.csv": {"model", "lam", "layer", "alpha"},
     "windows.csv": {"model", "item", "policy", "sample", "window", "t_start", "t_end", "passed"},
@@ -73,7 +75,9 @@ def _read_csv(path: Path) -> pd.DataFrame:
         return pd.DataFrame()
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: not a readable CSV ({str(exc).splitlines()[0]})") from exc
-    for col in ("model", "item", "policy", "task", "pair", "check", "reason", "features"):
+    for col in (
+        "model", "item", "policy", "task", "pair", "check", "reason", "features", "judge", "code",
+    ):  # fmt: skip
         if col in frame.columns:
             frame[col] = frame[col].astype("string").fillna("").astype(object)
     return frame

@@ -7,6 +7,7 @@ import json
 import math
 
 from harness.report import derive, plots, theory
+from harness.report.calibration import calibration_section
 from harness.report.html import esc, figure, fmt_num, note, section, table
 from harness.report.load import RunData, ci_columns
 from harness.report.verdicts import (
@@ -26,6 +27,7 @@ TITLES = {
     "survival": "Survival",
     "policies": "Policies",
     "correlation": "α vs behaviour",
+    "judge": "How far to trust the judge",
     "samples": "Samples",
     "theory": "Theory",
     "manifest": "Manifest",
@@ -175,6 +177,10 @@ def correlation(data: RunData) -> tuple[str, dict]:
     return "".join(html), figs
 
 
+def judge(data: RunData) -> tuple[str, dict]:
+    return calibration_section(data), {}
+
+
 def samples(data: RunData) -> tuple[str, dict]:
     if not data.generations:
         return note(data.missing("generations.jsonl")), {}
@@ -233,6 +239,7 @@ BUILDERS = {
     "survival": survival,
     "policies": policies,
     "correlation": correlation,
+    "judge": judge,
     "samples": samples,
     "theory": theory_part,
     "manifest": manifest,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Sequence
 from pathlib import Path
@@ -48,14 +49,24 @@ def score_files(
     model: str | None = None,
 ) -> list[Path]:
     """Validate everything, score, then write windows.csv, adherence.csv, adherence_curve.csv
-    and survival.csv into `out`. Returns the written paths."""
+    and survival.csv into `out`. Returns the written paths. Judge checks default to `model`
+    (else the embedded model) on vLLM; their verdicts are cached under `out/cache/judge/`."""
+    from harness.config import GenerationConfig
+    from harness.models import EMBEDDED_MODEL
     from harness.scoring.inputs import read_records
+    from harness.scoring.judge import JudgeDefaults, JudgeRunner, check_judges, judge_checks_of
     from harness.scoring.score import item_checks, item_index, rows_frame, score_records
-    from harness.store import write_csv
+    from harness.store import RunStore, write_csv
 
     index = item_index(suites)
     for _, item in index.values():
         item_checks(item, config.languages)  # fail on a bad check before reading any input
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out}: exists and is not a folder")
+    judge_checks = judge_checks_of(item for _, item in index.values())
+    defaults = JudgeDefaults(model or EMBEDDED_MODEL, GenerationConfig())
+    if judge_checks:
+        check_judges(defaults, judge_checks)
     records = read_records(generations, set(index), load_tokenizer, model)
     if model is not None:
         for record in records:
@@ -64,12 +75,13 @@ def score_files(
     for record in records:
         by_model.setdefault(model or record.model or "", []).append(record)
     rows = []
-    for name, group in by_model.items():
-        rows.extend(score_records(group, suites, load_tokenizer(name or None), config))
+    store = RunStore(out) if judge_checks else contextlib.nullcontext()
+    with store as opened, JudgeRunner(opened, defaults) as judges:
+        for name, group in by_model.items():
+            tokenizer = load_tokenizer(name or None)
+            rows.extend(score_records(group, suites, tokenizer, config, judges))
     windows = rows_frame(rows)
     frames = {"windows.csv": windows, **adherence_frames(windows)}
-    if out.exists() and not out.is_dir():
-        raise UserError(f"{out}: exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name, frame in frames.items():

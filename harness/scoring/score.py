@@ -94,10 +94,13 @@ def score_records(
     suite: TaskSuite | Sequence[TaskSuite],
     tokenizer,
     config: ScoringConfig | None = None,
+    judges=None,
 ) -> list[WindowRow]:
     """Rows for every (record, window, window-scope check) and (record, response-scope check).
 
-    All texts of one check are scored in one batch (lingua runs them in parallel).
+    All texts of one check are scored in one batch (lingua runs them in parallel; a judge
+    check sends its uncached texts to its judge as one batch). `judges`: the JudgeRunner
+    (`harness.scoring.judge`) that judge checks ask; None is an error only if there are any.
     """
     config = config or ScoringConfig()
     index = item_index(suite)
@@ -120,7 +123,7 @@ def score_records(
                 entry.append((record, task, None, full))
     rows: list[WindowRow] = []
     for check, entries in jobs.values():
-        results = check.score_many([text for *_, text in entries])
+        results = check.with_judges(judges).score_many([text for *_, text in entries])
         for (record, task, window, _), result in zip(entries, results, strict=True):
             rows.append(_row(record, task, window, check, result))
     rows.sort(key=lambda r: (r.run_id, r.model, r.item, r.policy, r.seed, r.sample, r.window))
@@ -160,11 +163,12 @@ def window_fails(item: TaskItem, text: str, languages: Sequence[str] | None = No
     """Did this window violate the item's window-scope checks?
 
     True: at least one check failed; False: none failed and at least one passed; None: no
-    check could decide (e.g. too few letters).
+    check could decide (e.g. too few letters). Checks that ask a model (judge checks) are
+    skipped: this runs during generation, while the engine is busy with the samples.
     """
     verdicts = []
     for check in item_checks(item, languages):
-        if check.scope != "window":
+        if check.scope != "window" or check.asks_model:
             continue
         result = check.score(text)
         verdicts.append(None if math.isnan(result.value) else check.passed(result))

@@ -1,5 +1,6 @@
 """Analysis stage: adherence curves, per-condition summary, alpha <-> behaviour, the
-divergence-based violation predictor and the policy comparison, from the earlier outputs."""
+divergence-based violation predictor, the policy comparison and the judge's agreement with
+code checks, from the earlier outputs."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ from __future__ import annotations
 class AnalyseStage:
     """windows.csv, fits.csv, divergence.csv, nexttoken.csv and the records' token counts ->
     adherence.csv, adherence_curve.csv, survival.csv, summary.csv, correlation.csv,
-    predictor.csv, policies.csv."""
+    predictor.csv, policies.csv, calibration.csv."""
 
     name = "analyse"
 
     def run(self, ctx) -> dict:
+        from harness.analysis.calibration import judge_calibration
         from harness.analysis.correlation import correlate_alpha_behaviour
         from harness.analysis.policies import compare_policies
         from harness.analysis.predictor import predict_violations, window_features
@@ -30,5 +32,6 @@ class AnalyseStage:
         features = window_features(windows, divergence, nexttoken, layers)
         out["predictor.csv"] = predict_violations(features)
         out["policies.csv"] = compare_policies(windows, tokens)
+        out["calibration.csv"] = judge_calibration(windows)
         bar.finish()
         return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 
-from harness.config import RunConfig, policy_label
+from harness.config import GenerationConfig, RunConfig, policy_label
 from harness.engines import SamplingSettings, make_engine
 from harness.models import ResolvedModel
 from harness.plan import Selected
@@ -61,7 +61,11 @@ def _violation_hook(config: RunConfig, items: list[Selected]):
 
 
 def engine_options(config: RunConfig) -> dict:
-    gen = config.generation
+    return generation_engine_options(config.generation)
+
+
+def generation_engine_options(gen: GenerationConfig) -> dict:
+    """`make_engine` options for this generation config (the judge's engines use them too)."""
     if gen.engine == "vllm":
         return {
             "max_model_len": gen.max_model_len,

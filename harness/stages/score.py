@@ -1,4 +1,10 @@
-"""Scoring stage: every generation record -> windows.csv rows, one cached unit per record."""
+"""Scoring stage: every generation record -> windows.csv rows, one cached unit per record.
+
+Judge checks ask their judge through one JudgeRunner per stage run (engines closed when the
+stage ends); their verdicts have a cache of their own (`cache/judge/`, see
+`harness.scoring.judge`), and a record's unit key holds its judges' identities, since the
+default judge (the run's first model) is not written in the item.
+"""
 
 from __future__ import annotations
 
@@ -15,18 +21,17 @@ def score_stage(
     suites: list[TaskSuite],
     records: list[GenerationRecord],
     tokenizer,
+    judges=None,
 ) -> list[dict]:
-    """windows.csv rows for all records; uncached records are scored in one batch."""
+    """windows.csv rows for all records; uncached records are scored in one batch. `judges`:
+    the JudgeRunner the items' judge checks ask (needed only when there are any)."""
     from harness.scoring import item_index, score_records
 
     index = item_index(suites)
-    keys = [
-        content_key(STAGE, r.key, index[r.item][1].model_dump(), config.scoring.model_dump())
-        for r in records
-    ]
+    keys = [_unit_key(r, index[r.item][1], config, judges) for r in records]
     todo = [(r, k) for r, k in zip(records, keys, strict=True) if not store.has(STAGE, k)]
     if todo:
-        rows = score_records([r for r, _ in todo], suites, tokenizer, config.scoring)
+        rows = score_records([r for r, _ in todo], suites, tokenizer, config.scoring, judges)
         by_record: dict[tuple, list[dict]] = {}
         for row in rows:
             ident = (row.model, row.item, row.policy, row.sample)
@@ -41,6 +46,13 @@ def score_stage(
     return out
 
 
+def _unit_key(record: GenerationRecord, item, config: RunConfig, judges) -> str:
+    judge_ids = judges.identities(item.checks) if judges is not None else []
+    # Only items with judge checks carry the extra part: other units keep their keys.
+    extra = [judge_ids] if judge_ids else []
+    return content_key(STAGE, record.key, item.model_dump(), config.scoring.model_dump(), *extra)
+
+
 class ScoreStage:
     """Every record, window by window, against its item's checks -> windows.csv."""
 
@@ -49,12 +61,16 @@ class ScoreStage:
     def run(self, ctx) -> dict:
         import pandas as pd
 
+        from harness.scoring.judge import JudgeDefaults, JudgeRunner
+
         bar = ctx.progress.bar("score", 1)
         rows: list[dict] = []
-        for model in ctx.models:
-            rows += score_stage(
-                ctx.store, ctx.config, ctx.suites, ctx.records_of(model.name), ctx.tokenizer(model)
-            )
+        defaults = JudgeDefaults(ctx.config.models[0], ctx.config.generation)
+        with JudgeRunner(ctx.store, defaults) as judges:
+            for model in ctx.models:
+                records = ctx.records_of(model.name)
+                tokenizer = ctx.tokenizer(model)
+                rows += score_stage(ctx.store, ctx.config, ctx.suites, records, tokenizer, judges)
         bar.finish()
         return {"windows.csv": _sorted_windows(pd.DataFrame(rows))}
 

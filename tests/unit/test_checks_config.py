@@ -56,7 +56,18 @@ def _suite(tmp_path, check, items=True):
         # kl (Greenlandic) is ISO 639-1, but lingua cannot detect it
         ({"type": "language", "target": "kl"}, "that the language detector (lingua) supports"),
         ({"type": "language", "target": "fr", "scope": "response"}, "Input should be 'window'"),
-        ({"type": "vibes"}, "unknown check type: 'vibes' (expected one of 'ifeval', 'language', "),
+        (
+            {"type": "vibes"},
+            "unknown check type: 'vibes' (expected one of 'ifeval', 'judge', 'language', ",
+        ),
+        ({"type": "judge", "rule": " "}, "judge.rule': String should match pattern"),
+        ({"type": "judge"}, "judge.rule': Field required"),
+        ({"type": "judge", "rule": "r", "judge": {"engine": "tgi"}}, "Input should be 'vllm'"),
+        ({"type": "judge", "rule": "r", "judge": {"model": "gpt-17"}}, "unknown model 'gpt-17'"),
+        (
+            {"type": "judge", "rule": "r", "judge": {"base_url": "http://h/v1"}},
+            "base_url is for a judge with engine: openai",
+        ),
         ({"target": "fr"}, "missing 'type'"),
         ({"type": "ifeval"}, "ifeval.id': Field required"),
         ({"type": "regex_must", "pattern": "(unclosed"}, "regex does not compile"),
@@ -112,6 +123,16 @@ STABLE_IDS = [
     ({"type": "max_sentence_words", "max_words": 20}, "max_sentence_words:20", "window"),
     ({"type": "max_sentence_words", "max_words": 20}, "max_sentence_words:20#2", "window"),
     ({"type": "max_sentence_words", "max_words": 20}, "max_sentence_words:20#3", "window"),
+    (
+        {"type": "judge", "rule": "Never mention a competitor."},
+        "judge:Never mention a competitor.",
+        "window",
+    ),
+    (
+        {"type": "judge", "rule": "Stay polite.", "name": "polite", "scope": "response"},
+        "judge:polite",
+        "response",
+    ),
 ]
 
 
@@ -134,6 +155,7 @@ def test_every_registered_type_is_a_suite_check_type(tmp_path):
 
     assert sorted(CHECK_TYPES) == [
         "ifeval",
+        "judge",
         "language",
         "max_sentence_words",
         "persona",

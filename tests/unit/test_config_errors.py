@@ -87,6 +87,26 @@ CASES = {
         _suite(lambda item: item.update(checks=[{"type": "vibes"}])),
         "unknown check type: 'vibes'",
     ),
+    "empty judge rule": (
+        _suite(lambda item: item.update(checks=[{"type": "judge", "rule": ""}])),
+        "items.0.checks.0.judge.rule",
+    ),
+    "unknown judge engine": (
+        _suite(
+            lambda item: item.update(
+                checks=[{"type": "judge", "rule": "r", "judge": {"engine": "tensorrt"}}]
+            )
+        ),
+        "items.0.checks.0.judge.judge.engine",
+    ),
+    "unknown judge model": (
+        _suite(
+            lambda item: item.update(
+                checks=[{"type": "judge", "rule": "r", "judge": {"model": "gpt-17"}}]
+            )
+        ),
+        "unknown model 'gpt-17'",
+    ),
     "duplicate item ids": (
         lambda config, suite: suite["items"].append(copy.deepcopy(suite["items"][0])),
         "duplicate item id 'mini-fr'",

@@ -9,7 +9,7 @@ import pytest
 from harness.config import load_run_config, policy_label
 
 ROOT = Path(__file__).resolve().parents[2]
-RUN_CONFIGS = ["quickstart.yaml", "policies.yaml", "gpu-example.yaml"]
+RUN_CONFIGS = ["quickstart.yaml", "policies.yaml", "gpu-example.yaml", "judge-calibration.yaml"]
 
 
 @pytest.mark.parametrize("name", RUN_CONFIGS)
@@ -29,6 +29,20 @@ def test_quickstart_is_the_main_job(monkeypatch):
     assert config.samples == 4 and config.generation.max_tokens == 512
     prefixes = {item.split("-")[0] for item in config.items or []}
     assert prefixes == {"lang", "fmt", "persona"}
+
+
+def test_judge_calibration_pairs_every_judge_rule_with_a_code_check(monkeypatch):
+    from harness.config import load_run_config_and_suites
+
+    monkeypatch.chdir(ROOT)
+    config, (suite,) = load_run_config_and_suites(ROOT / "configs" / "judge-calibration.yaml")
+    assert config.probe.enabled is False and [policy_label(p) for p in config.policies] == ["none"]
+    for item in suite.items:
+        judges = [c for c in item.checks if c.type == "judge"]
+        code = [c for c in item.checks if c.type != "judge"]
+        assert len(judges) == 1 and len(code) == 1, item.id
+        assert judges[0].scope == code[0].scope == "window", item.id  # they meet on windows
+        assert judges[0].judge.model is None  # the run's own model judges
 
 
 def test_paper_pairs_load():

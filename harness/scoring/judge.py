@@ -1,0 +1,274 @@
+"""The judge runner: judge checks' verdicts, one engine batch per check per round, cached.
+
+A `JudgeRunner` is opened around one scoring pass (the score stage, `harness score`). It
+resolves each check's judge (`JudgeSpec`, defaulting to the run's first model on the run's
+generation engine) to a `JudgeTarget`, creates that target's engine on first need with
+`make_engine` and the options the generate stage would use, and closes every engine when the
+pass ends (`close`, or leaving the `with` block): an idle vLLM engine keeps its CPU workers
+spinning.
+
+Verdicts are cached in the run's store as `cache/judge/<key>.json`, key = `content_key("judge",
+RUBRIC_VERSION, judge identity, rule, text)`: the identity is (engine, model content key) for
+a local judge and (openai, base URL, served model, tokenizer content key) for an endpoint. So
+a resumed run, or a re-run of an edited config into the same folder, never asks a judge twice
+about the same text, even when the score unit of the record was invalidated by another change.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness.checks.base import CheckResult
+from harness.checks.judge import (
+    JUDGE_MAX_TOKENS,
+    RUBRIC_SYSTEM,
+    RUBRIC_VERSION,
+    VERDICT_PREFILL,
+    JudgeCheck,
+    JudgeSpec,
+    MalformedVerdict,
+    parse_verdict,
+    rubric_user_message,
+    verdict_result,
+)
+from harness.config import GenerationConfig
+from harness.errors import UserError
+from harness.models import ResolvedModel
+from harness.store import content_key
+
+STAGE = "judge"
+Resolve = Callable[[str], ResolvedModel]
+
+
+@dataclass(frozen=True)
+class JudgeDefaults:
+    """What a judge spec leaves out: the run's first model and its generation config."""
+
+    model: str
+    generation: GenerationConfig
+
+
+@dataclass(frozen=True)
+class JudgeTarget:
+    """One judge as run: engine kind, zoo model (openai: the tokenizer), engine options."""
+
+    engine: str
+    model: str
+    options: tuple[tuple[str, Any], ...]
+    identity: tuple[str, ...]  # what verdict cache keys hold
+
+
+def _default_resolve(name: str) -> ResolvedModel:
+    from harness.models import resolve_model
+
+    return resolve_model(name)
+
+
+def judge_target(spec: JudgeSpec, defaults: JudgeDefaults, resolve: Resolve) -> JudgeTarget:
+    """The spec with the run's defaults filled in: no engine = the run's engine with all its
+    options; engine openai takes base_url / api_key_env from the spec, else from the run."""
+    from harness.stages.generate import generation_engine_options
+
+    gen = defaults.generation
+    if spec.engine is not None:
+        gen = gen.model_copy(
+            update={
+                "engine": spec.engine,
+                "base_url": spec.base_url or gen.base_url,
+                "api_key_env": spec.api_key_env or gen.api_key_env,
+                "served_model": spec.served_model,
+            }
+        )
+    model = resolve(spec.model or defaults.model)
+    options = generation_engine_options(gen)
+    if gen.engine == "openai":
+        url = options.get("base_url") or os.environ.get("OPENAI_BASE_URL", "")
+        identity = ("openai", url, gen.served_model or "", model.content_key)
+    else:
+        identity = (gen.engine, model.content_key)
+    return JudgeTarget(gen.engine, model.name, tuple(sorted(options.items())), identity)
+
+
+def verdict_key(target: JudgeTarget, rule: str, text: str) -> str:
+    """The verdict cache key: rubric version, judge identity, rule and text (nothing else)."""
+    return content_key(STAGE, RUBRIC_VERSION, list(target.identity), rule, text)
+
+
+def _judge_sampling():
+    from harness.engines import SamplingSettings
+
+    return SamplingSettings(temperature=0.0, max_tokens=JUDGE_MAX_TOKENS)
+
+
+class JudgeRunner:
+    """Judge verdicts for a scoring pass; engines created lazily, once per target."""
+
+    def __init__(
+        self,
+        store,
+        defaults: JudgeDefaults,
+        engine_factory: Callable[..., Any] | None = None,
+        resolve: Resolve | None = None,
+    ) -> None:
+        self.store = store  # get / put of JSON units (a RunStore)
+        self.defaults = defaults
+        self._engine_factory = engine_factory
+        self._resolve = resolve or _default_resolve
+        self._targets: dict[JudgeSpec, JudgeTarget] = {}
+        self._engines: dict[JudgeTarget, tuple[Any, Any]] = {}  # target -> (engine, chat)
+
+    def __enter__(self) -> JudgeRunner:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def target(self, spec: JudgeSpec) -> JudgeTarget:
+        if spec not in self._targets:
+            self._targets[spec] = judge_target(spec, self.defaults, self._resolve)
+        return self._targets[spec]
+
+    def identities(self, checks: Iterable) -> list[list[str]]:
+        """The judge identities of the judge checks among `checks` (for score unit keys)."""
+        return [list(self.target(c.judge).identity) for c in checks if isinstance(c, JudgeCheck)]
+
+    def verdicts(self, check: JudgeCheck, texts: Sequence[str]) -> list[CheckResult]:
+        """One result per text. Cached verdicts are reused; the rest (each distinct text once)
+        go to the judge in one batch, the malformed ones again in a second batch."""
+        target = self.target(check.judge)
+        keys = [verdict_key(target, check.rule, text) for text in texts]
+        found: dict[str, dict] = {}
+        todo: dict[str, str] = {}
+        for key, text in zip(keys, texts, strict=True):
+            if key in found or key in todo or not text.strip():
+                continue
+            cached = self.store.get(STAGE, key)
+            if cached is not None:
+                found[key] = cached
+            else:
+                todo[key] = text
+        if todo:
+            found.update(self._ask(target, check.rule, todo))
+        return [verdict_result(found.get(k), t) for k, t in zip(keys, texts, strict=True)]
+
+    def _ask(self, target: JudgeTarget, rule: str, todo: dict[str, str]) -> dict[str, dict]:
+        """Round 1 asks every text; round 2 asks the malformed ones again with a stricter
+        reminder line; still malformed = undetermined. Verdicts are stored per round."""
+        from harness.engines import GenerationRequest
+
+        engine, chat = self._engine(target)
+        sampling = _judge_sampling()
+        answers: dict[str, dict] = {}
+        pending = dict(todo)
+        for attempt in (1, 2):
+            prompts, too_long = _prompts(chat, rule, pending, attempt > 1, engine.max_model_len)
+            answers.update(too_long)  # not stored: no judge was asked
+            if not prompts:
+                break
+            requests = [GenerationRequest(prompt_ids=ids, sampling=sampling) for _, ids in prompts]
+            outputs = engine.generate(requests)
+            pending = {}
+            for (key, _), output in zip(prompts, outputs, strict=True):
+                answer = _answer(output.text, attempt)
+                if answer is None:  # malformed on the first try: ask once more
+                    pending[key] = todo[key]
+                    continue
+                answers[key] = answer
+                self.store.put(STAGE, key, answer)
+            if not pending:
+                break
+        return answers
+
+    def _engine(self, target: JudgeTarget):
+        if target not in self._engines:
+            from harness.chat import ChatFormat
+
+            factory = self._engine_factory
+            if factory is None:
+                from harness.engines import make_engine as factory
+            model = self._resolve(target.model)
+            engine = factory(target.engine, model.path, **dict(target.options))
+            self._engines[target] = (engine, ChatFormat(engine.tokenizer))
+        return self._engines[target]
+
+    def close(self) -> None:
+        engines, self._engines = self._engines, {}
+        for engine, _ in engines.values():
+            engine.close()
+
+
+def _prompts(chat, rule: str, texts: dict[str, str], strict: bool, context: int):
+    """([(key, prompt ids)] of the texts whose prompt + verdict budget fit the judge's
+    context, {key: undetermined verdict} of the others)."""
+    prompts: list[tuple[str, list[int]]] = []
+    too_long: dict[str, dict] = {}
+    for key, text in texts.items():
+        user = rubric_user_message(rule, text, strict)
+        ids = chat.prompt_ids(RUBRIC_SYSTEM, user) + chat.encode(VERDICT_PREFILL)
+        if len(ids) + JUDGE_MAX_TOKENS > context:
+            reason = f"text too long for the judge's context ({len(ids)} prompt tokens)"
+            too_long[key] = {"pass": None, "reason": reason}
+        else:
+            prompts.append((key, ids))
+    return prompts, too_long
+
+
+def _answer(output: str, attempt: int) -> dict | None:
+    """The stored verdict for one output; None when malformed on a first attempt."""
+    text = VERDICT_PREFILL + output  # the prefill is part of the verdict the judge wrote
+    try:
+        verdict = parse_verdict(text)
+    except MalformedVerdict as exc:
+        if attempt == 1:
+            return None
+        snippet = " ".join(output.split())[:80]
+        reason = f"judge verdict malformed: {exc} (output: {snippet!r})"
+        return {"pass": None, "reason": reason, "output": output, "attempts": attempt}
+    return {"pass": verdict.passed, "reason": verdict.reason, "output": output, "attempts": attempt}
+
+
+def judge_checks_of(items: Iterable) -> list[tuple[str, JudgeCheck]]:
+    """(where, check) for every judge check of these task items."""
+    return [
+        (f"item '{item.id}', check '{check.base_id}'", check)
+        for item in items
+        for check in item.checks
+        if isinstance(check, JudgeCheck)
+    ]
+
+
+def check_judges(
+    defaults: JudgeDefaults,
+    checks: Iterable[tuple[str, JudgeCheck]],
+    resolve: Resolve | None = None,
+) -> None:
+    """Pre-flight, before anything is written: every judge model resolves and has a chat
+    template, every openai endpoint answers and serves the model. UserError naming the check."""
+    from harness.chat import ChatFormat
+
+    resolve = resolve or _default_resolve
+    seen: set[JudgeTarget] = set()
+    for where, check in checks:
+        try:
+            target = judge_target(check.judge, defaults, resolve)
+            if target in seen:
+                continue
+            seen.add(target)
+            model = resolve(target.model)
+            if target.engine == "openai":
+                from harness.engines import make_engine
+
+                engine = make_engine("openai", model.path, **dict(target.options))
+                try:
+                    ChatFormat(engine.tokenizer)
+                finally:
+                    engine.close()
+            else:
+                from transformers import AutoTokenizer
+
+                ChatFormat(AutoTokenizer.from_pretrained(model.path))
+        except UserError as exc:
+            raise UserError(f"{where}: judge: {exc}") from None
