@@ -30,8 +30,10 @@ class TaskItem(Strict):
     system: NonEmptyText
     user: NonEmptyText
     checks: list[CheckSpec] = Field(min_length=1)
-    reminder: NonEmptyText
-    restatement: NonEmptyText
+    # Optional: periodic/adaptive without a policy `text` and without a reminder repeat the
+    # system prompt verbatim; `restate` needs a restatement (checked before the run).
+    reminder: NonEmptyText | None = None
+    restatement: NonEmptyText | None = None
     tags: list[str] = Field(default_factory=list)
 
 
