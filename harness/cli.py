@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from harness.commands import bench, models, probe, relay, report, run, score
+from harness.commands import bench, gate, models, probe, relay, report, run, score
 from harness.errors import UserError
 
 app = typer.Typer(
@@ -33,6 +33,7 @@ def _options(
 
 app.add_typer(models.app, name="models")
 app.command("run")(run.run_command)
+app.command("gate")(gate.gate_command)
 app.command("probe")(probe.probe_command)
 app.command("relay")(relay.relay_command)
 app.command("score")(score.score_command)

@@ -7,6 +7,7 @@ import json
 import math
 
 from harness.report import derive, plots, theory
+from harness.report.gates import gates_section
 from harness.report.html import esc, figure, fmt_num, note, section, table
 from harness.report.load import RunData, ci_columns
 from harness.report.verdicts import (
@@ -19,6 +20,7 @@ from harness.report.verdicts import (
 from harness.report.viewer import viewer_html
 
 TITLES = {
+    "gates": "Gates",
     "verdicts": "Verdicts",
     "divergence": "Divergence decay",
     "alpha": "α by layer",
@@ -226,6 +228,7 @@ def _seconds(v) -> str:
 
 
 BUILDERS = {
+    "gates": gates_section,
     "verdicts": verdicts,
     "divergence": divergence,
     "alpha": alpha,
