@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from harness.commands import bench, gate, models, probe, relay, report, run, score
+from harness.commands import bench, gate, init, models, probe, relay, report, run, score
 from harness.errors import UserError
 
 app = typer.Typer(
@@ -32,6 +32,7 @@ def _options(
 
 
 app.add_typer(models.app, name="models")
+app.command("init")(init.init_command)
 app.command("run")(run.run_command)
 app.command("gate")(gate.gate_command)
 app.command("probe")(probe.probe_command)
