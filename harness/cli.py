@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from harness.commands import bench, models, probe, relay, report, run, score
+from harness.commands import bench, gate, init, models, probe, relay, report, run, score
 from harness.errors import UserError, exit_with_error
 
 app = typer.Typer(
@@ -30,7 +30,9 @@ def _options(
 
 
 app.add_typer(models.app, name="models")
+app.command("init")(init.init_command)
 app.command("run")(run.run_command)
+app.command("gate")(gate.gate_command)
 app.command("probe")(probe.probe_command)
 app.command("relay")(relay.relay_command)
 app.command("score")(score.score_command)

@@ -31,8 +31,10 @@ class TaskItem(Strict):
     system: NonEmptyText
     user: NonEmptyText
     checks: list[CheckSpec] = Field(min_length=1)
-    reminder: NonEmptyText
-    restatement: NonEmptyText
+    # Optional: periodic/adaptive without a policy `text` and without a reminder repeat the
+    # system prompt verbatim; `restate` needs a restatement (checked before the run).
+    reminder: NonEmptyText | None = None
+    restatement: NonEmptyText | None = None
     tags: list[str] = Field(default_factory=list)
 
 
@@ -97,6 +99,53 @@ def policy_label(policy: BaseModel) -> str:
     data.pop("text", None)
     values = (f"{v:g}" if isinstance(v, float) else str(v) for v in data.values())
     return "-".join([name, *values])
+
+
+# ---------------------------------------------------------------- gates
+# The summary.csv columns a gate may bound, and whether each has a CI (<metric>_low/_high).
+GATE_METRICS: dict[str, bool] = {
+    "auc": True,
+    "half_life": True,
+    "final": False,
+    "survival_median": False,
+    "survival_censored_share": False,
+    "token_overhead": False,
+    "alpha_mean": True,
+}
+GateBound = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class GateSpec(Strict):
+    """A pass/fail bound on one summary.csv metric of one policy (docs/architecture.md,
+    "Gates"); checked per model x item of the run."""
+
+    metric: NonEmptyText
+    policy: NonEmptyText  # a label as in records, e.g. `none`, `periodic-256-user`
+    min: GateBound | None = None
+    max: GateBound | None = None
+    use: Literal["value", "ci_low", "ci_high"] = "value"
+    items: list[NonEmptyText] | None = Field(None, min_length=1)  # None: every item of the run
+    model: NonEmptyText | None = None  # None: every model of the run
+
+
+def gate_problem(gate: GateSpec, policies: list[str], models: list[str], probe: bool) -> str:
+    """Why a gate cannot be evaluated against a run config ("" when it can)."""
+    if gate.metric not in GATE_METRICS:
+        return f"unknown metric '{gate.metric}' (expected one of {', '.join(GATE_METRICS)})"
+    if gate.use != "value" and not GATE_METRICS[gate.metric]:
+        with_ci = ", ".join(m for m, ci in GATE_METRICS.items() if ci)
+        return f"metric '{gate.metric}' has no CI, so use: {gate.use} is impossible ({with_ci} do)"
+    if gate.min is None and gate.max is None:
+        return "needs min, max or both"
+    if gate.min is not None and gate.max is not None and gate.min > gate.max:
+        return f"min {gate.min:g} is greater than max {gate.max:g}"
+    if gate.policy not in policies:
+        return f"policy '{gate.policy}' is not in the config's policies ({', '.join(policies)})"
+    if gate.model is not None and gate.model not in models:
+        return f"model '{gate.model}' is not in the config's models ({', '.join(models)})"
+    if gate.metric == "alpha_mean" and not probe:
+        return "metric 'alpha_mean' needs probe.enabled: true"
+    return ""
 
 
 # ---------------------------------------------------------------- run config
@@ -167,6 +216,7 @@ class RunConfig(Strict):
     scoring: ScoringConfig = ScoringConfig()
     probe: ProbeConfig = ProbeConfig()
     theory: TheoryConfig = TheoryConfig()
+    gates: list[GateSpec] = Field(default_factory=list)
     out: Path | None = None
 
     @field_validator("policies", mode="before")
@@ -185,6 +235,24 @@ class RunConfig(Strict):
                 f"generation.max_tokens ({self.generation.max_tokens})"
             )
         return self
+
+    @model_validator(mode="after")
+    def _gates_fit(self) -> RunConfig:
+        labels = [policy_label(p) for p in self.policies]
+        for index, gate in enumerate(self.gates):
+            problem = gate_problem(gate, labels, list(self.models), self.probe.enabled)
+            if problem:
+                raise ValueError(f"gates[{index}]: {problem}")
+        return self
+
+    def run_id(self) -> str:
+        """First 12 hex of sha256 of the config JSON. Gates are left out: they judge results
+        without changing them, so editing a threshold keeps the run (and configs without
+        gates keep the id they had before gates existed)."""
+        import hashlib
+
+        text = self.model_dump_json(exclude={"gates"})
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 # ---------------------------------------------------------------- loading
@@ -257,6 +325,11 @@ def load_run_config_and_suites(path: Path | str) -> tuple[RunConfig, list[TaskSu
     for item_id in config.items or []:
         if item_id not in known:
             raise UserError(f"{path}: field 'items': no task item '{item_id}' in the suites")
+    run_items = config.items or [item.id for suite in suites for item in suite.items]
+    for index, gate in enumerate(config.gates):
+        for item_id in gate.items or []:
+            if item_id not in run_items:
+                raise UserError(f"{path}: gates[{index}]: item '{item_id}' is not in the run")
     return config, suites
 
 

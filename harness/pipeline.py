@@ -13,6 +13,7 @@ from pathlib import Path
 from harness.stages.analyse import AnalyseStage
 from harness.stages.base import ProgressBars, RunContext, Stage, write_output
 from harness.stages.fits import FitsStage
+from harness.stages.gates import GateStage
 from harness.stages.generate import GenerateStage
 from harness.stages.probe import ProbeStage
 from harness.stages.report import ManifestStage, ReportStage
@@ -27,6 +28,7 @@ STAGES: list[Stage] = [
     TheoryStage(),
     FitsStage(),
     AnalyseStage(),
+    GateStage(),
     ManifestStage(),
     ReportStage(),
 ]

@@ -7,7 +7,6 @@ exists, so a bad input gets one line and exit code 2 and leaves nothing half-wri
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,8 +72,7 @@ def plan_run(config_path: Path, out: Path | None = None) -> RunPlan:
         if config.probe.enabled and config.probe.untrained_twin
         else {}
     )
-    run_id = hashlib.sha256(config.model_dump_json().encode()).hexdigest()[:12]
-    return RunPlan(config, suites, items, models, twins, out_dir, run_id)
+    return RunPlan(config, suites, items, models, twins, out_dir, config.run_id())
 
 
 def _check_judges(config: RunConfig, items: list[Selected]) -> None:

@@ -10,7 +10,7 @@ interval of the mean when the layers' bootstrap errors are perfectly correlated 
 the resampled pairs, so they are strongly correlated) and wider than the truth otherwise, i.e.
 conservative. Re-fitting from divergence.csv would re-derive what the probe stage stored.
 
-Adherence metrics (AUC with CI, half-life, final, Kaplan-Meier median) are those of
+Adherence metrics (AUC and half-life with CIs, final, Kaplan-Meier median) are those of
 `harness.scoring.adherence` (docs/architecture.md, "Adherence"); this module only joins them.
 """
 
@@ -29,7 +29,8 @@ POOLED = "all"
 ALPHA_METRIC = "rel_l2"
 TOKEN_KINDS = ("generated", "injected", "restated")
 BEHAVIOUR_COLUMNS = [
-    "auc", "auc_low", "auc_high", "half_life", "half_life_censored", "final",
+    "auc", "auc_low", "auc_high", "half_life", "half_life_low", "half_life_high",
+    "half_life_censored", "final",
     "survival_median", "survival_censored_share",
 ]  # fmt: skip
 TOKEN_COLUMNS = ["tokens_generated", "tokens_injected", "tokens_restated", "token_overhead"]
@@ -157,7 +158,12 @@ def _behaviour_table(windows: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFr
         return pd.DataFrame(columns=cols)
     n = (frame["failures"] + frame["censored"]).astype(float)
     frame["survival_censored_share"] = frame["censored"] / n.where(n > 0, math.nan)
-    frame = frame.rename(columns={"auc_lo": "auc_low", "auc_hi": "auc_high"})
+    frame = frame.rename(
+        columns={
+            "auc_lo": "auc_low", "auc_hi": "auc_high",
+            "half_life_lo": "half_life_low", "half_life_hi": "half_life_high",
+        }
+    )  # fmt: skip
     # Items are unique across suites, so dropping `task` merges nothing.
     return frame[cols]
 

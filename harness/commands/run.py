@@ -1,4 +1,5 @@
-"""`harness run CONFIG`: the main job (generate -> score -> probe -> analyse -> report)."""
+"""`harness run CONFIG`: the main job (generate -> score -> probe -> analyse -> gates ->
+report). Exit code 0, 1 when a gate check failed, 2 on bad input (nothing written)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ def run_command(
     out: Path = typer.Option(None, "--out", help="Output folder (default: reports/<name>)."),
     fresh: bool = typer.Option(False, "--fresh", help="Ignore cached results, redo every unit."),
 ) -> None:
-    """Run a config end to end; resumable (re-run the same command after a kill)."""
+    """Run a config end to end; resumable (re-run the same command after a kill). Exits 1 when
+    one of the config's gates failed (see gates.csv and junit.xml in the run folder)."""
     from harness.pipeline import run_pipeline
-    from harness.report.terminal import print_summary
+    from harness.report.terminal import gates_failed, print_summary
 
     folder = run_pipeline(config, out=out, fresh=fresh)
     print_summary(folder)
+    if gates_failed(folder):
+        raise typer.Exit(code=1)

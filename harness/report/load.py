@@ -32,6 +32,7 @@ CSV_FILES = (
     "calibration.csv",
     "relay.csv",
     "bias.csv",
+    "gates.csv",
 )
 KNOWN_FILES = (*CSV_FILES, "generations.jsonl", "manifest.json")
 
@@ -46,6 +47,8 @@ REQUIRED_COLUMNS = {
     "relay.csv": {"layer", "t", "delta", "local_alpha"},
     "bias.csv": {"model", "lam", "layer", "alpha"},
     "windows.csv": {"model", "item", "policy", "sample", "window", "t_start", "t_end", "passed"},
+    "gates.csv": {"gate", "metric", "use", "policy", "item", "model", "value", "min", "max"}
+    | {"passed", "detail"},
 }
 
 

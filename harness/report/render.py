@@ -58,6 +58,9 @@ details.sample[data-fail="1"] summary { color:#a61e1e; }
 .seg-restatement { border-color:#7b3fb0; background:#f3ebfb; }
 .seg-injected::before { content:"reminder ▸ "; color:#1f5fbf; font-weight:600; }
 .seg-restatement::before { content:"restated ▸ "; color:#7b3fb0; font-weight:600; }
+.gates-pass, .gate-pass td:first-child { color:#2b8a3e; font-weight:600; }
+.gates-fail, .gate-fail td:first-child { color:#a61e1e; font-weight:600; }
+.gate-fail { background:#fdecec; }
 """
 
 DRAW_JS = """

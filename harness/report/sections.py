@@ -8,6 +8,7 @@ import math
 
 from harness.report import derive, plots, theory
 from harness.report.calibration import calibration_section
+from harness.report.gates import gates_section
 from harness.report.html import esc, figure, fmt_num, note, section, table
 from harness.report.load import RunData, ci_columns
 from harness.report.verdicts import (
@@ -20,6 +21,7 @@ from harness.report.verdicts import (
 from harness.report.viewer import viewer_html
 
 TITLES = {
+    "gates": "Gates",
     "verdicts": "Verdicts",
     "divergence": "Divergence decay",
     "alpha": "α by layer",
@@ -232,6 +234,7 @@ def _seconds(v) -> str:
 
 
 BUILDERS = {
+    "gates": gates_section,
     "verdicts": verdicts,
     "divergence": divergence,
     "alpha": alpha,

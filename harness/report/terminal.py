@@ -1,5 +1,6 @@
-"""The terminal summary that ends `harness run`: one row per (model, item, policy) with
-adherence AUC and its CI, half-life, token overhead and alpha, then the report's path."""
+"""The terminal summary that ends `harness run`: the gate verdicts first (what CI acts on),
+then one row per (model, item, policy) with adherence AUC and its CI, half-life, token
+overhead and alpha, then the report's path."""
 
 from __future__ import annotations
 
@@ -49,13 +50,54 @@ def summary_rows(summary: pd.DataFrame, with_model: bool = True) -> list[list[st
     return rows
 
 
-def print_summary(run_dir: Path, console=None) -> None:
-    """Print the summary table of a finished run folder and the report's path."""
+def _console(console=None):
     from rich.console import Console
-    from rich.table import Table
 
     # Not a terminal (a log, CI): wide enough that no cell wraps.
-    console = console or Console(width=None if sys.stdout.isatty() else 160)
+    return console or Console(width=None if sys.stdout.isatty() else 160)
+
+
+def read_gates(run_dir: Path) -> pd.DataFrame:
+    """gates.csv of a run folder (empty when the run had no gates or predates them)."""
+    path = Path(run_dir) / "gates.csv"
+    if not path.is_file() or path.stat().st_size == 0:
+        return pd.DataFrame()
+    return pd.read_csv(path, dtype={"model": str, "item": str, "policy": str})
+
+
+def gates_failed(run_dir: Path) -> bool:
+    """True when some gate check of the run folder failed (`harness run` then exits 1)."""
+    gates = read_gates(run_dir)
+    return bool(len(gates)) and not gates["passed"].astype(bool).all()
+
+
+def print_gates(run_dir: Path, console=None) -> None:
+    """One line per gate check, failures in red, under a count; nothing without gates."""
+    from rich.markup import escape
+
+    from harness.analysis.gates import gate_name
+
+    gates = read_gates(run_dir)
+    if gates.empty:
+        return
+    console = _console(console)
+    failed = int((~gates["passed"].astype(bool)).sum())
+    head = f"{failed} of {len(gates)} gate checks failed" if failed else "every gate check passed"
+    console.print(f"[bold]Gates:[/] {head} (gates.csv, junit.xml)")
+    several = gates["model"].nunique() > 1
+    for row in gates.to_dict("records"):
+        verdict = "[green]PASS[/]" if row["passed"] else "[bold red]FAIL[/]"
+        where = f" [{row['model']}]" if several else ""
+        console.print(f"  {verdict} {escape(gate_name(row) + where)}: {escape(row['detail'])}")
+
+
+def print_summary(run_dir: Path, console=None) -> None:
+    """Print the gate verdicts and the summary table of a finished run folder, then the
+    report's path."""
+    from rich.table import Table
+
+    console = _console(console)
+    print_gates(run_dir, console)
     path = Path(run_dir) / "summary.csv"
     summary = pd.read_csv(path) if path.is_file() else pd.DataFrame()
     models = sorted(summary[summary["auc"].notna()]["model"].unique()) if len(summary) else []
@@ -72,4 +114,4 @@ def print_summary(run_dir: Path, console=None) -> None:
     print(f"report: {Path(run_dir) / 'report.html'}", flush=True)
 
 
-__all__ = ["print_summary", "summary_rows"]
+__all__ = ["gates_failed", "print_gates", "print_summary", "read_gates", "summary_rows"]

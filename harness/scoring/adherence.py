@@ -5,7 +5,8 @@ check that could decide passed (undetermined checks are ignored; a window where 
 is left out).
 a(t) = share of samples whose window covering t passes, evaluated at the window starts seen in
 the condition; AUC = mean of a over those points; half-life = first t where
-a(t) < a(first window)/2 (censored if never); final = mean a over the last quarter of the
+a(t) < a(first window)/2 (censored if never), with a percentile-bootstrap CI over samples;
+final = mean a over the last quarter of the
 points; survival = time (t_start) to the first failing window, Kaplan-Meier, censored at the
 last window's t_end for samples that never fail.
 """
@@ -34,6 +35,8 @@ class AdherenceSummary(BaseModel):
     auc_lo: float
     auc_hi: float
     half_life: float  # NaN when censored
+    half_life_lo: float  # inf where most draws never halve; NaN when no draw has a(first) > 0
+    half_life_hi: float
     half_life_censored: bool
     final: float
     survival_median: float  # inf when fewer than half the samples ever fail
@@ -131,6 +134,33 @@ def curve_metrics(t: np.ndarray, a: np.ndarray) -> dict[str, float | bool]:
     )
 
 
+def half_life_draws(t: np.ndarray, curves: np.ndarray) -> np.ndarray:
+    """The half-life of each of many a(t) curves (B, G), NaN where undetermined -> (B,).
+
+    inf for a curve that never falls below half its first determined value (it never halved
+    within the run: larger than any t seen), NaN for an empty curve or one whose first value
+    is 0 (nothing to halve), as `curve_metrics` leaves those censored.
+    """
+    valid = ~np.isnan(curves)
+    a = np.where(valid, curves, 0.0)
+    first = np.take_along_axis(a, valid.argmax(axis=1)[:, None], axis=1)[:, 0]
+    below = valid & (a < first[:, None] / 2)
+    half = np.where(below.any(axis=1), t[below.argmax(axis=1)], np.inf)
+    return np.where(valid.any(axis=1) & (first > 0), half, np.nan)
+
+
+def half_life_band(t: np.ndarray, curves: np.ndarray, ci: float) -> tuple[float, float]:
+    """Percentile CI of the half-life over bootstrap curves. The bounds are drawn values
+    (method lower/higher: a half-life is a grid t, and inf, a draw that never halved, must not
+    enter an interpolation)."""
+    draws = half_life_draws(t, curves)
+    if np.isnan(draws).all():
+        return math.nan, math.nan
+    low = np.nanpercentile(draws, 50 * (1 - ci), method="lower")
+    high = np.nanpercentile(draws, 50 * (1 + ci), method="higher")
+    return float(low), float(high)
+
+
 def first_failures(passes: pd.DataFrame) -> pd.DataFrame:
     """Per sample: duration (t_start of its first failing window, else last t_end) and event."""
     rows = []
@@ -176,7 +206,7 @@ def survival_curves(windows: pd.DataFrame, ci: float = 0.95) -> pd.DataFrame:
 def adherence_summary(
     windows: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
 ) -> list[AdherenceSummary]:
-    """AUC (with bootstrap CI), half-life, final adherence and survival median per condition."""
+    """AUC and half-life (with bootstrap CIs), final adherence and survival median per condition."""
     from lifelines.utils import median_survival_times
 
     rng = np.random.default_rng(seed)
@@ -187,8 +217,11 @@ def adherence_summary(
         grid, matrix = _pass_matrix(cond)
         with _quiet():
             metrics = curve_metrics(grid, np.nanmean(matrix, axis=0))
-            boot_auc = np.nanmean(_bootstrap(matrix, n_boot, rng), axis=1)  # (B,)
-            auc_lo, auc_hi = np.nanpercentile(boot_auc, [50 * (1 - ci), 50 * (1 + ci)])
+            boots = _bootstrap(matrix, n_boot, rng)  # (B, G)
+            auc_lo, auc_hi = np.nanpercentile(
+                np.nanmean(boots, axis=1), [50 * (1 - ci), 50 * (1 + ci)]
+            )
+            half_life_lo, half_life_hi = half_life_band(grid, boots, ci)
         surv = durations.set_index(CONDITION).loc[[key]]
         kmf = _kaplan_meier(surv["duration"], surv["event"], ci)
         median_ci = median_survival_times(kmf.confidence_interval_).to_numpy().ravel()
@@ -199,6 +232,8 @@ def adherence_summary(
                 n_points=len(grid),
                 auc_lo=float(auc_lo),
                 auc_hi=float(auc_hi),
+                half_life_lo=half_life_lo,
+                half_life_hi=half_life_hi,
                 survival_median=float(kmf.median_survival_time_),
                 survival_median_lo=float(median_ci[0]),
                 survival_median_hi=float(median_ci[1]),

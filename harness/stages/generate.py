@@ -28,12 +28,15 @@ def sample_seed(base: int, item_id: str, sample: int) -> int:
 
 
 def _specs(config: RunConfig, model: str, items: list[Selected], run_id: str) -> list[SampleSpec]:
+    # An item without a reminder is reminded of its system prompt, verbatim (the "repeat the
+    # system prompt" baseline); one without a restatement gets "", which `restate` refuses
+    # (check_generation). Items with both texts keep their specs, hence their cache keys.
     return [
         SampleSpec(
             system=sel.item.system,
             user=sel.item.user,
-            reminder=sel.item.reminder,
-            restatement=sel.item.restatement,
+            reminder=sel.item.reminder or sel.item.system,
+            restatement=sel.item.restatement or "",
             seed=sample_seed(config.generation.seed, sel.item.id, sample),
             meta={
                 "model": model,
@@ -155,7 +158,8 @@ def generate_stage(
 
 def check_generation(config: RunConfig, items: list[Selected], model: ResolvedModel) -> None:
     """Every error generation could hit, raised before the run folder exists: policies that do
-    not fit the chat template, empty reminder texts, prompts + budget beyond the context."""
+    not fit the chat template, empty reminder texts, `restate` on an item without a
+    restatement, prompts + budget beyond the context."""
     import json
 
     from transformers import AutoTokenizer
@@ -174,12 +178,15 @@ def check_generation(config: RunConfig, items: list[Selected], model: ResolvedMo
         policy = make_policy(spec, config.generation.continue_on_eos, violates=lambda *_: False)
         for sel in items:
             where = f"item '{sel.item.id}', policy '{policy_label(spec)}'"
+            if spec.name == "restate" and not sel.item.restatement:
+                fix = "add one to the suite, or drop the policy"
+                raise UserError(f"{where}: the item has no `restatement` ({fix})")
             sample = _specs(config, model.name, [sel], "")[0]
             try:
                 prompt = chat.prompt_ids(sample.system, sample.user)
                 placement = getattr(spec, "placement", None)
                 if placement:
-                    reminder_ids(chat, placement, spec.text or sel.item.reminder, None)
+                    reminder_ids(chat, placement, spec.text or sample.reminder, None)
                 extra = policy.injection_budget(chat, sample, budget)
             except UserError as exc:
                 raise UserError(f"{where}: {exc}") from None

@@ -192,3 +192,34 @@ def test_survival_kaplan_meier_median_and_censoring():
     assert summary.survival_median == 65 and summary.failures == 3 and summary.censored == 1
     curve = survival_curves(frame)
     assert curve["survival"].iloc[-1] == pytest.approx(0.25)
+
+
+def test_half_life_draws_inf_when_never_halved_nan_when_nothing_to_halve():
+    from harness.scoring.adherence import half_life_draws
+
+    t = np.array([1, 65, 129, 193])
+    curves = np.array(
+        [
+            [1.0, 0.75, 1 / 3, 0.0],  # halves at 129
+            [np.nan, 0.8, 0.6, 0.5],  # first determined value 0.8: never below 0.4
+            [0.0, 0.5, 1.0, 1.0],  # starts at 0: nothing to halve
+            [np.nan] * 4,
+        ]
+    )
+    draws = half_life_draws(t, curves)
+    assert draws[0] == 129 and math.isinf(draws[1])
+    assert math.isnan(draws[2]) and math.isnan(draws[3])
+
+
+def test_half_life_ci_brackets_the_estimate_and_is_open_ended_when_draws_never_halve():
+    halving = _windows_frame({s: [True, True, s % 2 == 0, False] for s in range(8)})
+    (summary,) = adherence_summary(halving, n_boot=400)
+    assert summary.half_life == 193 and not summary.half_life_censored
+    assert summary.half_life_lo <= 193 <= summary.half_life_hi
+    assert {summary.half_life_lo, summary.half_life_hi} <= {65.0, 129.0, 193.0, math.inf}
+    # 5 of 8 samples hold throughout: the mean curve never halves; draws where most of the
+    # failing samples are picked do halve, so the lower bound is finite, the upper infinite.
+    mostly_holding = _windows_frame({s: [True, True, True, s >= 3] for s in range(8)})
+    (summary,) = adherence_summary(mostly_holding, n_boot=400)
+    assert summary.half_life_censored and math.isnan(summary.half_life)
+    assert summary.half_life_lo == 193 and math.isinf(summary.half_life_hi)

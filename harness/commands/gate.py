@@ -1,0 +1,73 @@
+"""`harness gate DIR CONFIG`: re-evaluate CONFIG's gates on a finished run folder.
+
+Reads DIR/summary.csv only (nothing is recomputed, no model is loaded), rewrites gates.csv and
+junit.xml (and report.html when the folder has one, so its gates section agrees), prints the
+verdicts. Exit code 0 when every check passed, 1 when one failed, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from harness.errors import UserError
+
+if TYPE_CHECKING:
+    from harness.config import RunConfig
+
+
+def gate_command(
+    run_dir: Path = typer.Argument(..., metavar="DIR", help="Finished run folder."),
+    config: Path = typer.Argument(..., metavar="CONFIG", help="Run config YAML with `gates:`."),
+) -> None:
+    """Check CONFIG's gates against DIR/summary.csv; exit 1 when a gate fails."""
+    from harness.config import load_run_config_and_suites
+    from harness.plan import select_items
+    from harness.report.terminal import gates_failed, print_gates
+    from harness.stages.base import write_output
+    from harness.stages.gates import gate_outputs
+
+    spec, suites = load_run_config_and_suites(config)
+    if not spec.gates:
+        raise UserError(f"{config}: no `gates:` to evaluate")
+    _check_same_run(run_dir, spec)
+    items = [sel.item.id for sel in select_items(spec, suites)]
+    outputs = gate_outputs(spec, items, run_dir)  # every check before the first write
+    for name, value in outputs.items():
+        write_output(run_dir / name, value)
+    if (run_dir / "report.html").is_file():
+        from harness.report import render_report
+
+        render_report(run_dir)
+    print_gates(run_dir)
+    if gates_failed(run_dir):
+        raise typer.Exit(code=1)
+
+
+def _check_same_run(run_dir: Path, config: RunConfig) -> None:
+    """DIR must hold results of this config: judging another config's results against these
+    thresholds would pass or fail the wrong thing. Only `gates` and `out` may differ from the
+    config manifest.json recorded."""
+    if not (run_dir / "summary.csv").is_file():
+        raise UserError(f"{run_dir}: no summary.csv (not a finished run folder)")
+    manifest = run_dir / "manifest.json"
+    if not manifest.is_file():
+        return  # a run folder copied without its manifest: nothing to compare
+    try:
+        stored = json.loads(manifest.read_text(encoding="utf-8")).get("config")
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+        raise UserError(f"{manifest}: not valid JSON") from None
+    if not isinstance(stored, dict):
+        return
+    current = json.loads(config.model_dump_json(exclude={"gates", "out"}))
+    differ = sorted(
+        k for k in {*current, *stored} - {"gates", "out"} if current.get(k) != stored.get(k)
+    )
+    if differ:
+        raise UserError(
+            f"{run_dir}: was run with another config ({', '.join(differ)} differ; only gates "
+            "and out may): run `harness run` first"
+        )

@@ -1,0 +1,36 @@
+"""Gates stage: the config's gates checked on summary.csv -> gates.csv and junit.xml.
+
+It reads summary.csv as written (not the frame in memory), so `harness gate DIR CONFIG`, which
+re-evaluates a finished run folder, writes byte for byte what the run wrote. A run without
+gates writes a header-only gates.csv and an empty junit.xml, so no stale verdict of an earlier
+config stays in the folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.config import RunConfig
+
+
+def gate_outputs(config: RunConfig, items: list[str], run_dir: Path) -> dict:
+    """{"gates.csv": frame, "junit.xml": text} of `config`'s gates on run_dir/summary.csv."""
+    import pandas as pd
+
+    from harness.analysis.gates import GATE_COLUMNS, evaluate_gates, junit_xml, read_summary
+
+    if config.gates:
+        summary = read_summary(Path(run_dir) / "summary.csv")
+        frame = evaluate_gates(config.gates, summary, items, list(config.models))
+    else:
+        frame = pd.DataFrame(columns=GATE_COLUMNS)
+    return {"gates.csv": frame, "junit.xml": junit_xml(frame, config.name)}
+
+
+class GateStage:
+    """summary.csv (on disk) -> gates.csv, junit.xml."""
+
+    name = "gates"
+
+    def run(self, ctx) -> dict:
+        return gate_outputs(ctx.config, [sel.item.id for sel in ctx.items], ctx.out_dir)
