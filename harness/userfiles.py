@@ -6,6 +6,7 @@ the file and where decoding failed, never a UnicodeDecodeError traceback.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,3 +42,19 @@ def user_text_lines(path: Path) -> Iterator[tuple[int, str]]:
             except UnicodeDecodeError as exc:
                 raise _not_utf8(f"{path}:{number}", exc) from None
             yield number, line
+
+
+def user_json_objects(path: Path) -> Iterator[tuple[str, dict]]:
+    """("PATH:LINE", object) for each non-blank line of a JSON-lines file; a line that is not
+    one JSON object is one `UserError` naming it."""
+    for number, line in user_text_lines(path):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{where}: not valid JSON ({exc.msg})") from None
+        if not isinstance(data, dict):
+            raise UserError(f"{where}: expected a JSON object")
+        yield where, data

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from harness.errors import UserError
-from harness.userfiles import user_text_lines
+from harness.userfiles import user_json_objects
 
 CSV_FILES = (
     "windows.csv",
@@ -87,18 +87,7 @@ def _read_csv(path: Path) -> pd.DataFrame:
 
 
 def _read_generations(path: Path) -> list[dict[str, Any]]:
-    records = []
-    for number, line in user_text_lines(path):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
-        if not isinstance(record, dict):
-            raise UserError(f"{path}:{number}: a record must be a JSON object")
-        records.append(record)
-    return records
+    return [record for _, record in user_json_objects(path)]
 
 
 def _read_manifest(path: Path) -> dict[str, Any]:

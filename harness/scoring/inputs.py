@@ -6,7 +6,6 @@ scored or written.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -14,7 +13,7 @@ from pydantic import ValidationError
 from harness.errors import UserError
 from harness.models import EMBEDDED_MODEL
 from harness.records import GenerationRecord
-from harness.userfiles import user_text_lines
+from harness.userfiles import user_json_objects
 
 
 def _first_error(exc: ValueError) -> str:
@@ -37,10 +36,8 @@ def read_records(
     if not path.is_file():
         raise UserError(f"{path}: file not found")
     parsed: list[tuple[str, dict]] = []
-    for lineno, line in user_text_lines(path):
-        if line.strip():
-            where = f"{path}:{lineno}"
-            parsed.append((where, _parse_line(where, line, known_items)))
+    for where, data in user_json_objects(path):
+        parsed.append((where, _checked_line(where, data, known_items)))
     if not parsed:
         raise UserError(f"{path}: no records")
     # Every line is valid before the tokenizer (slow to load) is touched.
@@ -68,13 +65,7 @@ def read_records(
     return records
 
 
-def _parse_line(where: str, line: str, known_items: set[str]) -> dict:
-    try:
-        data = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{where}: not valid JSON ({exc.msg})") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{where}: expected a JSON object")
+def _checked_line(where: str, data: dict, known_items: set[str]) -> dict:
     item = data.get("item")
     if not isinstance(item, str) or not item:
         raise UserError(f"{where}: field 'item' missing")
