@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import typer
 
+from harness import logs  # noqa: F401  (quiets spawned engine processes, see harness.logs)
 from harness.commands import bench, gate, init, models, probe, relay, report, run, score
 from harness.errors import UserError, exit_with_error
 

@@ -5,8 +5,9 @@ under `cache/<stage>/<key>.json`, where the key hashes everything the result dep
 (model content key, prompt ids, parameters, seed, stage version). A unit is written with
 an atomic rename once it is complete, so a run killed at any moment loses only the work in
 flight (one unit for score, probe and bias; for generate, the (model, policy) units that were
-generating together in one batch); the next run skips every stored unit. The CSVs are assembled from the units in a
-fixed order, so a resumed run writes exactly the same rows as an uninterrupted one.
+generating together in one batch); the next run skips every stored unit. The CSVs are
+assembled from the units in a fixed order, so a resumed run writes exactly the same rows as an
+uninterrupted one.
 """
 
 from __future__ import annotations
