@@ -84,13 +84,16 @@ def generation_engine_options(gen: GenerationConfig) -> dict:
     return {"max_model_len": gen.max_model_len}
 
 
+def sampling_settings(config: RunConfig) -> SamplingSettings:
+    gen = config.generation
+    return SamplingSettings(temperature=gen.temperature, top_p=gen.top_p, max_tokens=gen.max_tokens)
+
+
 def unit_key(config: RunConfig, model: ResolvedModel, policy, specs, items) -> str:
     """One (model, policy) unit: everything its records depend on. The adaptive policy also
     depends on the items' checks (they decide when it injects), so its key holds them."""
     gen = config.generation
-    sampling = SamplingSettings(
-        temperature=gen.temperature, top_p=gen.top_p, max_tokens=gen.max_tokens
-    )
+    sampling = sampling_settings(config)
     item_key = [
         (s.meta["item"], s.system, s.user, s.reminder, s.restatement, s.seed) for s in specs
     ]
@@ -118,9 +121,7 @@ def generate_stage(
 ) -> list[GenerationRecord]:
     """Records of every (policy, item, sample) for one model, from cache or freshly made."""
     gen = config.generation
-    sampling = SamplingSettings(
-        temperature=gen.temperature, top_p=gen.top_p, max_tokens=gen.max_tokens
-    )
+    sampling = sampling_settings(config)
     specs = _specs(config, model.name, items, run_id)
     keys = [unit_key(config, model, spec, specs, items) for spec in config.policies]
     missing = [i for i, key in enumerate(keys) if not store.has(STAGE, key)]
