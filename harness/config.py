@@ -190,6 +190,33 @@ class ProbeConfig(Strict):
         return self
 
 
+class ForksConfig(Strict):
+    """Counterfactual forks (docs/architecture.md, "Forks"): at each continuation position t
+    of a stored record, arm `with` (the record's prompt) and arm `without` (the baseline
+    prompt) continue the same first t token ids for `tokens` tokens, `draws` seeded times."""
+
+    at: list[Annotated[int, Field(ge=0)]] = Field(min_length=1)
+    tokens: int = Field(64, gt=0)
+    draws: int = Field(4, gt=0)
+    records: int = Field(2, gt=0)  # forked samples per condition (the first ones)
+    baseline: Literal["none", "default", "text"] = "none"
+    baseline_text: NonEmptyText | None = None
+    policies: list[NonEmptyText] | None = Field(None, min_length=1)  # None: every policy
+
+    @field_validator("at")
+    @classmethod
+    def _increasing(cls, value: list[int]) -> list[int]:
+        if any(b <= a for a, b in zip(value, value[1:], strict=False)):
+            raise ValueError(f"positions must be strictly increasing (got {value})")
+        return value
+
+    @model_validator(mode="after")
+    def _text_given(self) -> ForksConfig:
+        if self.baseline == "text" and not self.baseline_text:
+            raise ValueError("baseline: 'text' needs baseline_text")
+        return self
+
+
 class RelaySpec(Strict):
     prompt_len: int = Field(32, gt=0)
     layers: int = Field(4, gt=0, le=128)
@@ -217,6 +244,7 @@ class RunConfig(Strict):
     probe: ProbeConfig = ProbeConfig()
     theory: TheoryConfig = TheoryConfig()
     gates: list[GateSpec] = Field(default_factory=list)
+    forks: ForksConfig | None = None
     out: Path | None = None
 
     @field_validator("policies", mode="before")
@@ -245,13 +273,25 @@ class RunConfig(Strict):
                 raise ValueError(f"gates[{index}]: {problem}")
         return self
 
+    @model_validator(mode="after")
+    def _forks_fit(self) -> RunConfig:
+        labels = [policy_label(p) for p in self.policies]
+        for label in (self.forks.policies or []) if self.forks else []:
+            if label not in labels:
+                raise ValueError(
+                    f"forks.policies: '{label}' is not in the config's policies "
+                    f"({', '.join(labels)})"
+                )
+        return self
+
     def run_id(self) -> str:
         """First 12 hex of sha256 of the config JSON. Gates are left out: they judge results
         without changing them, so editing a threshold keeps the run (and configs without
-        gates keep the id they had before gates existed)."""
+        gates keep the id they had before gates existed). Likewise an absent `forks`."""
         import hashlib
 
-        text = self.model_dump_json(exclude={"gates"})
+        exclude = {"gates"} | ({"forks"} if self.forks is None else set())
+        text = self.model_dump_json(exclude=exclude)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

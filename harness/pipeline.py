@@ -13,6 +13,7 @@ from pathlib import Path
 from harness.stages.analyse import AnalyseStage
 from harness.stages.base import ProgressBars, RunContext, Stage, write_output
 from harness.stages.fits import FitsStage
+from harness.stages.forks import ForksStage
 from harness.stages.gates import GateStage
 from harness.stages.generate import GenerateStage
 from harness.stages.probe import ProbeStage
@@ -23,6 +24,7 @@ from harness.stages.theory import TheoryStage
 # In order; a stage reads only what the stages before it produced.
 STAGES: list[Stage] = [
     GenerateStage(),
+    ForksStage(),  # right after generation: it reuses the generation engine
     ScoreStage(),
     ProbeStage(),
     TheoryStage(),
@@ -64,9 +66,12 @@ def run_stages(ctx: RunContext, stages: list[Stage], show_progress: bool = True)
 
     with Progress(transient=False, disable=not show_progress) as progress:
         ctx.progress = ProgressBars(progress)
-        for stage in stages:
-            with ctx.timed(stage.name):
-                outputs = stage.run(ctx)
-            for name, value in outputs.items():
-                write_output(ctx.out_dir / name, value)
-                ctx.outputs[name] = value
+        try:
+            for stage in stages:
+                with ctx.timed(stage.name):
+                    outputs = stage.run(ctx)
+                for name, value in outputs.items():
+                    write_output(ctx.out_dir / name, value)
+                    ctx.outputs[name] = value
+        finally:
+            ctx.engines.close()  # engines a generating stage left open (none on success)

@@ -153,8 +153,9 @@ class VllmEngine:
         for key, engine in list(_ENGINES.items()):
             if engine is self:
                 del _ENGINES[key]
-        shutdown_llm(self._llm)
-        del self._llm
+        llm = self.__dict__.pop("_llm", None)  # idempotent: a judge may share this engine
+        if llm is not None:
+            shutdown_llm(llm)
 
 
 def _all_cores() -> str:

@@ -8,13 +8,17 @@ from __future__ import annotations
 class AnalyseStage:
     """windows.csv, fits.csv, divergence.csv, nexttoken.csv and the records' token counts ->
     adherence.csv, adherence_curve.csv, survival.csv, summary.csv, correlation.csv,
-    predictor.csv, policies.csv, calibration.csv."""
+    predictor.csv, policies.csv, calibration.csv, linkage.csv, and carried.csv from forks.csv
+    when the run forks."""
 
     name = "analyse"
 
     def run(self, ctx) -> dict:
+        import pandas as pd
+
         from harness.analysis.calibration import judge_calibration
         from harness.analysis.correlation import correlate_alpha_behaviour
+        from harness.analysis.linkage import linkage_frame
         from harness.analysis.policies import compare_policies
         from harness.analysis.predictor import predict_violations, window_features
         from harness.analysis.summary import default_layers, summarise_conditions, token_frame
@@ -33,5 +37,25 @@ class AnalyseStage:
         out["predictor.csv"] = predict_violations(features)
         out["policies.csv"] = compare_policies(windows, tokens)
         out["calibration.csv"] = judge_calibration(windows)
+        carried = carried_of(ctx, nexttoken)
+        if carried is not None:
+            out["carried.csv"] = carried
+        no_forks = pd.DataFrame()
+        out["linkage.csv"] = linkage_frame(
+            fits, windows, out["correlation.csv"], carried if carried is not None else no_forks
+        )
         bar.finish()
         return out
+
+
+def carried_of(ctx, nexttoken):
+    """carried.csv of a forking run (None when the run has no forks)."""
+    from harness.analysis.carried import carried_frame
+    from harness.stages.forks import forked_records
+
+    forks = ctx.config.forks
+    if forks is None:
+        return None
+    records = forked_records(forks, ctx.records)
+    lengths = {(r.model, r.item, r.policy, r.sample): len(r.continuation_ids) for r in records}
+    return carried_frame(ctx.frame("forks.csv"), lengths, list(forks.at), nexttoken)

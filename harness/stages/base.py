@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress
 
     from harness.config import RunConfig, TaskSuite
+    from harness.engines.pool import EnginePool
     from harness.models import ResolvedModel
     from harness.plan import Selected
     from harness.records import GenerationRecord
@@ -79,6 +80,7 @@ class RunContext:
     outputs: dict[str, Output] = field(default_factory=dict)  # file name -> value written
     timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds
     started: str = ""
+    engines: EnginePool = field(default_factory=lambda: _engine_pool())
     _tokenizers: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -110,6 +112,12 @@ class RunContext:
             yield
         finally:
             self.timings[name] = round(time.perf_counter() - start, 2)
+
+
+def _engine_pool() -> EnginePool:
+    from harness.engines.pool import EnginePool
+
+    return EnginePool()
 
 
 class Stage(Protocol):

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from harness.config import GenerationConfig, RunConfig, policy_label
 from harness.engines import SamplingSettings, make_engine
+from harness.engines.pool import EnginePool
 from harness.models import ResolvedModel
 from harness.plan import Selected
 from harness.policies import ChatFormat, SampleSpec, make_policy, run_policies
@@ -118,15 +119,21 @@ def generate_stage(
     items: list[Selected],
     run_id: str,
     progress: Callable[[int], None] | None = None,
+    engines: EnginePool | None = None,
 ) -> list[GenerationRecord]:
-    """Records of every (policy, item, sample) for one model, from cache or freshly made."""
+    """Records of every (policy, item, sample) for one model, from cache or freshly made.
+    With `engines`, the engine comes from (and stays open in) that pool for a later stage;
+    without, it is closed when generation ends."""
     gen = config.generation
     sampling = sampling_settings(config)
     specs = _specs(config, model.name, items, run_id)
     keys = [unit_key(config, model, spec, specs, items) for spec in config.policies]
     missing = [i for i, key in enumerate(keys) if not store.has(STAGE, key)]
     if missing:
-        engine = make_engine(gen.engine, model.path, **engine_options(config))
+        if engines is not None:
+            engine = engines.get(config, model)
+        else:
+            engine = make_engine(gen.engine, model.path, **engine_options(config))
         chat = ChatFormat(engine.tokenizer)
         violates = _violation_hook(config, items)
         groups = [
@@ -147,7 +154,8 @@ def generate_stage(
             )
         finally:
             # vLLM's CPU workers keep spinning while idle: free the cores for the probe
-            engine.close()
+            if engines is None:
+                engine.close()
     records = []
     for spec, key in zip(config.policies, keys, strict=True):
         rows = store.get(STAGE, key)
@@ -214,8 +222,15 @@ class GenerateStage:
             total = len(config.policies) * len(ctx.items) * config.samples
             bar = ctx.progress.bar(f"generate {model.name}", total * config.generation.max_tokens)
             with ctx.timed(f"generate {model.name}"):
+                # the forks stage generates next: it keeps this engine (one start per model)
                 ctx.records += generate_stage(
-                    ctx.store, config, model, ctx.items, ctx.run_id, progress=bar.update
+                    ctx.store,
+                    config,
+                    model,
+                    ctx.items,
+                    ctx.run_id,
+                    progress=bar.update,
+                    engines=ctx.engines if config.forks else None,
                 )
             bar.finish()
         return {"generations.jsonl": ctx.records}

@@ -22,11 +22,18 @@ METRICS = ("l2", "rel_l2", "cos_dist")
 
 
 def baseline_ids(config: RunConfig, tokenizer, record: GenerationRecord) -> list[int]:
-    """The record's chat with the baseline system prompt, rendered as generation renders it."""
+    """The record's chat with the probe's baseline system prompt."""
+    return record_baseline_ids(tokenizer, record, config.probe.baseline, config.probe.baseline_text)
+
+
+def record_baseline_ids(
+    tokenizer, record: GenerationRecord, baseline: str, text: str | None = None
+) -> list[int]:
+    """The record's chat with a baseline system prompt (`none`: no system turn, `default`: the
+    template's default, `text`: `text`), rendered as generation renders it."""
     from harness.chat import TEMPLATE_DEFAULT, ChatFormat
 
-    probe = config.probe
-    system = {"none": None, "default": TEMPLATE_DEFAULT}.get(probe.baseline, probe.baseline_text)
+    system = {"none": None, "default": TEMPLATE_DEFAULT}.get(baseline, text)
     user = next(m["content"] for m in record.prompt_messages if m["role"] == "user")
     return ChatFormat(tokenizer).prompt_ids(system, user)
 

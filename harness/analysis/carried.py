@@ -1,0 +1,162 @@
+"""Prompt or text? forks.csv -> carried.csv: adherence with and without the system prompt after
+the same first t tokens, and their difference, the prompt's behavioural dependence.
+
+An arm draw passes when every decided window-scope check of its item passes on the arm's text
+(the window rule of windows.csv; items with response-scope checks only use those), fails when
+one fails, and is left out when no check decides. Per (model, item, policy, fork_t):
+adherence_with / adherence_without = share of passing draws over the forked records;
+dependence = with - without, with a percentile bootstrap CI that resamples records, then the
+draws within each record, keeping draw d of both arms together (they share a seed). kl and
+abs_delta_logp: the mean next-token KL(p_with || p_without) and |delta log p| at the fork
+(nexttoken.csv row t = fork_t + 1, the first token the arms choose) over the forked records
+that were probed; NaN when none was.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+CARRIED_COLUMNS = [
+    "model", "item", "policy", "fork_t", "records", "draws",
+    "adherence_with", "adherence_without", "dependence", "dependence_low", "dependence_high",
+    "kl", "abs_delta_logp", "reason",
+]  # fmt: skip
+RECORD = ["model", "item", "policy", "sample"]
+
+
+def arm_passes(forks: pd.DataFrame) -> pd.DataFrame:
+    """One row per (record, fork_t, arm, draw): passed as 1.0 / 0.0 / NaN (undecided)."""
+    keys = [*RECORD, "fork_t", "arm", "draw"]
+    if forks.empty:
+        return pd.DataFrame(columns=[*keys, "passed"])
+    frame = forks.copy()
+    frame["decided"] = frame["passed"].map(_as_bool)
+    window_items = set(frame.loc[frame["scope"] == "window", "item"])
+    use = (frame["scope"] == "window") | ~frame["item"].isin(window_items)
+    frame = frame[use]
+
+    def verdict(values: pd.Series) -> float:
+        decided = [v for v in values if v is not None]
+        return np.nan if not decided else float(all(decided))
+
+    out = frame.groupby(keys, sort=True)["decided"].agg(verdict).reset_index()
+    return out.rename(columns={"decided": "passed"})
+
+
+def _as_bool(value) -> bool | None:
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return None
+    if isinstance(value, str):
+        return {"true": True, "false": False}.get(value.lower())
+    return bool(value)
+
+
+def dependence_ci(
+    with_arm: np.ndarray, without_arm: np.ndarray, n_boot: int, ci: float, seed: int
+) -> tuple[float, float]:
+    """Percentile CI of nanmean(with) - nanmean(without) for (records, draws) matrices."""
+    rng = np.random.default_rng(seed)
+    n_rec, n_draw = with_arm.shape
+    rec = rng.integers(0, n_rec, size=(n_boot, n_rec))
+    draw = rng.integers(0, n_draw, size=(n_boot, n_rec, n_draw))
+    rows = rec[:, :, None]
+    with np.errstate(invalid="ignore"):
+        diffs = np.nanmean(with_arm[rows, draw], axis=(1, 2)) - np.nanmean(
+            without_arm[rows, draw], axis=(1, 2)
+        )
+    diffs = diffs[np.isfinite(diffs)]
+    if not len(diffs):
+        return np.nan, np.nan
+    tail = (1 - ci) / 2 * 100
+    low, high = np.percentile(diffs, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def carried_frame(
+    forks: pd.DataFrame,
+    lengths: dict[tuple, int],
+    positions: list[int],
+    nexttoken: pd.DataFrame | None = None,
+    *,
+    n_boot: int = 2000,
+    ci: float = 0.95,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """carried.csv. `lengths`: continuation length per forked record (model, item, policy,
+    sample); a position past a record's length is counted in `reason`."""
+    passes = arm_passes(forks)
+    conditions = sorted({key[:3] for key in lengths})
+    rows = []
+    for index, cond in enumerate(conditions):
+        members = sorted(k for k in lengths if k[:3] == cond)
+        for t in positions:
+            inside = [k for k in members if t <= lengths[k]]
+            row = _row(passes, cond, t, inside, n_boot, ci, seed + index)
+            row.update(_nexttoken_at(nexttoken, inside, t))
+            row["reason"] = _skip_reason(len(members) - len(inside), len(members), members, lengths)
+            rows.append(row)
+    return pd.DataFrame(rows, columns=CARRIED_COLUMNS)
+
+
+def _row(passes, cond, t, inside, n_boot, ci, seed) -> dict:
+    row = dict(zip(["model", "item", "policy"], cond, strict=True))
+    row.update(fork_t=t, records=len(inside), draws=0)
+    sel = passes[(passes["fork_t"] == t) & passes[RECORD].apply(tuple, axis=1).isin(inside)]
+    if sel.empty:
+        return {**row, **dict.fromkeys(CARRIED_COLUMNS[6:11], np.nan)}
+    table = sel.pivot_table(
+        index=[*RECORD, "draw"], columns="arm", values="passed", aggfunc="first", dropna=False
+    )
+    mats = {}
+    for arm in ("with", "without"):
+        col = table[arm] if arm in table else pd.Series(np.nan, index=table.index)
+        mats[arm] = col.unstack("draw").to_numpy(dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        a_with, a_without = (float(np.nanmean(m)) if np.isfinite(m).any() else np.nan
+                             for m in (mats["with"], mats["without"]))  # fmt: skip
+    low, high = dependence_ci(mats["with"], mats["without"], n_boot, ci, seed)
+    return {
+        **row,
+        "draws": int(table.index.get_level_values("draw").nunique()),
+        "adherence_with": a_with,
+        "adherence_without": a_without,
+        "dependence": a_with - a_without,
+        "dependence_low": low,
+        "dependence_high": high,
+    }
+
+
+def _nexttoken_at(nexttoken: pd.DataFrame | None, inside: list[tuple], t: int) -> dict:
+    empty = {"kl": np.nan, "abs_delta_logp": np.nan}
+    if nexttoken is None or nexttoken.empty:
+        return empty
+    at = nexttoken[nexttoken["t"] == t + 1]
+    at = at[at[RECORD].apply(tuple, axis=1).isin(inside)] if len(at) else at
+    if at.empty:
+        return empty
+    return {"kl": float(at["kl"].mean()), "abs_delta_logp": float(at["delta_logp"].abs().mean())}
+
+
+def _skip_reason(skipped: int, total: int, members, lengths) -> str:
+    if not skipped:
+        return ""
+    longest = max(lengths[k] for k in members)
+    return (
+        f"past the continuation of {skipped} of {total} records "
+        f"(longest: {longest} tokens); forked on the rest"
+        if skipped < total
+        else f"past the continuation of every record (longest: {longest} tokens)"
+    )
+
+
+def settled_from(carried: pd.DataFrame) -> float:
+    """The first fork_t from which the dependence CI contains 0 at every later position (the
+    prompt no longer changes behaviour); NaN when the last position's CI still excludes 0."""
+    rows = carried.dropna(subset=["dependence_low", "dependence_high"]).sort_values("fork_t")
+    settled = np.nan
+    bounds = zip(rows["fork_t"], rows["dependence_low"], rows["dependence_high"], strict=True)
+    for t, low, high in bounds:
+        contains_zero = low <= 0 <= high
+        settled = (t if np.isnan(settled) else settled) if contains_zero else np.nan
+    return float(settled)

@@ -1,0 +1,32 @@
+"""Generation engines kept open from one stage to the next within a run.
+
+A vLLM engine takes ~40 s to start on CPU, so the stages that generate (generation, then the
+forks) share one engine per model. The stages after them run transformers on the same cores,
+where an idle vLLM CPU worker keeps spinning: the last stage that generates closes the pool,
+and the pipeline closes it at the end of a run in any case.
+"""
+
+from __future__ import annotations
+
+from harness.engines.base import Engine
+
+
+class EnginePool:
+    def __init__(self) -> None:
+        self._open: dict[str, Engine] = {}
+
+    def get(self, config, model) -> Engine:
+        """The run's generation engine for `model` (`config.generation`), started on first use."""
+        if model.name not in self._open:
+            from harness.engines import make_engine
+            from harness.stages.generate import engine_options
+
+            self._open[model.name] = make_engine(
+                config.generation.engine, model.path, **engine_options(config)
+            )
+        return self._open[model.name]
+
+    def close(self) -> None:
+        for engine in self._open.values():
+            engine.close()
+        self._open.clear()

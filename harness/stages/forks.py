@@ -1,0 +1,216 @@
+"""Forks stage: is the behaviour carried by the prompt or by the text written so far?
+
+For a stored record and a continuation position t, arm `with` is the record's own prompt plus
+its first t continuation token ids; arm `without` is the baseline prompt (the system turn
+removed, as the probe's baseline) plus exactly the same t ids, never re-tokenised. Both arms
+continue for `forks.tokens` tokens, `forks.draws` times, draw d of both arms seeded alike (a
+paired comparison), and each arm's new text is scored with the item's checks.
+
+One unit = one (model, policy): its forked records x positions x arms x draws in one engine
+batch, stored with its check rows. The engine is the generation stage's (one start per model).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Literal
+
+from pydantic import BaseModel
+
+from harness.config import ForksConfig, RunConfig, policy_label
+from harness.engines.base import GenerationRequest, SamplingSettings
+from harness.records import GenerationRecord
+from harness.store import content_key
+
+STAGE = "forks"
+ARMS = ("with", "without")
+
+FORK_COLUMNS = [
+    "model", "item", "policy", "sample", "fork_t", "arm", "draw",
+    "check", "scope", "value", "passed", "reason",
+]  # fmt: skip
+
+
+class ForkArm(BaseModel):
+    """One arm draw as generated: a forks.jsonl line (the report's sample viewer shows them)."""
+
+    model: str
+    item: str
+    policy: str
+    sample: int
+    fork_t: int
+    arm: Literal["with", "without"]
+    draw: int
+    seed: int
+    prompt_tokens: int  # the arm's prompt: its chat prompt + the t shared continuation ids
+    token_ids: list[int]
+    text: str
+    finish_reason: str
+
+
+def fork_seed(record_seed: int, fork_t: int, draw: int) -> int:
+    """The same for both arms of a draw (paired), distinct across positions and draws."""
+    text = f"{record_seed}/{fork_t}/{draw}"
+    return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16) % (2**31 - 1)
+
+
+def forked_records(forks: ForksConfig, records: list[GenerationRecord]) -> list[GenerationRecord]:
+    """The first `forks.records` samples of every condition of the forked policies."""
+    policies = set(forks.policies) if forks.policies else None
+    return [
+        r
+        for r in records
+        if r.sample < forks.records and (policies is None or r.policy in policies)
+    ]
+
+
+def fork_positions(forks: ForksConfig, record: GenerationRecord) -> list[int]:
+    """The configured positions inside the record: t <= its continuation length (a position
+    past the end has no text to share; carried.csv says which were skipped)."""
+    return [t for t in forks.at if t <= len(record.continuation_ids)]
+
+
+def fork_requests(
+    record: GenerationRecord,
+    baseline: list[int],
+    forks: ForksConfig,
+    sampling: SamplingSettings,
+) -> list[tuple[dict, GenerationRequest]]:
+    """(arm identity, request) for every position x draw x arm of one record."""
+    out = []
+    for t in fork_positions(forks, record):
+        shared = record.continuation_ids[:t]
+        for draw in range(forks.draws):
+            seed = fork_seed(record.seed, t, draw)
+            settings = sampling.model_copy(update={"max_tokens": forks.tokens, "seed": seed})
+            for arm, prompt in zip(ARMS, (record.prompt_ids, baseline), strict=True):
+                ident = {"fork_t": t, "arm": arm, "draw": draw, "seed": seed}
+                request = GenerationRequest(prompt_ids=prompt + shared, sampling=settings)
+                out.append((ident, request))
+    return out
+
+
+def unit_key(model, records, baselines, forks: ForksConfig, sampling, engine: str) -> str:
+    settings = forks.model_dump(exclude={"records", "policies", "baseline", "baseline_text"})
+    return content_key(
+        STAGE,
+        model.content_key,
+        [r.key for r in records],
+        baselines,
+        settings,
+        sampling.model_dump(exclude={"max_tokens", "seed"}),
+        engine,
+    )
+
+
+def generate_arms(engine, records, baselines, forks, sampling) -> list[ForkArm]:
+    """Every arm draw of `records` in one engine batch."""
+    jobs = []
+    for record, baseline in zip(records, baselines, strict=True):
+        requests = fork_requests(record, baseline, forks, sampling)
+        jobs += [(record, ident, request) for ident, request in requests]
+    results = engine.generate([req for *_, req in jobs]) if jobs else []
+    return [
+        ForkArm(
+            model=record.model,
+            item=record.item,
+            policy=record.policy,
+            sample=record.sample,
+            prompt_tokens=len(request.prompt_ids),
+            token_ids=result.token_ids,
+            text=result.text,
+            finish_reason=result.finish_reason,
+            **ident,
+        )
+        for (record, ident, request), result in zip(jobs, results, strict=True)
+    ]
+
+
+def score_arms(arms: list[ForkArm], items: dict, languages, judges) -> list[dict]:
+    """forks.csv rows: every check of the arm's item on the arm's new text, one batch per check."""
+    from harness.scoring import item_checks
+
+    jobs: dict[int, tuple] = {}
+    for arm in arms:
+        for check in item_checks(items[arm.item], languages):
+            jobs.setdefault(id(check), (check, []))[1].append(arm)
+    rows = []
+    for check, members in jobs.values():
+        results = check.with_judges(judges).score_many([a.text for a in members])
+        for arm, result in zip(members, results, strict=True):
+            rows.append(
+                {
+                    **arm.model_dump(include={"model", "item", "policy", "sample"}),
+                    **arm.model_dump(include={"fork_t", "arm", "draw"}),
+                    "check": check.id,
+                    "scope": check.scope,
+                    "value": result.value,
+                    "passed": check.passed(result),
+                    "reason": result.reason,
+                }
+            )
+    return rows
+
+
+class ForksStage:
+    """Forked records x positions x arms x draws -> forks.jsonl (the arms' texts) and
+    forks.csv (their checks). Closes the generation engines when done."""
+
+    name = "forks"
+
+    def run(self, ctx) -> dict:
+        import pandas as pd
+
+        forks = ctx.config.forks
+        if forks is None:
+            return {}
+        arms: list[ForkArm] = []
+        rows: list[dict] = []
+        try:
+            for model in ctx.models:
+                model_arms, model_rows = self._model(ctx, model)
+                arms += model_arms
+                rows += model_rows
+        finally:
+            ctx.engines.close()  # the probe runs transformers on these cores next
+        frame = pd.DataFrame(rows, columns=FORK_COLUMNS)
+        keys = ["model", "item", "policy", "sample", "fork_t", "arm", "draw", "check"]
+        frame = frame.sort_values(keys, kind="stable").reset_index(drop=True)
+        return {"forks.jsonl": arms, "forks.csv": frame}
+
+    def _model(self, ctx, model) -> tuple[list[ForkArm], list[dict]]:
+        from harness.scoring.judge import JudgeDefaults, JudgeRunner
+        from harness.stages.generate import sampling_settings
+        from harness.stages.probe import record_baseline_ids
+
+        config: RunConfig = ctx.config
+        forks = config.forks
+        sampling = sampling_settings(config)
+        tokenizer = ctx.tokenizer(model)
+        items = {sel.item.id: sel.item for sel in ctx.items}
+        chosen = forked_records(forks, ctx.records_of(model.name))
+        labels = [policy_label(p) for p in config.policies]
+        groups = [[r for r in chosen if r.policy == label] for label in labels]
+        groups = [g for g in groups if g]
+        arm_draws = sum(len(fork_positions(forks, r)) for r in chosen) * forks.draws * len(ARMS)
+        bar = ctx.progress.bar(f"forks {model.name}", arm_draws * forks.tokens)
+        arms, rows = [], []
+        defaults = JudgeDefaults(config.models[0], config.generation)
+        with JudgeRunner(ctx.store, defaults) as judges:
+            for group in groups:
+                base = [
+                    record_baseline_ids(tokenizer, r, forks.baseline, forks.baseline_text)
+                    for r in group
+                ]
+                key = unit_key(model, group, base, forks, sampling, config.generation.engine)
+                unit = ctx.store.get(STAGE, key)
+                if unit is None:
+                    engine = ctx.engines.get(config, model)
+                    made = generate_arms(engine, group, base, forks, sampling)
+                    scored = score_arms(made, items, config.scoring.languages, judges)
+                    unit = {"arms": [a.model_dump() for a in made], "rows": scored}
+                    ctx.store.put(STAGE, key, unit)
+                arms += [ForkArm.model_validate(a) for a in unit["arms"]]
+                rows += unit["rows"]
+                bar.advance(len(unit["arms"]) * forks.tokens)
+        return arms, rows
