@@ -14,6 +14,8 @@ that were probed; NaN when none was.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 
@@ -61,7 +63,8 @@ def dependence_ci(
     rec = rng.integers(0, n_rec, size=(n_boot, n_rec))
     draw = rng.integers(0, n_draw, size=(n_boot, n_rec, n_draw))
     rows = rec[:, :, None]
-    with np.errstate(invalid="ignore"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a resample of undecided draws only
         diffs = np.nanmean(with_arm[rows, draw], axis=(1, 2)) - np.nanmean(
             without_arm[rows, draw], axis=(1, 2)
         )

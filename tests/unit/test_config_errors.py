@@ -73,6 +73,25 @@ CASES = {
     "unknown engine": (_set("generation.engine", "tensorrt"), "generation.engine"),
     "unknown item filter": (_set("items", ["mini-de"]), "no task item 'mini-de'"),
     "baseline text missing": (_set("probe.baseline", "text"), "baseline_text"),
+    "negative fork position": (_set("forks", {"at": [-1, 32]}), "field 'forks.at.0'"),
+    "unsorted fork positions": (
+        _set("forks", {"at": [64, 32]}),
+        "field 'forks.at': positions must be strictly increasing (got [64, 32])",
+    ),
+    "repeated fork position": (_set("forks", {"at": [0, 32, 32]}), "strictly increasing"),
+    "no fork positions": (_set("forks", {"at": []}), "field 'forks.at'"),
+    "zero fork draws": (_set("forks", {"at": [0], "draws": 0}), "field 'forks.draws'"),
+    "negative fork draws": (_set("forks", {"at": [0], "draws": -2}), "field 'forks.draws'"),
+    "zero fork tokens": (_set("forks", {"at": [0], "tokens": 0}), "field 'forks.tokens'"),
+    "fork baseline text missing": (
+        _set("forks", {"at": [0], "baseline": "text"}),
+        "baseline: 'text' needs baseline_text",
+    ),
+    "fork policy not in run": (
+        _set("forks", {"at": [0], "policies": ["adaptive-64-user"]}),
+        "forks.policies: 'adaptive-64-user' is not in the config's policies "
+        "(none, restate, periodic-64-user)",
+    ),
     "empty system prompt": (_suite(lambda item: item.update(system="  ")), "items.0.system"),
     "empty user prompt": (_suite(lambda item: item.update(user="")), "items.0.user"),
     "language target not ISO": (

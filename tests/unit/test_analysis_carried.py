@@ -1,0 +1,178 @@
+"""carried.csv (prompt or text?) and linkage.csv (alpha vs behaviour within items) on
+hand-made frames whose answers are known."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.analysis.carried import arm_passes, carried_frame, dependence_ci, settled_from
+from harness.analysis.linkage import linkage_frame, sample_alpha_auc, within_items
+
+MODEL, ITEM, POLICY = "m", "fr", "none"
+
+
+def _forks(verdicts: dict[tuple[int, int, str], list[bool | None]]) -> pd.DataFrame:
+    """verdicts[(sample, fork_t, arm)] = passed per draw, one language check."""
+    rows = []
+    for (sample, t, arm), draws in verdicts.items():
+        for draw, passed in enumerate(draws):
+            rows.append(
+                dict(model=MODEL, item=ITEM, policy=POLICY, sample=sample, fork_t=t, arm=arm,
+                     draw=draw, check="language:fr", scope="window",
+                     value=np.nan if passed is None else float(passed), passed=passed, reason="")
+            )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _lengths(*lengths: int) -> dict:
+    return {(MODEL, ITEM, POLICY, s): n for s, n in enumerate(lengths)}
+
+
+def test_prompt_dependence_then_carried_by_text():
+    forks = _forks(
+        {
+            (0, 0, "with"): [True, True], (0, 0, "without"): [False, False],
+            (1, 0, "with"): [True, True], (1, 0, "without"): [False, False],
+            (0, 64, "with"): [True, True], (0, 64, "without"): [True, True],
+            (1, 64, "with"): [True, True], (1, 64, "without"): [True, True],
+        }
+    )  # fmt: skip
+    carried = carried_frame(forks, _lengths(100, 100), [0, 64])
+    first, second = carried.to_dict("records")
+    assert (first["adherence_with"], first["adherence_without"], first["dependence"]) == (1, 0, 1)
+    assert (first["dependence_low"], first["dependence_high"]) == (1, 1)
+    assert (first["records"], first["draws"]) == (2, 2)
+    assert second["dependence"] == 0 and second["dependence_low"] == second["dependence_high"] == 0
+    assert settled_from(carried) == 64
+
+
+def test_dependence_ci_resamples_paired_draws():
+    forks = _forks(
+        {
+            (0, 0, "with"): [True, False], (0, 0, "without"): [False, False],
+            (1, 0, "with"): [True, True], (1, 0, "without"): [True, False],
+        }
+    )  # fmt: skip
+    row = carried_frame(forks, _lengths(50, 50), [0]).iloc[0]
+    assert row["adherence_with"] == pytest.approx(0.75)
+    assert row["adherence_without"] == pytest.approx(0.25)
+    assert row["dependence"] == pytest.approx(0.5)
+    # every paired difference is 0 or 1, so no resample can go below 0 or above 1
+    assert 0 <= row["dependence_low"] < 0.5 < row["dependence_high"] <= 1
+
+
+def test_dependence_ci_contains_truth_for_a_constant_shift():
+    rng = np.random.default_rng(1)
+    with_arm = (rng.random((40, 8)) < 0.8).astype(float)
+    without_arm = (rng.random((40, 8)) < 0.3).astype(float)
+    low, high = dependence_ci(with_arm, without_arm, n_boot=2000, ci=0.95, seed=0)
+    point = with_arm.mean() - without_arm.mean()
+    assert low < point < high
+    assert low < 0.5 < high and high - low < 0.25
+
+
+def test_position_past_a_record_is_skipped_with_a_reason():
+    forks = _forks({(0, 80, "with"): [True], (0, 80, "without"): [False]})
+    carried = carried_frame(forks, _lengths(100, 60), [80, 200])
+    at80, at200 = carried.to_dict("records")
+    assert at80["records"] == 1 and at80["dependence"] == 1
+    assert (
+        at80["reason"]
+        == "past the continuation of 1 of 2 records (longest: 100 tokens); forked on the rest"
+    )
+    assert at200["records"] == 0 and math.isnan(at200["dependence"])
+    assert at200["reason"] == "past the continuation of every record (longest: 100 tokens)"
+
+
+def test_undecided_draws_are_left_out_and_response_checks_ignored_beside_window_checks():
+    forks = _forks({(0, 0, "with"): [True, None], (0, 0, "without"): [None, False]})
+    extra = forks.assign(check="ends_with", scope="response", passed=False)
+    passes = arm_passes(pd.concat([forks, extra]))
+    with_arm = passes[passes["arm"] == "with"]["passed"].tolist()
+    assert with_arm[0] == 1.0 and math.isnan(with_arm[1])
+    row = carried_frame(pd.concat([forks, extra]), _lengths(10), [0]).iloc[0]
+    assert (row["adherence_with"], row["adherence_without"]) == (1.0, 0.0)
+
+
+def test_kl_at_the_fork_is_the_first_token_the_arms_choose():
+    forks = _forks({(0, 8, "with"): [True], (0, 8, "without"): [True]})
+    nexttoken = pd.DataFrame(
+        dict(model=MODEL, item=ITEM, policy=POLICY, sample=0, t=[8, 9, 10],
+             delta_logp=[0.5, -0.2, 0.1], kl=[0.3, 0.04, 0.01])
+    )  # fmt: skip
+    row = carried_frame(forks, _lengths(20), [8], nexttoken).iloc[0]
+    assert row["kl"] == pytest.approx(0.04) and row["abs_delta_logp"] == pytest.approx(0.2)
+
+
+def _carried(bounds: list[tuple[int, float, float]]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [dict(fork_t=t, dependence_low=lo, dependence_high=hi) for t, lo, hi in bounds]
+    )
+
+
+def test_settled_needs_the_ci_to_stay_on_zero():
+    assert settled_from(_carried([(0, 0.2, 0.6), (32, -0.1, 0.2), (64, 0.1, 0.3)])) is not None
+    assert math.isnan(settled_from(_carried([(0, 0.2, 0.6), (32, -0.1, 0.2), (64, 0.1, 0.3)])))
+    assert settled_from(_carried([(0, 0.2, 0.6), (32, -0.1, 0.2), (64, -0.2, 0.1)])) == 32
+    assert settled_from(_carried([(0, -0.1, 0.1)])) == 0
+
+
+def _fits_and_windows(alpha_auc: dict[str, list[tuple[float, float]]]):
+    fits, windows = [], []
+    for item, pairs in alpha_auc.items():
+        for sample, (alpha, auc) in enumerate(pairs):
+            pair = f"{item}/none/{sample}"
+            for layer in (1, 2):
+                fits.append(dict(model=MODEL, item=item, policy="none", pair=pair, layer=layer,
+                                 metric="rel_l2", alpha=alpha + (layer - 1.5) * 0.01))  # fmt: skip
+            for window in range(4):
+                windows.append(dict(run_id="r", model=MODEL, task="t", item=item, policy="none",
+                                    seed=0, sample=sample, window=window, t_start=window * 8 + 1,
+                                    t_end=window * 8 + 8, scope="window", check="c",
+                                    passed=window < auc * 4))  # fmt: skip
+    fits.append(dict(model=MODEL, item="a", policy="none", pair="all", layer=1, metric="rel_l2",
+                     alpha=9.0))  # fmt: skip
+    return pd.DataFrame(fits), pd.DataFrame(windows)
+
+
+def test_sample_alpha_is_the_mean_over_layers_and_auc_the_mean_window_pass():
+    fits, windows = _fits_and_windows({"a": [(0.3, 0.5), (0.5, 1.0)]})
+    samples = sample_alpha_auc(fits, windows).sort_values("sample")
+    assert samples["alpha"].tolist() == pytest.approx([0.3, 0.5])
+    assert samples["auc"].tolist() == pytest.approx([0.5, 1.0])
+
+
+def test_within_item_coefficients_cancel_where_the_cross_item_one_would_not():
+    # item a: alpha up, adherence up; item b: alpha up, adherence down. Pooled, b's higher
+    # alphas and higher adherence would show a positive link; within items the mean is 0.
+    up = [(0.1, 0.25), (0.2, 0.5), (0.3, 0.75), (0.4, 1.0)]
+    down = [(0.5, 1.0), (0.6, 0.75), (0.7, 0.5), (0.8, 0.25)]
+    fits, windows = _fits_and_windows({"a": up, "b": down})
+    rows = within_items(sample_alpha_auc(fits, windows), n_boot=500, ci=0.95, seed=0)
+    by = {(r["kind"], r["item"]): r for r in rows}
+    assert by[("alpha_auc_item", "a")]["spearman"] == pytest.approx(1.0)
+    assert by[("alpha_auc_item", "b")]["spearman"] == pytest.approx(-1.0)
+    within = by[("alpha_auc_within", "")]
+    assert within["spearman"] == pytest.approx(0.0) and within["items"] == 2 and within["n"] == 8
+    assert within["spearman_low"] <= 0 <= within["spearman_high"]
+
+
+def test_linkage_keeps_the_cross_condition_coefficient_beside_and_kl_vs_dependence():
+    fits, windows = _fits_and_windows({"a": [(0.1, 0.25), (0.2, 0.5), (0.3, 1.0)]})
+    correlation = pd.DataFrame(
+        [dict(x="alpha_mean", y="auc", n=12, spearman=0.7, spearman_low=0.2, spearman_high=0.8)]
+    )
+    carried = pd.DataFrame(
+        dict(model=MODEL, item="a", policy="none", fork_t=[0, 32, 64, 128],
+             kl=[0.3, 0.05, 0.02, 0.01], dependence=[0.5, 0.2, 0.0, -0.1])
+    )  # fmt: skip
+    link = linkage_frame(fits, windows, correlation, carried, n_boot=200)
+    kinds = link.set_index("kind")
+    assert kinds.loc["alpha_auc_across", "spearman"] == 0.7
+    assert kinds.loc["alpha_auc_item", "spearman"] == pytest.approx(1.0)
+    assert kinds.loc["kl_dependence_item", "spearman"] == pytest.approx(1.0)
+    assert kinds.loc["kl_dependence_item", "n"] == 4
