@@ -33,8 +33,10 @@ CSV_FILES = (
     "relay.csv",
     "bias.csv",
     "gates.csv",
+    "carried.csv",
+    "linkage.csv",
 )
-KNOWN_FILES = (*CSV_FILES, "generations.jsonl", "manifest.json")
+KNOWN_FILES = (*CSV_FILES, "generations.jsonl", "forks.jsonl", "manifest.json")
 
 # Columns a file must have for its section to use it; a file without them is reported as
 # unusable (not an error: an older or partial run still gets the rest of its report).
@@ -47,6 +49,10 @@ REQUIRED_COLUMNS = {
     "relay.csv": {"layer", "t", "delta", "local_alpha"},
     "bias.csv": {"model", "lam", "layer", "alpha"},
     "windows.csv": {"model", "item", "policy", "sample", "window", "t_start", "t_end", "passed"},
+    "carried.csv": {"model", "item", "policy", "fork_t", "adherence_with", "adherence_without"}
+    | {"dependence", "dependence_low", "dependence_high", "kl"},
+    "linkage.csv": {"kind", "model", "item", "n", "items", "spearman", "spearman_low"}
+    | {"spearman_high"},
     "gates.csv": {"gate", "metric", "use", "policy", "item", "model", "value", "min", "max"}
     | {"passed", "detail"},
 }
@@ -57,6 +63,7 @@ class RunData:
     run_dir: Path
     frames: dict[str, pd.DataFrame] = field(default_factory=dict)
     generations: list[dict[str, Any]] | None = None
+    forks: list[dict[str, Any]] | None = None  # forks.jsonl: the fork arms' texts
     manifest: dict[str, Any] | None = None
     problems: dict[str, str] = field(default_factory=dict)  # file -> why it is not used
 
@@ -80,6 +87,7 @@ def _read_csv(path: Path) -> pd.DataFrame:
         raise UserError(f"{path}: not a readable CSV ({str(exc).splitlines()[0]})") from exc
     for col in (
         "model", "item", "policy", "task", "pair", "check", "reason", "features", "judge", "code",
+        "kind",
     ):  # fmt: skip
         if col in frame.columns:
             frame[col] = frame[col].astype("string").fillna("").astype(object)
@@ -127,6 +135,8 @@ def load_run(run_dir: Path) -> RunData:
             data.frames[name] = frame
     if "generations.jsonl" in present:
         data.generations = _read_generations(run_dir / "generations.jsonl")
+    if "forks.jsonl" in present:
+        data.forks = _read_generations(run_dir / "forks.jsonl")
     if "manifest.json" in present:
         data.manifest = _read_manifest(run_dir / "manifest.json")
     return data

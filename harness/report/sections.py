@@ -8,6 +8,7 @@ import math
 
 from harness.report import derive, plots, theory
 from harness.report.calibration import calibration_section
+from harness.report.carried import carried_cards, forks_section, linkage_sentences
 from harness.report.gates import gates_section
 from harness.report.html import esc, figure, fmt_num, note, section, table
 from harness.report.load import RunData, ci_columns
@@ -28,6 +29,7 @@ TITLES = {
     "adherence": "Adherence a(t)",
     "survival": "Survival",
     "policies": "Policies",
+    "forks": "Prompt or text?",
     "correlation": "α vs behaviour",
     "judge": "How far to trust the judge",
     "samples": "Samples",
@@ -46,13 +48,15 @@ def verdicts(data: RunData) -> tuple[str, dict]:
     curve, _ = derive.adherence_curve(data)
     if curve is not None and len(curve):
         cards += adherence_cards(curve, derive.token_overhead(data), data.frame("summary.csv"))
+    within = linkage_sentences(data.frame("linkage.csv"), with_across=False)
     for card in (
         mechanism_card(data.frame("summary.csv"), data.frame("fits.csv")),
-        correlation_card(data.frame("correlation.csv")),
+        correlation_card(data.frame("correlation.csv"), within),
         predictor_card(data.frame("predictor.csv")),
     ):
         if card is not None:
             cards.append(card)
+    cards += carried_cards(data.frame("carried.csv"))
     if not cards:
         return note("No adherence or divergence results in this run folder yet."), {}
     intro = note(
@@ -161,9 +165,26 @@ def correlation(data: RunData) -> tuple[str, dict]:
     corr = data.frame("correlation.csv")
     if corr is not None:
         headers = [c for c in corr.columns]
-        html.append("<h3>Correlations</h3>" + table(headers, corr.itertuples(index=False)))
+        html.append("<h3>Across conditions</h3>" + table(headers, corr.itertuples(index=False)))
     else:
         html.append(note(data.missing("correlation.csv")))
+    link = data.frame("linkage.csv")
+    if link is not None:
+        reading = "".join(f"<p>{esc(s)}</p>" for s in linkage_sentences(link))
+        html.append(
+            "<h3>Within items</h3>"
+            + note(
+                "A cross-condition coefficient mixes items, which differ in both α and "
+                "adherence for reasons of their own. Here each probed sample's own α against "
+                "its own adherence AUC, within each item (alpha_auc_item), their mean over "
+                "items (alpha_auc_within), and per item the next-token KL at a fork against "
+                "the behavioural dependence there (kl_dependence_item)."
+            )
+            + reading
+            + table(list(link.columns), link.itertuples(index=False))
+        )
+    else:
+        html.append(note(data.missing("linkage.csv")))
     pred = data.frame("predictor.csv")
     if pred is not None:
         html.append(
@@ -241,6 +262,7 @@ BUILDERS = {
     "adherence": adherence,
     "survival": survival,
     "policies": policies,
+    "forks": forks_section,
     "correlation": correlation,
     "judge": judge,
     "samples": samples,

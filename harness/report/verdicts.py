@@ -210,7 +210,11 @@ def mechanism_card(summary: pd.DataFrame | None, fits: pd.DataFrame | None) -> C
     return card
 
 
-def correlation_card(correlation: pd.DataFrame | None) -> Card | None:
+def correlation_card(
+    correlation: pd.DataFrame | None, within: list[str] | None = None
+) -> Card | None:
+    """The cross-condition coefficient, never alone: `within` (the within-item sentences of
+    linkage.csv) follow it, or a sentence saying none could be estimated."""
     if correlation is None or not {"x", "y", "spearman"} <= set(correlation.columns):
         return None
     rows = correlation.to_dict("records")
@@ -225,8 +229,12 @@ def correlation_card(correlation: pd.DataFrame | None) -> Card | None:
         sentence = f"{lead} could not be estimated (too few conditions or no variation)."
     else:
         sentence = f"{lead} = {row['spearman']:.2f}{_ci(row, 'spearman')}{p_text}."
-
-    return Card(title="Does α predict behaviour?", sentences=[sentence], kind="correlation")
+    within = within or [
+        "No within-item coefficient was estimated (linkage.csv missing or empty): this "
+        "cross-condition value may only reflect how the items differ."
+    ]
+    title = "Does α predict behaviour?"
+    return Card(title=title, sentences=[sentence, *within], kind="correlation")
 
 
 def predictor_card(predictor: pd.DataFrame | None) -> Card | None:

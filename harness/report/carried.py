@@ -1,0 +1,253 @@
+"""The report's "Prompt or text?" part: carried.csv as figures and verdict sentences, the
+within-item reading of alpha vs behaviour (linkage.csv), and the forks' two arms side by side.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from harness.analysis.carried import settled_from
+from harness.report.html import esc, figure, fmt_pct, fmt_t, note, table
+from harness.report.verdicts import Card, policy_order
+
+CARRIED = 0.5  # adherence at the settling point above which the text "carries" the behaviour
+NONE_LEFT = 0.05  # adherence below this at every fork: the prompt is simply not followed
+MAX_FORK_GROUPS = 40  # (record, position) groups shown in the arm viewer
+
+
+def _ci(row: dict, base: str) -> str:
+    low, high = row.get(f"{base}_low"), row.get(f"{base}_high")
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return ""
+    return f" [{low:+.2f}, {high:+.2f}]"
+
+
+def carried_sentence(policy: str, rows: pd.DataFrame) -> str:
+    """One sentence per condition: from when on the prompt stops mattering, and what is left."""
+    rows = rows.dropna(subset=["dependence"]).sort_values("fork_t")
+    if rows.empty:
+        return f"{policy}: no fork position inside the records (see carried.csv's reason)."
+    settled = settled_from(rows)
+    last = rows.iloc[-1].to_dict()
+    if math.isnan(settled):
+        return (
+            f"{policy}: the prompt still changes behaviour at the last fork (t = "
+            f"{fmt_t(last['fork_t'])}): {fmt_pct(last['adherence_with'])} with it vs "
+            f"{fmt_pct(last['adherence_without'])} without (dependence "
+            f"{last['dependence']:+.2f}{_ci(last, 'dependence')})."
+        )
+    # adherence with the prompt over the forks where it no longer matters: the part of the
+    # behaviour that the text alone keeps up
+    later = rows[rows["fork_t"] >= settled]["adherence_with"]
+    kept = float(later.mean())
+    from_start = settled == rows["fork_t"].min()
+    start = "at every fork" if from_start else f"from t = {fmt_t(settled)} on"
+    if kept >= CARRIED:
+        reading = "what the model still does is carried by the text written so far"
+    elif from_start and later.max() < NONE_LEFT:
+        reading = "the model does not follow this prompt at any fork"
+    elif from_start:
+        reading = f"the compliance there is (up to {fmt_pct(later.max())}) comes from the text"
+    else:
+        reading = (
+            f"the prompt has lost its grip: re-inject it (a reminder policy) before t = "
+            f"{fmt_t(settled)}"
+        )
+    span = (
+        f"{fmt_pct(later.iloc[0])} there"
+        if len(later) == 1
+        else f"{fmt_pct(later.iloc[0])} → {fmt_pct(later.iloc[-1])} over those forks"
+    )
+    return (
+        f"{policy}: {start}, removing the system prompt no longer changes behaviour (dependence "
+        f"CI contains 0); adherence with it is {span}: {reading}."
+    )
+
+
+def carried_cards(carried: pd.DataFrame | None) -> list[Card]:
+    if carried is None or carried.empty:
+        return []
+    cards = []
+    for (model, item), rows in carried.groupby(["model", "item"], sort=True):
+        card = Card(title=f"Prompt or text? {item} ({model})", kind="carried")
+        for policy in policy_order(rows["policy"]):
+            card.sentences.append(carried_sentence(policy, rows[rows["policy"] == policy]))
+        cards.append(card)
+    return cards
+
+
+def linkage_sentences(linkage: pd.DataFrame | None, with_across: bool = True) -> list[str]:
+    """alpha vs adherence within items, the cross-condition coefficient beside it (unless the
+    caller states it already), and what the sign means."""
+    if linkage is None or linkage.empty:
+        return []
+    out = []
+    across = linkage[linkage["kind"] == "alpha_auc_across"].to_dict("records")
+    across_text = ""
+    if with_across and across and not math.isnan(across[0]["spearman"]):
+        a = across[0]
+        across_text = (
+            f" Across conditions (items mixed) it is {a['spearman']:+.2f}{_ci(a, 'spearman')} "
+            f"over {int(a['n'])} conditions."
+        )
+    for row in linkage[linkage["kind"] == "alpha_auc_within"].to_dict("records"):
+        rho = row["spearman"]
+        out.append(
+            f"{row['model']}: within items, Spearman ρ(per-sample α, adherence AUC) = "
+            f"{rho:+.2f}{_ci(row, 'spearman')} over {int(row['n'])} samples of "
+            f"{int(row['items'])} items.{across_text} {_sign_reading(row)}"
+        )
+    if not out and across_text:
+        out.append(
+            "No item had enough probed samples with varying α and adherence for a within-item "
+            f"coefficient.{across_text} Read it as differences between items, not a mechanism."
+        )
+    return out
+
+
+def _sign_reading(row: dict) -> str:
+    low, high = row["spearman_low"], row["spearman_high"]
+    if math.isnan(low) or low <= 0 <= high:
+        return (
+            "The within-item CI contains 0: once item differences are removed, no link is "
+            "established; a cross-condition coefficient then reflects how the items differ."
+        )
+    if row["spearman"] > 0:
+        return (
+            "Positive: what the theory expects when compliant text carries the instruction and "
+            "makes the prompt redundant, so its trace may fade faster."
+        )
+    return (
+        "Negative: the prompt's lingering trace is what keeps the model on track; samples whose "
+        "trace fades faster lose the behaviour sooner."
+    )
+
+
+def carried_figure(carried: pd.DataFrame):
+    """Per (model, item): adherence with (solid) and without (dashed) the prompt vs the fork
+    position, and the dependence with its CI, next-token KL at the fork on a second axis."""
+    import plotly.graph_objects as go  # noqa: F401 (plotly's subplots need it loaded)
+    from plotly.subplots import make_subplots
+
+    from harness.report.plots import _layout, color
+    from harness.report.plots import label as lbl
+
+    panels = list(carried.groupby(["model", "item"], sort=True))
+    titles = [t for (m, i), _ in panels for t in (f"{i} · adherence", f"{i} · dependence")]
+    fig = make_subplots(
+        rows=len(panels), cols=2, subplot_titles=[lbl(t) for t in titles],
+        specs=[[{}, {"secondary_y": True}] for _ in panels], vertical_spacing=0.12,
+    )  # fmt: skip
+    for r, ((_model, _item), rows) in enumerate(panels, start=1):
+        for k, policy in enumerate(policy_order(rows["policy"])):
+            cond = rows[rows["policy"] == policy].sort_values("fork_t")
+            c, name, first = color(k), lbl(policy), r == 1
+            for arm, dash in (("with", "solid"), ("without", "dash")):
+                fig.add_scatter(
+                    x=cond["fork_t"], y=cond[f"adherence_{arm}"], mode="lines+markers",
+                    line=dict(color=c, dash=dash), name=f"{name} · {arm}", legendgroup=name,
+                    showlegend=first, row=r, col=1,
+                )  # fmt: skip
+            fig.add_scatter(
+                x=cond["fork_t"], y=cond["dependence"], mode="lines+markers", line=dict(color=c),
+                error_y=dict(type="data", symmetric=False,
+                             array=cond["dependence_high"] - cond["dependence"],
+                             arrayminus=cond["dependence"] - cond["dependence_low"]),
+                name=f"{name} · dependence", legendgroup=name, showlegend=False, row=r, col=2,
+            )  # fmt: skip
+            if cond["kl"].notna().any():
+                fig.add_scatter(
+                    x=cond["fork_t"], y=cond["kl"], mode="lines", line=dict(color=c, dash="dot"),
+                    name=f"{name} · KL", legendgroup=name, showlegend=False, row=r, col=2,
+                    secondary_y=True,
+                )  # fmt: skip
+        fig.update_yaxes(title_text="adherence", range=[-0.05, 1.05], row=r, col=1)
+        fig.update_yaxes(title_text="with − without", row=r, col=2, secondary_y=False)
+        fig.update_yaxes(title_text="KL at t (dotted)", row=r, col=2, secondary_y=True)
+        fig.update_xaxes(title_text="fork position t (continuation tokens)", row=r)
+    return _layout(fig, 320 * len(panels) + 80)
+
+
+def forks_section(data) -> tuple[str, dict]:
+    carried = data.frame("carried.csv")
+    if carried is None:
+        return note(data.missing("carried.csv") + " Add `forks:` to the config to fork."), {}
+    cards = carried_cards(carried)
+    caption = (
+        "Each record is forked at continuation position t: the same first t token ids continue "
+        "with the system prompt (solid) and without it (dashed), several seeded draws each. "
+        "Right: dependence = adherence with − without, 95 % CI over records and draws, and the "
+        "next-token KL between the two prompts at t (dotted, second axis). Where the CI sits on "
+        "0 the prompt no longer changes behaviour: what persists is carried by the text."
+    )
+    body = "".join(
+        f'<div class="card card-carried"><h3>{esc(c.title)}</h3>'
+        + "".join(f"<p>{esc(s)}</p>" for s in c.sentences)
+        + "</div>"
+        for c in cards
+    )
+    figs = {"fig-carried": carried_figure(carried)}
+    cols = ["model", "item", "policy", "fork_t", "records", "draws", "adherence_with",
+            "adherence_without", "dependence", "dependence_low", "dependence_high", "kl",
+            "reason"]  # fmt: skip
+    cols = [c for c in cols if c in carried.columns]
+    html = (
+        f'<div class="cards">{body}</div>'
+        + figure("fig-carried", caption, figs["fig-carried"].layout.height)
+        + "<h3>carried.csv</h3>"
+        + table(cols, carried[cols].itertuples(index=False))
+    )
+    arms = fork_viewer_html(data.forks or [], data.generations or [])
+    return html + arms, figs
+
+
+def _prefix_tail(record: dict, t: int, chars: int = 240) -> str:
+    """The end of the record's first t continuation tokens, as text (segment texts; inside a
+    segment, placed in proportion to token offsets like the sample viewer)."""
+    from harness.report.viewer import char_of
+
+    text = ""
+    for seg in record.get("segments") or []:
+        start, end, seg_text = int(seg["start"]), int(seg["end"]), str(seg.get("text", ""))
+        if start >= t:
+            break
+        text += seg_text if end <= t else seg_text[: char_of(seg_text, start, end, t)]
+    return ("…" if len(text) > chars else "") + text[-chars:]
+
+
+def fork_viewer_html(arms: list[dict], records: list[dict]) -> str:
+    """Per (record, fork position): the shared text's end, then each draw's two arms side by
+    side, each arm's verdict from forks.csv's window checks."""
+    if not arms:
+        return ""
+    by_record = {
+        (r.get("model"), r.get("item"), r.get("policy"), r.get("sample")): r for r in records
+    }
+    groups: dict[tuple, list[dict]] = {}
+    for arm in arms:
+        key = (arm["model"], arm["item"], arm["policy"], arm["sample"], arm["fork_t"])
+        groups.setdefault(key, []).append(arm)
+    parts = []
+    for key in sorted(groups)[:MAX_FORK_GROUPS]:
+        model, item, policy, sample, t = key
+        record = by_record.get((model, item, policy, sample), {})
+        rows = []
+        for draw in sorted({a["draw"] for a in groups[key]}):
+            pair = {a["arm"]: a for a in groups[key] if a["draw"] == draw}
+            cells = [f'<td class="arm">{esc(pair[a]["text"]) if a in pair else ""}</td>'
+                     for a in ("with", "without")]  # fmt: skip
+            rows.append(f"<tr><td>draw {draw}</td>{''.join(cells)}</tr>")
+        head = f"{item} · {policy} · {model} · sample {sample} · fork at t = {t}"
+        shared = esc(_prefix_tail(record, int(t))) if record else ""
+        parts.append(
+            f'<details class="fork" data-item="{esc(item)}" data-policy="{esc(policy)}">'
+            f"<summary>{esc(head)}</summary>"
+            f'<div class="prompt"><b>shared text (end)</b>: {shared or "(none: t = 0)"}</div>'
+            '<table class="data arms"><tr><th></th><th>with the system prompt</th>'
+            f"<th>without it</th></tr>{''.join(rows)}</table></details>"
+        )
+    left = len(groups) - min(len(groups), MAX_FORK_GROUPS)
+    tail = f'<p class="note">{left} more forks are in forks.jsonl.</p>' if left else ""
+    return "<h3>Forks, arm by arm</h3>" + "".join(parts) + tail
