@@ -86,6 +86,7 @@ class VllmEngine:
         enable_prefix_caching: bool = True,
         enforce_eager: bool | None = None,
         seed: int = 0,
+        block_size: int | None = None,
     ) -> None:
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
         if _on_cpu():
@@ -110,7 +111,11 @@ class VllmEngine:
             enforce_eager=cpu if enforce_eager is None else enforce_eager,
             seed=seed,
             **cpu_options,
+            **({"block_size": block_size} if block_size else {}),
         )
+        # prefix-cache hits come in whole KV blocks (128 tokens by default on CPU)
+        self.prefix_caching = enable_prefix_caching
+        self.block_size = int(self._llm.llm_engine.vllm_config.cache_config.block_size)
         self.max_model_len = int(self._llm.llm_engine.model_config.max_model_len)
         self.tokenizer = self._llm.get_tokenizer()
 

@@ -13,6 +13,7 @@ batch, stored with its check rows. The engine is the generation stage's (one sta
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel
@@ -90,7 +91,9 @@ def fork_requests(
     return out
 
 
-def unit_key(model, records, baselines, forks: ForksConfig, sampling, engine: str) -> str:
+def unit_key(model, records, baselines, forks: ForksConfig, sampling, engine: str, scoring) -> str:
+    """Everything a unit's arms and rows depend on. `scoring`: what the arms are scored
+    against: the items (checks included), the candidate languages and the judges' identities."""
     settings = forks.model_dump(exclude={"records", "policies", "baseline", "baseline_text"})
     return content_key(
         STAGE,
@@ -100,16 +103,57 @@ def unit_key(model, records, baselines, forks: ForksConfig, sampling, engine: st
         settings,
         sampling.model_dump(exclude={"max_tokens", "seed"}),
         engine,
+        scoring,
     )
 
 
-def generate_arms(engine, records, baselines, forks, sampling) -> list[ForkArm]:
-    """Every arm draw of `records` in one engine batch."""
+@dataclass
+class TokenUsage:
+    """What the engine computed for a set of forks (bench/forks.py reports it)."""
+
+    requests: int = 0
+    prompt: int = 0
+    cached: int = 0  # prompt tokens served from the prefix cache
+    generated: int = 0
+
+    def add(self, results) -> None:
+        self.requests += len(results)
+        self.prompt += sum(r.prompt_tokens for r in results)
+        self.cached += sum(r.cached_prompt_tokens or 0 for r in results)
+        self.generated += sum(len(r.token_ids) for r in results)
+
+
+def prime_prefixes(engine, requests: list[GenerationRequest], usage: TokenUsage) -> None:
+    """One 1-token request per distinct arm prompt, before the draws: requests scheduled in
+    the same step do not share a prefix still being computed, so without this each draw of
+    an arm would prefill the arm's prompt again. Only engines with a prefix cache gain."""
+    if not getattr(engine, "prefix_caching", False) or len(requests) < 2:
+        return
+    unique = {tuple(r.prompt_ids): r for r in requests}
+    primes = [
+        GenerationRequest(
+            prompt_ids=r.prompt_ids, sampling=r.sampling.model_copy(update={"max_tokens": 1})
+        )
+        for r in unique.values()
+    ]
+    if len(primes) < len(requests):
+        usage.add(engine.generate(primes))
+
+
+def generate_arms(
+    engine, records, baselines, forks, sampling, usage: TokenUsage | None = None, prime=True
+) -> list[ForkArm]:
+    """Every arm draw of `records` in one engine batch, after priming the arms' prompts
+    (`prime=False`: without, for bench/forks.py to measure what priming saves)."""
+    usage = usage if usage is not None else TokenUsage()
     jobs = []
     for record, baseline in zip(records, baselines, strict=True):
         requests = fork_requests(record, baseline, forks, sampling)
         jobs += [(record, ident, request) for ident, request in requests]
+    if prime:
+        prime_prefixes(engine, [req for *_, req in jobs], usage)
     results = engine.generate([req for *_, req in jobs]) if jobs else []
+    usage.add(results)
     return [
         ForkArm(
             model=record.model,
@@ -180,37 +224,50 @@ class ForksStage:
 
     def _model(self, ctx, model) -> tuple[list[ForkArm], list[dict]]:
         from harness.scoring.judge import JudgeDefaults, JudgeRunner
-        from harness.stages.generate import sampling_settings
-        from harness.stages.probe import record_baseline_ids
 
         config: RunConfig = ctx.config
         forks = config.forks
-        sampling = sampling_settings(config)
-        tokenizer = ctx.tokenizer(model)
-        items = {sel.item.id: sel.item for sel in ctx.items}
         chosen = forked_records(forks, ctx.records_of(model.name))
-        labels = [policy_label(p) for p in config.policies]
-        groups = [[r for r in chosen if r.policy == label] for label in labels]
-        groups = [g for g in groups if g]
+        groups = [[r for r in chosen if r.policy == policy_label(p)] for p in config.policies]
         arm_draws = sum(len(fork_positions(forks, r)) for r in chosen) * forks.draws * len(ARMS)
         bar = ctx.progress.bar(f"forks {model.name}", arm_draws * forks.tokens)
         arms, rows = [], []
         defaults = JudgeDefaults(config.models[0], config.generation)
         with JudgeRunner(ctx.store, defaults) as judges:
-            for group in groups:
-                base = [
-                    record_baseline_ids(tokenizer, r, forks.baseline, forks.baseline_text)
-                    for r in group
-                ]
-                key = unit_key(model, group, base, forks, sampling, config.generation.engine)
-                unit = ctx.store.get(STAGE, key)
-                if unit is None:
-                    engine = ctx.engines.get(config, model)
-                    made = generate_arms(engine, group, base, forks, sampling)
-                    scored = score_arms(made, items, config.scoring.languages, judges)
-                    unit = {"arms": [a.model_dump() for a in made], "rows": scored}
-                    ctx.store.put(STAGE, key, unit)
+            for group in (g for g in groups if g):
+                unit = _unit(ctx, model, group, judges)
                 arms += [ForkArm.model_validate(a) for a in unit["arms"]]
                 rows += unit["rows"]
                 bar.advance(len(unit["arms"]) * forks.tokens)
         return arms, rows
+
+
+def _unit(ctx, model, group: list[GenerationRecord], judges) -> dict:
+    """One (model, policy) unit from the store, or generated, scored and stored."""
+    from harness.scoring import item_checks
+    from harness.stages.generate import sampling_settings
+    from harness.stages.probe import record_baseline_ids
+
+    config: RunConfig = ctx.config
+    forks, langs = config.forks, config.scoring.languages
+    sampling = sampling_settings(config)
+    tokenizer = ctx.tokenizer(model)
+    base = [record_baseline_ids(tokenizer, r, forks.baseline, forks.baseline_text) for r in group]
+    items = {sel.item.id: sel.item for sel in ctx.items}
+    mine = [items[i] for i in sorted({r.item for r in group})]
+    scoring = [
+        [item.model_dump() for item in mine],
+        langs,
+        judges.identities(c for item in mine for c in item_checks(item, langs)),
+    ]
+    key = unit_key(model, group, base, forks, sampling, config.generation.engine, scoring)
+    unit = ctx.store.get(STAGE, key)
+    if unit is None:
+        engine = ctx.engines.get(config, model)
+        made = generate_arms(engine, group, base, forks, sampling)
+        unit = {
+            "arms": [a.model_dump() for a in made],
+            "rows": score_arms(made, items, langs, judges),
+        }
+        ctx.store.put(STAGE, key, unit)
+    return unit

@@ -22,6 +22,7 @@ OUTPUTS = (
     "divergence.csv", "nexttoken.csv",
     "fits.csv", "summary.csv", "correlation.csv", "predictor.csv", "policies.csv",
     "manifest.json", "report.html", "relay.csv", "bias.csv",
+    "forks.jsonl", "forks.csv", "carried.csv", "linkage.csv",
 )  # fmt: skip
 CSVS = [name for name in OUTPUTS if name.endswith(".csv")]
 
@@ -109,6 +110,35 @@ def test_run_writes_every_output(uninterrupted):
         "transformers" in manifest["versions"]
         and "generate tiny-random-llama" in manifest["timings"]
     )
+
+
+def test_forks_share_the_records_prefix_and_carried_notes_the_skip(uninterrupted):
+    records = {
+        (r["item"], r["policy"], r["sample"]): r
+        for r in map(json.loads, (uninterrupted / "generations.jsonl").open())
+    }
+    arms = [json.loads(line) for line in (uninterrupted / "forks.jsonl").open()]
+    assert {a["sample"] for a in arms} == {0}  # records: 1 per condition
+    for arm in arms:
+        record = records[(arm["item"], arm["policy"], arm["sample"])]
+        if arm["arm"] == "with":
+            assert arm["prompt_tokens"] == len(record["prompt_ids"]) + arm["fork_t"]
+        assert len(arm["token_ids"]) <= 8
+    forks = pd.read_csv(uninterrupted / "forks.csv")
+    assert set(forks.arm) == {"with", "without"} and set(forks.draw) == {0, 1}
+    carried = pd.read_csv(uninterrupted / "carried.csv", keep_default_na=False, na_values=[""])
+    assert len(carried) == 2 * 2 * 4  # items x policies x positions
+    none_60 = carried[(carried.policy == "none") & (carried.fork_t == 60)]
+    assert (none_60.records == 0).all() and none_60.dependence.isna().all()
+    assert none_60.reason.str.startswith("past the continuation of every record").all()
+    inside = carried[carried.fork_t < 48]
+    assert (inside.records == 1).all() and (inside.draws == 2).all()
+    assert inside.dependence_low.le(inside.dependence).all()
+    assert inside.dependence.le(inside.dependence_high).all()
+    assert inside.kl.notna().all()  # sample 0 of every condition is probed
+    linkage = pd.read_csv(uninterrupted / "linkage.csv")
+    assert {"alpha_auc_item", "kl_dependence_item"} <= set(linkage.kind)
+    assert "Prompt or text?" in (uninterrupted / "report.html").read_text()
 
 
 def _run_and_kill(out: Path, ready, timeout: float = 900) -> None:
