@@ -15,9 +15,9 @@ import pytest
 MAKE_RUN = Path(__file__).parents[1] / "data" / "report_run" / "make_run.py"
 FIGURES = {
     "fig-divergence", "fig-alpha", "fig-adherence", "fig-survival", "fig-pareto",
-    "fig-correlation", "fig-relay", "fig-bias",
+    "fig-correlation", "fig-relay", "fig-bias", "fig-carried",
 }  # fmt: skip
-SECTIONS = ["verdicts", "divergence", "alpha", "adherence", "survival", "policies",
+SECTIONS = ["verdicts", "divergence", "alpha", "adherence", "survival", "policies", "forks",
             "correlation", "samples", "theory", "manifest"]  # fmt: skip
 
 
@@ -129,6 +129,44 @@ def test_mechanism_correlation_and_predictor_cards(rendered):
     )
     assert "AUROC 0.74 [0.62, 0.85]" in cards["Early warning from divergence"]
     assert "(+0.08)" in cards["Early warning from divergence"]
+
+
+def test_prompt_or_text_cards_read_the_designed_dependence(rendered):
+    cards = card_texts(rendered)
+    french = cards["Prompt or text? french (smollm2-135m-instruct)"]
+    assert (
+        "none: from t = 128 on, removing the system prompt no longer changes behaviour "
+        "(dependence CI contains 0); adherence with it is 70 % → 60 % over those forks: what the "
+        "model still does is carried by the text written so far." in french
+    )
+    assert "restate: at every fork, removing the system prompt no longer changes" in french
+    pirate = cards["Prompt or text? pirate (smollm2-135m-instruct)"]
+    assert (
+        "none: from t = 64 on, removing the system prompt no longer changes behaviour "
+        "(dependence CI contains 0); adherence with it is 30 % → 0 % over those forks: the "
+        "prompt has lost its grip: re-inject it (a reminder policy) before t = 64." in pirate
+    )
+    assert (
+        "restate: the prompt still changes behaviour at the last fork (t = 192): 90 % with it "
+        "vs 50 % without (dependence +0.40 [+0.20, +0.60])." in pirate
+    )
+
+
+def test_alpha_card_never_shows_the_cross_condition_value_alone(rendered):
+    card = card_texts(rendered)["Does α predict behaviour?"]
+    assert "Spearman ρ(alpha_mean, auc) = -0.71" in card
+    assert (
+        "within items, Spearman ρ(per-sample α, adherence AUC) = +0.45 [+0.12, +0.70] over 24 "
+        "samples of 2 items." in card
+    )
+    assert "Positive: what the theory expects when compliant text carries the instruction" in card
+
+
+def test_fork_arms_side_by_side_and_escaped(rendered):
+    assert "Forks, arm by arm" in rendered
+    assert "french · none · smollm2-135m-instruct · sample 0 · fork at t = 64" in rendered
+    assert "le chat mange &lt;script&gt;alert(1)&lt;/script&gt;" in rendered
+    assert rendered.count('<td class="arm">the cat eats</td>') == 2  # draws 0 and 1
 
 
 def test_alpha_by_layer_recovers_the_designed_exponents(synthetic_run):

@@ -72,7 +72,8 @@ def test_the_pipeline_is_a_list_of_stages_in_data_order():
     from harness.pipeline import STAGES
 
     assert [s.name for s in STAGES] == [
-        "generate", "score", "probe", "theory", "fits", "analyse", "gates", "manifest", "report",
+        "generate", "forks", "score", "probe", "theory", "fits", "analyse", "gates", "manifest",
+        "report",
     ]  # fmt: skip
 
 

@@ -252,7 +252,56 @@ def build_run(out: Path) -> Path:
         "started": "2025-01-01T00:00:00Z", "finished": "2025-01-01T00:01:00Z",
     }  # fmt: skip
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    _forks(out)
     return out
+
+
+# carried.csv per (item, policy): with, without, (dependence_low, dependence_high) at FORK_AT
+FORK_AT = (0, 64, 128, 192)
+CARRIED = {
+    # the prompt matters at first, then the French text carries it (settles at 128, 70 -> 60 %)
+    ("french", "none"): ([0.9, 0.8, 0.7, 0.6], [0.1, 0.5, 0.7, 0.6],
+                         [(0.6, 1.0), (0.1, 0.5), (-0.2, 0.2), (-0.2, 0.2)]),
+    ("french", "restate"): ([1, 1, 1, 1], [0.9, 1, 1, 1],
+                            [(-0.1, 0.3), (0, 0), (0, 0), (0, 0)]),
+    # settles at 64 with the behaviour already gone: the prompt lost its grip
+    ("pirate", "none"): ([0.8, 0.3, 0.1, 0.0], [0.2, 0.2, 0.1, 0.0],
+                         [(0.3, 0.9), (-0.1, 0.3), (-0.1, 0.1), (0, 0)]),
+    # still depends on the prompt at the last fork
+    ("pirate", "restate"): ([1, 1, 0.9, 0.9], [0.2, 0.3, 0.4, 0.5],
+                            [(0.6, 1.0), (0.5, 0.9), (0.3, 0.7), (0.2, 0.6)]),
+}  # fmt: skip
+
+
+def _forks(out: Path) -> None:
+    rows = []
+    for (item, policy), (with_, without, cis) in CARRIED.items():
+        for i, t in enumerate(FORK_AT):
+            rows.append({
+                "model": MODEL, "item": item, "policy": policy, "fork_t": t, "records": 2,
+                "draws": 4, "adherence_with": with_[i], "adherence_without": without[i],
+                "dependence": with_[i] - without[i], "dependence_low": cis[i][0],
+                "dependence_high": cis[i][1], "kl": 0.3 / (1 + t), "abs_delta_logp": 0.1,
+                "reason": "",
+            })  # fmt: skip
+    pd.DataFrame(rows).to_csv(out / "carried.csv", index=False)
+    nan = float("nan")
+    pd.DataFrame([
+        ("alpha_auc_item", MODEL, "french", "alpha", "auc", 12, 1, 0.55, nan, nan),
+        ("alpha_auc_item", MODEL, "pirate", "alpha", "auc", 12, 1, 0.35, nan, nan),
+        ("alpha_auc_within", MODEL, "", "alpha", "auc", 24, 2, 0.45, 0.12, 0.7),
+        ("alpha_auc_across", "", "", "alpha_mean", "auc", 6, nan, -0.71, -0.95, 0.1),
+        ("kl_dependence_item", MODEL, "french", "kl", "dependence", 8, 1, 0.8, nan, nan),
+    ], columns=["kind", "model", "item", "x", "y", "n", "items", "spearman", "spearman_low",
+                "spearman_high"]).to_csv(out / "linkage.csv", index=False)  # fmt: skip
+    arms = [
+        {"model": MODEL, "item": "french", "policy": "none", "sample": 0, "fork_t": 64,
+         "arm": arm, "draw": draw, "seed": 1, "prompt_tokens": 80, "token_ids": [1, 2],
+         "text": text, "finish_reason": "length"}
+        for draw in (0, 1)
+        for arm, text in (("with", f"le chat mange {HOSTILE[0]}"), ("without", "the cat eats"))
+    ]  # fmt: skip
+    (out / "forks.jsonl").write_text("".join(json.dumps(a) + "\n" for a in arms))
 
 
 if __name__ == "__main__":
