@@ -123,20 +123,27 @@ class TokenUsage:
         self.generated += sum(len(r.token_ids) for r in results)
 
 
-def prime_prefixes(engine, requests: list[GenerationRequest], usage: TokenUsage) -> None:
-    """One 1-token request per distinct arm prompt, before the draws: requests scheduled in
-    the same step do not share a prefix still being computed, so without this each draw of
-    an arm would prefill the arm's prompt again. Only engines with a prefix cache gain."""
-    if not getattr(engine, "prefix_caching", False) or len(requests) < 2:
+def prime_prefixes(engine, records, baselines, forks: ForksConfig, usage: TokenUsage) -> None:
+    """Per record, one 1-token request for each arm's longest prompt (its prompt + the first
+    t_max continuation ids), before the draws. Every arm prompt of the record is a prefix of
+    one of these two, so the draws find it in the prefix cache (up to the last whole KV block):
+    requests scheduled in the same step do not share a prefix still being computed, so without
+    this each draw and each position would prefill its prompt again. Only engines with a
+    prefix cache gain anything."""
+    if not getattr(engine, "prefix_caching", False):
         return
-    unique = {tuple(r.prompt_ids): r for r in requests}
-    primes = [
-        GenerationRequest(
-            prompt_ids=r.prompt_ids, sampling=r.sampling.model_copy(update={"max_tokens": 1})
-        )
-        for r in unique.values()
-    ]
-    if len(primes) < len(requests):
+    primes = []
+    for record, baseline in zip(records, baselines, strict=True):
+        positions = fork_positions(forks, record)
+        if not positions or forks.draws * len(positions) < 2:
+            continue
+        shared = record.continuation_ids[: positions[-1]]
+        settings = SamplingSettings(temperature=0, max_tokens=1)
+        primes += [
+            GenerationRequest(prompt_ids=prompt + shared, sampling=settings)
+            for prompt in (record.prompt_ids, baseline)
+        ]
+    if primes:
         usage.add(engine.generate(primes))
 
 
@@ -151,7 +158,7 @@ def generate_arms(
         requests = fork_requests(record, baseline, forks, sampling)
         jobs += [(record, ident, request) for ident, request in requests]
     if prime:
-        prime_prefixes(engine, [req for *_, req in jobs], usage)
+        prime_prefixes(engine, records, baselines, forks, usage)
     results = engine.generate([req for *_, req in jobs]) if jobs else []
     usage.add(results)
     return [

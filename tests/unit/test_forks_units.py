@@ -24,7 +24,7 @@ class ScriptedEngine:
         self.batches.append(requests)
         return [
             GenerationResult(
-                token_ids=[r.sampling.seed] * r.sampling.max_tokens,
+                token_ids=[r.sampling.seed or 0] * r.sampling.max_tokens,
                 text=f"seed {r.sampling.seed}",
                 finish_reason="length",
                 prompt_tokens=len(r.prompt_ids),
@@ -61,10 +61,16 @@ def test_primed_engine_gets_one_short_request_per_arm_prompt_then_every_draw():
     usage = TokenUsage()
     arms = generate_arms(engine, [_record(0)], [[9, 9]], forks, SAMPLING, usage)
     prime, draws = engine.batches
-    assert len(prime) == 2 * 2 and {r.sampling.max_tokens for r in prime} == {1}
-    assert {tuple(r.prompt_ids) for r in prime} == {tuple(r.prompt_ids) for r in draws}
+    # each arm's longest prompt once: every draw's prompt is a prefix of one of them
+    record = _record(0)
+    assert [r.prompt_ids for r in prime] == [
+        record.prompt_ids + record.continuation_ids[:40],
+        [9, 9] + record.continuation_ids[:40],
+    ]
+    assert {r.sampling.max_tokens for r in prime} == {1}
+    assert all(any(p.prompt_ids[: len(d.prompt_ids)] == d.prompt_ids for p in prime) for d in draws)
     assert len(draws) == 2 * 2 * 3 and len(arms) == 12
-    assert usage.requests == 16 and usage.generated == 4 * 1 + 12 * 5
+    assert usage.requests == 14 and usage.generated == 2 * 1 + 12 * 5
     # draw d of both arms shares its seed; positions and draws differ
     seeds = {(a.fork_t, a.draw, a.arm): a.seed for a in arms}
     assert all(seeds[(t, d, "with")] == seeds[(t, d, "without")] for t, d, _ in seeds)
