@@ -157,17 +157,20 @@ class _VllmOnDemand:
             for name, (a, b) in prepared.ids.items()
         )
         self._probe: Any = None
+        self._started = False
 
     def pair_divergence(self, a: list[int], b: list[int], cont: list[int]) -> PairDivergence:
         if self._probe is None:
             from harness.probes.vllm_backend import get_vllm_probe
 
             layers = resolve_layers(self.request.layers, _vllm_depth(self.path) + 1)
-            self._probe = get_vllm_probe(self.path, layers, max_model_len=self.longest + 1)
+            self._probe, self._started = get_vllm_probe(
+                self.path, layers, max_model_len=self.longest + 1
+            )
         return self._probe.pair_divergence(a, b, cont)
 
     def close(self) -> None:
-        if self._probe is not None:
+        if self._probe is not None and self._started:  # an engine found running stays
             self._probe.close()
 
 

@@ -14,8 +14,9 @@ hidden-state index i for i < L; id L is the last layer's output BEFORE the final
 index L and the next-token metrics (delta_logp, KL) come from the checkpoint's final norm and
 output head applied here (`checkpoint.FinalHead`), as in the hf backend.
 
-Engines are kept per (model, layers, options) for the life of the process (~40-60 s to start
-on CPU) and stopped by `vllm_engine.shutdown_llm` / `shutdown_all`.
+A running engine is reused by every later probe of the same model and layers that fits its
+context (`get_vllm_probe`; a start costs ~40-60 s on CPU); `close` or
+`vllm_engine.shutdown_all` stops it.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ class VllmProbe:
         self.model_path = Path(model_path)
         self.depth = model_depth(self.model_path)
         self.layers = resolve_layers(list(layers) if layers is not None else None, self.depth + 1)
+        self.parallel = (tensor_parallel_size, pipeline_parallel_size)
         self.ids = sorted({*self.layers, self.depth})  # vLLM layer ids, = the files' rows
         self.head = FinalHead(self.model_path)
         self.states_dir = Path(tempfile.mkdtemp(prefix="harness-states-"))
@@ -106,9 +108,7 @@ class VllmProbe:
     def close(self) -> None:
         from harness.engines.vllm_engine import shutdown_llm
 
-        for key, probe in list(_PROBES.items()):
-            if probe is self:
-                del _PROBES[key]
+        _PROBES[:] = [probe for probe in _PROBES if probe is not self]
         if hasattr(self, "_llm"):
             shutdown_llm(self._llm)
             del self._llm
@@ -188,17 +188,37 @@ def _read_row(path: Path, row: int) -> torch.Tensor:
         return handle.get_slice("states")[row]
 
 
-_PROBES: dict[tuple, VllmProbe] = {}
+_PROBES: list[VllmProbe] = []
 
 
-def get_vllm_probe(model_path: Path, layers: Sequence[int] | None = None, **options) -> VllmProbe:
-    """The process-wide probing engine for these arguments (started on first use)."""
-    key = (str(model_path), None if layers is None else tuple(sorted(layers)),
-           tuple(sorted(options.items())))  # fmt: skip
-    probe = _PROBES.get(key)
-    if probe is None or not probe.is_running():
-        probe = _PROBES[key] = VllmProbe(model_path, layers, **options)
-    return probe
+def get_vllm_probe(
+    model_path: Path,
+    layers: Sequence[int] | None = None,
+    *,
+    max_model_len: int,
+    tensor_parallel_size: int = 1,
+    pipeline_parallel_size: int = 1,
+) -> tuple[VllmProbe, bool]:
+    """A probing engine for this model and these layers that holds `max_model_len` tokens:
+    a running one of this process when there is one (an engine start costs ~40-60 s on CPU),
+    else a new one. Returns (engine, started here): close only what you started."""
+    wanted = resolve_layers(list(layers) if layers is not None else None,
+                            model_depth(model_path) + 1)  # fmt: skip
+    parallel = (tensor_parallel_size, pipeline_parallel_size)
+    for probe in _PROBES:
+        if (probe.model_path == Path(model_path) and probe.layers == wanted
+                and probe.parallel == parallel and probe.max_model_len >= max_model_len
+                and probe.is_running()):  # fmt: skip
+            return probe, False
+    probe = VllmProbe(
+        model_path,
+        wanted,
+        max_model_len=max_model_len,
+        tensor_parallel_size=tensor_parallel_size,
+        pipeline_parallel_size=pipeline_parallel_size,
+    )
+    _PROBES.append(probe)
+    return probe, True
 
 
 def vllm_support(model_path: Path) -> str:

@@ -61,14 +61,15 @@ class ModelOnDemand:
 
 
 class VllmOnDemand:
-    """The vllm backend: a probing engine started on first use, sized for the longest pair
-    of the stage (prompt + continuation + the one generated token, in steps of 256 so that
-    similar workloads in one process share an engine), closed when the model is done."""
+    """The vllm backend: a probing engine started on first use (or a running one that fits),
+    sized for the longest pair of the stage (prompt + continuation + the one generated
+    token, in steps of 256), closed when the model is done if it was started here."""
 
     def __init__(self, model: ResolvedModel, config: RunConfig, longest: int) -> None:
         self.model, self.config = model, config
         self.max_model_len = -(-(longest + 1) // 256) * 256
         self._probe = None
+        self._started = False
 
     def curves(self, ids_a, ids_b, cont, layers, lam=None):
         from harness.probes.vllm_backend import get_vllm_probe
@@ -76,7 +77,7 @@ class VllmOnDemand:
         assert lam is None, "attention bias runs on the hf backend"
         if self._probe is None:
             gen = self.config.generation
-            self._probe = get_vllm_probe(
+            self._probe, self._started = get_vllm_probe(
                 self.model.path,
                 layers,
                 max_model_len=self.max_model_len,
@@ -87,9 +88,9 @@ class VllmOnDemand:
 
     def close(self) -> None:
         # vLLM's idle CPU workers keep spinning: free the cores for the stages after this one
-        if self._probe is not None:
+        if self._probe is not None and self._started:
             self._probe.close()
-            self._probe = None
+        self._probe = None
 
 
 def probe_key(

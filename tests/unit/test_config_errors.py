@@ -73,6 +73,7 @@ CASES = {
     "unknown engine": (_set("generation.engine", "tensorrt"), "generation.engine"),
     "unknown item filter": (_set("items", ["mini-de"]), "no task item 'mini-de'"),
     "baseline text missing": (_set("probe.baseline", "text"), "baseline_text"),
+    "unknown probe backend": (_set("probe.backend", "onnx"), "field 'probe.backend'"),
     "empty system prompt": (_suite(lambda item: item.update(system="  ")), "items.0.system"),
     "empty user prompt": (_suite(lambda item: item.update(user="")), "items.0.user"),
     "language target not ISO": (
