@@ -204,18 +204,22 @@ def _tree() -> list[int]:
     return [me.pid, *(child.pid for child in me.children(recursive=True))]
 
 
-def _tree_reset_peak() -> None:
-    for pid in _tree():
-        with open(f"/proc/{pid}/clear_refs", "w") as f:
-            f.write("5")
-
-
-def _tree_peak_mib() -> float:
+def _tree_status_mib(field: str) -> float:
+    """`field` of /proc/PID/status summed over the tree (shared library pages count once per
+    process, so the sum is an upper bound of what the tree holds)."""
     total = 0.0
     for pid in _tree():
         with open(f"/proc/{pid}/status") as f:
-            total += next(int(x.split()[1]) for x in f if x.startswith("VmHWM:")) / 1024
+            total += next(int(x.split()[1]) for x in f if x.startswith(field + ":")) / 1024
     return total
+
+
+def _tree_reset_peak() -> float:
+    """Restart every process's peak-RSS mark; returns the tree's current RSS (MiB)."""
+    for pid in _tree():
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("5")
+    return _tree_status_mib("VmRSS")
 
 
 def backend_child(model_name: str, backend: str, token_list: list[int], repeats: int) -> None:
@@ -237,7 +241,7 @@ def backend_child(model_name: str, backend: str, token_list: list[int], repeats:
         run = lambda a, b, c: pair_divergence(model, a, b, c)  # noqa: E731
     run(a, b, cont[:32])  # warm-up: first-call allocations, as in the RSS table
     for tokens in token_list:
-        _tree_reset_peak()
+        warm = _tree_reset_peak()
         if backend == "vllm":
             probe.disk_high_water = 0
         times = []
@@ -247,7 +251,8 @@ def backend_child(model_name: str, backend: str, token_list: list[int], repeats:
             times.append(time.perf_counter() - start)
         disk = probe.disk_high_water / 2**20 if backend == "vllm" else 0.0
         print(json.dumps({"T": tokens, "seconds": statistics.median(times),
-                          "peak": _tree_peak_mib(), "disk": disk}), flush=True)  # fmt: skip
+                          "peak": _tree_status_mib("VmHWM"), "warm": warm, "disk": disk}),
+              flush=True)  # fmt: skip
     if backend == "vllm":
         probe.close()
 
@@ -265,12 +270,15 @@ def backends_table(model_name: str, token_list: list[int], repeats: int) -> None
         rows[backend] = {line["T"]: line for line in lines}
     print(f"probe backends, {model_name}, one pair = both rows, all hidden states + delta_logp "
           f"+ KL, median of {repeats} (each backend in a fresh process)")  # fmt: skip
-    print(f"{'T':>6} {'hf s/pair':>10} {'vllm s/pair':>12} {'hf peak RSS':>12} "
-          f"{'vllm peak RSS':>14} {'vllm disk':>10}")  # fmt: skip
+    print("peak RSS: summed over the backend's processes (vllm: harness + engine core + worker,"
+          " KV cache 1 GiB), in brackets the rise above the warmed-up processes")  # fmt: skip
+    print(f"{'T':>6} {'hf s/pair':>10} {'vllm s/pair':>12} {'hf peak RSS':>20} "
+          f"{'vllm peak RSS':>20} {'vllm disk':>10}")  # fmt: skip
     for tokens in token_list:
         h, v = rows["hf"][tokens], rows["vllm"][tokens]
-        print(f"{tokens:>6} {h['seconds']:>10.2f} {v['seconds']:>12.2f} {h['peak']:>8.0f} MiB "
-              f"{v['peak']:>10.0f} MiB {v['disk']:>6.0f} MiB", flush=True)  # fmt: skip
+        rss = [f"{x['peak']:.0f} (+{x['peak'] - x['warm']:.0f}) MiB" for x in (h, v)]
+        print(f"{tokens:>6} {h['seconds']:>10.2f} {v['seconds']:>12.2f} {rss[0]:>20} "
+              f"{rss[1]:>20} {v['disk']:>6.0f} MiB", flush=True)  # fmt: skip
 
 
 def main() -> None:

@@ -164,9 +164,10 @@ class _VllmOnDemand:
             from harness.probes.vllm_backend import get_vllm_probe
 
             layers = resolve_layers(self.request.layers, _vllm_depth(self.path) + 1)
-            self._probe, self._started = get_vllm_probe(
-                self.path, layers, max_model_len=self.longest + 1
-            )
+            from harness.engines.vllm_engine import config_context
+
+            room = min(self.longest + 1, config_context(self.path))  # + 1: the generated token
+            self._probe, self._started = get_vllm_probe(self.path, layers, max_model_len=room)
         return self._probe.pair_divergence(a, b, cont)
 
     def close(self) -> None:

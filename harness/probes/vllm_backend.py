@@ -30,7 +30,13 @@ from pathlib import Path
 
 import torch
 
-from harness.probes.divergence import PairDivergence, StateReducer, check_inputs, resolve_layers
+from harness.probes.divergence import (
+    PairDivergence,
+    StateReducer,
+    check_inputs,
+    head_gaps,
+    resolve_layers,
+)
 
 # a saved request's file appears one engine step after its output: wait this long at most
 STATES_TIMEOUT_S = 600.0
@@ -132,8 +138,6 @@ class VllmProbe:
                     pair = last = self.head.normed(pair)
                 reducer.reduce(layer, pair[:, 1:])  # positions of c_1..c_T
             assert last is not None
-            from harness.probes.divergence import head_gaps
-
             # the state at c_{t-1} (the last prompt token for t = 1) predicts c_t
             targets = torch.tensor(continuation)
             delta, kl = head_gaps(self.head.head, last[:, :total], targets)

@@ -66,8 +66,11 @@ class VllmOnDemand:
     token, in steps of 256), closed when the model is done if it was started here."""
 
     def __init__(self, model: ResolvedModel, config: RunConfig, longest: int) -> None:
+        from harness.engines.vllm_engine import config_context
+
         self.model, self.config = model, config
-        self.max_model_len = -(-(longest + 1) // 256) * 256
+        # never past the model's context: a pair that does not fit fails in check_inputs
+        self.max_model_len = min(-(-(longest + 1) // 256) * 256, config_context(model.path))
         self._probe = None
         self._started = False
 
