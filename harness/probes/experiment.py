@@ -151,7 +151,10 @@ class _VllmOnDemand:
     the longest pair) and closed after the model's last."""
 
     def __init__(self, path: Path, request: ProbeRequest, prepared: _Prepared) -> None:
+        from harness.probes.vllm_backend import model_depth
+
         self.path, self.request = path, request
+        self.layers = resolve_layers(request.layers, model_depth(path) + 1)
         self.longest = max(
             max(len(a), len(b)) + len(prepared.continuations[name])
             for name, (a, b) in prepared.ids.items()
@@ -160,15 +163,14 @@ class _VllmOnDemand:
         self._started = False
 
     def pair_divergence(self, a: list[int], b: list[int], cont: list[int]) -> PairDivergence:
+        layers = self.layers
         if self._probe is None:
-            from harness.probes.vllm_backend import get_vllm_probe
-
-            layers = resolve_layers(self.request.layers, _vllm_depth(self.path) + 1)
             from harness.engines.vllm_engine import config_context
+            from harness.probes.vllm_backend import get_vllm_probe
 
             room = min(self.longest + 1, config_context(self.path))  # + 1: the generated token
             self._probe, self._started = get_vllm_probe(self.path, layers, max_model_len=room)
-        return self._probe.pair_divergence(a, b, cont)
+        return self._probe.pair_divergence(a, b, cont, layers)
 
     def close(self) -> None:
         if self._probe is not None and self._started:  # an engine found running stays

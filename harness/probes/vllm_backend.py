@@ -122,15 +122,23 @@ class VllmProbe:
 
     @torch.no_grad()
     def pair_divergence(
-        self, ids_a: list[int], ids_b: list[int], continuation: list[int]
+        self,
+        ids_a: list[int],
+        ids_b: list[int],
+        continuation: list[int],
+        layers: Sequence[int] | None = None,
     ) -> PairDivergence:
-        """The pair's curves, as `divergence.pair_divergence` gives them on transformers."""
+        """The pair's curves, as `divergence.pair_divergence` gives them on transformers;
+        `layers`: a subset of the engine's to report (None: all of them)."""
+        kept = self.layers if layers is None else sorted(set(layers))
+        if not set(kept) <= set(self.layers):
+            raise ValueError(f"this engine extracts hidden states {self.layers}, not {kept}")
         # + 1: the request generates one token, which needs a slot in the context
         check_inputs(ids_a, ids_b, continuation, self.max_model_len - 1, self.head.vocab)
         total = len(continuation)
         paths = self._extract([list(ids_a) + continuation, list(ids_b) + continuation], total + 1)
         try:
-            reducer = StateReducer(self.layers, width=0, total=total)
+            reducer = StateReducer(kept, width=0, total=total)
             last = None
             for row, layer in enumerate(self.ids):
                 pair = torch.stack([_read_row(p, row) for p in paths]).float()  # (2, T + 1, d)
@@ -145,7 +153,7 @@ class VllmProbe:
             for path in paths:
                 path.unlink(missing_ok=True)
         return PairDivergence(
-            layers=self.layers,
+            layers=kept,
             l2=reducer.l2.numpy(),
             rel_l2=reducer.rel_l2.numpy(),
             cos_dist=reducer.cos_dist.numpy(),
@@ -203,14 +211,15 @@ def get_vllm_probe(
     tensor_parallel_size: int = 1,
     pipeline_parallel_size: int = 1,
 ) -> tuple[VllmProbe, bool]:
-    """A probing engine for this model and these layers that holds `max_model_len` tokens:
-    a running one of this process when there is one (an engine start costs ~40-60 s on CPU),
-    else a new one. Returns (engine, started here): close only what you started."""
+    """A probing engine for this model that extracts at least these layers and holds
+    `max_model_len` tokens: a running one of this process when there is one (an engine start
+    costs ~40-60 s on CPU), else a new one. Returns (engine, started here): close only what
+    you started, and pass your layers to `pair_divergence`."""
     wanted = resolve_layers(list(layers) if layers is not None else None,
                             model_depth(model_path) + 1)  # fmt: skip
     parallel = (tensor_parallel_size, pipeline_parallel_size)
     for probe in _PROBES:
-        if (probe.model_path == Path(model_path) and probe.layers == wanted
+        if (probe.model_path == Path(model_path) and set(wanted) <= set(probe.layers)
                 and probe.parallel == parallel and probe.max_model_len >= max_model_len
                 and probe.is_running()):  # fmt: skip
             return probe, False

@@ -87,7 +87,7 @@ class VllmOnDemand:
                 tensor_parallel_size=gen.tensor_parallel_size,
                 pipeline_parallel_size=gen.pipeline_parallel_size,
             )
-        return self._probe.pair_divergence(ids_a, ids_b, cont)
+        return self._probe.pair_divergence(ids_a, ids_b, cont, layers)
 
     def close(self) -> None:
         # vLLM's idle CPU workers keep spinning: free the cores for the stages after this one
