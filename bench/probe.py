@@ -1,8 +1,9 @@
-"""Probe cost on the embedded model: speed against a bare forward, and peak memory by T.
+"""Probe cost on the embedded model: speed against a bare forward, peak memory by T, and the
+two probe backends side by side.
 
     .venv/bin/python bench/probe.py [--model NAME] [--ratio-tokens 1024]
                                     [--rss-tokens 1024,2048,4096,8192] [--chunk 0|N]
-                                    [--repeats 5]
+                                    [--repeats 5] [--backend-tokens 1024,2048]
 
 1. tokens/s of `pair_divergence` (all L+1 hidden states reduced in hooks, delta_logp, KL) vs
    (a) one plain forward of the same two sequences (batch of 2, logits for every position) and
@@ -11,6 +12,11 @@
 2. peak RSS of a probe at each T above the warmed-up process (Linux VmHWM, reset before the
    run), each in a fresh subprocess, next to the same forward bare (decoder only, no hooks,
    no logits) and to what stored (L+1, T, d) states of both rows would take.
+3. backends: seconds per pair (all L+1 states, delta_logp, KL; median of --repeats) and peak
+   RSS of the hf and the vllm backend at each --backend-tokens T, each backend in one fresh
+   process (vllm: that process plus the engine's processes, each one's peak summed; KV cache
+   VLLM_CPU_KVCACHE_SPACE=1 GiB, what T = 2048 needs), and the vllm backend's disk
+   high-water mark (the states files of one pair).
 """
 
 from __future__ import annotations
@@ -34,11 +40,18 @@ PROMPT_B = (
 )
 
 
-def _setup(model_name: str, tokens: int):
+def _setup(model_name: str, tokens: int, with_model: bool = True):
+    """(hf model or None, ids A, ids B, a random continuation of `tokens` ids)."""
+    from transformers import AutoTokenizer
+
+    from harness.models import resolve_model
     from harness.probes.experiment import load_hf
     from harness.probes.pairs import encode_text
 
-    model, tokenizer = load_hf(model_name)
+    if with_model:
+        model, tokenizer = load_hf(model_name)
+    else:  # the vllm backend: its engine holds the weights, this process only the head
+        model, tokenizer = None, AutoTokenizer.from_pretrained(resolve_model(model_name).path)
     a, b = encode_text(tokenizer, PROMPT_A), encode_text(tokenizer, PROMPT_B)
     g = torch.Generator().manual_seed(0)
     cont = torch.randint(100, 40000, (tokens,), generator=g).tolist()
@@ -183,6 +196,91 @@ def rss_table(model_name: str, token_list: list[int], chunk: int) -> None:
               flush=True)  # fmt: skip
 
 
+def _tree() -> list[int]:
+    """This process and every process it started (vLLM's engine core and workers)."""
+    import psutil
+
+    me = psutil.Process()
+    return [me.pid, *(child.pid for child in me.children(recursive=True))]
+
+
+def _tree_status_mib(field: str) -> float:
+    """`field` of /proc/PID/status summed over the tree (shared library pages count once per
+    process, so the sum is an upper bound of what the tree holds)."""
+    total = 0.0
+    for pid in _tree():
+        with open(f"/proc/{pid}/status") as f:
+            total += next(int(x.split()[1]) for x in f if x.startswith(field + ":")) / 1024
+    return total
+
+
+def _tree_reset_peak() -> float:
+    """Restart every process's peak-RSS mark; returns the tree's current RSS (MiB)."""
+    for pid in _tree():
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("5")
+    return _tree_status_mib("VmRSS")
+
+
+def backend_child(model_name: str, backend: str, token_list: list[int], repeats: int) -> None:
+    """One backend in this fresh process: a JSON line per T (seconds, peak RSS, disk)."""
+    import os
+
+    os.environ["VLLM_CPU_KVCACHE_SPACE"] = "1"
+    from harness.models import resolve_model
+    from harness.probes.divergence import pair_divergence
+
+    model, a, b, cont = _setup(model_name, max(token_list), with_model=backend == "hf")
+    if backend == "vllm":
+        from harness.probes.vllm_backend import get_vllm_probe
+
+        longest = max(len(a), len(b)) + max(token_list) + 1
+        probe, _ = get_vllm_probe(resolve_model(model_name).path, max_model_len=longest)
+        run = probe.pair_divergence
+    else:
+        run = lambda a, b, c: pair_divergence(model, a, b, c)  # noqa: E731
+    run(a, b, cont[:32])  # warm-up: first-call allocations, as in the RSS table
+    for tokens in token_list:
+        warm = _tree_reset_peak()
+        if backend == "vllm":
+            probe.disk_high_water = 0
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            run(a, b, cont[:tokens])
+            times.append(time.perf_counter() - start)
+        disk = probe.disk_high_water / 2**20 if backend == "vllm" else 0.0
+        print(json.dumps({"T": tokens, "seconds": statistics.median(times),
+                          "peak": _tree_status_mib("VmHWM"), "warm": warm, "disk": disk}),
+              flush=True)  # fmt: skip
+    if backend == "vllm":
+        probe.close()
+
+
+def backends_table(model_name: str, token_list: list[int], repeats: int) -> None:
+    rows: dict[str, dict[int, dict]] = {}
+    for backend in ("hf", "vllm"):
+        args = ["--backend-child", backend, "--backend-tokens", ",".join(map(str, token_list)),
+                "--model", model_name, "--repeats", str(repeats)]  # fmt: skip
+        proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True)
+        if proc.returncode != 0:
+            print(f"{backend} backend failed: {proc.stderr.strip().splitlines()[-1:]}")
+            return
+        lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+        rows[backend] = {line["T"]: line for line in lines}
+    print(f"probe backends, {model_name}, one pair = both rows, all hidden states + delta_logp "
+          f"+ KL, median of {repeats} (each backend in a fresh process)")  # fmt: skip
+    print("peak RSS: summed over the backend's processes (vllm: harness + engine core + worker,"
+          " KV cache 1 GiB), in brackets the rise above the warmed-up processes")  # fmt: skip
+    print(f"{'T':>6} {'hf s/pair':>10} {'vllm s/pair':>12} {'hf peak RSS':>20} "
+          f"{'vllm peak RSS':>20} {'vllm disk':>10}")  # fmt: skip
+    for tokens in token_list:
+        h, v = rows["hf"][tokens], rows["vllm"][tokens]
+        rss = [f"{x['peak']:.0f} (+{x['peak'] - x['warm']:.0f}) MiB" for x in (h, v)]
+        print(f"{tokens:>6} {h['seconds']:>10.2f} {v['seconds']:>12.2f} {rss[0]:>20} "
+              f"{rss[1]:>20} {v['disk']:>6.0f} MiB", flush=True)  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m-instruct")
@@ -192,7 +290,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--rss-child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--rss-what", default="probe", help=argparse.SUPPRESS)
+    parser.add_argument("--backend-tokens", default="1024,2048", help="'' skips the table")
+    parser.add_argument("--backend-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    backend_tokens = [int(t) for t in args.backend_tokens.split(",") if t.strip()]
+    if args.backend_child:
+        backend_child(args.model, args.backend_child, backend_tokens, args.repeats)
+        return
     if args.rss_child:
         rss_child(args.model, args.rss_child, args.chunk, args.rss_what)
         return
@@ -201,6 +305,8 @@ def main() -> None:
     tokens = [int(t) for t in args.rss_tokens.split(",") if t.strip()]
     if tokens:
         rss_table(args.model, tokens, args.chunk)
+    if backend_tokens:
+        backends_table(args.model, backend_tokens, args.repeats)
 
 
 if __name__ == "__main__":

@@ -161,7 +161,9 @@ class GenerationConfig(Strict):
         None  # openai engine: the server's model name (default: its only one)
     )
     api_key_env: str = "OPENAI_API_KEY"
+    # vLLM only (generation and the probe's vllm backend): GPUs per layer / layer stages
     tensor_parallel_size: int = Field(1, gt=0)
+    pipeline_parallel_size: int = Field(1, gt=0)
     max_model_len: int | None = Field(None, gt=0)
 
 
@@ -172,8 +174,16 @@ class ScoringConfig(Strict):
     languages: list[LanguageCode] = Field(default_factory=lambda: list(DEFAULT_CANDIDATE_LANGUAGES))
 
 
+ProbeBackend = Literal["auto", "vllm", "hf"]
+
+
 class ProbeConfig(Strict):
     enabled: bool = True
+    # hf: transformers (float32 on CPU, bf16 over the GPUs on CUDA); vllm: the serving engine
+    # (extract_hidden_states, every layer); auto: vllm where the model and the platform
+    # support that extraction, else hf. hf by default: an engine start costs more than a
+    # small model's probe.
+    backend: ProbeBackend = "hf"
     baseline: Literal["none", "default", "text"] = "none"
     baseline_text: NonEmptyText | None = None
     layers: Literal["all"] | list[Annotated[int, Field(ge=0)]] = "all"

@@ -54,6 +54,7 @@ def run_pipeline(
             items=plan.items,
             models=plan.models,
             twins=plan.twins,
+            probe_backends=plan.probe_backends,
             started=datetime.now(UTC).isoformat(timespec="seconds"),
         )
         run_stages(ctx, STAGES, show_progress)

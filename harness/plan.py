@@ -7,7 +7,7 @@ exists, so a bad input gets one line and exit code 2 and leaves nothing half-wri
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.config import RunConfig, TaskItem, TaskSuite, load_run_config_and_suites
@@ -32,6 +32,7 @@ class RunPlan:
     twins: dict[str, ResolvedModel]  # trained model name -> its untrained twin
     out_dir: Path
     run_id: str
+    probe_backends: dict[str, str] = field(default_factory=dict)  # probe model -> vllm | hf
 
 
 def select_items(config: RunConfig, suites: list[TaskSuite]) -> list[Selected]:
@@ -72,7 +73,12 @@ def plan_run(config_path: Path, out: Path | None = None) -> RunPlan:
         if config.probe.enabled and config.probe.untrained_twin
         else {}
     )
-    return RunPlan(config, suites, items, models, twins, out_dir, config.run_id())
+    backends = (
+        probe_backends(config.probe.backend, [*models, *twins.values()])
+        if config.probe.enabled
+        else {}
+    )
+    return RunPlan(config, suites, items, models, twins, out_dir, config.run_id(), backends)
 
 
 def _check_judges(config: RunConfig, items: list[Selected]) -> None:
@@ -99,3 +105,20 @@ def _check_probe_layers(config: RunConfig, model: ResolvedModel) -> None:
         resolve_layers(list(config.probe.layers), depth + 1)
     except UserError as exc:
         raise UserError(f"field 'probe.layers': {model.name}: {exc}") from None
+
+
+def probe_backends(backend: str, models: list[ResolvedModel]) -> dict[str, str]:
+    """The probe backend of each model: `auto` becomes vllm where vLLM can hand out this
+    model's hidden states on this machine, else hf; an explicit `vllm` that cannot is an
+    error now, before generation."""
+    if backend == "hf":
+        return {m.name: "hf" for m in models}
+    from harness.probes.vllm_backend import vllm_support
+
+    chosen = {}
+    for model in models:
+        why = vllm_support(model.path)
+        if why and backend == "vllm":
+            raise UserError(f"field 'probe.backend': vllm cannot probe {model.name}: {why}")
+        chosen[model.name] = "hf" if why else "vllm"
+    return chosen

@@ -100,6 +100,21 @@ def vllm_engine(embedded_model_path):
 
 
 @pytest.fixture(scope="session")
+def vllm_probe(embedded_model_path):
+    """The one probing engine of the test session (embedded model, every layer, 2048 tokens).
+
+    A speculative-config engine is not the generation engine: started only by the tests that
+    probe on vLLM, and every probe of the session that fits reuses it (`get_vllm_probe`).
+    """
+    pytest.importorskip("vllm")
+    from harness.probes.vllm_backend import get_vllm_probe
+
+    probe, _ = get_vllm_probe(embedded_model_path, None, max_model_len=2048)
+    yield probe
+    probe.close()
+
+
+@pytest.fixture(scope="session")
 def hf_engine(embedded_model_path):
     from harness.engines import make_engine
 

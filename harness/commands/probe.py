@@ -53,7 +53,12 @@ def probe_command(
     attention_bias: str = typer.Option(
         None, "--attention-bias", help="Comma-separated lam values to sweep (adds a lam column)."
     ),
-    engine: str = typer.Option("hf", "--engine", help="hf (all layers) or vllm (last layer)."),
+    backend: str = typer.Option(
+        "hf",
+        "--backend",
+        help="hf (transformers), vllm (the serving engine's extract_hidden_states: same "
+        "layers and metrics) or auto (vllm where it can probe the model, else hf).",
+    ),
     chunk: int = typer.Option(
         0,
         "--chunk",
@@ -81,8 +86,8 @@ def probe_command(
         generator = "vllm" if importlib.util.find_spec("vllm") else "hf"
     if generator not in ("hf", "vllm"):
         raise UserError(f"--generator must be 'vllm', 'hf' or 'auto', got '{generator}'")
-    if engine not in ("hf", "vllm"):
-        raise UserError(f"--engine must be 'hf' or 'vllm', got '{engine}'")
+    if backend not in ("hf", "vllm", "auto"):
+        raise UserError(f"--backend must be 'vllm', 'hf' or 'auto', got '{backend}'")
     raw = prompt_a is not None or prompt_b is not None
     chat = any(v is not None for v in (system_a, system_b, user))
     if pairs is not None and (raw or chat):
@@ -115,12 +120,24 @@ def probe_command(
 
     for name in models:
         parse_model_name(name)
+    if backend == "auto":
+        backend = _auto_backend(models, attention_bias is not None)
     request = ProbeRequest(
         models=models, pairs=specs, continuation=continuation, tokens=tokens,
         layers=layers, t_min=t_min, lams=_parse_lams(attention_bias), chunk=chunk or None,
-        seed=seed, n_boot=n_boot, engine=engine, generator=generator,
+        seed=seed, n_boot=n_boot, backend=backend, generator=generator,
     )  # fmt: skip
     _run(request, out, fresh)
+
+
+def _auto_backend(models: list[str], bias: bool) -> str:
+    """vllm when it can probe every model (and no attention bias is asked for), else hf."""
+    if bias:
+        return "hf"
+    from harness.models import resolve_model
+    from harness.probes.vllm_backend import vllm_support
+
+    return "hf" if any(vllm_support(resolve_model(m).path) for m in models) else "vllm"
 
 
 def _parse_lams(value: str | None) -> list[float] | None:

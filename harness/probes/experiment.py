@@ -43,7 +43,7 @@ class ProbeRequest(BaseModel):
     generator: Literal["vllm", "hf"] = "vllm"  # engine of --continuation generate
     seed: int = 0
     n_boot: int = Field(1000, gt=0)
-    engine: str = "hf"
+    backend: Literal["vllm", "hf"] = "hf"  # resolved: `auto` is the command's to decide
 
 
 @dataclass
@@ -114,14 +114,13 @@ class UnitCache:
 
 
 def load_hf(name: str) -> tuple[Any, Any]:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     from harness.models import resolve_model
+    from harness.probes.checkpoint import load_probe_model
 
     path = resolve_model(name).path
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    return model, AutoTokenizer.from_pretrained(path)
+    return load_probe_model(path), AutoTokenizer.from_pretrained(path)
 
 
 def _config_only(name: str) -> tuple[Any, Any]:
@@ -136,6 +135,46 @@ def _config_only(name: str) -> tuple[Any, Any]:
     return SimpleNamespace(config=AutoConfig.from_pretrained(path)), AutoTokenizer.from_pretrained(
         path
     )
+
+
+def _vllm_depth(path: Path) -> int:
+    from harness.probes.vllm_backend import model_depth, vllm_support
+
+    why = vllm_support(path)
+    if why:
+        raise UserError(f"--backend vllm cannot probe {path.name}: {why}")
+    return model_depth(path)
+
+
+class _VllmOnDemand:
+    """The vllm backend's engine for one model, started at the first uncached pair (sized for
+    the longest pair) and closed after the model's last."""
+
+    def __init__(self, path: Path, request: ProbeRequest, prepared: _Prepared) -> None:
+        from harness.probes.vllm_backend import model_depth
+
+        self.path, self.request = path, request
+        self.layers = resolve_layers(request.layers, model_depth(path) + 1)
+        self.longest = max(
+            max(len(a), len(b)) + len(prepared.continuations[name])
+            for name, (a, b) in prepared.ids.items()
+        )
+        self._probe: Any = None
+        self._started = False
+
+    def pair_divergence(self, a: list[int], b: list[int], cont: list[int]) -> PairDivergence:
+        layers = self.layers
+        if self._probe is None:
+            from harness.engines.vllm_engine import config_context
+            from harness.probes.vllm_backend import get_vllm_probe
+
+            room = min(self.longest + 1, config_context(self.path))  # + 1: the generated token
+            self._probe, self._started = get_vllm_probe(self.path, layers, max_model_len=room)
+        return self._probe.pair_divergence(a, b, cont, layers)
+
+    def close(self) -> None:
+        if self._probe is not None and self._started:  # an engine found running stays
+            self._probe.close()
 
 
 def _fit_continuation(ids: list[int], request: ProbeRequest, where: str, notes: list[str]) -> list:
@@ -225,41 +264,44 @@ def run_probe(
     notes: list[str] = []
     curves: list[tuple[str, float | None, str, PairDivergence]] = []
     prepared: _Prepared | None = None
-    vllm = request.engine == "vllm"
-    if vllm and (request.lams is not None or request.continuation == "generate"):
-        raise UserError(
-            "--engine vllm supports neither --attention-bias nor --continuation generate"
-        )
+    vllm = request.backend == "vllm"
+    if vllm and request.lams is not None:
+        raise UserError("--attention-bias needs --backend hf (the bias is a transformers hook)")
+    if vllm and request.continuation == "generate" and request.generator == "hf":
+        raise UserError("--backend vllm loads no transformers model: use --generator vllm")
     from harness.models import resolve_model
 
     for model_name in request.models:
         model, tokenizer = _config_only(model_name) if vllm else loader(model_name)
-        if not vllm:  # an unsupported architecture or a bad layer index fails before any pair
-            resolve_layers(request.layers, n_hidden_states(model))
         resolved = resolve_model(model_name)
+        # an unsupported architecture or a bad layer index fails before any pair
+        depth = _vllm_depth(resolved.path) if vllm else n_hidden_states(model) - 1
+        resolve_layers(request.layers, depth + 1)
         model_key = resolved.content_key
         if prepared is None:
             prepared = prepare(
                 model, tokenizer, request, notes, cache, model_key, progress, resolved.path
             )
-        for lam in request.lams if request.lams is not None else [None]:
-            for spec in request.pairs:
-                a, b = prepared.ids[spec.name]
-                cont = prepared.continuations[spec.name]
-                tag = f"lam={lam} " if lam is not None else ""
-                progress(f"{model_name} {tag}pair {spec.name}")
-                if vllm:
-                    from harness.probes.vllm_fastpath import vllm_pair_divergence
-
-                    compute = partial(vllm_pair_divergence, model_name, a, b, cont)
-                else:
-                    compute = partial(
-                        pair_divergence, model, a, b, cont,
-                        layers=request.layers, chunk=request.chunk, lam=lam,
-                    )  # fmt: skip
-
-                parts = [model_key, request.engine, a, b, cont, request.layers, lam]
-                curves.append((model_name, lam, spec.name, cache.curves(parts, compute)))
+        probe = _VllmOnDemand(resolved.path, request, prepared) if vllm else None
+        try:
+            for lam in request.lams if request.lams is not None else [None]:
+                for spec in request.pairs:
+                    a, b = prepared.ids[spec.name]
+                    cont = prepared.continuations[spec.name]
+                    tag = f"lam={lam} " if lam is not None else ""
+                    progress(f"{model_name} {tag}pair {spec.name}")
+                    if probe is not None:
+                        compute = partial(probe.pair_divergence, a, b, cont)
+                    else:
+                        compute = partial(
+                            pair_divergence, model, a, b, cont,
+                            layers=request.layers, chunk=request.chunk, lam=lam,
+                        )  # fmt: skip
+                    parts = [model_key, request.backend, a, b, cont, request.layers, lam]
+                    curves.append((model_name, lam, spec.name, cache.curves(parts, compute)))
+        finally:
+            if probe is not None:
+                probe.close()
         del model
     tables = build_tables(curves, request)
     tables.notes.extend(notes)

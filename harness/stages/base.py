@@ -74,6 +74,7 @@ class RunContext:
     items: list[Selected]
     models: list[ResolvedModel]
     twins: dict[str, ResolvedModel]  # trained model name -> its untrained twin
+    probe_backends: dict[str, str] = field(default_factory=dict)  # probe model -> vllm | hf
     progress: ProgressBars = field(default_factory=ProgressBars)
     records: list[GenerationRecord] = field(default_factory=list)
     curves: dict[tuple[str, str], dict] = field(default_factory=dict)  # (model, record key)

@@ -74,6 +74,7 @@ def generation_engine_options(gen: GenerationConfig) -> dict:
         return {
             "max_model_len": gen.max_model_len,
             "tensor_parallel_size": gen.tensor_parallel_size,
+            "pipeline_parallel_size": gen.pipeline_parallel_size,
         }
     if gen.engine == "openai":
         return {

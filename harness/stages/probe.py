@@ -44,7 +44,8 @@ def probed_records(config: RunConfig, records: list[GenerationRecord]) -> list[G
 
 
 class ModelOnDemand:
-    """A transformers model loaded on first use, so a fully cached stage loads nothing."""
+    """The hf backend: a transformers model loaded on first use, so a fully cached stage loads
+    nothing (float32 on CPU, bf16 over the GPUs on CUDA: `checkpoint.load_probe_model`)."""
 
     def __init__(self, model: ResolvedModel) -> None:
         self.model = model
@@ -52,34 +53,80 @@ class ModelOnDemand:
 
     def get(self):
         if self._loaded is None:
-            import torch
-            from transformers import AutoModelForCausalLM
+            from harness.probes.checkpoint import load_probe_model
 
-            self._loaded = AutoModelForCausalLM.from_pretrained(
-                self.model.path, dtype=torch.float32
-            ).eval()
+            self._loaded = load_probe_model(self.model.path)
         return self._loaded
+
+    def curves(self, ids_a, ids_b, cont, layers, lam=None):
+        from harness.probes.divergence import pair_divergence
+
+        return pair_divergence(self.get(), ids_a, ids_b, cont, layers, lam=lam)
+
+    def close(self) -> None:
+        self._loaded = None
+
+
+class VllmOnDemand:
+    """The vllm backend: a probing engine started on first use (or a running one that fits),
+    sized for the longest pair of the stage (prompt + continuation + the one generated
+    token, in steps of 256), closed when the model is done if it was started here."""
+
+    def __init__(self, model: ResolvedModel, config: RunConfig, longest: int) -> None:
+        from harness.engines.vllm_engine import config_context
+
+        self.model, self.config = model, config
+        # never past the model's context: a pair that does not fit fails in check_inputs
+        self.max_model_len = min(-(-(longest + 1) // 256) * 256, config_context(model.path))
+        self._probe = None
+        self._started = False
+
+    def curves(self, ids_a, ids_b, cont, layers, lam=None):
+        from harness.probes.vllm_backend import get_vllm_probe
+
+        assert lam is None, "attention bias runs on the hf backend"
+        if self._probe is None:
+            gen = self.config.generation
+            self._probe, self._started = get_vllm_probe(
+                self.model.path,
+                layers,
+                max_model_len=self.max_model_len,
+                tensor_parallel_size=gen.tensor_parallel_size,
+                pipeline_parallel_size=gen.pipeline_parallel_size,
+            )
+        return self._probe.pair_divergence(ids_a, ids_b, cont, layers)
+
+    def close(self) -> None:
+        # vLLM's idle CPU workers keep spinning: free the cores for the stages after this one
+        if self._probe is not None and self._started:
+            self._probe.close()
+        self._probe = None
+
+
+def probe_key(
+    model: ResolvedModel, record: GenerationRecord, base: list[int], layers, backend: str
+) -> str:
+    """A probe unit's key; the vllm backend's units apart (its numbers differ in the last
+    float32 digits), hf units keyed as before the backend existed."""
+    extra = [backend] if backend != "hf" else []
+    return content_key(STAGE, model.content_key, record.key, base, layers, *extra)
 
 
 def cached_pair_curves(
     store: RunStore,
     stage: str,
     key: str,
-    model: ModelOnDemand,
+    source: ModelOnDemand | VllmOnDemand,
     record: GenerationRecord,
     base: list[int],
     layers: list[int] | None,
     lam: float | None = None,
 ) -> dict:
-    """The pair's curves from the store, or computed (record prompt vs baseline, over the
-    record's own continuation ids) and stored as one .npz unit."""
-    from harness.probes.divergence import pair_divergence
-
+    """The pair's curves from the store, or computed by `source` (record prompt vs baseline,
+    over the record's own continuation ids) and stored as one .npz unit."""
     arrays = get_arrays(store, stage, key)
     if arrays is None:
-        result = pair_divergence(
-            model.get(), record.prompt_ids, base, record.continuation_ids, layers, lam=lam
-        )
+        result = source.curves(record.prompt_ids, base, record.continuation_ids, layers, lam)
         arrays = result.to_arrays(hidden_dtype=np.float32)
         put_arrays(store, stage, key, arrays)
     return arrays
@@ -91,24 +138,34 @@ def probe_stage(
     models: list[ResolvedModel],
     records: list[GenerationRecord],
     progress: Callable[[], None] | None = None,
+    backends: dict[str, str] | None = None,
 ) -> dict[tuple[str, str], dict]:
-    """Curves per (model name, record key) for every probed record and probe model."""
+    """Curves per (model name, record key) for every probed record and probe model, on each
+    model's backend (`backends`, resolved by the plan; hf when not given)."""
     from transformers import AutoTokenizer
 
     layers = None if config.probe.layers == "all" else list(config.probe.layers)
     curves: dict[tuple[str, str], dict] = {}
     for model in models:
+        backend = (backends or {}).get(model.name, "hf")
         tokenizer = AutoTokenizer.from_pretrained(model.path)
-        on_demand = ModelOnDemand(model)
-        for record in probed_records(config, records):
-            rkey = record.key
-            base = baseline_ids(config, tokenizer, record)
-            key = content_key(STAGE, model.content_key, rkey, base, layers)
-            curves[(model.name, rkey)] = cached_pair_curves(
-                store, STAGE, key, on_demand, record, base, layers
-            )
-            if progress:
-                progress()
+        pairs = [(r, baseline_ids(config, tokenizer, r)) for r in probed_records(config, records)]
+        if backend == "vllm":
+            longest = max((max(len(r.prompt_ids), len(b)) + len(r.continuation_ids)
+                           for r, b in pairs), default=0)  # fmt: skip
+            source: ModelOnDemand | VllmOnDemand = VllmOnDemand(model, config, longest)
+        else:
+            source = ModelOnDemand(model)
+        try:
+            for record, base in pairs:
+                key = probe_key(model, record, base, layers, backend)
+                curves[(model.name, record.key)] = cached_pair_curves(
+                    store, STAGE, key, source, record, base, layers
+                )
+                if progress:
+                    progress()
+        finally:
+            source.close()
     return curves
 
 
@@ -173,7 +230,10 @@ class ProbeStage:
             for model in ctx.models:
                 group = [model] + ([ctx.twins[model.name]] if model.name in ctx.twins else [])
                 mine = ctx.records_of(model.name)
-                ctx.curves.update(probe_stage(ctx.store, ctx.config, group, mine, bar.advance))
+                curves = probe_stage(
+                    ctx.store, ctx.config, group, mine, bar.advance, ctx.probe_backends
+                )
+                ctx.curves.update(curves)
         by_key = {r.key: r for r in ctx.records}
         div_rows, next_rows = [], []
         for (model_name, rkey), arrays in sorted(ctx.curves.items()):

@@ -43,6 +43,8 @@ class ManifestStage:
                 m.name: {"path": str(m.path), "content_key": m.content_key, "source": m.source}
                 for m in ctx.probe_models
             },
+            # the backend that computed each probe model's curves (auto resolved)
+            "probe_backends": dict(ctx.probe_backends) if config.probe.enabled else {},
             "seeds": {"generation": config.generation.seed, "samples": config.samples},
             "timings": dict(ctx.timings),
             "started": ctx.started,

@@ -92,6 +92,7 @@ CASES = {
         "forks.policies: 'adaptive-64-user' is not in the config's policies "
         "(none, restate, periodic-64-user)",
     ),
+    "unknown probe backend": (_set("probe.backend", "onnx"), "field 'probe.backend'"),
     "empty system prompt": (_suite(lambda item: item.update(system="  ")), "items.0.system"),
     "empty user prompt": (_suite(lambda item: item.update(user="")), "items.0.user"),
     "language target not ISO": (

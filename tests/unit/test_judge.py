@@ -232,7 +232,11 @@ def test_the_default_judge_is_the_runs_first_model_on_the_runs_engine():
     gen = GenerationConfig(engine="vllm", max_model_len=2048, tensor_parallel_size=2)
     target = judge_target(judge_check().judge, JudgeDefaults("first", gen), fake_model)
     assert (target.engine, target.model) == ("vllm", "first")
-    assert dict(target.options) == {"max_model_len": 2048, "tensor_parallel_size": 2}
+    assert dict(target.options) == {
+        "max_model_len": 2048,
+        "tensor_parallel_size": 2,
+        "pipeline_parallel_size": 1,
+    }
     spec = judge_check(judge={"engine": "openai", "base_url": "http://h/v1", "model": "org/tok"})
     target = judge_target(spec.judge, JudgeDefaults("first", gen), fake_model)
     assert target.identity == ("openai", "http://h/v1", "", "k:org/tok")

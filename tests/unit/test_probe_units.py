@@ -14,7 +14,7 @@ from harness.errors import UserError
 from harness.probes.attention_bias import prompt_bias
 from harness.probes.divergence import (
     PairDivergence,
-    _Reducer,
+    StateReducer,
     check_inputs,
     next_token_gaps,
     resolve_layers,
@@ -122,7 +122,7 @@ def test_next_token_gaps_float32_match_float64_down_to_tiny_kl(scale):
 
 def test_reducer_matches_direct_metrics():
     torch.manual_seed(0)
-    reducer = _Reducer([0, 2], width=3, total=6)  # 3 prompt positions, then t = 1..6
+    reducer = StateReducer([0, 2], width=3, total=6)  # 3 prompt positions, then t = 1..6
     hidden = torch.randn(2, 4, 8)  # (rows A/B, q, d)
     reducer.reduce(2, hidden[:, :3])  # a span of prompt positions only: nothing recorded
     assert reducer.l2.abs().sum() == 0
