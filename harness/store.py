@@ -25,7 +25,15 @@ from harness.errors import UserError
 # probe and bias 2: whole-sequence forward and float32 next-token gaps (values move by ~1e-6)
 # judge: the verdict cache (how a verdict is parsed and stored; the rubric prompt has its own
 # RUBRIC_VERSION in the key)
-STAGE_VERSIONS = {"generate": 1, "score": 1, "probe": 2, "bias": 2, "probe-cli": 1, "judge": 1}
+STAGE_VERSIONS = {
+    "generate": 1,
+    "score": 1,
+    "turns": 1,
+    "probe": 2,
+    "bias": 2,
+    "probe-cli": 1,
+    "judge": 1,
+}
 
 
 def content_key(stage: str, *parts: Any) -> str:

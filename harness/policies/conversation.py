@@ -179,3 +179,20 @@ def simulator_view(state: SampleState, chat: ChatFormat) -> list[dict]:
         messages.append({"role": "assistant", "content": user_text(state, turn)})
         messages.append({"role": "user", "content": reply_text(state, chat, turn) or "..."})
     return messages
+
+
+def conversation_floor(chat: ChatFormat, policy: Policy, spec) -> int:
+    """Tokens the shortest run of a conversation takes: the prompt, a restatement, every
+    scripted user turn with a reminder before it (when the policy may remind), a one-token
+    simulated message per simulated turn, and one token per reply. Raises UserError when a
+    turn cannot be rendered (e.g. placement system without a system role)."""
+    reminder = policy._text(spec) if getattr(policy, "every_turns", None) else None
+    size = len(chat.prompt_ids(spec.system, spec.user)) + spec.n_turns
+    if policy.label == "restate":
+        size += len(chat.encode(spec.restatement))
+    texts = [text for text, _ in spec.turns]
+    texts += ["x"] * (spec.simulator.turns if spec.simulator else 0)
+    for text in texts:
+        pieces = chat.user_turn_pieces(text, None, reminder, policy.placement)
+        size += sum(len(ids) for _, _, ids, _ in pieces)
+    return size

@@ -101,7 +101,7 @@ class PeriodicPolicy(NonePolicy):
         }
 
     def injection_budget(self, chat: ChatFormat, spec: SampleSpec, max_tokens: int) -> int:
-        if self.every is None:  # conversations are sized by `conversation_tokens`
+        if self.every is None:  # conversations are checked by `conversation_floor`
             return 0
         per = len(reminder_ids(chat, self.placement, self._text(spec), None)) + 1
         return per * (max_tokens // self.every)

@@ -8,7 +8,8 @@ from __future__ import annotations
 class AnalyseStage:
     """windows.csv, fits.csv, divergence.csv, nexttoken.csv and the records' token counts ->
     adherence.csv, adherence_curve.csv, survival.csv, summary.csv, correlation.csv,
-    predictor.csv, policies.csv, calibration.csv."""
+    predictor.csv, policies.csv, calibration.csv; with conversations (turns.csv),
+    turn_adherence.csv and conversations.csv."""
 
     name = "analyse"
 
@@ -33,5 +34,11 @@ class AnalyseStage:
         out["predictor.csv"] = predict_violations(features)
         out["policies.csv"] = compare_policies(windows, tokens)
         out["calibration.csv"] = judge_calibration(windows)
+        turns = ctx.frame("turns.csv")
+        if not turns.empty:  # conversations: adherence by turn, pressure effect
+            from harness.analysis.conversations import conversation_summary, turn_curves
+
+            out["turn_adherence.csv"] = turn_curves(turns)
+            out["conversations.csv"] = conversation_summary(turns, tokens)
         bar.finish()
         return out
