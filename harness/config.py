@@ -166,6 +166,14 @@ class AdaptivePolicy(Strict):
     text: NonEmptyText | None = None
     on: Literal["turn"] | None = added_field()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _yaml_on(cls, data: Any) -> Any:
+        # YAML 1.1 reads the bare key `on` as the boolean true
+        if isinstance(data, dict) and True in data:
+            data = {("on" if k is True else k): v for k, v in data.items()}
+        return data
+
     @model_validator(mode="after")
     def _one_rhythm(self) -> AdaptivePolicy:
         if (self.every is None) == (self.on is None):

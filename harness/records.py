@@ -158,6 +158,23 @@ class GenerationRecord(BaseModel):
                 turns.setdefault(seg.turn or 1, []).extend(range(seg.start, seg.end))
         return {turn: sorted(set(pos)) for turn, pos in sorted(turns.items())}
 
+    def position_roles(self) -> list[tuple[int, str]]:
+        """(turn, role) per continuation offset: role `assistant` (generated), `user`,
+        `markup`, `reminder` (injected) or `restatement`; turn 1 throughout a single reply."""
+        roles = {"generated": "assistant", "injected": "reminder"}
+        out = [(1, "assistant")] * len(self.continuation_ids)
+        for seg in self.segments:
+            role = roles.get(seg.kind, seg.kind)
+            out[seg.start : seg.end] = [(seg.turn or 1, role)] * (seg.end - seg.start)
+        return out
+
+    def turn_starts(self) -> list[int]:
+        """1-based positions t of the first token of each assistant turn after the first
+        (conversations; empty for a single reply)."""
+        if not self.is_conversation:
+            return []
+        return [pos[0] + 1 for turn, pos in self.turn_positions().items() if turn > 1 and pos]
+
     def generated_positions(self) -> list[int]:
         """0-based continuation offsets of the generated tokens, in order."""
         positions = {
