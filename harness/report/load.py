@@ -33,6 +33,9 @@ CSV_FILES = (
     "relay.csv",
     "bias.csv",
     "gates.csv",
+    "turns.csv",
+    "turn_adherence.csv",
+    "conversations.csv",
 )
 KNOWN_FILES = (*CSV_FILES, "generations.jsonl", "manifest.json")
 
@@ -49,6 +52,11 @@ REQUIRED_COLUMNS = {
     "windows.csv": {"model", "item", "policy", "sample", "window", "t_start", "t_end", "passed"},
     "gates.csv": {"gate", "metric", "use", "policy", "item", "model", "value", "min", "max"}
     | {"passed", "detail"},
+    "turn_adherence.csv": {"model", "item", "policy", "turn", "a", "lo", "hi", "survival"}
+    | {"survival_lo", "survival_hi"},
+    "conversations.csv": {"model", "item", "policy", "mean", "a_first", "a_last"}
+    | {"first_fail_median", "pressure_turn", "before", "after", "pressure_delta"}
+    | {"token_overhead"},
 }
 
 
