@@ -60,18 +60,21 @@ def _nanmean(x: np.ndarray, axis) -> np.ndarray:
 
 
 def _survival(matrix: np.ndarray) -> np.ndarray:
-    """Kaplan-Meier S(k) per turn column of one (S, K) matrix: event = the first failing
-    reply, censored after the last scored reply."""
-    fail = np.nan_to_num(1.0 - matrix, nan=0.0) > 0  # (S, K)
+    """Kaplan-Meier S(k) per turn column of a (..., S, K) stack of matrices: event = the
+    first failing reply, censored after the last scored reply. Returns (..., K)."""
+    k_all = matrix.shape[-1]
+    fail = np.nan_to_num(1.0 - matrix, nan=0.0) > 0  # (..., S, K)
     scored = ~np.isnan(matrix)
-    first = np.where(fail.any(axis=1), fail.argmax(axis=1), matrix.shape[1])  # (S,)
-    last = np.where(scored.any(axis=1), matrix.shape[1] - 1 - scored[:, ::-1].argmax(axis=1), -1)
-    out, s = np.empty(matrix.shape[1]), 1.0
-    for k in range(matrix.shape[1]):
-        at_risk = np.sum((first >= k) & (last >= k))
-        events = np.sum(first == k)
-        s *= 1.0 - events / at_risk if at_risk else 1.0
-        out[k] = s
+    first = np.where(fail.any(axis=-1), fail.argmax(axis=-1), k_all)  # (..., S)
+    last_rev = scored[..., ::-1].argmax(axis=-1)
+    last = np.where(scored.any(axis=-1), k_all - 1 - last_rev, -1)
+    out = np.empty(matrix.shape[:-2] + (k_all,))
+    s = np.ones(matrix.shape[:-2])
+    for k in range(k_all):
+        at_risk = np.sum((first >= k) & (last >= k), axis=-1)
+        events = np.sum(first == k, axis=-1)
+        s = s * np.where(at_risk > 0, 1.0 - events / np.maximum(at_risk, 1), 1.0)
+        out[..., k] = s
     return out
 
 
@@ -93,7 +96,7 @@ def turn_curves(turns: pd.DataFrame) -> pd.DataFrame:
         ks, matrix = _matrix(cond)
         picks = _draws(matrix, np.random.default_rng(0))
         a_draws = _nanmean(matrix[picks], axis=1)  # (B, K)
-        s_draws = np.array([_survival(matrix[p]) for p in picks])  # (B, K)
+        s_draws = _survival(matrix[picks])  # (B, K)
         a_lo, a_hi = _band(a_draws)
         s_lo, s_hi = _band(s_draws)
         a, surv = _nanmean(matrix, axis=0), _survival(matrix)
@@ -108,14 +111,13 @@ def turn_curves(turns: pd.DataFrame) -> pd.DataFrame:
 
 
 def _pressure_split(ks: np.ndarray, matrix: np.ndarray, first: float):
-    """(before, after) adherence over samples x replies, around the first pressure turn."""
-    if math.isnan(first):
-        return math.nan, math.nan
-    before, after = matrix[:, ks < first], matrix[:, ks >= first]
-    return (
-        float(_nanmean(before.ravel(), axis=0)) if before.size else math.nan,
-        float(_nanmean(after.ravel(), axis=0)) if after.size else math.nan,
-    )
+    """(before, after) adherence over samples x replies around the first pressure turn, for
+    a (..., S, K) stack; NaN without a pressure turn."""
+    shape = matrix.shape[:-2]
+    if math.isnan(first) or not (ks < first).any() or not (ks >= first).any():
+        return np.full(shape, np.nan), np.full(shape, np.nan)
+    before, after = matrix[..., ks < first], matrix[..., ks >= first]
+    return _nanmean(before, axis=(-2, -1)), _nanmean(after, axis=(-2, -1))
 
 
 def _condition_row(key, cond: pd.DataFrame, tokens: dict) -> tuple[dict, np.ndarray]:
@@ -125,10 +127,9 @@ def _condition_row(key, cond: pd.DataFrame, tokens: dict) -> tuple[dict, np.ndar
     a = _nanmean(matrix, axis=0)
     mean_draws = _nanmean(_nanmean(matrix[picks], axis=1), axis=1)  # (B,)
     first = float(cond.loc[cond["pressure"], "turn"].min()) if cond["pressure"].any() else math.nan
-    before, after = _pressure_split(ks, matrix, first)
-    delta_draws = np.array(
-        [np.subtract(*_pressure_split(ks, matrix[p], first)[::-1]) for p in picks]
-    )
+    before, after = (float(x) for x in _pressure_split(ks, matrix, first))
+    draws_before, draws_after = _pressure_split(ks, matrix[picks], first)
+    delta_draws = draws_after - draws_before  # (B,)
     surv = _survival(matrix)
     below = np.nonzero(surv <= 0.5)[0]
     generated, injected = tokens.get(tuple(key), (0, 0))
