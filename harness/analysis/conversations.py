@@ -120,13 +120,15 @@ def _pressure_split(ks: np.ndarray, matrix: np.ndarray, first: float):
     return _nanmean(before, axis=(-2, -1)), _nanmean(after, axis=(-2, -1))
 
 
-def _condition_row(key, cond: pd.DataFrame, tokens: dict) -> tuple[dict, np.ndarray]:
+def _condition_row(
+    key, cond: pd.DataFrame, tokens: dict, pressure_turn: float
+) -> tuple[dict, np.ndarray]:
     """One conversations.csv row, and its pressure-delta bootstrap draws (for pooling)."""
     ks, matrix = _matrix(cond)
     picks = _draws(matrix, np.random.default_rng(0))
     a = _nanmean(matrix, axis=0)
     mean_draws = _nanmean(_nanmean(matrix[picks], axis=1), axis=1)  # (B,)
-    first = float(cond.loc[cond["pressure"], "turn"].min()) if cond["pressure"].any() else math.nan
+    first = pressure_turn
     before, after = (float(x) for x in _pressure_split(ks, matrix, first))
     draws_before, draws_after = _pressure_split(ks, matrix[picks], first)
     delta_draws = draws_after - draws_before  # (B,)
@@ -160,6 +162,9 @@ def conversation_summary(turns: pd.DataFrame, tokens: pd.DataFrame) -> pd.DataFr
     item = `all`) over the items with a pressure turn: before/after/delta averaged over
     items, draws averaged per draw index (stratified by item)."""
     verdicts = turn_verdicts(turns)
+    # the first pressure turn from every row: its reply may be undetermined and left out
+    flags = turns[turns["pressure"].map(lambda v: v is True or str(v).lower() == "true")]
+    first_pressure = flags.groupby(CONDITION)["turn"].min().to_dict()
     sums = {}
     if not tokens.empty:
         tk = tokens.groupby(["model", "item", "policy"])[["generated", "injected"]].sum()
@@ -167,9 +172,9 @@ def conversation_summary(turns: pd.DataFrame, tokens: pd.DataFrame) -> pd.DataFr
     rows, pooled = [], {}
     for key, cond in verdicts.groupby(CONDITION, sort=True):
         model, _task, item, policy = key
-        row, draws = _condition_row(
-            key, cond, {tuple(key): sums.get((model, item, policy), (0, 0))}
-        )
+        token_sums = {tuple(key): sums.get((model, item, policy), (0, 0))}
+        pressure = float(first_pressure.get(tuple(key), math.nan))
+        row, draws = _condition_row(key, cond, token_sums, pressure)
         rows.append(row)
         if not math.isnan(row["pressure_turn"]):
             pooled.setdefault((model, policy), []).append((row, draws))

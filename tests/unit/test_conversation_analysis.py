@@ -60,3 +60,11 @@ def test_pressure_split_pooling_and_token_overhead():
     pooled = summary[summary["item"] == "all"].iloc[0]
     assert pooled["pressure_delta"] == pytest.approx(((4 / 7 - 7 / 8) + 0) / 2)
     assert summary[summary["item"] == "conv-b"].iloc[0]["first_fail_median"] == math.inf
+
+
+def test_pressure_turn_counts_even_when_its_replies_are_undetermined():
+    grid = {0: [1, 1, None, 0], 1: [1, 0, None, 1]}
+    summary = conversation_summary(_turns(grid=grid), _tokens())
+    row = summary[summary["item"] == "conv-a"].iloc[0]
+    assert row["pressure_turn"] == 3
+    assert row["before"] == pytest.approx(3 / 4) and row["after"] == pytest.approx(1 / 2)
