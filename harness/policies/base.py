@@ -62,10 +62,9 @@ class SampleState:
     rounds: int = 0
     bias: PromptBias | None = None  # attention bias toward the system turn (hf engine only)
     # conversations: the turn under way (its user message is in place), the tokens its reply
-    # has so far, where that reply starts, and whether it has ended (EOS or turn_tokens)
+    # has so far, and whether that reply has ended (EOS or turn_tokens)
     turn: int = 1
     turn_generated: int = 0
-    turn_start: int = 0
     reply_over: bool = False
 
     def append(self, ids: Sequence[int], kind: str, source: str, text: str = "") -> None:

@@ -100,7 +100,6 @@ def _open_turn(
     for kind, src, ids, piece_text in pieces:
         state.append(ids, kind, src, piece_text)
     state.turn_generated, state.reply_over = 0, False
-    state.turn_start = len(state.continuation)
 
 
 SimulatorFactory = Callable[[str], tuple[Engine, ChatFormat]]
