@@ -442,17 +442,27 @@ def load_run_config_and_suites(path: Path | str) -> tuple[RunConfig, list[TaskSu
 
     path = Path(path)
     config: RunConfig = _validate(RunConfig, path, _read_yaml(path))
-    suites = []
+    suites, suite_files = [], []
     for suite_path in config.suites:
         resolved = suite_path if suite_path.is_absolute() else _relative(path, suite_path)
         if not resolved.is_file():
             raise UserError(f"{path}: field 'suites': {suite_path}: file not found")
         suites.append(load_suite(resolved))
+        suite_files.append(resolved)
     for model in config.models:
         try:
             parse_model_name(model)
         except UserError as exc:
             raise UserError(f"{path}: field 'models': {exc}") from None
+    for suite_path, suite in zip(suite_files, suites, strict=True):
+        for index, item in enumerate(suite.items):  # a simulated user's model is a zoo name
+            sim = item.user_simulator
+            if sim is not None and sim.model is not None:
+                try:
+                    parse_model_name(sim.model)
+                except UserError as exc:
+                    where = f"field 'items.{index}.user_simulator.model'"
+                    raise UserError(f"{suite_path}: item '{item.id}': {where}: {exc}") from None
     known = {item.id for suite in suites for item in suite.items}
     for item_id in config.items or []:
         if item_id not in known:

@@ -120,6 +120,14 @@ CASES = {
         _suite(lambda item: item.update(user_simulator={"system": "Be a user.", "turns": 0})),
         "field 'items.0.user_simulator.turns': Input should be greater than 0",
     ),
+    "simulated user of an unknown model": (
+        _suite(
+            lambda item: item.update(
+                user_simulator={"system": "Be a user.", "turns": 2, "model": "gpt-17"}
+            )
+        ),
+        "item 'mini-fr': field 'items.0.user_simulator.model': unknown model 'gpt-17'",
+    ),
     "turn_tokens above max_tokens": (
         _set("generation.turn_tokens", 1000),
         "turn_tokens (1000) is larger than max_tokens",
