@@ -62,7 +62,7 @@ def test_turns_csv_has_every_turn_of_every_sample(talk):
         replies = sorted({s["turn"] for s in r["segments"] if s["kind"] == "generated"})
         assert replies == [1, 2, 3, 4], (r["item"], r["policy"])  # 1 + 3 scripted, 1 + 1 + 2
         mine = turns[(turns.item == r["item"]) & (turns.policy == r["policy"])]
-        assert sorted(mine[mine["sample"] == r["sample"]].turn) == [1, 2, 3, 4]
+        assert sorted(set(mine[mine["sample"] == r["sample"]].turn)) == [1, 2, 3, 4]
         sim = [s for s in r["segments"] if s["source"] == "simulator"]
         assert len(sim) == (2 if r["item"] == "talk-sim" else 0)
     pressure = turns[turns.pressure]
