@@ -86,6 +86,7 @@ class VllmEngine:
         enable_prefix_caching: bool = True,
         enforce_eager: bool | None = None,
         seed: int = 0,
+        block_size: int | None = None,
     ) -> None:
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
         if _on_cpu():
@@ -109,6 +110,9 @@ class VllmEngine:
             enable_prefix_caching=enable_prefix_caching,
             enforce_eager=cpu if enforce_eager is None else enforce_eager,
             seed=seed,
+            # None: vLLM's default (128 on CPU). A prefix-cache hit covers whole blocks only,
+            # so each conversation turn recomputes up to a block (bench/conversation.py).
+            **({"block_size": block_size} if block_size else {}),
             **cpu_options,
         )
         self.max_model_len = int(self._llm.llm_engine.model_config.max_model_len)
