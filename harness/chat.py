@@ -27,6 +27,8 @@ from harness.errors import UserError
 # characters that no prompt contains and no template trims.
 _SENTINEL = "\ue000CUT\ue000"
 Role = Literal["system", "user"]
+# One span of a rendered user turn: (segment kind, segment source, token ids, text)
+TurnPiece = tuple[str, str, list[int], str]
 
 
 class TemplateDefault(Enum):
@@ -143,3 +145,92 @@ class ChatFormat:
     def inline_ids(self, text: str) -> list[int]:
         """A reminder written inside the assistant turn, as a bracketed aside."""
         return self.encode(f"\n\n[{text}]\n\n")
+
+    def messages_ids(self, messages: list[dict]) -> list[int]:
+        """A whole chat rendered with the generation prompt (the simulated user's view of a
+        conversation, re-rendered each turn: it is a prompt of its own, not a record)."""
+        return self.encode(self._render(messages, generation_prompt=True))
+
+    def user_turn_pieces(
+        self,
+        user: str,
+        last_token: int | None,
+        reminder: str | None = None,
+        placement: str = "user",
+        source: str = "user",
+    ) -> list[TurnPiece]:
+        """The ids that close the assistant turn, open the next user turn with `user` and
+        reopen the assistant turn, split into pieces: `user` (the message), `injected` (a
+        reminder: a system turn before the user turn, or `Reminder: <text>` prepended to the
+        message) and `markup` (everything the template adds). The span is tokenised once, as
+        the template renders it, and cut by character offsets, so the ids are the natural
+        tokenisation and the pieces tile them exactly."""
+        if reminder and placement == "system" and not self.supports_system():
+            raise UserError(
+                "placement 'system': the model's chat template has no system role "
+                "(use placement 'user')"
+            )
+        messages = [{"role": "user", "content": "x"}, {"role": "assistant", "content": _SENTINEL}]
+        parts: list[tuple[str, str, str]] = []  # (kind, source, text) in rendered order
+        content = user
+        if reminder and placement == "system":
+            messages.append({"role": "system", "content": reminder})
+            parts.append(("injected", "reminder", reminder))
+        elif reminder:
+            lead = f"Reminder: {reminder}\n\n"
+            content = lead + user
+            parts.append(("injected", "reminder", lead))
+        parts.append(("user", source, user))
+        messages.append({"role": "user", "content": content})
+        try:
+            rendered = self._render(messages, generation_prompt=True)
+        except Exception as exc:  # e.g. templates that insist on alternating roles
+            raise UserError(f"the chat template refused a user turn ({exc})") from None
+        if _SENTINEL not in rendered:
+            raise UserError("the chat template drops the assistant turn")
+        tail = rendered.split(_SENTINEL, 1)[1]
+        spans, pos = [], 0
+        for kind, src, text in parts:
+            at = tail.find(text, pos)
+            if at < 0:
+                raise UserError(f"the chat template drops the {kind} text of a user turn")
+            spans.append((at, at + len(text), kind, src))
+            pos = at + len(text)
+        labelled = self._label_tokens(tail, spans)
+        if last_token is not None and labelled and last_token == labelled[0][0] == self.eos_id:
+            labelled = labelled[1:]  # the model closed its turn itself: no second EOS
+        return self._group(labelled)
+
+    def _label_tokens(self, text: str, spans: list[tuple]) -> list[tuple[int, str, str]]:
+        """(id, kind, source) per token of `text`: a token belongs to the span holding its
+        first character, else it is markup. Tokenizers without offsets (slow ones) tokenise
+        each span and each gap alone."""
+        try:
+            enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+            offsets = enc["offset_mapping"]
+        except (NotImplementedError, KeyError, TypeError, ValueError):
+            offsets = None
+        if offsets is not None:
+            out = []
+            for token, (begin, _end) in zip(enc["input_ids"], offsets, strict=True):
+                hit = next((s for s in spans if s[0] <= begin < s[1]), None)
+                out.append((token, *(hit[2:] if hit else ("markup", "chat"))))
+            return out
+        out, pos = [], 0
+        for begin, end, kind, src in [*spans, (len(text), len(text), "markup", "chat")]:
+            out += [(t, "markup", "chat") for t in self.encode(text[pos:begin])]
+            out += [(t, kind, src) for t in self.encode(text[begin:end])]
+            pos = end
+        return out
+
+    def _group(self, labelled: list[tuple[int, str, str]]) -> list[TurnPiece]:
+        pieces: list[TurnPiece] = []
+        for token, kind, src in labelled:
+            if pieces and pieces[-1][:2] == (kind, src):
+                pieces[-1][2].append(token)
+            else:
+                pieces.append((kind, src, [token], ""))
+        return [
+            (kind, src, ids, self.tokenizer.decode(ids, skip_special_tokens=False))
+            for kind, src, ids, _ in pieces
+        ]

@@ -10,7 +10,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from harness.checks import CheckSpec
 from harness.checks.base import NonEmptyText
@@ -25,7 +33,50 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _unset(value: Any) -> bool:
+    return value is None
+
+
+def added_field(default: Any = None, **kwargs: Any) -> Any:
+    """A field added after a model's first version: left out of dumps while unset, so the
+    dumps that keys and run ids hash (policy specs, items, the run config) stay as they were
+    for every config that does not use it."""
+    return Field(default, exclude_if=_unset, **kwargs)
+
+
 # ---------------------------------------------------------------- task suites
+class UserTurn(Strict):
+    """A scripted user turn; `pressure` marks one that asks the model to break its system
+    prompt (SysBench's "conflicting" turn): results are split by it."""
+
+    user: NonEmptyText
+    pressure: bool = False
+
+
+def _turn_shorthand(value: Any) -> Any:
+    # `- "text"` is shorthand for `- {user: "text"}`; anything else but a mapping is refused
+    # with the one message a user can act on
+    if isinstance(value, str):
+        return {"user": value}
+    if not isinstance(value, dict):
+        raise ValueError(f"a turn must be a string or {{user, pressure}}, got {value!r}")
+    return value
+
+
+class UserSimulator(Strict):
+    """A model that plays the user for `turns` more turns after the scripted ones: it sees the
+    conversation with the roles swapped, under its own system prompt."""
+
+    system: NonEmptyText
+    turns: int = Field(gt=0)
+    model: NonEmptyText | None = None  # None: the run's model (and its engine)
+    engine: Literal["vllm", "hf", "openai"] | None = None  # None: the run's engine
+    base_url: str | None = None  # openai engine: another endpoint than the run's
+    served_model: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    max_tokens: int = Field(64, gt=0)  # per simulated user turn
+
+
 class TaskItem(Strict):
     id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][\w.-]*$")]
     system: NonEmptyText
@@ -36,6 +87,23 @@ class TaskItem(Strict):
     reminder: NonEmptyText | None = None
     restatement: NonEmptyText | None = None
     tags: list[str] = Field(default_factory=list)
+    # Conversations: scripted user turns 2..K, then simulated ones (docs/architecture.md,
+    # "Conversations"). Unset on single-reply items, whose dumps (and score keys) stay as
+    # they were.
+    turns: list[Annotated[UserTurn, BeforeValidator(_turn_shorthand)]] | None = added_field(
+        min_length=1
+    )
+    user_simulator: UserSimulator | None = added_field()
+
+    @property
+    def is_conversation(self) -> bool:
+        return self.turns is not None or self.user_simulator is not None
+
+    @property
+    def n_turns(self) -> int:
+        """User turns of a conversation, the first (`user`) included; 1 for a single reply."""
+        simulated = self.user_simulator.turns if self.user_simulator else 0
+        return 1 + len(self.turns or []) + simulated
 
 
 class TaskSuite(Strict):
@@ -66,17 +134,57 @@ class RestatePolicy(Strict):
 
 
 class PeriodicPolicy(Strict):
+    """Within one reply: a reminder every `every` generated tokens. In a conversation: before
+    every `every_turns`-th user turn (turns 2..K; turn 1 is the prompt)."""
+
     name: Literal["periodic"]
-    every: int = Field(gt=0)
+    every: int | None = Field(None, gt=0)
     placement: Placement = "user"
     text: NonEmptyText | None = None  # None: the task item's reminder
+    every_turns: int | None = added_field(gt=0)
+
+    @model_validator(mode="after")
+    def _one_rhythm(self) -> PeriodicPolicy:
+        if (self.every is None) == (self.every_turns is None):
+            raise ValueError("periodic needs exactly one of every (tokens) or every_turns")
+        if self.every_turns is not None and self.placement == "inline":
+            raise ValueError("every_turns reminds between turns: placement system or user")
+        return self
+
+    @property
+    def between_turns(self) -> bool:
+        return self.every_turns is not None
 
 
 class AdaptivePolicy(Strict):
+    """Within one reply: every `every` tokens, remind when the last `every` tokens fail. In a
+    conversation (`on: turn`): remind before the user turn that follows a failing reply."""
+
     name: Literal["adaptive"]
-    every: int = Field(gt=0)
+    every: int | None = Field(None, gt=0)
     placement: Placement = "user"
     text: NonEmptyText | None = None
+    on: Literal["turn"] | None = added_field()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _yaml_on(cls, data: Any) -> Any:
+        # YAML 1.1 reads the bare key `on` as the boolean true
+        if isinstance(data, dict) and True in data:
+            data = {("on" if k is True else k): v for k, v in data.items()}
+        return data
+
+    @model_validator(mode="after")
+    def _one_rhythm(self) -> AdaptivePolicy:
+        if (self.every is None) == (self.on is None):
+            raise ValueError("adaptive needs exactly one of every (tokens) or on: turn")
+        if self.on is not None and self.placement == "inline":
+            raise ValueError("on: turn reminds between turns: placement system or user")
+        return self
+
+    @property
+    def between_turns(self) -> bool:
+        return self.on is not None
 
 
 class AttentionBiasPolicy(Strict):
@@ -93,10 +201,15 @@ POLICY_NAMES = ("none", "restate", "periodic", "adaptive", "attention_bias")
 
 def policy_label(policy: BaseModel) -> str:
     """Short stable label used in records and reports, e.g. `periodic-128-user`,
-    `attention_bias-1` (numbers as `:g` writes them, so lam 1.0 and 1 label alike)."""
+    `attention_bias-1` (numbers as `:g` writes them, so lam 1.0 and 1 label alike); between
+    turns `periodic-turns2-user`, `adaptive-turn-user`."""
     data = policy.model_dump(exclude_none=True)
     name = data.pop("name")
     data.pop("text", None)
+    if "every_turns" in data:
+        data = {"every": f"turns{data.pop('every_turns')}", **data}
+    if "on" in data:
+        data = {"on": data.pop("on"), **data}
     values = (f"{v:g}" if isinstance(v, float) else str(v) for v in data.values())
     return "-".join([name, *values])
 
@@ -165,6 +278,17 @@ class GenerationConfig(Strict):
     tensor_parallel_size: int = Field(1, gt=0)
     pipeline_parallel_size: int = Field(1, gt=0)
     max_model_len: int | None = Field(None, gt=0)
+    # Conversations: max new tokens per assistant turn (a turn ends at EOS or here);
+    # max_tokens stays the conversation's total budget of generated tokens.
+    turn_tokens: int | None = added_field(gt=0)
+
+    @model_validator(mode="after")
+    def _turn_fits(self) -> GenerationConfig:
+        if self.turn_tokens is not None and self.turn_tokens > self.max_tokens:
+            raise ValueError(
+                f"turn_tokens ({self.turn_tokens}) is larger than max_tokens ({self.max_tokens})"
+            )
+        return self
 
 
 class ScoringConfig(Strict):
@@ -248,6 +372,9 @@ class RunConfig(Strict):
     suites: list[Path] = Field(min_length=1)
     items: list[str] | None = None  # subset of item ids; None: every item of every suite
     policies: list[PolicySpec] = Field(min_length=1)
+    # Conversation items run under these when given (else under `policies`), so one config
+    # compares within-reply policies on single replies and between-turn ones on conversations.
+    conversation_policies: list[PolicySpec] | None = added_field(min_length=1)
     samples: int = Field(4, gt=0)
     generation: GenerationConfig = GenerationConfig()
     scoring: ScoringConfig = ScoringConfig()
@@ -257,7 +384,7 @@ class RunConfig(Strict):
     forks: ForksConfig | None = None
     out: Path | None = None
 
-    @field_validator("policies", mode="before")
+    @field_validator("policies", "conversation_policies", mode="before")
     @classmethod
     def _policy_shorthand(cls, value: Any) -> Any:
         # `- none` is shorthand for `- {name: none}`
@@ -274,9 +401,14 @@ class RunConfig(Strict):
             )
         return self
 
+    def policy_labels(self) -> list[str]:
+        """Every policy label of the run, in config order, each once."""
+        specs = [*self.policies, *(self.conversation_policies or [])]
+        return list(dict.fromkeys(policy_label(p) for p in specs))
+
     @model_validator(mode="after")
     def _gates_fit(self) -> RunConfig:
-        labels = [policy_label(p) for p in self.policies]
+        labels = self.policy_labels()
         for index, gate in enumerate(self.gates):
             problem = gate_problem(gate, labels, list(self.models), self.probe.enabled)
             if problem:
@@ -360,17 +492,27 @@ def load_run_config_and_suites(path: Path | str) -> tuple[RunConfig, list[TaskSu
 
     path = Path(path)
     config: RunConfig = _validate(RunConfig, path, _read_yaml(path))
-    suites = []
+    suites, suite_files = [], []
     for suite_path in config.suites:
         resolved = suite_path if suite_path.is_absolute() else _relative(path, suite_path)
         if not resolved.is_file():
             raise UserError(f"{path}: field 'suites': {suite_path}: file not found")
         suites.append(load_suite(resolved))
+        suite_files.append(resolved)
     for model in config.models:
         try:
             parse_model_name(model)
         except UserError as exc:
             raise UserError(f"{path}: field 'models': {exc}") from None
+    for suite_path, suite in zip(suite_files, suites, strict=True):
+        for index, item in enumerate(suite.items):  # a simulated user's model is a zoo name
+            sim = item.user_simulator
+            if sim is not None and sim.model is not None:
+                try:
+                    parse_model_name(sim.model)
+                except UserError as exc:
+                    where = f"field 'items.{index}.user_simulator.model'"
+                    raise UserError(f"{suite_path}: item '{item.id}': {where}: {exc}") from None
     known = {item.id for suite in suites for item in suite.items}
     for item_id in config.items or []:
         if item_id not in known:

@@ -59,7 +59,10 @@ def plan_run(config_path: Path, out: Path | None = None) -> RunPlan:
         raise UserError(f"--out {out_dir}: exists and is not a folder")
     models = [resolve_model(name) for name in config.models]
     for model in models:
-        check_generation(config, items, model)
+        try:
+            check_generation(config, items, model)
+        except UserError as exc:  # name the config: the policy, item and field are in exc
+            raise UserError(f"{config_path}: {exc}") from None
         if config.generation.engine == "openai":  # unreachable endpoint: fail before writing
             from harness.engines import make_engine
 

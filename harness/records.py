@@ -27,16 +27,30 @@ _TRANSCRIPT_DEFAULTS: dict[str, Any] = {
 }
 
 
+def _unset(value: Any) -> bool:
+    return value is None
+
+
 class Segment(BaseModel):
-    """A span of the continuation, [start, end) in continuation token positions (0-based)."""
+    """A span of the continuation, [start, end) in continuation token positions (0-based).
+
+    Kinds: `generated` (the model's tokens: the assistant turns), `injected` (reminders,
+    `Continue.` turns), `restatement`, and in conversations `user` (a scripted or simulated
+    user message) and `markup` (the chat template's tokens between turns). `turn` is the
+    conversation turn a span belongs to (1-based; unset, and left out of dumps and keys, in
+    single replies).
+    """
 
     model_config = ConfigDict(frozen=True)
 
-    kind: Literal["generated", "injected", "restatement"]
+    kind: Literal["generated", "injected", "restatement", "user", "markup"]
     start: int = Field(ge=0)
     end: int = Field(ge=0)  # exclusive
-    source: Literal["model", "reminder", "continue", "restatement"] = "model"
+    source: Literal["model", "reminder", "continue", "restatement", "user", "simulator", "chat"] = (
+        "model"
+    )
     text: str = ""
+    turn: int | None = Field(None, ge=1, exclude_if=_unset)
 
     @model_validator(mode="after")
     def _ordered(self) -> Segment:
@@ -52,6 +66,9 @@ class TokenCounts(BaseModel):
     restated: int = 0
     processed: int = 0  # every token the engine ran through (prompts of every round + outputs)
     processed_uncached: int | None = None  # minus prefix-cache hits, where the engine says
+    # conversations only (left out of single replies' dumps): user messages, chat markup
+    user: int | None = Field(None, exclude_if=_unset)
+    markup: int | None = Field(None, exclude_if=_unset)
 
 
 class GenerationRecord(BaseModel):
@@ -127,6 +144,36 @@ class GenerationRecord(BaseModel):
             separators=(",", ":"),
         )
         return hashlib.sha256(body.encode()).hexdigest()[:32]
+
+    @property
+    def is_conversation(self) -> bool:
+        return any(seg.turn is not None for seg in self.segments)
+
+    def turn_positions(self) -> dict[int, list[int]]:
+        """0-based offsets of the generated tokens per assistant turn (turn 1 only, for a
+        single reply), in order."""
+        turns: dict[int, list[int]] = {}
+        for seg in self.segments:
+            if seg.kind == "generated":
+                turns.setdefault(seg.turn or 1, []).extend(range(seg.start, seg.end))
+        return {turn: sorted(set(pos)) for turn, pos in sorted(turns.items())}
+
+    def position_roles(self) -> list[tuple[int, str]]:
+        """(turn, role) per continuation offset: role `assistant` (generated), `user`,
+        `markup`, `reminder` (injected) or `restatement`; turn 1 throughout a single reply."""
+        roles = {"generated": "assistant", "injected": "reminder"}
+        out = [(1, "assistant")] * len(self.continuation_ids)
+        for seg in self.segments:
+            role = roles.get(seg.kind, seg.kind)
+            out[seg.start : seg.end] = [(seg.turn or 1, role)] * (seg.end - seg.start)
+        return out
+
+    def turn_starts(self) -> list[int]:
+        """1-based positions t of the first token of each assistant turn after the first
+        (conversations; empty for a single reply)."""
+        if not self.is_conversation:
+            return []
+        return [pos[0] + 1 for turn, pos in self.turn_positions().items() if turn > 1 and pos]
 
     def generated_positions(self) -> list[int]:
         """0-based continuation offsets of the generated tokens, in order."""

@@ -26,8 +26,15 @@ from harness.errors import UserError
 # judge: the verdict cache (how a verdict is parsed and stored; the rubric prompt has its own
 # RUBRIC_VERSION in the key)
 STAGE_VERSIONS = {
-    "generate": 1, "score": 1, "probe": 2, "bias": 2, "probe-cli": 1, "judge": 1, "forks": 1,
-}  # fmt: skip
+    "generate": 1,
+    "score": 1,
+    "turns": 1,
+    "probe": 2,
+    "bias": 2,
+    "probe-cli": 1,
+    "judge": 1,
+    "forks": 1,
+}
 
 
 def content_key(stage: str, *parts: Any) -> str:

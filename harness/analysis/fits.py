@@ -42,7 +42,9 @@ class FitMember:
 
 
 def curve_sets(arrays: dict) -> dict[tuple[int, str], np.ndarray]:
-    """(layer, metric) -> (T,) float64 curve, hidden metrics first, then the next-token ones."""
+    """(layer, metric) -> (T,) float64 curve, hidden metrics first, then the next-token ones.
+    A conversation's arrays carry `assistant` (a (T,) mask of the generated positions): its
+    hidden metrics are fitted again over those positions only, as `<metric>@assistant`."""
     out = {
         (layer, metric): np.asarray(arrays[metric][row], dtype=np.float64)
         for row, layer in enumerate(np.asarray(arrays["layers"]).tolist())
@@ -50,6 +52,11 @@ def curve_sets(arrays: dict) -> dict[tuple[int, str], np.ndarray]:
     }
     out[(NEXT_LAYER, "abs_delta_logp")] = np.abs(np.asarray(arrays["delta_logp"], np.float64))
     out[(NEXT_LAYER, "kl")] = np.asarray(arrays["kl"], dtype=np.float64)
+    mask = arrays.get("assistant")
+    if mask is not None:
+        for (layer, metric), curve in list(out.items()):
+            if metric in HIDDEN_METRICS:
+                out[(layer, f"{metric}@assistant")] = np.where(mask, curve, np.nan)
     return out
 
 
@@ -75,9 +82,10 @@ def _pooled(
         return None
     sets = [curve_sets(m.arrays) for m in usable]
     common = min(next(iter(s.values())).shape[0] for s in sets)
+    keys = [key for key in sets[0] if all(key in s for s in sets)]  # @assistant: all talks
     return {
         key: _fit(np.vstack([s[key][:common] for s in sets]), t_min, n_boot, 0, False)
-        for key in sets[0]
+        for key in keys
     }
 
 

@@ -45,11 +45,16 @@ def _build_policy(spec, continue_on_eos: bool, violates: ViolationHook | None) -
     if name == "restate":
         return RestatePolicy(continue_on_eos)
     if name == "periodic":
-        return PeriodicPolicy(spec.every, spec.placement, spec.text, continue_on_eos)
+        return PeriodicPolicy(
+            spec.every, spec.placement, spec.text, continue_on_eos, every_turns=spec.every_turns
+        )
     if name == "adaptive":
         if violates is None:
             raise UserError("policy adaptive needs the task's checks to score windows")
-        return AdaptivePolicy(spec.every, violates, spec.placement, spec.text, continue_on_eos)
+        on_turn = spec.on == "turn"
+        return AdaptivePolicy(
+            spec.every, violates, spec.placement, spec.text, continue_on_eos, on_turn=on_turn
+        )
     if name == "attention_bias":
         return AttentionBiasPolicy(spec.lam, continue_on_eos)
     raise UserError(f"unknown policy '{name}'")

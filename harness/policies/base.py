@@ -14,9 +14,21 @@ from harness.records import GenerationRecord, Segment, TokenCounts
 CONTINUE_TEXT = "Continue."
 
 
+@dataclass(frozen=True)
+class SimulatorSpec:
+    """A simulated user (harness.config.UserSimulator): its system prompt, how many turns it
+    plays, its budget per turn, and `key` naming the engine that plays it ("" = the run's)."""
+
+    system: str
+    turns: int
+    max_tokens: int = 64
+    key: str = ""
+
+
 @dataclass
 class SampleSpec:
-    """One sample to generate: a chat prompt plus the item's reminder/restatement texts."""
+    """One sample to generate: a chat prompt plus the item's reminder/restatement texts, and
+    for a conversation its scripted user turns 2..K (text, pressure) and simulated user."""
 
     system: str | None
     user: str
@@ -24,6 +36,16 @@ class SampleSpec:
     restatement: str = ""
     seed: int = 0
     meta: dict = field(default_factory=dict)  # model, task, item, sample... copied to records
+    turns: list[tuple[str, bool]] = field(default_factory=list)
+    simulator: SimulatorSpec | None = None
+
+    @property
+    def conversation(self) -> bool:
+        return bool(self.turns) or self.simulator is not None
+
+    @property
+    def n_turns(self) -> int:
+        return 1 + len(self.turns) + (self.simulator.turns if self.simulator else 0)
 
 
 @dataclass
@@ -39,12 +61,25 @@ class SampleState:
     seconds: float = 0.0
     rounds: int = 0
     bias: PromptBias | None = None  # attention bias toward the system turn (hf engine only)
+    # conversations: the turn under way (its user message is in place), the tokens its reply
+    # has so far, and whether that reply has ended (EOS or turn_tokens)
+    turn: int = 1
+    turn_generated: int = 0
+    reply_over: bool = False
 
     def append(self, ids: Sequence[int], kind: str, source: str, text: str = "") -> None:
         start = len(self.continuation)
         self.continuation.extend(ids)
+        turn = self.turn if self.spec.conversation else None
         self.segments.append(
-            Segment(kind=kind, start=start, end=len(self.continuation), source=source, text=text)
+            Segment(
+                kind=kind,
+                start=start,
+                end=len(self.continuation),
+                source=source,
+                text=text,
+                turn=turn,
+            )
         )
 
 
@@ -68,6 +103,13 @@ class Policy:
     def injection_budget(self, chat: ChatFormat, spec: SampleSpec, max_tokens: int) -> int:
         """Upper bound of tokens this policy may add besides generated ones (context check)."""
         return 0
+
+    def turn_reminder(self, chat: ChatFormat, state: SampleState) -> str | None:
+        """Conversations: the reminder to add before user turn `state.turn + 1` (None: none).
+        Called once per turn, after the reply to `state.turn` ended."""
+        return None
+
+    placement = "user"  # where turn_reminder's text goes: a system turn or the user message
 
 
 def reminder_ids(chat: ChatFormat, placement: str, text: str, last: int | None) -> list[int]:
@@ -98,11 +140,20 @@ def run_policies(
     sampling: SamplingSettings,
     on_round: Callable[[int, int], None] | None = None,
     on_group_done: Callable[[int, list[GenerationRecord]], None] | None = None,
+    turn_tokens: int | None = None,
+    simulators=None,
 ) -> list[list[GenerationRecord]]:
     """Several (policy, samples) groups advanced together: each round is ONE engine batch
     with every unfinished sample of every group, so short rounds of one policy overlap with
     long rounds of another. Seeds depend on (sample seed, the sample's own round), never on
-    the batch, so a group gives the same tokens alone or merged."""
+    the batch, so a group gives the same tokens alone or merged.
+
+    Conversations (specs with user turns) take one round per assistant turn, of at most
+    `turn_tokens` tokens; after the round every conversation whose reply ended gets its next
+    user turn (`harness.policies.conversation.next_user_turns`; simulated users as one more
+    batch per round, through `simulators`)."""
+    from harness.policies.conversation import next_user_turns, stop_at_context
+
     budget = sampling.max_tokens
     grouped = [
         (policy, _start_states(policy, engine, chat, specs, budget)) for policy, specs in groups
@@ -120,14 +171,22 @@ def run_policies(
         active = [(p, s) for p, states in grouped for s in states if not s.done]
         if not active:
             break
-        requests = [_request(policy, state, sampling, budget) for policy, state in active]
+        stop_at_context([s for _, s in active], engine.max_model_len)
+        active = [(p, s) for p, s in active if not s.done]
+        if not active:
+            continue  # groups whose last samples just hit the context are handed over above
+        requests = [
+            _request(policy, state, sampling, budget, turn_tokens, engine.max_model_len)
+            for policy, state in active
+        ]
         results = engine.generate(requests)
         for (policy, state), request, result in zip(active, requests, results, strict=True):
-            _absorb(policy, state, chat, request, result, budget, len(active))
+            _absorb(policy, state, chat, request, result, budget, len(active), turn_tokens)
         for policy, states in grouped:
-            boundary = [s for s in states if not s.done]
+            boundary = [s for s in states if not s.done and not s.spec.conversation]
             for index, ids in policy.inject(chat, boundary).items():
                 boundary[index].append(ids, "injected", "reminder", chat.tokenizer.decode(ids))
+        next_user_turns(grouped, chat, engine, simulators, sampling)
         round_index += 1
         if on_round:
             on_round(round_index, sum(s.generated for _, states in grouped for s in states))
@@ -139,6 +198,14 @@ def _start_states(
 ) -> list[SampleState]:
     states = [SampleState(spec=s, prompt_ids=chat.prompt_ids(s.system, s.user)) for s in specs]
     for state in states:
+        state.counts.prompt = len(state.prompt_ids)
+        if state.spec.conversation:  # may stop at the context mid-run (finish reason context)
+            if len(state.prompt_ids) >= engine.max_model_len:
+                raise UserError(
+                    f"the prompt ({len(state.prompt_ids)} tokens) fills the context of "
+                    f"{engine.max_model_len} tokens"
+                )
+            continue
         extra = policy.injection_budget(chat, state.spec, budget)
         needed = len(state.prompt_ids) + budget + extra
         if needed > engine.max_model_len:
@@ -152,9 +219,19 @@ def _start_states(
 
 
 def _request(
-    policy: Policy, state: SampleState, sampling: SamplingSettings, budget: int
+    policy: Policy,
+    state: SampleState,
+    sampling: SamplingSettings,
+    budget: int,
+    turn_tokens: int | None,
+    context: int,
 ) -> GenerationRequest:
-    n = policy.round_tokens(state, budget - state.generated)
+    if state.spec.conversation:  # one round per reply, cut at the context's end
+        room = context - len(state.prompt_ids) - len(state.continuation)
+        per_turn = (turn_tokens or budget) - state.turn_generated
+        n = min(per_turn, budget - state.generated, room)
+    else:
+        n = policy.round_tokens(state, budget - state.generated)
     seed = None if state.spec.seed is None else state.spec.seed * 7919 + state.rounds
     return GenerationRequest(
         prompt_ids=state.prompt_ids + state.continuation,
@@ -171,6 +248,7 @@ def _absorb(
     result,
     budget: int,
     batch_size: int,
+    turn_tokens: int | None = None,
 ) -> None:
     """Append one round's output to a sample and decide whether it goes on."""
     state.rounds += 1
@@ -181,7 +259,10 @@ def _absorb(
         state.counts.processed_uncached = (state.counts.processed_uncached or 0) + uncached
     state.append(result.token_ids, "generated", "model", result.text)
     state.generated += len(result.token_ids)
-    if budget - state.generated <= 0:
+    state.turn_generated += len(result.token_ids)
+    if state.spec.conversation:
+        _end_of_reply(state, result.finish_reason, budget, turn_tokens or budget)
+    elif budget - state.generated <= 0:
         state.done, state.finish_reason = True, "length"
     elif result.finish_reason == "stop":
         if policy.continue_on_eos:
@@ -192,19 +273,37 @@ def _absorb(
             state.done, state.finish_reason = True, "stop"
 
 
+def _end_of_reply(state: SampleState, finish: str, budget: int, turn_tokens: int) -> None:
+    """A conversation's reply ends at EOS or turn_tokens; the conversation ends with its last
+    turn's reply (finish reason of that reply) or at the total budget (`length`). A reply cut
+    short by the context goes on next round, where `stop_at_context` ends it."""
+    if state.generated >= budget:
+        state.done, state.finish_reason = True, "length"
+        return
+    if finish == "stop" or state.turn_generated >= turn_tokens:
+        state.reply_over = True
+        state.finish_reason = "stop" if finish == "stop" else "length"
+        if state.turn >= state.spec.n_turns:
+            state.done = True
+
+
 def _record(
     state: SampleState, chat: ChatFormat, policy: Policy, engine: Engine
 ) -> GenerationRecord:
     """The sample's record; reads `state` without changing it, and shares no mutable part
     with it, so a record handed out never changes afterwards."""
-    spans = {"generated": 0, "injected": 0, "restatement": 0}
+    spans = {"generated": 0, "injected": 0, "restatement": 0, "user": 0, "markup": 0}
     for seg in state.segments:
         spans[seg.kind] += seg.end - seg.start
+    turn_counts = (
+        {"user": spans["user"], "markup": spans["markup"]} if state.spec.conversation else {}
+    )
     counts = state.counts.model_copy(
         update={
             "generated": spans["generated"],
             "injected": spans["injected"],
             "restated": spans["restatement"],
+            **turn_counts,
         }
     )
     spec = state.spec

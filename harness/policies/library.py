@@ -39,24 +39,30 @@ class RestatePolicy(NonePolicy):
 
 
 class PeriodicPolicy(NonePolicy):
-    """Every `every` generated tokens, inject the reminder into every unfinished sample."""
+    """Every `every` generated tokens, inject the reminder into every unfinished sample; in a
+    conversation (`every_turns`), before every `every_turns`-th user turn."""
 
     def __init__(
         self,
-        every: int,
+        every: int | None,
         placement: str = "user",
         text: str | None = None,
         continue_on_eos: bool = False,
+        every_turns: int | None = None,
     ) -> None:
-        if every <= 0:
-            raise UserError(f"policy every={every}: must be a positive number of tokens")
+        if (every is None) == (every_turns is None):
+            raise UserError(f"policy {self.kind}: give exactly one rhythm (every or every_turns)")
+        if (every or every_turns) <= 0:
+            raise UserError(f"policy every={every or every_turns}: must be a positive number")
         if placement not in ("system", "user", "inline"):
             raise UserError(f"unknown placement '{placement}' (expected system, user or inline)")
         if text is not None and not text.strip():
             raise UserError("policy reminder text is empty")
         super().__init__(continue_on_eos)
         self.every, self.placement, self.text = every, placement, text
-        self.label = f"{self.kind}-{every}-{placement}"
+        self.every_turns = every_turns
+        rhythm = every if every is not None else f"turns{every_turns}"
+        self.label = f"{self.kind}-{rhythm}-{placement}"
 
     kind = "periodic"
 
@@ -71,11 +77,21 @@ class PeriodicPolicy(NonePolicy):
             reminder_ids(chat, self.placement, self._text(state.spec), None)
 
     def round_tokens(self, state: SampleState, remaining: int) -> int:
+        if self.every is None:  # a between-turns policy never cuts a reply
+            return remaining
         # next boundary at the next multiple of `every` generated tokens
         return min(self.every - state.generated % self.every, remaining)
 
     def due(self, state: SampleState) -> bool:
+        if self.every is None:
+            return False
         return state.generated > 0 and state.generated % self.every == 0
+
+    def turn_reminder(self, chat: ChatFormat, state: SampleState) -> str | None:
+        # user turns count from 1 (the prompt's): remind before turns k, 2k, 3k, ...
+        if self.every_turns is None or (state.turn + 1) % self.every_turns:
+            return None
+        return self._text(state.spec)
 
     def inject(self, chat: ChatFormat, states: list[SampleState]) -> dict[int, list[int]]:
         return {
@@ -85,25 +101,41 @@ class PeriodicPolicy(NonePolicy):
         }
 
     def injection_budget(self, chat: ChatFormat, spec: SampleSpec, max_tokens: int) -> int:
+        if self.every is None:  # conversations are checked by `conversation_floor`
+            return 0
         per = len(reminder_ids(chat, self.placement, self._text(spec), None)) + 1
         return per * (max_tokens // self.every)
 
 
 class AdaptivePolicy(PeriodicPolicy):
-    """Every `every` tokens score the last window; remind only the samples that violate."""
+    """Every `every` tokens score the last window; remind only the samples that violate. In a
+    conversation (`on_turn`): score each reply whole, and remind before the next user turn
+    after a failing one."""
 
     kind = "adaptive"
 
     def __init__(
         self,
-        every: int,
+        every: int | None,
         violates: ViolationHook,
         placement: str = "user",
         text: str | None = None,
         continue_on_eos: bool = False,
+        on_turn: bool = False,
     ) -> None:
-        super().__init__(every, placement, text, continue_on_eos)
+        if on_turn:  # the base class wants one rhythm: a turn-by-turn one here
+            super().__init__(None, placement, text, continue_on_eos, every_turns=1)
+            self.label = f"{self.kind}-turn-{placement}"
+        else:
+            super().__init__(every, placement, text, continue_on_eos)
         self.violates = violates
+
+    def turn_reminder(self, chat: ChatFormat, state: SampleState) -> str | None:
+        from harness.policies.conversation import reply_text
+
+        if self.every_turns is None or not self.violates(state, reply_text(state, chat)):
+            return None
+        return self._text(state.spec)
 
     def inject(self, chat: ChatFormat, states: list[SampleState]) -> dict[int, list[int]]:
         out = {}

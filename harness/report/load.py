@@ -35,6 +35,9 @@ CSV_FILES = (
     "gates.csv",
     "carried.csv",
     "linkage.csv",
+    "turns.csv",
+    "turn_adherence.csv",
+    "conversations.csv",
 )
 KNOWN_FILES = (*CSV_FILES, "generations.jsonl", "forks.jsonl", "manifest.json")
 
@@ -55,6 +58,11 @@ REQUIRED_COLUMNS = {
     | {"spearman_high"},
     "gates.csv": {"gate", "metric", "use", "policy", "item", "model", "value", "min", "max"}
     | {"passed", "detail"},
+    "turn_adherence.csv": {"model", "item", "policy", "turn", "a", "lo", "hi", "survival"}
+    | {"survival_lo", "survival_hi"},
+    "conversations.csv": {"model", "item", "policy", "mean", "a_first", "a_last"}
+    | {"first_fail_median", "pressure_turn", "before", "after", "pressure_delta"}
+    | {"token_overhead"},
 }
 
 

@@ -159,7 +159,7 @@ def _panel_titles(frame: pd.DataFrame) -> list[tuple[str, str]]:
     return list(frame.groupby(["model", "item"], sort=True).groups)
 
 
-def curve_figure(frame: pd.DataFrame, y: str, y_title: str, step: bool = False):
+def curve_figure(frame: pd.DataFrame, y: str, y_title: str, step: bool = False, x_title: str = "t"):
     """One panel per (model, item), one line per policy with its CI band (lo, hi)."""
     import plotly.graph_objects as go  # noqa: F401
     from plotly.subplots import make_subplots
@@ -194,7 +194,44 @@ def curve_figure(frame: pd.DataFrame, y: str, y_title: str, step: bool = False):
                 hovertemplate=label(policy) + "<br>t=%{x}<br>%{y:.2f}<extra></extra>",
             )  # fmt: skip
     fig.update_yaxes(range=[-0.03, 1.03], title_text=y_title, col=1)
-    fig.update_xaxes(title_text="t", row=rows)
+    fig.update_xaxes(title_text=x_title, row=rows)
+    return _layout(fig, 300 * rows + 80)
+
+
+def turn_divergence_figure(mean: pd.DataFrame, starts: pd.DataFrame):
+    """One panel per (model, item): rel_l2 over t per pair (colour = policy), diamonds at each
+    reply's first token. `mean`: model, item, policy, pair, t, rel_l2; `starts`: pair, t."""
+    from plotly.subplots import make_subplots
+
+    panels = _panel_titles(mean)
+    rows, cols = _grid(len(panels))
+    multi_model = mean["model"].nunique() > 1
+    titles = [label(f"{i} · {m}" if multi_model else i) for m, i in panels]
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, shared_yaxes=True)
+    colors = {p: color(k) for k, p in enumerate(policy_order(mean["policy"]))}
+    shown: set[str] = set()
+    for k, (model, item) in enumerate(panels):
+        r, c = divmod(k, cols)
+        panel = mean[(mean["model"] == model) & (mean["item"] == item)]
+        for pair, rows_ in panel.groupby("pair", sort=True):
+            policy = str(rows_["policy"].iloc[0])
+            col = colors[policy]
+            fig.add_scatter(
+                x=rows_["t"], y=rows_["rel_l2"], mode="lines", line=dict(color=col, width=1.2),
+                name=label(policy), legendgroup=policy, showlegend=policy not in shown,
+                row=r + 1, col=c + 1,
+                hovertemplate=label(pair) + "<br>t=%{x}<br>rel_l2=%{y:.3g}<extra></extra>",
+            )  # fmt: skip
+            shown.add(policy)
+            marks = rows_.merge(starts, on=["pair", "t"])
+            fig.add_scatter(
+                x=marks["t"], y=marks["rel_l2"], mode="markers", showlegend=False,
+                marker=dict(symbol="diamond", size=8, color=col), legendgroup=policy,
+                row=r + 1, col=c + 1, hovertemplate="reply starts · t=%{x}<extra></extra>",
+            )  # fmt: skip
+    fig.update_xaxes(type="log", title_text="t (every token after the prompt)", row=rows)
+    fig.update_yaxes(type="log")
+    fig.update_yaxes(title_text="rel_l2", col=1)
     return _layout(fig, 300 * rows + 80)
 
 

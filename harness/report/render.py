@@ -58,6 +58,10 @@ details.sample[data-fail="1"] summary { color:#a61e1e; }
 .seg-restatement { border-color:#7b3fb0; background:#f3ebfb; }
 .seg-injected::before { content:"reminder ▸ "; color:#1f5fbf; font-weight:600; }
 .seg-restatement::before { content:"restated ▸ "; color:#7b3fb0; font-weight:600; }
+.turn { margin:8px 0; } .turn-k { color:var(--muted); font-size:11px; margin:2px 0; }
+.chat-user { background:#eef3fb; border-radius:8px; padding:4px 10px; margin:4px 25% 4px 0; }
+.chat-assistant { background:#fafbfc; border:1px solid var(--line); border-radius:8px;
+  padding:4px 10px; margin:4px 0 4px 12%; }
 .gates-pass, .gate-pass td:first-child { color:#2b8a3e; font-weight:600; }
 .gates-fail, .gate-fail td:first-child { color:#a61e1e; font-weight:600; }
 .gate-fail { background:#fdecec; }
@@ -109,8 +113,11 @@ def figures_json(figs: dict) -> str:
     return script_safe("{" + ",".join(parts) + "}")
 
 
-def page(title: str, subtitle: str, sections: list[str], figs: dict) -> str:
-    nav = "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in TITLES.items())
+def page(
+    title: str, subtitle: str, sections: list[str], figs: dict, anchors: list[str] | None = None
+) -> str:
+    shown = TITLES if anchors is None else {a: TITLES[a] for a in anchors}
+    nav = "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in shown.items())
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -133,9 +140,9 @@ def _title(data) -> tuple[str, str]:
 def render_report(run_dir: Path) -> Path:
     """Read the run folder's stored files and write `report.html` there atomically."""
     data = load_run(Path(run_dir))
-    sections, figs = build_sections(data)
+    sections, figs, anchors = build_sections(data)
     title, subtitle = _title(data)
-    text = page(title, subtitle, sections, figs)
+    text = page(title, subtitle, sections, figs, anchors)
     out = data.run_dir / "report.html"
     atomic_write_text(out, text)
     return out

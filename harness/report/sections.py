@@ -9,6 +9,7 @@ import math
 from harness.report import derive, plots, theory
 from harness.report.calibration import calibration_section
 from harness.report.carried import carried_cards, forks_section, linkage_sentences
+from harness.report.conversations import conversations_section
 from harness.report.gates import gates_section
 from harness.report.html import esc, figure, fmt_num, note, section, table
 from harness.report.load import RunData, ci_columns
@@ -28,6 +29,7 @@ TITLES = {
     "alpha": "α by layer",
     "adherence": "Adherence a(t)",
     "survival": "Survival",
+    "conversations": "Conversations",
     "policies": "Policies",
     "forks": "Prompt or text?",
     "correlation": "α vs behaviour",
@@ -261,6 +263,7 @@ BUILDERS = {
     "alpha": alpha,
     "adherence": adherence,
     "survival": survival,
+    "conversations": conversations_section,
     "policies": policies,
     "forks": forks_section,
     "correlation": correlation,
@@ -271,11 +274,16 @@ BUILDERS = {
 }
 
 
-def build_sections(data: RunData) -> tuple[list[str], dict]:
-    """All sections in page order, and every figure keyed by its div id."""
-    html, figs = [], {}
+def build_sections(data: RunData) -> tuple[list[str], dict, list[str]]:
+    """All sections in page order, every figure keyed by its div id, and the anchors shown
+    (a builder that returns None, e.g. Conversations in a single-reply run, is left out)."""
+    html, figs, anchors = [], {}, []
     for anchor, build in BUILDERS.items():
-        body, section_figs = build(data)
+        built = build(data)
+        if built is None:
+            continue
+        body, section_figs = built
         html.append(section(anchor, TITLES[anchor], body))
         figs.update(section_figs)
-    return html, figs
+        anchors.append(anchor)
+    return html, figs, anchors

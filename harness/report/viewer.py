@@ -19,7 +19,7 @@ from harness.report.html import esc
 
 MAX_SAMPLES = 300  # generations shown; a bigger run lists how many were left out
 SNAP = 8  # characters a window edge may move to land on a word boundary
-SEGMENT_LABEL = {"injected": "injected reminder", "restatement": "restatement"}
+SEGMENT_LABEL = {"injected": "injected reminder", "restatement": "restatement", "user": "user"}
 
 
 @dataclass
@@ -106,22 +106,51 @@ def _generated_html(seg: dict, marks: list[WindowMark]) -> str:
     return "".join(pieces)
 
 
+def _boxed(seg: dict) -> str:
+    kind = str(seg.get("kind", ""))
+    tip = f"{SEGMENT_LABEL.get(kind, kind)} ({seg.get('source', '')}) · tokens "
+    tip += f"{seg.get('start')}–{seg.get('end')}"
+    cls = "seg-restatement" if kind == "restatement" else "seg-injected"
+    return f'<span class="{cls}" title="{esc(tip)}">{esc(seg.get("text", ""))}</span>'
+
+
+def _chat_html(segments: list[dict], marks: list[WindowMark]) -> str:
+    """A conversation as a chat: per turn the user's message (turn 1's is the prompt, shown
+    above), reminders boxed, then the reply with its windows; chat markup is not shown."""
+    turns: dict[int, list[dict]] = {}
+    for seg in segments:
+        turns.setdefault(int(seg.get("turn") or 1), []).append(seg)
+    out = []
+    for turn, segs in sorted(turns.items()):
+        parts = []
+        for seg in segs:
+            kind = str(seg.get("kind", "generated"))
+            if kind == "generated":
+                parts.append(f'<div class="chat-assistant">{_generated_html(seg, marks)}</div>')
+            elif kind == "user":
+                who = "simulated user" if seg.get("source") == "simulator" else "user"
+                text = esc(seg.get("text", ""))
+                parts.append(f'<div class="chat-user" title="{who}"><b>{who}</b>: {text}</div>')
+            elif kind != "markup":
+                parts.append(f"<div>{_boxed(seg)}</div>")
+        out.append(f'<div class="turn"><div class="turn-k">turn {turn}</div>{"".join(parts)}</div>')
+    return "".join(out)
+
+
 def sample_html(record: dict, marks: list[WindowMark], open_: bool = False) -> str:
-    """One generation: prompt, then the continuation segment by segment."""
+    """One generation: prompt, then the continuation segment by segment (a conversation:
+    turn by turn, as a chat)."""
     segments = record.get("segments") or []
     if not any(seg.get("text") for seg in segments):
         n = len(record.get("continuation_ids") or []) or 1
         segments = [{"kind": "generated", "start": 0, "end": n, "text": record.get("text", "")}]
     body = []
-    for seg in segments:
-        kind = str(seg.get("kind", "generated"))
-        if kind == "generated":
-            body.append(_generated_html(seg, marks))
-        else:
-            tip = f"{SEGMENT_LABEL.get(kind, kind)} ({seg.get('source', '')}) · tokens "
-            tip += f"{seg.get('start')}–{seg.get('end')}"
-            cls = "seg-restatement" if kind == "restatement" else "seg-injected"
-            body.append(f'<span class="{cls}" title="{esc(tip)}">{esc(seg.get("text", ""))}</span>')
+    if any(seg.get("turn") is not None for seg in segments):
+        body.append(_chat_html(segments, marks))
+    else:
+        for seg in segments:
+            kind = str(seg.get("kind", "generated"))
+            body.append(_generated_html(seg, marks) if kind == "generated" else _boxed(seg))
     prompt = "".join(
         f'<div class="msg"><b>{esc(m.get("role", ""))}</b>: {esc(m.get("content", ""))}</div>'
         for m in record.get("prompt_messages") or []

@@ -64,17 +64,33 @@ def window_bounds(
     return bounds
 
 
+def _turn_bounds(
+    record: GenerationRecord, positions: list[int], size: int, ends: list[bool] | None
+) -> list[tuple[int, int]]:
+    """window_bounds over the whole reply, or per assistant turn in a conversation (indices
+    into `positions` either way)."""
+    if not record.is_conversation:
+        return window_bounds(positions, size, ends)
+    bounds, offset = [], 0
+    for turn in record.turn_positions().values():
+        part = None if ends is None else ends[offset : offset + len(turn)]
+        bounds += [(offset + a, offset + b) for a, b in window_bounds(turn, size, part)]
+        offset += len(turn)
+    return bounds
+
+
 def split_windows(
     record: GenerationRecord, tokenizer, size: int = 64, sentence_aligned: bool = False
 ) -> list[Window]:
-    """Windows of generated tokens with their decoded text (injected/restated text excluded)."""
+    """Windows of generated tokens with their decoded text (injected/restated text excluded).
+    In a conversation each reply is cut on its own: a window never spans a user turn."""
     positions = record.generated_positions()
     ids = record.continuation_ids
     ends = None
     if sentence_aligned:
         pieces = tokenizer.batch_decode([[ids[p]] for p in positions], skip_special_tokens=True)
         ends = [piece.rstrip(" ").endswith(_SENTENCE_END_CHARS) for piece in pieces]
-    bounds = window_bounds(positions, size, ends)
+    bounds = _turn_bounds(record, positions, size, ends)
     # Decode each uninterrupted stretch separately: a reminder between them is a break in the
     # text, never glued into a word.
     chunks: list[list[int]] = []

@@ -8,8 +8,9 @@ from __future__ import annotations
 class AnalyseStage:
     """windows.csv, fits.csv, divergence.csv, nexttoken.csv and the records' token counts ->
     adherence.csv, adherence_curve.csv, survival.csv, summary.csv, correlation.csv,
-    predictor.csv, policies.csv, calibration.csv, linkage.csv, and carried.csv from forks.csv
-    when the run forks."""
+    predictor.csv, policies.csv, calibration.csv, linkage.csv; carried.csv from forks.csv
+    when the run forks; with conversations (turns.csv), turn_adherence.csv and
+    conversations.csv."""
 
     name = "analyse"
 
@@ -44,6 +45,12 @@ class AnalyseStage:
         out["linkage.csv"] = linkage_frame(
             fits, windows, out["correlation.csv"], carried if carried is not None else no_forks
         )
+        turns = ctx.frame("turns.csv")
+        if not turns.empty:  # conversations: adherence by turn, pressure effect
+            from harness.analysis.conversations import conversation_summary, turn_curves
+
+            out["turn_adherence.csv"] = turn_curves(turns)
+            out["conversations.csv"] = conversation_summary(turns, tokens)
         bar.finish()
         return out
 

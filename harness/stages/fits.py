@@ -19,6 +19,8 @@ class FitsStage:
         for (model, rkey), arrays in sorted(ctx.curves.items()):
             record = by_key[rkey]
             pair = f"{record.item}/{record.policy}/{record.sample}"
+            if record.is_conversation:  # fits over the assistant's positions too
+                arrays = {**arrays, "assistant": _assistant_mask(record, arrays)}
             member = FitMember(pair=pair, arrays=arrays, seed=record.sample)
             groups.setdefault((model, record.item, record.policy), []).append(member)
         table = [
@@ -29,6 +31,15 @@ class FitsStage:
         fits = fit_table(table, ctx.config.probe.t_min, pool_models=True, ident=IDENT)
         bar.finish()
         return {"fits.csv": fits}
+
+
+def _assistant_mask(record, arrays):
+    import numpy as np
+
+    mask = np.zeros(arrays["kl"].shape[0], dtype=bool)
+    positions = [p for p in record.generated_positions() if p < mask.shape[0]]
+    mask[positions] = True
+    return mask
 
 
 def _sample(member) -> int:

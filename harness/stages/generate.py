@@ -8,14 +8,18 @@ stored the moment its policy's samples are all finished.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable
+from dataclasses import asdict
 
-from harness.config import GenerationConfig, RunConfig, policy_label
+from harness.config import GenerationConfig, RunConfig, UserSimulator, policy_label
 from harness.engines import SamplingSettings, make_engine
 from harness.engines.pool import EnginePool
 from harness.models import ResolvedModel
 from harness.plan import Selected
 from harness.policies import ChatFormat, SampleSpec, make_policy, run_policies
+from harness.policies.base import SimulatorSpec
+from harness.policies.conversation import Simulators
 from harness.records import GenerationRecord
 from harness.store import RunStore, content_key
 
@@ -46,9 +50,35 @@ def _specs(config: RunConfig, model: str, items: list[Selected], run_id: str) ->
                 "sample": sample,
                 "run_id": run_id,
             },
+            turns=[(turn.user, turn.pressure) for turn in sel.item.turns or []],
+            simulator=_simulator_spec(sel.item.user_simulator),
         )
         for sel in items
         for sample in range(config.samples)
+    ]
+
+
+def _simulator_spec(sim: UserSimulator | None) -> SimulatorSpec | None:
+    if sim is None:
+        return None
+    return SimulatorSpec(sim.system, sim.turns, sim.max_tokens, simulator_key(sim))
+
+
+def simulator_key(sim: UserSimulator) -> str:
+    """ "" when the run's own engine plays the user, else what names the simulator's engine."""
+    where = (sim.model, sim.engine, sim.base_url, sim.served_model)
+    return "" if where == (None, None, None, None) else json.dumps(where)
+
+
+def policy_units(config: RunConfig, items: list[Selected]) -> list[tuple[object, list[Selected]]]:
+    """(policy spec, the items it runs on): every policy over every item, unless the config
+    has `conversation_policies`, which then take the conversation items from `policies`."""
+    if config.conversation_policies is None:
+        return [(spec, items) for spec in config.policies]
+    single = [sel for sel in items if not sel.item.is_conversation]
+    talks = [sel for sel in items if sel.item.is_conversation]
+    return [(spec, single) for spec in config.policies if single] + [
+        (spec, talks) for spec in config.conversation_policies if talks
     ]
 
 
@@ -96,9 +126,13 @@ def unit_key(config: RunConfig, model: ResolvedModel, policy, specs, items) -> s
     depends on the items' checks (they decide when it injects), so its key holds them."""
     gen = config.generation
     sampling = sampling_settings(config)
+    # Single replies keep the key they had before conversations existed.
     item_key = [
-        (s.meta["item"], s.system, s.user, s.reminder, s.restatement, s.seed) for s in specs
+        (s.meta["item"], s.system, s.user, s.reminder, s.restatement, s.seed)
+        + ((s.turns, s.simulator and asdict(s.simulator)) if s.conversation else ())
+        for s in specs
     ]
+    talks = any(s.conversation for s in specs)
     checks = [[c.model_dump() for c in sel.item.checks] for sel in items]
     return content_key(
         STAGE,
@@ -110,6 +144,7 @@ def unit_key(config: RunConfig, model: ResolvedModel, policy, specs, items) -> s
         gen.continue_on_eos,
         config.scoring.languages,
         *([checks] if policy.name == "adaptive" else []),
+        *([{"turn_tokens": gen.turn_tokens}] if talks else []),
     )
 
 
@@ -127,8 +162,12 @@ def generate_stage(
     without, it is closed when generation ends."""
     gen = config.generation
     sampling = sampling_settings(config)
-    specs = _specs(config, model.name, items, run_id)
-    keys = [unit_key(config, model, spec, specs, items) for spec in config.policies]
+    units = policy_units(config, items)
+    unit_specs = [_specs(config, model.name, unit_items, run_id) for _, unit_items in units]
+    keys = [
+        unit_key(config, model, spec, specs, unit_items)
+        for (spec, unit_items), specs in zip(units, unit_specs, strict=True)
+    ]
     missing = [i for i, key in enumerate(keys) if not store.has(STAGE, key)]
     if missing:
         if engines is not None:
@@ -138,8 +177,10 @@ def generate_stage(
         chat = ChatFormat(engine.tokenizer)
         violates = _violation_hook(config, items)
         groups = [
-            (make_policy(config.policies[i], gen.continue_on_eos, violates), specs) for i in missing
+            (make_policy(units[i][0], gen.continue_on_eos, violates), unit_specs[i])
+            for i in missing
         ]
+        simulators = Simulators(_simulator_factory(config, items))
 
         def store_group(index: int, records: list[GenerationRecord]) -> None:
             store.put(STAGE, keys[missing[index]], [r.model_dump(mode="json") for r in records])
@@ -152,18 +193,49 @@ def generate_stage(
                 sampling,
                 on_round=(lambda _r, done: progress(done)) if progress else None,
                 on_group_done=store_group,
+                turn_tokens=gen.turn_tokens,
+                simulators=simulators,
             )
         finally:
             # vLLM's CPU workers keep spinning while idle: free the cores for the probe
+            simulators.close()
             if engines is None:
                 engine.close()
     records = []
-    for spec, key in zip(config.policies, keys, strict=True):
+    for (spec, _), key in zip(units, keys, strict=True):
         rows = store.get(STAGE, key)
         assert rows is not None, f"generation unit {policy_label(spec)} missing after run"
         # a unit may come from an earlier run of an edited config: it is this run's now
         records.extend(GenerationRecord.model_validate({**r, "run_id": run_id}) for r in rows)
     return records
+
+
+def _simulator_factory(config: RunConfig, items: list[Selected]):
+    """Engines for simulated users that are not the run's own model: a zoo model on the run's
+    engine (or its own `engine`), or an OpenAI-compatible endpoint."""
+    sims = {
+        simulator_key(sel.item.user_simulator): sel.item.user_simulator
+        for sel in items
+        if sel.item.user_simulator is not None
+    }
+
+    def factory(key: str):
+        from harness.models import resolve_model
+
+        sim = sims[key]
+        kind = sim.engine or ("openai" if sim.base_url else config.generation.engine)
+        path = resolve_model(sim.model or config.models[0]).path
+        options = {"max_model_len": config.generation.max_model_len}
+        if kind == "openai":
+            options |= {
+                "base_url": sim.base_url or config.generation.base_url,
+                "api_key_env": sim.api_key_env,
+                "served_model": sim.served_model,
+            }
+        engine = make_engine(kind, path, **options)
+        return engine, ChatFormat(engine.tokenizer)
+
+    return factory
 
 
 def check_generation(config: RunConfig, items: list[Selected], model: ResolvedModel) -> None:
@@ -184,14 +256,22 @@ def check_generation(config: RunConfig, items: list[Selected], model: ResolvedMo
     if config.generation.max_model_len:
         context = min(context, config.generation.max_model_len)
     budget = config.generation.max_tokens
-    for spec in config.policies:
+    for spec, unit_items in policy_units(config, items):
         policy = make_policy(spec, config.generation.continue_on_eos, violates=lambda *_: False)
-        for sel in items:
+        for sel in unit_items:
             where = f"item '{sel.item.id}', policy '{policy_label(spec)}'"
             if spec.name == "restate" and not sel.item.restatement:
                 fix = "add one to the suite, or drop the policy"
                 raise UserError(f"{where}: the item has no `restatement` ({fix})")
             sample = _specs(config, model.name, [sel], "")[0]
+            if sel.item.is_conversation:
+                _check_conversation(config, chat, policy, spec, sample, context, where)
+                continue
+            if getattr(spec, "between_turns", False):
+                raise UserError(
+                    f"{where}: reminders between turns need a conversation item (`turns` or "
+                    "`user_simulator`); list the policy under `conversation_policies`"
+                )
             try:
                 prompt = chat.prompt_ids(sample.system, sample.user)
                 placement = getattr(spec, "placement", None)
@@ -205,11 +285,36 @@ def check_generation(config: RunConfig, items: list[Selected], model: ResolvedMo
                     f"{where}: max_tokens {budget} (+{extra} injected, +{len(prompt)} prompt) "
                     f"exceeds the model's context of {context} tokens"
                 )
-    if (
-        any(s.name == "attention_bias" for s in config.policies)
-        and config.generation.engine != "hf"
-    ):
+    specs = [*config.policies, *(config.conversation_policies or [])]
+    if any(s.name == "attention_bias" for s in specs) and config.generation.engine != "hf":
         raise UserError("policy attention_bias needs generation.engine: hf")
+
+
+def _check_conversation(config, chat, policy, spec, sample, context: int, where: str) -> None:
+    """A conversation item under one policy: a between-turns rhythm, turn_tokens set, the
+    reminder renders at its placement, and the shortest possible conversation fits."""
+    from harness.errors import UserError
+    from harness.policies.conversation import conversation_floor
+
+    if getattr(spec, "every", None) is not None:
+        raise UserError(
+            f"{where}: a conversation is reminded between turns, not every N tokens: use "
+            "`every_turns` (periodic) or `on: turn` (adaptive), under `conversation_policies`"
+        )
+    if config.generation.turn_tokens is None:
+        raise UserError(
+            f"{where}: field 'generation.turn_tokens' is needed by conversations "
+            "(max new tokens per assistant turn)"
+        )
+    try:
+        need = conversation_floor(chat, policy, sample)
+    except UserError as exc:
+        raise UserError(f"{where}: {exc}") from None
+    if need > context:
+        raise UserError(
+            f"{where}: the conversation needs at least {need} tokens (prompt, every user turn "
+            f"and reminder, one token per reply) but the model's context is {context}"
+        )
 
 
 class GenerateStage:
@@ -220,7 +325,8 @@ class GenerateStage:
     def run(self, ctx) -> dict:
         config = ctx.config
         for model in ctx.models:
-            total = len(config.policies) * len(ctx.items) * config.samples
+            units = policy_units(config, ctx.items)
+            total = sum(len(unit_items) for _, unit_items in units) * config.samples
             bar = ctx.progress.bar(f"generate {model.name}", total * config.generation.max_tokens)
             with ctx.timed(f"generate {model.name}"):
                 # the forks stage generates next: it keeps this engine (one start per model)

@@ -178,15 +178,22 @@ def grid_positions(total: int, t_min: int) -> np.ndarray:
 
 
 def divergence_rows(model: str, record: GenerationRecord, arrays: dict, t_min: int) -> list[dict]:
+    """Rows at the grid positions, plus (conversations) each assistant turn's first token and
+    the token before it, so the distance where a user turn hands back can be read off."""
     total = arrays["kl"].shape[0]
-    t = grid_positions(total, t_min)
+    starts = [t for t in record.turn_starts() if t <= total]
+    extra = np.array([p for t in starts for p in (t - 1, t)], dtype=int)
+    t = np.unique(np.concatenate([grid_positions(total, t_min), extra])).astype(int)
+    roles = record.position_roles()
     ident = _ident(model, record)
     rows = []
     for row, layer in enumerate(arrays["layers"].tolist()):
         values = {m: arrays[m][row, t - 1] for m in METRICS}
         for i, pos in enumerate(t.tolist()):
+            turn, role = roles[pos - 1] if pos <= len(roles) else (1, "assistant")
             rows.append(
-                {**ident, "layer": layer, "t": pos, **{m: float(values[m][i]) for m in METRICS}}
+                {**ident, "layer": layer, "t": pos, "turn": turn, "role": role}
+                | {m: float(values[m][i]) for m in METRICS}
             )
     return rows
 
@@ -210,7 +217,8 @@ def _ident(model: str, record: GenerationRecord) -> dict:
 
 
 DIVERGENCE_COLUMNS = [
-    "model", "item", "policy", "sample", "pair", "layer", "t", "l2", "rel_l2", "cos_dist",
+    "model", "item", "policy", "sample", "pair", "layer", "t", "turn", "role", "l2", "rel_l2",
+    "cos_dist",
 ]  # fmt: skip
 NEXTTOKEN_COLUMNS = ["model", "item", "policy", "sample", "pair", "t", "delta_logp", "kl"]
 

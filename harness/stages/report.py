@@ -30,14 +30,13 @@ class ManifestStage:
     name = "manifest"
 
     def run(self, ctx) -> dict:
-        from harness.config import policy_label
 
         config = ctx.config
         manifest = {
             "run_id": ctx.run_id,
             "name": config.name,
             "config": json.loads(config.model_dump_json()),
-            "policies": [policy_label(p) for p in config.policies],
+            "policies": config.policy_labels(),
             "versions": package_versions(),
             "models": {
                 m.name: {"path": str(m.path), "content_key": m.content_key, "source": m.source}

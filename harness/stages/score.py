@@ -13,6 +13,7 @@ from harness.records import GenerationRecord
 from harness.store import RunStore, content_key
 
 STAGE = "score"
+TURNS = "turns"  # the per-reply scores of conversations, one unit per record
 
 
 def score_stage(
@@ -46,11 +47,38 @@ def score_stage(
     return out
 
 
-def _unit_key(record: GenerationRecord, item, config: RunConfig, judges) -> str:
+def turns_stage(
+    store: RunStore,
+    config: RunConfig,
+    suites: list[TaskSuite],
+    records: list[GenerationRecord],
+    tokenizer,
+    judges=None,
+) -> list[dict]:
+    """turns.csv rows of the conversation records; one cached unit (stage `turns`) each."""
+    from harness.scoring import item_index
+    from harness.scoring.turns import score_turns
+
+    index = item_index(suites)
+    talks = [r for r in records if r.is_conversation]
+    keys = [_unit_key(r, index[r.item][1], config, judges, TURNS) for r in talks]
+    todo = [(r, k) for r, k in zip(talks, keys, strict=True) if not store.has(TURNS, k)]
+    if todo:
+        rows = score_turns([r for r, _ in todo], suites, tokenizer, config.scoring, judges)
+        by_record: dict[tuple, list[dict]] = {}
+        for row in rows:
+            by_record.setdefault((row["item"], row["policy"], row["sample"]), []).append(row)
+        for record, key in todo:
+            store.put(TURNS, key, by_record.get((record.item, record.policy, record.sample), []))
+    run_id = records[0].run_id if records else ""
+    return [{**row, "run_id": run_id} for key in keys for row in store.get(TURNS, key) or []]
+
+
+def _unit_key(record: GenerationRecord, item, config: RunConfig, judges, stage: str = STAGE) -> str:
     judge_ids = judges.identities(item.checks) if judges is not None else []
     # Only items with judge checks carry the extra part: other units keep their keys.
     extra = [judge_ids] if judge_ids else []
-    return content_key(STAGE, record.key, item.model_dump(), config.scoring.model_dump(), *extra)
+    return content_key(stage, record.key, item.model_dump(), config.scoring.model_dump(), *extra)
 
 
 class ScoreStage:
@@ -62,17 +90,23 @@ class ScoreStage:
         import pandas as pd
 
         from harness.scoring.judge import JudgeDefaults, JudgeRunner
+        from harness.scoring.turns import TURN_COLUMNS
 
         bar = ctx.progress.bar("score", 1)
         rows: list[dict] = []
+        turns: list[dict] = []
         defaults = JudgeDefaults(ctx.config.models[0], ctx.config.generation)
         with JudgeRunner(ctx.store, defaults) as judges:
             for model in ctx.models:
                 records = ctx.records_of(model.name)
                 tokenizer = ctx.tokenizer(model)
                 rows += score_stage(ctx.store, ctx.config, ctx.suites, records, tokenizer, judges)
+                turns += turns_stage(ctx.store, ctx.config, ctx.suites, records, tokenizer, judges)
         bar.finish()
-        return {"windows.csv": _sorted_windows(pd.DataFrame(rows))}
+        out = {"windows.csv": _sorted_windows(pd.DataFrame(rows))}
+        if any(r.is_conversation for r in ctx.records):  # single-reply runs keep their files
+            out["turns.csv"] = pd.DataFrame(turns, columns=TURN_COLUMNS)
+        return out
 
 
 def _sorted_windows(frame):

@@ -127,6 +127,45 @@ CASES = {
         ),
         "unknown model 'gpt-17'",
     ),
+    "empty turns list": (_suite(lambda item: item.update(turns=[])), "items.0.turns"),
+    "turn neither text nor mapping": (
+        _suite(lambda item: item.update(turns=["ok", 7])),
+        "field 'items.0.turns.1': a turn must be a string or {user, pressure}, got 7",
+    ),
+    "turn with unknown key": (
+        _suite(lambda item: item.update(turns=[{"user": "hi", "presure": True}])),
+        "field 'items.0.turns.0.presure': unknown key",
+    ),
+    "simulated user without turns": (
+        _suite(lambda item: item.update(user_simulator={"system": "Be a user.", "turns": 0})),
+        "field 'items.0.user_simulator.turns': Input should be greater than 0",
+    ),
+    "simulated user of an unknown model": (
+        _suite(
+            lambda item: item.update(
+                user_simulator={"system": "Be a user.", "turns": 2, "model": "gpt-17"}
+            )
+        ),
+        "item 'mini-fr': field 'items.0.user_simulator.model': unknown model 'gpt-17'",
+    ),
+    "turn_tokens above max_tokens": (
+        _set("generation.turn_tokens", 1000),
+        "turn_tokens (1000) is larger than max_tokens",
+    ),
+    "periodic with two rhythms": (
+        _set("policies", [{"name": "periodic", "every": 8, "every_turns": 2}]),
+        "periodic needs exactly one of every (tokens) or every_turns",
+    ),
+    "adaptive without rhythm": (
+        _set("policies", [{"name": "adaptive"}]),
+        "adaptive needs exactly one of every (tokens) or on: turn",
+    ),
+    "between turns inline": (
+        _set(
+            "conversation_policies", [{"name": "periodic", "every_turns": 2, "placement": "inline"}]
+        ),
+        "every_turns reminds between turns: placement system or user",
+    ),
     "duplicate item ids": (
         lambda config, suite: suite["items"].append(copy.deepcopy(suite["items"][0])),
         "duplicate item id 'mini-fr'",

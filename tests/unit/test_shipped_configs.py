@@ -28,7 +28,22 @@ def test_quickstart_is_the_main_job(monkeypatch):
     ]  # fmt: skip
     assert config.samples == 4 and config.generation.max_tokens == 512
     prefixes = {item.split("-")[0] for item in config.items or []}
-    assert prefixes == {"lang", "fmt", "persona"}
+    assert prefixes == {"lang", "fmt", "persona", "conv"}
+    # the conversation item runs under the three between-turn policies only
+    assert [policy_label(p) for p in config.conversation_policies] == [
+        "none", "periodic-turns2-system", "adaptive-turn-system",
+    ]  # fmt: skip
+    assert config.generation.turn_tokens == 48
+
+
+def test_conversation_suite_covers_the_issue(monkeypatch):
+    from harness.config import load_suite
+
+    suite = load_suite(ROOT / "tasks" / "conversations.yaml")
+    assert len(suite.items) >= 12 and all(item.is_conversation for item in suite.items)
+    assert all(5 <= item.n_turns <= 8 for item in suite.items)
+    assert sum(any(t.pressure for t in item.turns or []) for item in suite.items) >= 4
+    assert sum(item.user_simulator is not None for item in suite.items) >= 2
 
 
 def test_judge_calibration_pairs_every_judge_rule_with_a_code_check(monkeypatch):

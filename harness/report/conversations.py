@@ -1,0 +1,140 @@
+"""The report's Conversations section: adherence by turn a(k) per policy with CIs, survival
+over turns, the pressure-turn effect, and the prompt's divergence with the turn boundaries
+marked. Shown only for runs with conversations (turns.csv or its derived files)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from harness.report import plots
+from harness.report.derive import is_untrained
+from harness.report.html import esc, figure, fmt_num, note, table
+from harness.report.load import RunData
+
+FILES = ("turn_adherence.csv", "conversations.csv", "turns.csv")
+
+
+def _interval(row: dict, base: str) -> str:
+    lo, hi = row.get(f"{base}_lo"), row.get(f"{base}_hi")
+    if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
+        return fmt_num(row.get(base))
+    return f"{fmt_num(row.get(base))} [{fmt_num(lo)}, {fmt_num(hi)}]"
+
+
+def _pct(value) -> str:
+    return "–" if value is None or pd.isna(value) else f"{100 * float(value):.1f} %"
+
+
+def _turn_figures(curve: pd.DataFrame) -> tuple[str, dict]:
+    by_turn = curve.rename(columns={"turn": "t"})
+    fig_a = plots.curve_figure(by_turn, "a", "a(k)", x_title="turn k")
+    surv = by_turn.drop(columns=["lo", "hi"]).rename(
+        columns={"survival_lo": "lo", "survival_hi": "hi"}
+    )
+    fig_s = plots.curve_figure(surv, "survival", "S(k)", step=True, x_title="turn k")
+    html = figure(
+        "fig-turn-adherence",
+        "a(k): share of samples whose reply to user turn k passes every check that could "
+        "decide (each reply scored whole), per policy, with its 95 % bootstrap band over "
+        "samples. Turn 1 answers the prompt; later turns follow scripted or simulated users.",
+        fig_a.layout.height,
+    ) + figure(
+        "fig-turn-survival",
+        "Kaplan-Meier over turns: share of samples with no failing reply up to turn k "
+        "(censored at the last scored reply), with a 95 % bootstrap band.",
+        fig_s.layout.height,
+    )
+    return html, {"fig-turn-adherence": fig_a, "fig-turn-survival": fig_s}
+
+
+def _condition_table(summary: pd.DataFrame) -> str:
+    rows = [
+        [r["model"], r["item"], r["policy"], _interval(r, "mean"), fmt_num(r["a_first"]),
+         fmt_num(r["a_last"]), fmt_num(r["first_fail_median"]), _pct(r["token_overhead"])]
+        for r in summary[summary["item"] != "all"].to_dict("records")
+    ]  # fmt: skip
+    headers = ["model", "item", "policy", "mean a(k) [95 % CI]", "a(1)", "a(last)",
+               "median first failing turn", "reminder overhead"]  # fmt: skip
+    return "<h3>Per condition</h3>" + table(headers, rows)
+
+
+def _pressure_part(summary: pd.DataFrame) -> str:
+    pressed = summary[summary["pressure_turn"].notna() | (summary["item"] == "all")]
+    if not len(pressed):
+        return note("No item of this run has a pressure turn.")
+    sentences = [
+        f"{r['policy']} ({r['model']}): adherence {_pct(r['before'])} on the replies before the "
+        f"pressure turn, {_pct(r['after'])} from it on; change "
+        f"{_interval(r, 'pressure_delta')} (items with a pressure turn, averaged)."
+        for r in pressed[pressed["item"] == "all"].to_dict("records")
+    ]
+    rows = [
+        [r["model"], r["item"], r["policy"], fmt_num(r["pressure_turn"]), _pct(r["before"]),
+         _pct(r["after"]), _interval(r, "pressure_delta")]
+        for r in pressed.to_dict("records")
+    ]  # fmt: skip
+    headers = ["model", "item", "policy", "pressure turn", "before", "from it on",
+               "change [95 % CI]"]  # fmt: skip
+    body = "".join(f'<p class="claim">{esc(s)}</p>' for s in sentences)
+    return "<h3>Pressure turns</h3>" + body + table(headers, rows)
+
+
+def _reply_starts(div: pd.DataFrame) -> pd.DataFrame:
+    """Rows at the first token of each assistant turn after the first, per pair and layer."""
+    talk = div[div["turn"] > 1]
+    reply = talk[talk["role"] == "assistant"]
+    first = reply.groupby(["model", "pair", "turn"])["t"].transform("min")
+    return reply[reply["t"] == first]
+
+
+def _divergence_part(div: pd.DataFrame | None) -> tuple[str, dict]:
+    if div is None or not {"turn", "role"} <= set(div.columns) or not (div["turn"] > 1).any():
+        return note("No probed conversation in divergence.csv (probe off, or no turns)."), {}
+    div = div[(div["layer"] >= 1) & ~div["model"].map(is_untrained)]
+    talks = div[div["pair"].isin(div.loc[div["turn"] > 1, "pair"].unique())]
+    mean = talks.groupby(["model", "item", "policy", "pair", "t"], sort=True).agg(
+        rel_l2=("rel_l2", "mean"), turn=("turn", "first"), role=("role", "first")
+    )
+    mean = mean.reset_index()
+    starts = _reply_starts(talks)[["pair", "t"]].drop_duplicates()
+    fig = plots.turn_divergence_figure(mean, starts)
+    at_start = mean.merge(starts, on=["pair", "t"])
+    before = mean.assign(t=mean["t"] + 1).merge(starts, on=["pair", "t"])  # the token before
+    rows = []
+    for (model, turn), grp in at_start.groupby(["model", "turn"], sort=True):
+        prev = before[(before["model"] == model) & (before["turn"] == turn)]
+        rows.append([model, int(turn), len(grp), fmt_num(grp["rel_l2"].mean()),
+                     fmt_num(prev["rel_l2"].mean() if len(prev) else math.nan)])  # fmt: skip
+    headers = ["model", "turn", "pairs", "rel_l2 at the reply's first token",
+               "at the token before it"]  # fmt: skip
+    caption = (
+        "rel_l2 between the system prompt's and the baseline's hidden states over the whole "
+        "conversation (user turns, chat markup and reminders included in t), mean over layers "
+        ">= 1, one line per probed pair; diamonds mark each reply's first token. A jump at a "
+        "diamond means the new turn revived the prompt's trace."
+    )
+    html = figure("fig-turn-divergence", caption, fig.layout.height)
+    html += "<h3>Distance where each reply starts</h3>" + table(headers, rows)
+    return html, {"fig-turn-divergence": fig}
+
+
+def conversations_section(data: RunData) -> tuple[str, dict] | None:
+    """None when the run has no conversations (the section is then left out)."""
+    if all(data.frame(name) is None and name not in data.problems for name in FILES):
+        return None
+    html, figs = [], {}
+    curve, summary = data.frame("turn_adherence.csv"), data.frame("conversations.csv")
+    if curve is not None:
+        part, part_figs = _turn_figures(curve)
+        html.append(part)
+        figs |= part_figs
+    else:
+        html.append(note(data.missing("turn_adherence.csv")))
+    if summary is not None:
+        html += [_condition_table(summary), _pressure_part(summary)]
+    else:
+        html.append(note(data.missing("conversations.csv")))
+    part, part_figs = _divergence_part(data.frame("divergence.csv"))
+    return "".join(html) + part, figs | part_figs
