@@ -26,7 +26,7 @@ def test_quickstart_is_the_main_job(monkeypatch):
     assert [policy_label(p).split("-")[0] for p in config.policies] == [
         "none", "restate", "periodic", "adaptive",
     ]  # fmt: skip
-    assert config.samples == 4 and config.generation.max_tokens == 512
+    assert config.samples == 4 and config.generation.max_tokens == 320
     prefixes = {item.split("-")[0] for item in config.items or []}
     assert prefixes == {"lang", "fmt", "persona", "conv"}
     # the conversation item runs under the three between-turn policies only
