@@ -110,7 +110,8 @@ def test_restate_without_a_restatement_is_one_line_before_anything_runs(tmp_path
     done = _harness("run", "tiny-gates.yaml", "--out", "run", cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr == (
-        "error: item 'mini-fr', policy 'restate': the item has no `restatement` (add one to "
+        "error: tiny-gates.yaml: item 'mini-fr', policy 'restate': the item has no "
+        "`restatement` (add one to "
         "the suite, or drop the policy)\n"
     )
     assert not (tmp_path / "run").exists()
