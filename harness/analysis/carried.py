@@ -19,6 +19,8 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from harness.analysis.powerlaw import percentile_ci
+
 CARRIED_COLUMNS = [
     "model", "item", "policy", "fork_t", "records", "draws",
     "adherence_with", "adherence_without", "dependence", "dependence_low", "dependence_high",
@@ -68,12 +70,7 @@ def dependence_ci(
         diffs = np.nanmean(with_arm[rows, draw], axis=(1, 2)) - np.nanmean(
             without_arm[rows, draw], axis=(1, 2)
         )
-    diffs = diffs[np.isfinite(diffs)]
-    if not len(diffs):
-        return np.nan, np.nan
-    tail = (1 - ci) / 2 * 100
-    low, high = np.percentile(diffs, [tail, 100 - tail])
-    return float(low), float(high)
+    return percentile_ci(diffs, ci)
 
 
 def carried_frame(

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.correlation import MIN_N, spearman_pearson
+from harness.analysis.powerlaw import percentile_ci
 
 LINKAGE_COLUMNS = [
     "kind", "model", "item", "x", "y", "n", "items", "spearman", "spearman_low", "spearman_high",
@@ -79,12 +80,7 @@ def _stratified_ci(groups, n_boot: int, ci: float, seed: int) -> tuple[float, fl
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a resample where no item has a rho
         means = np.nanmean(np.vstack(per_item), axis=0)
-    means = means[np.isfinite(means)]
-    if not len(means):
-        return np.nan, np.nan
-    tail = (1 - ci) / 2 * 100
-    low, high = np.percentile(means, [tail, 100 - tail])
-    return float(low), float(high)
+    return percentile_ci(means, ci)
 
 
 def kl_dependence(carried: pd.DataFrame) -> list[dict]:

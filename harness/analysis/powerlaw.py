@@ -140,7 +140,7 @@ def fit_alpha(
         boot = _boot_pairs(x, d0, ok.astype(np.float64), n_boot, rng)
     else:
         boot = _boot_bins(x, y, usable, n_boot, rng)
-    lo, hi = _percentile_ci(boot, ci)
+    lo, hi = percentile_ci(boot, ci, min_finite=max(10, len(boot) // 2))
     return FitResult(
         alpha=alpha, ci_low=lo, ci_high=hi, r2=r2,
         t_min=t_min, t_max=t_max, n_points=n_points,
@@ -180,9 +180,10 @@ def _boot_bins(
     return -_weighted_slope(x, y, w)
 
 
-def _percentile_ci(boot: np.ndarray, ci: float) -> tuple[float, float]:
+def percentile_ci(boot: np.ndarray, ci: float, min_finite: int = 1) -> tuple[float, float]:
+    """Percentile CI of the finite bootstrap draws; NaN when fewer than `min_finite`."""
     good = boot[np.isfinite(boot)]
-    if len(good) < max(10, len(boot) // 2):
+    if len(good) < min_finite:
         return math.nan, math.nan
     tail = (1.0 - ci) / 2.0 * 100.0
     lo, hi = np.percentile(good, [tail, 100.0 - tail])
