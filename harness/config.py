@@ -1,4 +1,5 @@
-"""Pydantic models for run configs and task suites, loaded from YAML.
+"""Pydantic models for run configs, and the loaders of run configs and task suites (the suite
+schema itself is `harness.suites`; its models are re-exported here for the callers).
 
 A wrong config raises `UserError` with one line naming the file, the field and what was
 expected; the CLI turns that into exit code 2 before anything is written.
@@ -12,113 +13,20 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import (
     BaseModel,
-    BeforeValidator,
-    ConfigDict,
     Field,
     ValidationError,
     field_validator,
     model_validator,
 )
 
-from harness.checks import CheckSpec
 from harness.checks.base import NonEmptyText
 from harness.checks.language import DEFAULT_CANDIDATE_LANGUAGES, LanguageCode
 from harness.errors import UserError
+from harness.schema import Strict, added_field
+from harness.suites import TaskItem, TaskSuite, UserSimulator, UserTurn
 from harness.userfiles import read_user_text
 
-
-class Strict(BaseModel):
-    """Unknown keys are errors: a typo must not silently fall back to a default."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def _unset(value: Any) -> bool:
-    return value is None
-
-
-def added_field(default: Any = None, **kwargs: Any) -> Any:
-    """A field added after a model's first version: left out of dumps while unset, so the
-    dumps that keys and run ids hash (policy specs, items, the run config) stay as they were
-    for every config that does not use it."""
-    return Field(default, exclude_if=_unset, **kwargs)
-
-
-# ---------------------------------------------------------------- task suites
-class UserTurn(Strict):
-    """A scripted user turn; `pressure` marks one that asks the model to break its system
-    prompt (SysBench's "conflicting" turn): results are split by it."""
-
-    user: NonEmptyText
-    pressure: bool = False
-
-
-def _turn_shorthand(value: Any) -> Any:
-    # `- "text"` is shorthand for `- {user: "text"}`; anything else but a mapping is refused
-    # with the one message a user can act on
-    if isinstance(value, str):
-        return {"user": value}
-    if not isinstance(value, dict):
-        raise ValueError(f"a turn must be a string or {{user, pressure}}, got {value!r}")
-    return value
-
-
-class UserSimulator(Strict):
-    """A model that plays the user for `turns` more turns after the scripted ones: it sees the
-    conversation with the roles swapped, under its own system prompt."""
-
-    system: NonEmptyText
-    turns: int = Field(gt=0)
-    model: NonEmptyText | None = None  # None: the run's model (and its engine)
-    engine: Literal["vllm", "hf", "openai"] | None = None  # None: the run's engine
-    base_url: str | None = None  # openai engine: another endpoint than the run's
-    served_model: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    max_tokens: int = Field(64, gt=0)  # per simulated user turn
-
-
-class TaskItem(Strict):
-    id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][\w.-]*$")]
-    system: NonEmptyText
-    user: NonEmptyText
-    checks: list[CheckSpec] = Field(min_length=1)
-    # Optional: periodic/adaptive without a policy `text` and without a reminder repeat the
-    # system prompt verbatim; `restate` needs a restatement (checked before the run).
-    reminder: NonEmptyText | None = None
-    restatement: NonEmptyText | None = None
-    tags: list[str] = Field(default_factory=list)
-    # Conversations: scripted user turns 2..K, then simulated ones (docs/architecture.md,
-    # "Conversations"). Unset on single-reply items, whose dumps (and score keys) stay as
-    # they were.
-    turns: list[Annotated[UserTurn, BeforeValidator(_turn_shorthand)]] | None = added_field(
-        min_length=1
-    )
-    user_simulator: UserSimulator | None = added_field()
-
-    @property
-    def is_conversation(self) -> bool:
-        return self.turns is not None or self.user_simulator is not None
-
-    @property
-    def n_turns(self) -> int:
-        """User turns of a conversation, the first (`user`) included; 1 for a single reply."""
-        simulated = self.user_simulator.turns if self.user_simulator else 0
-        return 1 + len(self.turns or []) + simulated
-
-
-class TaskSuite(Strict):
-    suite: NonEmptyText
-    description: str = ""
-    items: list[TaskItem] = Field(min_length=1)
-
-    @model_validator(mode="after")
-    def _unique_ids(self) -> TaskSuite:
-        seen: set[str] = set()
-        for item in self.items:
-            if item.id in seen:
-                raise ValueError(f"duplicate item id '{item.id}'")
-            seen.add(item.id)
-        return self
+__all__ = ["TaskItem", "TaskSuite", "UserSimulator", "UserTurn"]  # re-exported suite models
 
 
 # ---------------------------------------------------------------- policies
