@@ -26,25 +26,13 @@ def score_stage(
 ) -> list[dict]:
     """windows.csv rows for all records; uncached records are scored in one batch. `judges`:
     the JudgeRunner the items' judge checks ask (needed only when there are any)."""
-    from harness.scoring import item_index, score_records
+    from harness.scoring import score_records
 
-    index = item_index(suites)
-    keys = [_unit_key(r, index[r.item][1], config, judges) for r in records]
-    todo = [(r, k) for r, k in zip(records, keys, strict=True) if not store.has(STAGE, k)]
-    if todo:
-        rows = score_records([r for r, _ in todo], suites, tokenizer, config.scoring, judges)
-        by_record: dict[tuple, list[dict]] = {}
-        for row in rows:
-            ident = (row.model, row.item, row.policy, row.sample)
-            by_record.setdefault(ident, []).append(row.model_dump(mode="json"))
-        for record, key in todo:
-            ident = (record.model, record.item, record.policy, record.sample)
-            store.put(STAGE, key, by_record.get(ident, []))
-    run_id = records[0].run_id if records else ""
-    out: list[dict] = []
-    for key in keys:  # units are keyed by content, not run: stamp this run's id
-        out.extend({**row, "run_id": run_id} for row in store.get(STAGE, key) or [])
-    return out
+    def score(todo: list[GenerationRecord]) -> list[dict]:
+        rows = score_records(todo, suites, tokenizer, config.scoring, judges)
+        return [row.model_dump(mode="json") for row in rows]
+
+    return _cached_per_record(store, STAGE, config, suites, records, judges, score)
 
 
 def turns_stage(
@@ -56,22 +44,35 @@ def turns_stage(
     judges=None,
 ) -> list[dict]:
     """turns.csv rows of the conversation records; one cached unit (stage `turns`) each."""
-    from harness.scoring import item_index
     from harness.scoring.turns import score_turns
 
-    index = item_index(suites)
     talks = [r for r in records if r.is_conversation]
-    keys = [_unit_key(r, index[r.item][1], config, judges, TURNS) for r in talks]
-    todo = [(r, k) for r, k in zip(talks, keys, strict=True) if not store.has(TURNS, k)]
+
+    def score(todo: list[GenerationRecord]) -> list[dict]:
+        return score_turns(todo, suites, tokenizer, config.scoring, judges)
+
+    return _cached_per_record(store, TURNS, config, suites, talks, judges, score)
+
+
+def _cached_per_record(store, stage, config, suites, records, judges, score) -> list[dict]:
+    """One cached unit of rows per record: the uncached records scored in one `score` batch,
+    each record's rows stored under its key, then every unit read back in record order with
+    this run's id stamped (units are keyed by content, not run)."""
+    from harness.scoring import item_index
+
+    index = item_index(suites)
+    keys = [_unit_key(r, index[r.item][1], config, judges, stage) for r in records]
+    todo = [(r, k) for r, k in zip(records, keys, strict=True) if not store.has(stage, k)]
     if todo:
-        rows = score_turns([r for r, _ in todo], suites, tokenizer, config.scoring, judges)
         by_record: dict[tuple, list[dict]] = {}
-        for row in rows:
-            by_record.setdefault((row["item"], row["policy"], row["sample"]), []).append(row)
+        for row in score([r for r, _ in todo]):
+            ident = (row["model"], row["item"], row["policy"], row["sample"])
+            by_record.setdefault(ident, []).append(row)
         for record, key in todo:
-            store.put(TURNS, key, by_record.get((record.item, record.policy, record.sample), []))
+            ident = (record.model, record.item, record.policy, record.sample)
+            store.put(stage, key, by_record.get(ident, []))
     run_id = records[0].run_id if records else ""
-    return [{**row, "run_id": run_id} for key in keys for row in store.get(TURNS, key) or []]
+    return [{**row, "run_id": run_id} for key in keys for row in store.get(stage, key) or []]
 
 
 def _unit_key(record: GenerationRecord, item, config: RunConfig, judges, stage: str = STAGE) -> str:
