@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
@@ -38,7 +39,14 @@ class GenerationResult(BaseModel):
     finish_reason: str  # "stop" (EOS / stop string) or "length"
     prompt_tokens: int
     cached_prompt_tokens: int | None = None  # prefix-cache hits, where the engine reports them
-    seconds: float = 0.0  # wall time of the batch this request was part of
+    # wall time of the batch this request was part of; in continuous batching
+    # (`generate_continuous`), the request's own share of the engine's time
+    seconds: float = 0.0
+
+
+# Continuous batching: (key of the request that finished, its result) -> the (key, request)
+# pairs that follow it, queued while the rest of the batch keeps decoding.
+FollowUp = Callable[[Hashable, GenerationResult], list[tuple[Hashable, GenerationRequest]]]
 
 
 @runtime_checkable
@@ -51,6 +59,14 @@ class Engine(Protocol):
     def generate(self, requests: list[GenerationRequest]) -> list[GenerationResult]: ...
 
     def close(self) -> None: ...
+
+    # Optional, where the engine can add requests to a running batch (vLLM):
+    # def generate_continuous(self, first: list[tuple], follow: FollowUp) -> None
+
+
+def continuous(engine: Engine) -> bool:
+    """Whether `engine` batches continuously across rounds (`generate_continuous`)."""
+    return callable(getattr(engine, "generate_continuous", None))
 
 
 def refuse_prompt_bias(engine: str, requests: list[GenerationRequest]) -> None:

@@ -13,15 +13,25 @@ closed file" traceback.
 from __future__ import annotations
 
 import atexit
+import itertools
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-from harness.engines.base import GenerationRequest, GenerationResult, refuse_prompt_bias
+from harness.engines.base import (
+    FollowUp,
+    GenerationRequest,
+    GenerationResult,
+    refuse_prompt_bias,
+)
 
 _ENGINES: dict[tuple, VllmEngine] = {}
 _RUNNING: list[Any] = []  # every vllm.LLM started and not yet shut down
+# what the CPU engine processes of this run started with (harness.engines.cpu_runtime), for
+# manifest.json; empty where no vLLM engine started on CPU
+RUNTIME: dict[str, Any] = {}
+_REQUEST_IDS = itertools.count()  # ids of continuous-batching requests, unique per process
 
 
 def start_llm(**options) -> Any:
@@ -32,7 +42,20 @@ def start_llm(**options) -> Any:
     from harness.logs import is_verbose
 
     options.setdefault("use_tqdm_on_load", is_verbose())
-    llm = LLM(**options)
+    saved = os.environ.get("LD_PRELOAD")
+    if _on_cpu():
+        from harness.engines.cpu_runtime import configure_cpu_runtime
+
+        RUNTIME.update(configure_cpu_runtime())
+    try:
+        llm = LLM(**options)
+    finally:
+        # the engine process has started with the preloads; the harness's own later
+        # subprocesses (browsers, servers) must not inherit them
+        if saved is None:
+            os.environ.pop("LD_PRELOAD", None)
+        else:
+            os.environ["LD_PRELOAD"] = saved
     if not _RUNNING:
         # Registered after weakref's exit hook (set up by the first weakref.finalize of the
         # process, vLLM's own for the LLM above at the latest), so it runs before vLLM's
@@ -140,38 +163,56 @@ class VllmEngine:
 
     def generate(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
         refuse_prompt_bias(self.name, requests)
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
-
-        prompts = [TokensPrompt(prompt_token_ids=list(r.prompt_ids)) for r in requests]
-        params = [
-            SamplingParams(
-                temperature=r.sampling.temperature,
-                top_p=r.sampling.top_p,
-                max_tokens=r.sampling.max_tokens,
-                seed=r.sampling.seed,
-                stop=r.sampling.stop or None,
-                min_tokens=r.sampling.min_tokens,
-            )
-            for r in requests
-        ]
+        prompts = [_tokens_prompt(r) for r in requests]
+        params = [_sampling_params(r) for r in requests]
         start = time.perf_counter()
         outputs = self._llm.generate(prompts, params, use_tqdm=False)
         seconds = time.perf_counter() - start
-        results = []
-        for request, output in zip(requests, outputs, strict=True):
-            completion = output.outputs[0]
-            results.append(
-                GenerationResult(
-                    token_ids=list(completion.token_ids),
-                    text=completion.text,
-                    finish_reason="length" if completion.finish_reason == "length" else "stop",
-                    prompt_tokens=len(request.prompt_ids),
-                    cached_prompt_tokens=getattr(output, "num_cached_tokens", None),
-                    seconds=seconds,
-                )
-            )
-        return results
+        return [
+            _result(request, output, seconds)
+            for request, output in zip(requests, outputs, strict=True)
+        ]
+
+    def generate_continuous(self, first: list[tuple], follow: FollowUp) -> None:
+        """Continuous batching across rounds: each `(key, request)` of `first` is queued; when
+        one finishes, `follow(key, result)` returns the `(key, request)` pairs that come after
+        it, and those join the running batch at once, while the others keep decoding. A round
+        of one sample never waits for the slowest sample of a batch.
+
+        A result's `seconds` is its share of the engine's time: each step's wall time split
+        evenly among the requests that step ran."""
+        refuse_prompt_bias(self.name, [request for _, request in first])
+        core = self._llm.llm_engine
+        running: dict[str, list] = {}  # vLLM request id -> [key, request, seconds]
+
+        def add(pairs: list[tuple]) -> None:
+            from vllm.sampling_params import RequestOutputKind
+
+            for key, request in pairs:
+                refuse_prompt_bias(self.name, [request])
+                params = _sampling_params(request)
+                params.output_kind = RequestOutputKind.FINAL_ONLY  # one output, when it ends
+                request_id = f"harness-{next(_REQUEST_IDS)}"
+                core.add_request(request_id, _tokens_prompt(request), params)
+                running[request_id] = [key, request, 0.0]
+
+        try:
+            add(first)
+            while running:
+                start = time.perf_counter()
+                outputs = core.step()
+                share = (time.perf_counter() - start) / len(running)
+                for entry in running.values():
+                    entry[2] += share
+                for output in outputs:
+                    if output.finished and output.request_id in running:
+                        key, request, seconds = running.pop(output.request_id)
+                        add(follow(key, _result(request, output, seconds)))
+        except BaseException:
+            # leave the engine clean for its next caller (a judge, the forks stage)
+            if running:
+                core.abort_request(list(running))
+            raise
 
     def close(self) -> None:
         for key, engine in list(_ENGINES.items()):
@@ -180,6 +221,38 @@ class VllmEngine:
         llm = self.__dict__.pop("_llm", None)  # idempotent: a judge may share this engine
         if llm is not None:
             shutdown_llm(llm)
+
+
+def _tokens_prompt(request: GenerationRequest):
+    from vllm.inputs import TokensPrompt
+
+    return TokensPrompt(prompt_token_ids=list(request.prompt_ids))
+
+
+def _sampling_params(request: GenerationRequest):
+    from vllm import SamplingParams
+
+    sampling = request.sampling
+    return SamplingParams(
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        max_tokens=sampling.max_tokens,
+        seed=sampling.seed,
+        stop=sampling.stop or None,
+        min_tokens=sampling.min_tokens,
+    )
+
+
+def _result(request: GenerationRequest, output, seconds: float) -> GenerationResult:
+    completion = output.outputs[0]
+    return GenerationResult(
+        token_ids=list(completion.token_ids),
+        text=completion.text,
+        finish_reason="length" if completion.finish_reason == "length" else "stop",
+        prompt_tokens=len(request.prompt_ids),
+        cached_prompt_tokens=getattr(output, "num_cached_tokens", None),
+        seconds=seconds,
+    )
 
 
 def _all_cores() -> str:

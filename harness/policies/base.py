@@ -7,7 +7,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from harness.chat import ChatFormat
-from harness.engines.base import Engine, GenerationRequest, PromptBias, SamplingSettings
+from harness.engines.base import (
+    Engine,
+    GenerationRequest,
+    PromptBias,
+    SamplingSettings,
+    continuous,
+)
 from harness.errors import UserError
 from harness.records import GenerationRecord, Segment, TokenCounts
 
@@ -151,23 +157,37 @@ def run_policies(
     Conversations (specs with user turns) take one round per assistant turn, of at most
     `turn_tokens` tokens; after the round every conversation whose reply ended gets its next
     user turn (`harness.policies.conversation.next_user_turns`; simulated users as one more
-    batch per round, through `simulators`)."""
+    batch per round, through `simulators`).
+
+    On an engine that batches continuously (vLLM), the rounds do not wait for each other: a
+    sample's next round joins the running batch as soon as its last one ends
+    (`harness.policies.continuous`); each sample's requests, seeds included, are the same."""
     from harness.policies.conversation import next_user_turns, stop_at_context
 
     budget = sampling.max_tokens
     grouped = [
         (policy, _start_states(policy, engine, chat, specs, budget)) for policy, specs in groups
     ]
-    round_index = 0
     # Each group's records are built once, when its last sample finishes: what on_group_done
     # stores and what is returned are the same records.
     finished: dict[int, list[GenerationRecord]] = {}
-    while True:
+
+    def hand_over() -> None:
         for index, (policy, states) in enumerate(grouped):
             if index not in finished and all(s.done for s in states):
                 finished[index] = [_record(s, chat, policy, engine) for s in states]
                 if on_group_done:  # hand over each finished group at once, so it can be stored
                     on_group_done(index, finished[index])
+
+    if continuous(engine) and not any(s.spec.simulator for _, st in grouped for s in st):
+        # simulated users write their turns in batches between rounds: those runs keep rounds
+        from harness.policies.continuous import run_continuous
+
+        run_continuous(grouped, engine, chat, sampling, turn_tokens, on_round, hand_over)
+        return [finished[index] for index in range(len(grouped))]
+    round_index = 0
+    while True:
+        hand_over()
         active = [(p, s) for p, states in grouped for s in states if not s.done]
         if not active:
             break
@@ -176,21 +196,26 @@ def run_policies(
         if not active:
             continue  # groups whose last samples just hit the context are handed over above
         requests = [
-            _request(policy, state, sampling, budget, turn_tokens, engine.max_model_len)
+            round_request(policy, state, sampling, budget, turn_tokens, engine.max_model_len)
             for policy, state in active
         ]
         results = engine.generate(requests)
         for (policy, state), request, result in zip(active, requests, results, strict=True):
-            _absorb(policy, state, chat, request, result, budget, len(active), turn_tokens)
+            absorb_result(policy, state, chat, request, result, budget, len(active), turn_tokens)
         for policy, states in grouped:
-            boundary = [s for s in states if not s.done and not s.spec.conversation]
-            for index, ids in policy.inject(chat, boundary).items():
-                boundary[index].append(ids, "injected", "reminder", chat.tokenizer.decode(ids))
+            inject_reminders(policy, chat, [s for s in states if not s.spec.conversation])
         next_user_turns(grouped, chat, engine, simulators, sampling)
         round_index += 1
         if on_round:
             on_round(round_index, sum(s.generated for _, states in grouped for s in states))
     return [finished[index] for index in range(len(grouped))]
+
+
+def inject_reminders(policy: Policy, chat: ChatFormat, states: list[SampleState]) -> None:
+    """The policy's reminders at a round boundary, for the single replies still going."""
+    boundary = [s for s in states if not s.done]
+    for index, ids in policy.inject(chat, boundary).items():
+        boundary[index].append(ids, "injected", "reminder", chat.tokenizer.decode(ids))
 
 
 def _start_states(
@@ -218,7 +243,7 @@ def _start_states(
     return states
 
 
-def _request(
+def round_request(
     policy: Policy,
     state: SampleState,
     sampling: SamplingSettings,
@@ -240,7 +265,7 @@ def _request(
     )
 
 
-def _absorb(
+def absorb_result(
     policy: Policy,
     state: SampleState,
     chat: ChatFormat,

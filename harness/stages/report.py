@@ -24,6 +24,13 @@ def package_versions() -> dict[str, str]:
     return out
 
 
+def _engine_runtime() -> dict:
+    import sys
+
+    module = sys.modules.get("harness.engines.vllm_engine")  # never import vLLM for this
+    return dict(module.RUNTIME) if module else {}
+
+
 class ManifestStage:
     """manifest.json: resolved config, policies, versions, model hashes, seeds, timings."""
 
@@ -45,6 +52,8 @@ class ManifestStage:
             # the backend that computed each probe model's curves (auto resolved)
             "probe_backends": dict(ctx.probe_backends) if config.probe.enabled else {},
             "seeds": {"generation": config.generation.seed, "samples": config.samples},
+            # LD_PRELOAD and thread binding of the vLLM CPU engine processes (empty otherwise)
+            "engine_runtime": _engine_runtime(),
             "timings": dict(ctx.timings),
             "started": ctx.started,
             "finished": datetime.now(UTC).isoformat(timespec="seconds"),
