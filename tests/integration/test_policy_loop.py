@@ -135,3 +135,57 @@ def test_adaptive_reads_only_generated_text_of_the_last_window(chat):
     assert [sum(s.source == "reminder" for s in r.segments) for r in records] == [0, 2]
     word = chat.tokenizer.decode([WORD])
     assert seen and all(text == word * 8 for text in seen)  # no reminder text leaks in
+
+
+class ContinuousScriptedEngine(ScriptedEngine):
+    """The scripted engine with continuous batching: one request at a time, last queued first,
+    so samples finish their rounds in another order than the round loop's."""
+
+    def generate_continuous(self, first, follow):
+        queue = list(first)
+        while queue:
+            key, request = queue.pop()
+            [result] = self.generate([request])
+            queue.extend(follow(key, result))
+
+
+def _conversation_specs(n: int) -> list[SampleSpec]:
+    return [
+        SampleSpec(system="Be brief.", user="Hi.", reminder="Be brief.", restatement="Sure:",
+                   seed=10 + i, meta={"sample": i}, turns=[("And then?", False), ("Why?", True)])
+        for i in range(n)
+    ]  # fmt: skip
+
+
+def test_continuous_batching_gives_the_records_of_the_round_loop(chat):
+    # EOS mid-round for some samples (continue turns), reminders, restatements, adaptive
+    # windows and scripted conversations, merged: every record must come out the same
+    eos = {0: 4, 7919 + 1: 6, 7919 * 2 + 2: 3, 10 * 7919: 2}
+    settings = SamplingSettings(max_tokens=40)
+
+    def groups():
+        def violates(state, text):
+            return state.spec.seed % 2 == 0
+
+        return [
+            (NonePolicy(continue_on_eos=True), _specs(3)),
+            (RestatePolicy(continue_on_eos=True), _specs(3)),
+            (PeriodicPolicy(every=16, continue_on_eos=True), _specs(3)),
+            (AdaptivePolicy(every=8, violates=violates, continue_on_eos=True), _specs(3)),
+            (PeriodicPolicy(None, "system", every_turns=2), _conversation_specs(2)),
+        ]
+
+    rounds = run_policies(groups(), ScriptedEngine(chat.tokenizer, eos), chat, settings,
+                          turn_tokens=12)  # fmt: skip
+    engine = ContinuousScriptedEngine(chat.tokenizer, eos)
+    handed: list[int] = []
+    continuous = run_policies(groups(), engine, chat, settings, turn_tokens=12,
+                              on_group_done=lambda i, _: handed.append(i))  # fmt: skip
+    assert set(engine.batches) == {1}  # the continuous path ran, one request at a time
+    assert sorted(handed) == [0, 1, 2, 3, 4]
+    strip = {"seconds"}
+    for group_rounds, group_continuous in zip(rounds, continuous, strict=True):
+        for a, b in zip(group_rounds, group_continuous, strict=True):
+            assert a.model_dump(exclude=strip) == b.model_dump(exclude=strip)
+    assert any(r.tokens.injected for r in rounds[2])  # the mix exercised reminders
+    assert any(s.source == "continue" for r in rounds[0] for s in r.segments)
