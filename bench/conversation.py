@@ -77,10 +77,13 @@ def main() -> None:
     parser.add_argument("--skip-uncached", action="store_true", help="leave out caching off")
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)
+    from limit import measure_limit
+
     from harness.engines.vllm_engine import VllmEngine
     from harness.models import resolve_model
 
     path = resolve_model("smollm2-135m-instruct").path
+    limit = measure_limit(path)
     n, turns, turn_tokens = (4, 10, 32) if args.quick else (8, 10, 64)
     results = {}
     variants = [
@@ -96,13 +99,16 @@ def main() -> None:
         engine.close()
         del engine
         gc.collect()
-    print(f"\n{n} conversations x {turns} turns, <= {turn_tokens} tokens per reply")
-    print(f"{'':>20} {'seconds':>8} {'processed':>10} {'ideal':>8} {'ratio':>6}  goal")
+    print(f"\n{limit.describe()}")
+    print(f"{n} conversations x {turns} turns, <= {turn_tokens} tokens per reply")
+    print(f"{'':>20} {'seconds':>8} {'processed':>10} {'ideal':>8} {'ratio':>6}  goal     "
+          "ideal tok/s / limit")  # fmt: skip
+    context = turns * turn_tokens / 2  # mean context over a conversation, roughly
     for label, (seconds, processed, ideal) in results.items():
-        goal = "<= 1.15" if "on" in label else ""
+        goal = "<= 1.15" if "on" in label else "       "
         print(
             f"{label:>20} {seconds:8.1f} {processed:10d} {ideal:8d} "
-            f"{processed / ideal:6.3f}  {goal}"
+            f"{processed / ideal:6.3f}  {goal}  {limit.fraction(ideal / seconds, context)}"
         )
 
 

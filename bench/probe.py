@@ -118,10 +118,20 @@ def speed(model_name: str, tokens: int, chunk: int, repeats: int) -> None:
     med = {name: statistics.median(t) for name, t in times.items()}
     rate = 2 * tokens  # continuation tokens of both rows
     how = f"chunk {chunk}" if chunk else "whole sequence"
+    from limit import measure_limit
+
+    from harness.models import resolve_model
+
+    limit = measure_limit(resolve_model(model_name).path)
+    print(limit.describe())
     print(f"speed, {model_name}, T = {tokens}, {how}, median of {repeats} interleaved")
+    print("  goal: the whole-sequence probe forward >= 70 % of the limit at context T / 2")
     for name, t in times.items():
         spread = " ".join(f"{x:.2f}" for x in t)
-        print(f"  {name:<18} {med[name]:7.2f} s  {rate / med[name]:8.1f} tok/s   ({spread})")
+        share = limit.fraction(rate / med[name], tokens / 2)
+        print(
+            f"  {name:<18} {med[name]:7.2f} s  {rate / med[name]:8.1f} tok/s  {share}   ({spread})"
+        )
     ratios = [
         f"probe / {name} = {med['probe'] / med[name]:.3f}" for name in runs if name != "probe"
     ]

@@ -19,7 +19,13 @@ DATA = Path(__file__).parents[1] / "tests" / "data" / "scoring" / "language_wind
 
 
 def main() -> None:
+    from limit import measure_limit
+
     from harness.checks.language import LanguageCheck
+    from harness.models import resolve_model
+
+    # scoring runs no model: the limit is printed for the record of the machine it ran on
+    print(measure_limit(resolve_model("smollm2-135m-instruct").path).describe())
     from harness.config import ScoringConfig, TaskSuite
     from harness.records import GenerationRecord
     from harness.scoring import score_records
