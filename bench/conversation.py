@@ -77,7 +77,7 @@ def main() -> None:
     parser.add_argument("--skip-uncached", action="store_true", help="leave out caching off")
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)
-    from limit import measure_limit
+    from _limit import measure_limit
 
     from harness.engines.vllm_engine import VllmEngine
     from harness.models import resolve_model

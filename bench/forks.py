@@ -79,7 +79,7 @@ def main() -> None:
     n, length = (2, 256) if args.quick else (4, 512)
     at = [0, 32, 128, 192] if args.quick else [0, 32, 128, 256, 448]
     forks = ForksConfig(at=at, tokens=64, draws=4)
-    from limit import measure_limit
+    from _limit import measure_limit
 
     path = resolve_model("smollm2-135m-instruct").path
     limit = measure_limit(path)

@@ -118,7 +118,7 @@ def speed(model_name: str, tokens: int, chunk: int, repeats: int) -> None:
     med = {name: statistics.median(t) for name, t in times.items()}
     rate = 2 * tokens  # continuation tokens of both rows
     how = f"chunk {chunk}" if chunk else "whole sequence"
-    from limit import measure_limit
+    from _limit import measure_limit
 
     from harness.models import resolve_model
 

@@ -5,7 +5,7 @@ preloads (tcmalloc, Intel OpenMP) and how its OpenMP threads are bound.
 
 Every variant runs in a fresh process (LD_PRELOAD is read when a process starts): one engine
 start, then greedy decode at 8 x 256 and 64 x 256 tokens, printed as tokens/s, as a ratio to
-the baseline and as a share of the machine's limit (bench/limit.py). The baseline runs first
+the baseline and as a share of the machine's limit (bench/_limit.py). The baseline runs first
 and again last, so the table shows how far two runs of the same thing drift on this machine.
 Also printed: the CPU the harness process itself used per second of decoding (vLLM's output
 processing and detokenisation run there, on the cores the engine's threads are bound to).
@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 
-from limit import measure_limit
+from _limit import measure_limit
 
 CORES = f"0-{os.cpu_count() - 1}"
 VARIANTS = [  # label, environment

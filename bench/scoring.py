@@ -19,7 +19,7 @@ DATA = Path(__file__).parents[1] / "tests" / "data" / "scoring" / "language_wind
 
 
 def main() -> None:
-    from limit import measure_limit
+    from _limit import measure_limit
 
     from harness.checks.language import LanguageCheck
     from harness.models import resolve_model

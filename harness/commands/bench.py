@@ -30,7 +30,7 @@ def bench_command(
 
     from harness.errors import UserError
 
-    available = sorted(p.stem for p in BENCH_DIR.glob("*.py")) if BENCH_DIR.is_dir() else []
+    available = sorted(p.stem for p in BENCH_DIR.glob("[!_]*.py")) if BENCH_DIR.is_dir() else []
     if name not in available:
         raise UserError(
             f"unknown benchmark '{name}' (available: {', '.join(available) or 'none'}; "
