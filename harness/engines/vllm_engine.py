@@ -181,7 +181,6 @@ class VllmEngine:
 
         A result's `seconds` is its share of the engine's time: each step's wall time split
         evenly among the requests that step ran."""
-        refuse_prompt_bias(self.name, [request for _, request in first])
         core = self._llm.llm_engine
         running: dict[str, list] = {}  # vLLM request id -> [key, request, seconds]
 
@@ -189,7 +188,7 @@ class VllmEngine:
             from vllm.sampling_params import RequestOutputKind
 
             for key, request in pairs:
-                refuse_prompt_bias(self.name, [request])
+                refuse_prompt_bias(self.name, [request])  # before the engine sees it
                 params = _sampling_params(request)
                 params.output_kind = RequestOutputKind.FINAL_ONLY  # one output, when it ends
                 request_id = f"harness-{next(_REQUEST_IDS)}"
