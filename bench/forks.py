@@ -1,6 +1,7 @@
 """What forks cost on the embedded model: processed tokens per new token, side by side in one
 run, for each lever alone: vLLM's prefix caching, priming each arm's prompt before its draws,
-and the KV block size (prefix-cache hits come in whole blocks; vLLM's CPU default is 128).
+and the KV block size (prefix-cache hits come in whole blocks; vLLM's CPU default is 128, the
+harness's 32).
 
     .venv/bin/python bench/forks.py [--quick]
 
@@ -22,8 +23,8 @@ import time
 
 VARIANTS = [  # label, engine options, prime
     ("caching off", {"enable_prefix_caching": False}, False),
-    ("caching, block 128", {}, False),
-    ("caching, block 128, primed", {}, True),
+    ("caching, block 128", {"block_size": 128}, False),
+    ("caching, block 128, primed", {"block_size": 128}, True),
     ("caching, block 32, primed", {"block_size": 32}, True),
 ]
 

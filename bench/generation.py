@@ -112,12 +112,12 @@ def main() -> None:
     for size in sizes:
         vllm_tps[size] = throughput(vllm, *size)
         print(f"vllm {size[0]} x {size[1]}: {vllm_tps[size]:.1f} tok/s")
-    costs = {"caching on, block 128 (default)": periodic_cost(vllm, n_cost, tokens_cost)}
+    costs = {"caching on, block 32 (default)": periodic_cost(vllm, n_cost, tokens_cost)}
     vllm.close()
     del vllm
     gc.collect()
     for label, options in (
-        ("caching on, block 32", {"block_size": 32}),
+        ("caching on, block 128 (vLLM's)", {"block_size": 128}),
         ("caching off", {"enable_prefix_caching": False}),
     ):
         engine = VllmEngine(path, max_model_len=2048, **options)

@@ -4,6 +4,7 @@ transformers, greedy decoding agrees, seeds reproduce."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from harness.engines import GenerationRequest, SamplingSettings
 from harness.policies import ChatFormat
@@ -56,9 +57,12 @@ def test_vllm_finish_reason_and_prefix_cache_hits(vllm_engine):
     second = vllm_engine.generate([request])[0]
     assert first.finish_reason == second.finish_reason == "length"
     assert second.prompt_tokens == len(prompt) > 500
-    # the second call reuses the cached KV blocks of the first (whole blocks only)
+    # the second call reuses the cached KV blocks of the first (whole blocks only): on CPU the
+    # harness's 32-token blocks, so at most the last partial block is computed again
     assert second.cached_prompt_tokens is not None
-    assert second.cached_prompt_tokens >= len(prompt) // 2
+    if not torch.cuda.is_available():
+        assert vllm_engine.block_size == 32
+    assert second.cached_prompt_tokens >= len(prompt) - vllm_engine.block_size
 
 
 def test_hf_batched_left_padding_matches_single(hf_engine):
