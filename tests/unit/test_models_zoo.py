@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from harness.errors import UserError
@@ -88,3 +89,31 @@ def test_listing_counts_parameters_of_every_shard(tmp_path):
     info = model_info(str(tmp_path))
     assert info.parameters == 10 * 8 + 8 + 1
     assert (info.layers, info.hidden_size, info.source) == (2, 8, "local")
+
+
+def test_gguf_conversion_parses_each_file_once_then_restores_gguf(tmp_path):
+    """transformers opens the GGUF three times per conversion; inside `gguf_parsed_once` the
+    three share one reader (the same fields), and gguf's own names come back afterwards."""
+    gguf = pytest.importorskip("gguf")
+    from harness.models.build import gguf_parsed_once
+
+    path = tmp_path / "tiny.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(2)
+    writer.add_tensor("token_embd.weight", np.arange(8, dtype=np.float32).reshape(2, 4))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    original_reader, original_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    with gguf_parsed_once():
+        first, again = gguf.GGUFReader(path), gguf.GGUFReader(str(path))
+        assert first is again
+        assert gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 2) is gguf.get_tensor_name_map(
+            gguf.MODEL_ARCH.LLAMA, 2
+        )
+        fresh = original_reader(path)
+        assert first.fields.keys() == fresh.fields.keys()
+        assert np.array_equal(first.tensors[0].data, fresh.tensors[0].data)
+    assert gguf.GGUFReader is original_reader
+    assert gguf.get_tensor_name_map is original_map
