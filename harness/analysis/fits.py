@@ -60,17 +60,26 @@ def curve_sets(arrays: dict) -> dict[tuple[int, str], np.ndarray]:
     return out
 
 
-def _fit(curve: np.ndarray, t_min: int, n_boot: int, seed: int, identical: bool) -> dict:
-    from harness.analysis.powerlaw import REASON_IDENTICAL, fit_alpha
+def _fits(
+    curves: dict[tuple[int, str], np.ndarray], t_min: int, n_boot: int, seed: int, identical: bool
+) -> dict[tuple[int, str], dict]:
+    """fits.csv fields per (layer, metric) of curves that share t (one pair, or one group's
+    pairs stacked), fitted in one batch."""
+    from harness.analysis.powerlaw import REASON_IDENTICAL, fit_alpha_batch
 
-    t = np.arange(1, curve.shape[-1] + 1)
-    fit = fit_alpha(t, curve, t_min=t_min, n_boot=n_boot, seed=seed)
-    row = fit.model_dump(include=set(FIT_FIELDS))
-    if identical:
-        row.update(alpha=float("nan"), reason=REASON_IDENTICAL)
-    elif fit.reason == REASON_IDENTICAL:  # all zero although the prompts differ
-        row.update(reason=REASON_ZERO)
-    return row
+    if not curves:
+        return {}
+    t = np.arange(1, next(iter(curves.values())).shape[-1] + 1)
+    fits = fit_alpha_batch(t, list(curves.values()), t_min=t_min, n_boot=n_boot, seed=seed)
+    out = {}
+    for key, fit in zip(curves, fits, strict=True):
+        row = fit.model_dump(include=set(FIT_FIELDS))
+        if identical:
+            row.update(alpha=float("nan"), reason=REASON_IDENTICAL)
+        elif fit.reason == REASON_IDENTICAL:  # all zero although the prompts differ
+            row.update(reason=REASON_ZERO)
+        out[key] = row
+    return out
 
 
 def _pooled(
@@ -83,10 +92,8 @@ def _pooled(
     sets = [curve_sets(m.arrays) for m in usable]
     common = min(next(iter(s.values())).shape[0] for s in sets)
     keys = [key for key in sets[0] if all(key in s for s in sets)]  # @assistant: all talks
-    return {
-        key: _fit(np.vstack([s[key][:common] for s in sets]), t_min, n_boot, 0, False)
-        for key in keys
-    }
+    stacked = {key: np.vstack([s[key][:common] for s in sets]) for key in keys}
+    return _fits(stacked, t_min, n_boot, 0, False)
 
 
 def _rows(ident: dict, pair: str, fits: dict[tuple[int, str], dict]) -> list[dict]:
@@ -117,10 +124,8 @@ def fit_table(
     rows: list[dict] = []
     for ident, members in groups:
         for member in members:
-            fits = {
-                key: _fit(curve, t_min, n_boot_pair, member.seed, member.identical)
-                for key, curve in curve_sets(member.arrays).items()
-            }
+            curves = curve_sets(member.arrays)
+            fits = _fits(curves, t_min, n_boot_pair, member.seed, member.identical)
             rows += _rows(ident, member.pair, fits)
         if len(members) > 1:
             pooled = _pooled(members, t_min, n_boot_pooled)

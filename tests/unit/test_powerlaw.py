@@ -203,3 +203,23 @@ def test_reference_curves_scaled_to_data():
 def test_reference_curves_degenerate():
     ref = reference_curves(t, np.zeros(T), prompt_len=8, n_layers=2)
     assert np.all(np.isnan(ref["inv_t"])) and np.all(np.isnan(ref["bound"]))
+
+
+def test_batched_fits_equal_one_by_one_fits():
+    """fits.csv fits ~100 curves per pair in one batch: every result must be exactly the one
+    fit_alpha gives alone (same draws, same arithmetic), whatever mix of curves shares a batch."""
+    from harness.analysis.powerlaw import BATCH_CURVES, fit_alpha_batch
+
+    rng = np.random.default_rng(3)
+    t = np.arange(1, 401)
+    curves = [t ** -rng.uniform(0.2, 1.0) * np.exp(rng.normal(0, 0.2, t.size)) for _ in range(40)]
+    holed = curves[0].copy()
+    holed[100:150] = np.nan  # other usable points: other block-bootstrap draws
+    pairs = np.vstack([curves[1], curves[2], curves[3]])
+    curves += [holed, pairs, np.zeros(t.size)]
+    assert len(curves) > BATCH_CURVES  # chunks too
+    batched = fit_alpha_batch(t, curves, t_min=16, n_boot=200, seed=7)
+    alone = [fit_alpha(t, c, t_min=16, n_boot=200, seed=7) for c in curves]
+    assert [b.model_dump() for b in batched] == [a.model_dump() for a in alone]
+    assert batched[-1].reason == "identical prompts"
+    assert np.isfinite(batched[40].ci_low) and batched[40].ci_low != batched[0].ci_low
