@@ -111,7 +111,10 @@ def llm_options(
     enforce_eager: bool | None = None,
 ) -> dict[str, Any]:
     """`vllm.LLM` options every engine of the harness shares (generation and probe)."""
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
+    # The worker allocates the whole CPU KV cache at start, ~4 s per GiB on 2 cores (start
+    # 45 s with 1 GiB, 58 s with 4). 2 GiB hold 46k tokens of the embedded model, more than the
+    # quickstart's 60 concurrent samples reach (~39k); larger runs set the variable themselves.
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     cpu = _on_cpu()
     options: dict[str, Any] = {}
     if cpu:
