@@ -126,10 +126,15 @@ def fit_alpha_batch(
     number of pairs (single curves: the same usable points) get the same draws: they are
     resampled together, one array operation for many fits (fits.csv: ~100 curves per pair)."""
     t = np.asarray(t).reshape(-1)
+    # the fit positions depend on t alone: found once for the whole batch
+    t_top = int(t.max()) if t.size else 0
+    t_max = t_top if t_max is None else min(int(t_max), t_top)
+    idx = _select(t, t_min, t_max) if t_max >= t_min else np.zeros(0, dtype=np.int64)
+    x = np.log(t[idx].astype(np.float64))  # (n,)
     results: list[FitResult | None] = [None] * len(curves)
     shared: dict[tuple, list[tuple[int, _Prepared]]] = {}
     for i, d in enumerate(curves):
-        prepared = _prepare(t, d, t_min, t_max)
+        prepared = _prepare(t, d, t_min, t_max, idx, x)
         if isinstance(prepared, FitResult):
             results[i] = prepared
             continue
@@ -139,7 +144,7 @@ def fit_alpha_batch(
     for members in shared.values():
         for start in range(0, len(members), BATCH_CURVES):
             chunk = members[start : start + BATCH_CURVES]
-            boots = _bootstrap([p for _, p in chunk], n_boot, np.random.default_rng(seed))
+            boots = _bootstrap(x, [p for _, p in chunk], n_boot, np.random.default_rng(seed))
             for (i, p), boot in zip(chunk, boots, strict=True):
                 lo, hi = percentile_ci(boot, ci, min_finite=max(10, len(boot) // 2))
                 results[i] = FitResult(
@@ -153,7 +158,6 @@ def fit_alpha_batch(
 class _Prepared:
     """One curve's point fit and what its bootstrap needs."""
 
-    x: np.ndarray  # (n,) log t at the fit positions
     d0: np.ndarray  # (n_pairs, n), NaN -> 0
     ok: np.ndarray  # (n_pairs, n) finite mask as float
     y: np.ndarray  # (n,) log of the mean D
@@ -164,11 +168,12 @@ class _Prepared:
     n_points: int
 
 
-def _prepare(t: np.ndarray, d: np.ndarray, t_min: int, t_max: int | None) -> _Prepared | FitResult:
-    """The point fit of one curve, or its NaN result when it is degenerate."""
+def _prepare(
+    t: np.ndarray, d: np.ndarray, t_min: int, t_max: int, idx: np.ndarray, x: np.ndarray
+) -> _Prepared | FitResult:
+    """The point fit of one curve at the fit positions `idx` of t (x = log t there), or its NaN
+    result when it is degenerate."""
     t, d = _as_pairs(t, d)
-    t_top = int(t.max()) if t.size else 0
-    t_max = t_top if t_max is None else min(int(t_max), t_top)
     finite = np.isfinite(d)
     if finite.any() and np.all(d[finite] == 0.0):
         # e.g. hidden-state index 0: embeddings of a shared continuation are identical.
@@ -176,8 +181,6 @@ def _prepare(t: np.ndarray, d: np.ndarray, t_min: int, t_max: int | None) -> _Pr
     if t_max < t_min:
         return _nan_result(REASON_SHORT, t_min, t_max)
 
-    idx = _select(t, t_min, t_max)
-    x = np.log(t[idx].astype(np.float64))  # (n,)
     dsel = d[:, idx]  # (n_pairs, n)
     ok = np.isfinite(dsel)
     d0 = np.where(ok, dsel, 0.0)
@@ -195,13 +198,14 @@ def _prepare(t: np.ndarray, d: np.ndarray, t_min: int, t_max: int | None) -> _Pr
     ss_res = float(((y - fitted)[usable] ** 2).sum())
     ss_tot = float(((y - y[usable].mean())[usable] ** 2).sum())
     r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else math.nan
-    return _Prepared(x, d0, ok.astype(np.float64), y, usable, alpha, r2, t_max, n_points)
+    return _Prepared(d0, ok.astype(np.float64), y, usable, alpha, r2, t_max, n_points)
 
 
-def _bootstrap(curves: list[_Prepared], n_boot: int, rng: np.random.Generator) -> np.ndarray:
+def _bootstrap(
+    x: np.ndarray, curves: list[_Prepared], n_boot: int, rng: np.random.Generator
+) -> np.ndarray:
     """(curves, n_boot) bootstrap alphas of curves that share their draws (`fit_alpha_batch`)."""
     first = curves[0]
-    x = first.x
     if first.d0.shape[0] >= 2:
         d0 = np.stack([c.d0 for c in curves])  # (C, pairs, n)
         ok = np.stack([c.ok for c in curves])

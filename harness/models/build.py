@@ -101,7 +101,8 @@ def gguf_parsed_once() -> Iterator[None]:
     """transformers parses the GGUF three times (tokenizer, config, weights; ~7 s each for the
     embedded model's 49k-entry vocabulary) and rebuilds gguf's tensor-name map for every tensor
     (~10 s): 40 of a conversion's 42 s on 2 cores. Inside this block each file is parsed once
-    and each map built once; the converted files are byte-identical (tests/unit/test_models.py).
+    and each map built once; the converted files came out byte-identical (sha256 of the
+    safetensors, tokenizer and config; tests/unit/test_models_zoo.py checks the shared reader).
     Without the `gguf` names it relies on, the block does nothing."""
     try:
         import gguf
