@@ -7,8 +7,9 @@ two probe backends side by side.
 
 1. tokens/s of `pair_divergence` (all L+1 hidden states reduced in hooks, delta_logp, KL) vs
    (a) one plain forward of the same two sequences (batch of 2, logits for every position) and
-   (b) the same chunked KV-cache forward without hooks or reductions; medians of interleaved
-   repeats, ratios printed (target overhead <= 10 % against the plain forward).
+   (b) the same chunked KV-cache forward without hooks or reductions and (c) the probe with its
+   output head in one matmul, not in vocabulary slices; medians of interleaved repeats, ratios
+   printed (target overhead <= 10 % against the plain forward).
 2. peak RSS of a probe at each T above the warmed-up process (Linux VmHWM, reset before the
    run), each in a fresh subprocess, next to the same forward bare (decoder only, no hooks,
    no logits) and to what stored (L+1, T, d) states of both rows would take.
@@ -100,6 +101,18 @@ def _chunked_forward(model, a, b, cont, chunk: int) -> None:
         )
 
 
+def _whole_head_probe(model, a, b, cont, chunk: int) -> None:
+    """The probe with the output head in one matmul per slice of positions, as it ran before
+    vocabulary slices (divergence.VOCAB_SLICE): the head's lever measured alone."""
+    from harness.probes import divergence
+
+    sliced, divergence.VOCAB_SLICE = divergence.VOCAB_SLICE, 1 << 30
+    try:
+        divergence.pair_divergence(model, a, b, cont, chunk=chunk or None)
+    finally:
+        divergence.VOCAB_SLICE = sliced
+
+
 def speed(model_name: str, tokens: int, chunk: int, repeats: int) -> None:
     from harness.probes.divergence import pair_divergence
 
@@ -109,6 +122,7 @@ def speed(model_name: str, tokens: int, chunk: int, repeats: int) -> None:
     if chunk:
         runs["chunked, no hooks"] = lambda: _chunked_forward(model, a, b, cont, chunk)
     runs["probe"] = lambda: pair_divergence(model, a, b, cont, chunk=chunk or None)
+    runs["probe, whole head"] = lambda: _whole_head_probe(model, a, b, cont, chunk)
     times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeats):  # interleaved, so a noisy neighbour hits all alike
         for name, fn in runs.items():

@@ -18,6 +18,7 @@ from harness.probes.divergence import (
     check_inputs,
     next_token_gaps,
     resolve_layers,
+    vocab_sliced,
 )
 from harness.probes.experiment import ProbeRequest, fit_table
 from harness.probes.pairs import PairSpec, file_continuation, load_pairs, read_text_arg
@@ -118,6 +119,22 @@ def test_next_token_gaps_float32_match_float64_down_to_tiny_kl(scale):
         delta.numpy(), delta_ref.numpy(), rtol=1e-5, atol=1e-6 + 1e-5 * scale
     )
     assert (kl > 0).all()
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_vocab_sliced_head_gives_the_linear_layers_logits(bias):
+    # 2500 outputs: two full slices of 1024 and a ragged last one; rows from a strided view,
+    # as the probe passes them (a window of positions of both rows)
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(64, 2500, bias=bias)
+    hidden = torch.randn(2, 40, 64)[:, 3:35]
+    head = vocab_sliced(linear)
+    with torch.no_grad():
+        got = head(hidden)
+        assert got.shape == (2, 32, 2500)
+        torch.testing.assert_close(got, linear(hidden), rtol=1e-6, atol=1e-6)
+        linear.weight.mul_(2)  # the weight is read at each call, not captured at creation
+        torch.testing.assert_close(head(hidden), linear(hidden), rtol=1e-6, atol=1e-6)
 
 
 def test_reducer_matches_direct_metrics():
