@@ -129,6 +129,20 @@ def mean_interval(
     )
 
 
+def binomial_interval(
+    k: np.ndarray, n: np.ndarray, *, level: float = DEFAULT_LEVEL
+) -> tuple[np.ndarray, np.ndarray]:
+    """Clopper-Pearson (low, high) of k passes in n, elementwise (the beta quantiles scipy's
+    exact `proportion_ci` uses); NaN where n == 0."""
+    alpha = 1 - check_level(level)
+    k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        low = np.where(k > 0, stats.beta.ppf(alpha / 2, k, n - k + 1), 0.0)
+        high = np.where(k < n, stats.beta.ppf(1 - alpha / 2, k + 1, n - k), 1.0)
+    empty = n <= 0
+    return np.where(empty, np.nan, low), np.where(empty, np.nan, high)
+
+
 def paired_interval(
     a: Sequence[float] | np.ndarray,
     b: Sequence[float] | np.ndarray,

@@ -61,14 +61,16 @@ def adherence_curve(data: RunData) -> tuple[pd.DataFrame | None, str]:
         return _sorted(out), "adherence.csv"
     stored = data.frame("adherence_curve.csv")
     if stored is not None and {"t", "a", *CONDITION} <= set(stored.columns):
-        out = stored.reindex(columns=CURVE_COLUMNS)
+        band = ci_columns(stored, "a") or ci_columns(stored, "")
+        out = stored.rename(columns=dict(zip(band, ("lo", "hi"), strict=True)) if band else {})
+        out = out.reindex(columns=CURVE_COLUMNS)
         return _sorted(out), "adherence_curve.csv"
     windows = data.frame("windows.csv")
     if windows is not None:
         from harness.scoring.adherence import adherence_curves
 
-        out = adherence_curves(_windows_for_scoring(windows), n_boot=300)
-        out = out.groupby([*CONDITION, "t"], as_index=False).agg(
+        out = adherence_curves(_windows_for_scoring(windows))
+        out = out.rename(columns={"a_low": "lo", "a_high": "hi"}).groupby([*CONDITION, "t"], as_index=False).agg(
             {"a": "mean", "lo": "mean", "hi": "mean", "n": "sum"}
         )  # tasks merged: an item id is unique across suites
         return _sorted(out.reindex(columns=CURVE_COLUMNS)), "windows.csv"
@@ -80,12 +82,15 @@ def survival_curve(data: RunData) -> tuple[pd.DataFrame | None, str]:
     stored = data.frame("survival.csv")
     columns = [*CONDITION, "t", "survival", "lo", "hi"]
     if stored is not None and {"t", "survival", *CONDITION} <= set(stored.columns):
-        return _sorted(stored.reindex(columns=columns)), "survival.csv"
+        band = ci_columns(stored, "survival") or ci_columns(stored, "")
+        out = stored.rename(columns=dict(zip(band, ("lo", "hi"), strict=True)) if band else {})
+        return _sorted(out.reindex(columns=columns)), "survival.csv"
     windows = data.frame("windows.csv")
     if windows is not None:
         from harness.scoring.adherence import survival_curves
 
         out = survival_curves(_windows_for_scoring(windows))
+        out = out.rename(columns={"survival_low": "lo", "survival_high": "hi"})
         return _sorted(out.reindex(columns=columns)), "windows.csv"
     return None, ""
 
