@@ -270,9 +270,7 @@ def compare_policies(
     for (model, item), per_policy in _matrices(window_verdicts(windows)).items():
         results = _compare(per_policy, baseline, level)
         cost = {p: by_item.get((model, item, p), math.nan) for p in results}
-        with_ci = {
-            p: (r[0], r[1], _intervals(r, level, p == baseline)) for p, r in results.items()
-        }
+        with_ci = {p: (r[0], r[1], _intervals(r, level, p == baseline)) for p, r in results.items()}
         rows += _rows(model, item, with_ci, cost)
         for p, r in results.items():
             per_model.setdefault(model, {}).setdefault(p, []).append(r)

@@ -17,10 +17,14 @@ FILES = ("turn_adherence.csv", "conversations.csv", "turns.csv")
 
 
 def _interval(row: dict, base: str) -> str:
-    lo, hi = row.get(f"{base}_lo"), row.get(f"{base}_hi")
+    """`value [low, high] (n = N)` as stored; the value alone where no interval was formed."""
+    lo, hi = row.get(f"{base}_low", row.get(f"{base}_lo")), row.get(f"{base}_high")
+    hi = row.get(f"{base}_hi") if hi is None else hi
     if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
         return fmt_num(row.get(base))
-    return f"{fmt_num(row.get(base))} [{fmt_num(lo)}, {fmt_num(hi)}]"
+    n = row.get(f"{base}_n")
+    size = "" if n is None or pd.isna(n) else f" (n = {int(n)})"
+    return f"{fmt_num(row.get(base))} [{fmt_num(lo)}, {fmt_num(hi)}]{size}"
 
 
 def _pct(value) -> str:
@@ -29,21 +33,23 @@ def _pct(value) -> str:
 
 def _turn_figures(curve: pd.DataFrame) -> tuple[str, dict]:
     by_turn = curve.rename(columns={"turn": "t"})
-    fig_a = plots.curve_figure(by_turn, "a", "a(k)", x_title="turn k")
-    surv = by_turn.drop(columns=["lo", "hi"]).rename(
-        columns={"survival_lo": "lo", "survival_hi": "hi"}
+    a_band = by_turn.rename(columns={"a_low": "lo", "a_high": "hi"})
+    fig_a = plots.curve_figure(a_band, "a", "a(k)", x_title="turn k")
+    surv = by_turn.drop(columns=["a_low", "a_high", "lo", "hi"], errors="ignore").rename(
+        columns={"survival_low": "lo", "survival_high": "hi"}
     )
     fig_s = plots.curve_figure(surv, "survival", "S(k)", step=True, x_title="turn k")
     html = figure(
         "fig-turn-adherence",
         "a(k): share of samples whose reply to user turn k passes every check that could "
-        "decide (each reply scored whole), per policy, with its 95 % bootstrap band over "
-        "samples. Turn 1 answers the prompt; later turns follow scripted or simulated users.",
+        "decide (each reply scored whole), per policy, with its 95 % exact binomial band "
+        "(pointwise) over samples. Turn 1 answers the prompt; later turns follow scripted or simulated users.",
         fig_a.layout.height,
     ) + figure(
         "fig-turn-survival",
         "Kaplan-Meier over turns: share of samples with no failing reply up to turn k "
-        "(censored at the last scored reply), with a 95 % bootstrap band.",
+        "(censored at the last scored reply), with a 95 % pointwise band (exact binomial bounds "
+        "on the share failed by turn k).",
         fig_s.layout.height,
     )
     return html, {"fig-turn-adherence": fig_a, "fig-turn-survival": fig_s}

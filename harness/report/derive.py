@@ -70,8 +70,10 @@ def adherence_curve(data: RunData) -> tuple[pd.DataFrame | None, str]:
         from harness.scoring.adherence import adherence_curves
 
         out = adherence_curves(_windows_for_scoring(windows))
-        out = out.rename(columns={"a_low": "lo", "a_high": "hi"}).groupby([*CONDITION, "t"], as_index=False).agg(
-            {"a": "mean", "lo": "mean", "hi": "mean", "n": "sum"}
+        out = (
+            out.rename(columns={"a_low": "lo", "a_high": "hi"})
+            .groupby([*CONDITION, "t"], as_index=False)
+            .agg({"a": "mean", "lo": "mean", "hi": "mean", "n": "sum"})
         )  # tasks merged: an item id is unique across suites
         return _sorted(out.reindex(columns=CURVE_COLUMNS)), "windows.csv"
     return None, ""

@@ -58,8 +58,8 @@ REQUIRED_COLUMNS = {
     | {"spearman_high"},
     "gates.csv": {"gate", "metric", "use", "policy", "item", "model", "value", "min", "max"}
     | {"passed", "detail"},
-    "turn_adherence.csv": {"model", "item", "policy", "turn", "a", "lo", "hi", "survival"}
-    | {"survival_lo", "survival_hi"},
+    "turn_adherence.csv": {"model", "item", "policy", "turn", "a", "a_low", "a_high"}
+    | {"survival", "survival_low", "survival_high"},
     "conversations.csv": {"model", "item", "policy", "mean", "a_first", "a_last"}
     | {"first_fail_median", "pressure_turn", "before", "after", "pressure_delta"}
     | {"token_overhead"},

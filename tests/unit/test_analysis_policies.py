@@ -67,9 +67,7 @@ def test_paired_ci_narrower_than_unpaired_spread():
     assert auc["delta"] == pytest.approx(1 / 8) and auc["method"] == "betting"
     assert auc["delta_low"] < 1 / 8 < auc["delta_high"]
     # pairing pays: narrower than the two conditions' own intervals combined
-    arms = [
-        mean_interval([(min(s + 1 + extra, 8)) / 8 for s in range(6)]) for extra in (1, 0)
-    ]
+    arms = [mean_interval([(min(s + 1 + extra, 8)) / 8 for s in range(6)]) for extra in (1, 0)]
     assert auc["delta_high"] - auc["delta_low"] < arms[0].high - arms[1].low - (
         arms[0].low - arms[1].high
     )
