@@ -175,7 +175,7 @@ def build_run(out: Path) -> Path:
     _adherence(windows).to_csv(out / "adherence.csv", index=False, float_format="%.4g")
     _divergence().to_csv(out / "divergence.csv", index=False, float_format="%.4g")
 
-    adh = summary_frame(adherence_summary(windows, n_boot=200))
+    adh = summary_frame(adherence_summary(windows))
     summary = []
     for r in adh.itertuples(index=False):
         recs = [x for x in records if (x["item"], x["policy"]) == (r.item, r.policy)]
@@ -186,7 +186,7 @@ def build_run(out: Path) -> Path:
         summary.append({
             "model": MODEL, "item": r.item, "policy": r.policy, "alpha_mean": alpha,
             "alpha_mean_low": alpha - 0.05, "alpha_mean_high": alpha + 0.05, "auc": r.auc,
-            "auc_low": r.auc_lo, "auc_high": r.auc_hi, "half_life": r.half_life,
+            "auc_low": r.auc_low, "auc_high": r.auc_high, "half_life": r.half_life,
             "half_life_censored": r.half_life_censored, "final": r.final,
             "survival_median": r.survival_median, "tokens_generated": gen,
             "tokens_injected": inj, "tokens_restated": res, "token_overhead": (inj + res) / gen,
