@@ -213,6 +213,27 @@ def _beta_binomial_cs(x: np.ndarray, alpha: float) -> tuple[float, float]:
     return _outward(_grid(), rejected)
 
 
+def correlation_interval(
+    r: float, n: int, *, kind: Literal["pearson", "spearman"], level: float = DEFAULT_LEVEL
+) -> Interval:
+    """Fisher-z interval of a correlation over n units: tanh(atanh(r) +- z / sqrt(n - 3))
+    for Pearson (exact under bivariate normality as n grows, the usual small-n choice), with
+    Bonett & Wright's variance (1 + r^2 / 2) / (n - 3) for Spearman (Psychometrika 2000).
+    A Spearman rho of +-1 (reached with positive probability at small n) is centred at the
+    nearest other attainable value, 1 - 12 / (n (n^2 - 1)) (one adjacent swap), so the
+    interval is not the degenerate [1, 1]. n < 4 or a NaN r: no interval (NaN ends, a method
+    that says why)."""
+    level = check_level(level)
+    if n < 4 or not math.isfinite(r):
+        return none_interval(r, n, "n < 4" if n < 4 else "no correlation")
+    var = (1 + r * r / 2) / (n - 3) if kind == "spearman" else 1 / (n - 3)
+    z = stats.norm.ppf((1 + level) / 2) * math.sqrt(var)
+    cap = 1 - 12 / (n * (n * n - 1)) if kind == "spearman" else 1 - 1e-12
+    centre = math.atanh(max(min(r, cap), -cap))
+    method = "fisher-z (bonett-wright)" if kind == "spearman" else "fisher-z"
+    return Interval(float(r), math.tanh(centre - z), math.tanh(centre + z), int(n), method)
+
+
 def verdict(
     interval: Interval, bound: float, side: Literal["min", "max"]
 ) -> Literal["pass", "fail", "undecided"]:
