@@ -231,7 +231,9 @@ def correlation_interval(
     cap = 1 - 12 / (n * (n * n - 1)) if kind == "spearman" else 1 - 1e-12
     centre = math.atanh(max(min(r, cap), -cap))
     method = "fisher-z (bonett-wright)" if kind == "spearman" else "fisher-z"
-    return Interval(float(r), math.tanh(centre - z), math.tanh(centre + z), int(n), method)
+    low = -1.0 if r <= -cap else math.tanh(centre - z)  # an observed +-1 keeps its own end
+    high = 1.0 if r >= cap else math.tanh(centre + z)
+    return Interval(float(r), low, high, int(n), method)
 
 
 def verdict(

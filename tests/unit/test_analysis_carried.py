@@ -161,7 +161,7 @@ def test_within_item_coefficients_cancel_where_the_cross_item_one_would_not():
     up = [(0.1, 0.25), (0.2, 0.5), (0.3, 0.75), (0.4, 1.0)]
     down = [(0.5, 1.0), (0.6, 0.75), (0.7, 0.5), (0.8, 0.25)]
     fits, windows = _fits_and_windows({"a": up, "b": down})
-    rows = within_items(sample_alpha_auc(fits, windows), n_boot=500, ci=0.95, seed=0)
+    rows = within_items(sample_alpha_auc(fits, windows), level=0.95)
     by = {(r["kind"], r["item"]): r for r in rows}
     assert by[("alpha_auc_item", "a")]["spearman"] == pytest.approx(1.0)
     assert by[("alpha_auc_item", "b")]["spearman"] == pytest.approx(-1.0)
@@ -179,9 +179,14 @@ def test_linkage_keeps_the_cross_condition_coefficient_beside_and_kl_vs_dependen
         dict(model=MODEL, item="a", policy="none", fork_t=[0, 32, 64, 128],
              kl=[0.3, 0.05, 0.02, 0.01], dependence=[0.5, 0.2, 0.0, -0.1])
     )  # fmt: skip
-    link = linkage_frame(fits, windows, correlation, carried, n_boot=200)
+    link = linkage_frame(fits, windows, correlation, carried)
     kinds = link.set_index("kind")
     assert kinds.loc["alpha_auc_across", "spearman"] == 0.7
     assert kinds.loc["alpha_auc_item", "spearman"] == pytest.approx(1.0)
     assert kinds.loc["kl_dependence_item", "spearman"] == pytest.approx(1.0)
     assert kinds.loc["kl_dependence_item", "n"] == 4
+    # 4 positions: the Fisher-z interval of a perfect rank order (n >= 4), not [1, 1]
+    assert kinds.loc["kl_dependence_item", "spearman_low"] < 1
+    assert kinds.loc["kl_dependence_item", "method"] == "fisher-z (bonett-wright)"
+    # 3 samples: no interval, and the method says why
+    assert kinds.loc["alpha_auc_item", "method"] == "none (n < 4)"
