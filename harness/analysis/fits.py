@@ -25,7 +25,7 @@ POOLED = "all"
 NEXT_LAYER = -1  # rows of the next-token metrics carry layer -1
 HIDDEN_METRICS = ("l2", "rel_l2", "cos_dist")
 REASON_ZERO = "all distances zero (no path from the prompt yet, e.g. layer 0)"
-FIT_FIELDS = ["alpha", "ci_low", "ci_high", "r2", "t_min", "t_max", "reason"]
+FIT_FIELDS = ["alpha", "ci_low", "ci_high", "n", "method", "r2", "t_min", "t_max", "reason"]
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,8 @@ def _identical_rows(ident: dict, keys, t_min: int) -> list[dict]:
     from harness.analysis.powerlaw import REASON_IDENTICAL
 
     nan = float("nan")
-    fit = dict(alpha=nan, ci_low=nan, ci_high=nan, r2=nan, t_min=t_min, t_max=0)
+    fit = dict(alpha=nan, ci_low=nan, ci_high=nan, n=0, r2=nan, t_min=t_min, t_max=0)
+    fit["method"] = f"none ({REASON_IDENTICAL})"
     return _rows(ident, POOLED, {k: {**fit, "reason": REASON_IDENTICAL} for k in keys})
 
 

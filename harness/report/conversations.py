@@ -43,7 +43,8 @@ def _turn_figures(curve: pd.DataFrame) -> tuple[str, dict]:
         "fig-turn-adherence",
         "a(k): share of samples whose reply to user turn k passes every check that could "
         "decide (each reply scored whole), per policy, with its 95 % exact binomial band "
-        "(pointwise) over samples. Turn 1 answers the prompt; later turns follow scripted or simulated users.",
+        "(pointwise) over samples. Turn 1 answers the prompt; later turns follow scripted "
+        "or simulated users.",
         fig_a.layout.height,
     ) + figure(
         "fig-turn-survival",
