@@ -59,11 +59,22 @@ def window_rows(passes: np.ndarray, policy: str = "none") -> pd.DataFrame:
     r, s, w = (a.ravel() for a in np.meshgrid(*map(np.arange, passes.shape), indexing="ij"))
     return pd.DataFrame(
         {
-            "run_id": "sim", "model": "m", "task": "t", "item": [f"r{i:05d}" for i in r],
-            "policy": policy, "seed": s, "sample": s, "window": w, "t_start": w * TOKENS,
-            "t_end": w * TOKENS + TOKENS - 1, "t_gen_start": w * TOKENS, "check": "c",
-            "scope": "window", "value": passes.ravel().astype(float),
-            "passed": passes.ravel(), "reason": "",
+            "run_id": "sim",
+            "model": "m",
+            "task": "t",
+            "item": [f"r{i:05d}" for i in r],
+            "policy": policy,
+            "seed": s,
+            "sample": s,
+            "window": w,
+            "t_start": w * TOKENS,
+            "t_end": w * TOKENS + TOKENS - 1,
+            "t_gen_start": w * TOKENS,
+            "check": "c",
+            "scope": "window",
+            "value": passes.ravel().astype(float),
+            "passed": passes.ravel(),
+            "reason": "",
         }  # fmt: skip
     )
 
@@ -115,10 +126,11 @@ def fixed_cells(reps: int, rng: np.random.Generator) -> list[dict]:
                     bounds = _bounds(table, metric)
                     row[metric] = cell(*bounds, p) if bounds else None
                 pair = pd.concat([window_rows(u < p, "restate"), window_rows(u < p - GAP)])
-                pol = compare_policies(pair, None, n_boot=1000)
+                pol = compare_policies(pair, None)
                 pol = pol[(pol["metric"] == "auc") & (pol["policy"] == "restate")]
                 pol = pol[pol["item"] != "all"]
-                row["delta auc"] = cell(pol["delta_low"].to_numpy(), pol["delta_high"].to_numpy(), GAP)
+                delta = pol["delta_low"].to_numpy(), pol["delta_high"].to_numpy()
+                row["delta auc"] = cell(*delta, GAP)
                 out.append(row)
     return out
 

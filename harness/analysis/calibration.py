@@ -35,6 +35,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from harness.results import SAMPLE, TASK_CONDITION, CalibrationRow, result_frame
 from harness.stats import (
     DEFAULT_DRAWS,
     DEFAULT_LEVEL,
@@ -44,13 +45,8 @@ from harness.stats import (
     none_interval,
 )
 
-COLUMNS = [
-    "model", "item", "judge", "code", "n", "n_records",
-    "agree_pass", "agree_fail", "judge_only_pass", "code_only_pass", "undetermined",
-    "accuracy", "accuracy_low", "accuracy_high", "accuracy_n", "accuracy_method",
-    "kappa", "kappa_low", "kappa_high", "kappa_n", "kappa_method", "reason",
-]  # fmt: skip
-RECORD = ["model", "task", "item", "policy", "seed", "sample"]
+COLUMNS = CalibrationRow.columns()
+RECORD = [*TASK_CONDITION, *SAMPLE]  # a record as windows.csv names it
 JUDGE_PREFIX = "judge:"
 POOLED = "all"
 
@@ -206,7 +202,7 @@ def judge_calibration(
     """calibration.csv: per (model, item, judge, code) and pooled per model (`all`)."""
     met = meetings(windows)
     if met.empty:
-        return pd.DataFrame(columns=COLUMNS)
+        return result_frame(CalibrationRow)
     groups = [
         (dict(zip(["model", "item", "judge", "code"], labels, strict=True)), group)
         for labels, group in met.groupby(["model", "item", "judge", "code"], sort=True)
@@ -219,4 +215,4 @@ def judge_calibration(
     rows = [
         calibration_row(labels, g, level, draws, seed + i) for i, (labels, g) in enumerate(groups)
     ]
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return result_frame(CalibrationRow, pd.DataFrame(rows, columns=COLUMNS))

@@ -21,14 +21,12 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from harness import results
+from harness.results import CarriedRow, result_frame
 from harness.stats import DEFAULT_LEVEL, Interval, paired_interval
 
-CARRIED_COLUMNS = [
-    "model", "item", "policy", "fork_t", "records", "draws",
-    "adherence_with", "adherence_without", "dependence", "dependence_low", "dependence_high",
-    "n", "method", "kl", "abs_delta_logp", "reason",
-]  # fmt: skip
-RECORD = ["model", "item", "policy", "sample"]
+CARRIED_COLUMNS = CarriedRow.columns()
+RECORD = list(results.RECORD)
 
 
 def arm_passes(forks: pd.DataFrame) -> pd.DataFrame:
@@ -91,7 +89,7 @@ def carried_frame(
             row.update(_nexttoken_at(nexttoken, inside, t))
             row["reason"] = _skip_reason(len(members) - len(inside), len(members), members, lengths)
             rows.append(row)
-    return pd.DataFrame(rows, columns=CARRIED_COLUMNS)
+    return result_frame(CarriedRow, pd.DataFrame(rows, columns=CARRIED_COLUMNS))
 
 
 def _row(passes, cond, t, inside, level) -> dict:

@@ -21,6 +21,8 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from harness import results
+from harness.results import ConversationRow, TurnAdherenceRow
 from harness.scoring.adherence import survival_median_interval
 from harness.stats import (
     DEFAULT_LEVEL,
@@ -31,22 +33,9 @@ from harness.stats import (
     paired_interval,
 )
 
-CONDITION = ["model", "task", "item", "policy"]
-SAMPLE = ["seed", "sample"]
-
-CURVE_COLUMNS = [
-    *CONDITION, "turn", "pressure", "a", "a_low", "a_high", "n", "a_method", "survival",
-    "survival_low", "survival_high", "survival_method",
-]  # fmt: skip
-SUMMARY_COLUMNS = [
-    *CONDITION, "n_samples", "n_turns", "a_first", "a_last",
-    "mean", "mean_low", "mean_high", "mean_n", "mean_method",
-    "first_fail_median", "first_fail_median_low", "first_fail_median_high",
-    "first_fail_median_n", "first_fail_median_method",
-    "pressure_turn", "before", "after",
-    "pressure_delta", "pressure_delta_low", "pressure_delta_high", "pressure_delta_n",
-    "pressure_delta_method", "tokens_generated", "tokens_injected", "token_overhead",
-]  # fmt: skip
+# pandas groups by lists: a tuple would be one key
+TASK_CONDITION = list(results.TASK_CONDITION)
+SAMPLE = list(results.SAMPLE)
 
 
 def turn_verdicts(turns: pd.DataFrame) -> pd.DataFrame:
@@ -54,7 +43,7 @@ def turn_verdicts(turns: pd.DataFrame) -> pd.DataFrame:
     t = turns[turns["passed"].notna() & (turns["passed"].astype(str) != "")].copy()
     t["passed"] = t["passed"].map(lambda v: v is True or str(v).lower() == "true")
     t["pressure"] = t["pressure"].map(lambda v: v is True or str(v).lower() == "true")
-    grouped = t.groupby([*CONDITION, *SAMPLE, "turn"], sort=True)
+    grouped = t.groupby([*TASK_CONDITION, *SAMPLE, "turn"], sort=True)
     return grouped.agg(pressure=("pressure", "first"), passed=("passed", "all")).reset_index()
 
 
@@ -111,7 +100,7 @@ def turn_curves(turns: pd.DataFrame, *, level: float = DEFAULT_LEVEL) -> pd.Data
     """a(k) and S(k) with pointwise intervals per condition and turn (turn_adherence.csv)."""
     verdicts = turn_verdicts(turns)
     rows = []
-    for key, cond in verdicts.groupby(CONDITION, sort=True):
+    for key, cond in verdicts.groupby(TASK_CONDITION, sort=True):
         ks, matrix = _matrix(cond)
         n = (~np.isnan(matrix)).sum(axis=0)
         a_lo, a_hi = binomial_interval(np.nansum(matrix, axis=0), n, level=level)
@@ -129,7 +118,8 @@ def turn_curves(turns: pd.DataFrame, *, level: float = DEFAULT_LEVEL) -> pd.Data
                 + ["clopper-pearson", surv[i], s_lo[i], s_hi[i]]
                 + ["binomial bounds (clopper-pearson)"]
             )
-    return pd.DataFrame(rows, columns=CURVE_COLUMNS)
+    frame = pd.DataFrame(rows, columns=TurnAdherenceRow.columns())
+    return results.result_frame(TurnAdherenceRow, frame)
 
 
 def _pressure_split(ks: np.ndarray, matrix: np.ndarray, first: float):
@@ -170,7 +160,7 @@ def _condition_row(
     median = survival_median_interval(durations, events, level=level)
     delta = _pressure_interval(ks, matrix, first, level)
     generated, injected = tokens.get(tuple(key), (0, 0))
-    row = dict(zip(CONDITION, key, strict=True)) | {
+    row = dict(zip(TASK_CONDITION, key, strict=True)) | {
         "n_samples": matrix.shape[0],
         "n_turns": int(ks.max()),
         "a_first": a[0],
@@ -211,13 +201,13 @@ def conversation_summary(
     verdicts = turn_verdicts(turns)
     # the first pressure turn from every row: its reply may be undetermined and left out
     flags = turns[turns["pressure"].map(lambda v: v is True or str(v).lower() == "true")]
-    first_pressure = flags.groupby(CONDITION)["turn"].min().to_dict()
+    first_pressure = flags.groupby(TASK_CONDITION)["turn"].min().to_dict()
     sums = {}
     if not tokens.empty:
         tk = tokens.groupby(["model", "item", "policy"])[["generated", "injected"]].sum()
         sums = {k: (int(v["generated"]), int(v["injected"])) for k, v in tk.iterrows()}
     rows, pooled = [], {}
-    for key, cond in verdicts.groupby(CONDITION, sort=True):
+    for key, cond in verdicts.groupby(TASK_CONDITION, sort=True):
         model, _task, item, policy = key
         token_sums = {tuple(key): sums.get((model, item, policy), (0, 0))}
         pressure = float(first_pressure.get(tuple(key), math.nan))
@@ -234,4 +224,5 @@ def conversation_summary(
             | delta.row("pressure_delta")
             | {"pressure_delta": mean["after"] - mean["before"]}
         )
-    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+    frame = pd.DataFrame(rows, columns=ConversationRow.columns())
+    return results.result_frame(ConversationRow, frame)

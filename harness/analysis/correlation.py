@@ -21,12 +21,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from harness.results import CorrelationRow, result_frame
 from harness.stats import DEFAULT_LEVEL, correlation_interval
 
-COLUMNS = [
-    "x", "y", "n", "spearman", "spearman_low", "spearman_high", "spearman_method",
-    "pearson", "pearson_low", "pearson_high", "pearson_method", "perm_p",
-]  # fmt: skip
+COLUMNS = CorrelationRow.columns()
 Y_DEFAULT = ("auc", "final", "half_life")
 MIN_N = 3
 # Resamples per vectorised call: bounds memory at a few (BATCH, n) arrays.
@@ -131,4 +129,4 @@ def correlate_alpha_behaviour(
         x = pd.to_numeric(summary[xn], errors="coerce").to_numpy(dtype=np.float64)
         y = pd.to_numeric(summary[yn], errors="coerce").to_numpy(dtype=np.float64)
         rows.append(correlate(x, y, n_perm=n_perm, level=level, seed=seed + i, names=(xn, yn)))
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return result_frame(CorrelationRow, pd.DataFrame(rows, columns=COLUMNS))

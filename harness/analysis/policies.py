@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.summary import tokens_by_condition, window_verdicts
+from harness.results import PolicyRow, result_frame
 from harness.scoring.adherence import (
     _pass_matrix,
     curve_metrics,
@@ -42,10 +43,7 @@ from harness.scoring.adherence import (
 )
 from harness.stats import DEFAULT_LEVEL, Interval, none_interval, paired_interval
 
-COLUMNS = [
-    "model", "item", "policy", "metric", "value", "none_value", "delta", "delta_low",
-    "delta_high", "n", "method", "token_overhead", "pareto",
-]  # fmt: skip
+COLUMNS = PolicyRow.columns()
 METRICS = ("auc", "half_life_capped", "final")
 POOLED = "all"
 
@@ -263,7 +261,7 @@ def compare_policies(
     """policies.csv rows (columns COLUMNS), sorted by model, item ("all" last), policy
     (baseline first), metric."""
     if windows is None or windows.empty:
-        return pd.DataFrame(columns=COLUMNS)
+        return result_frame(PolicyRow)
     by_item, pooled_cost = _overheads(generations_tokens)
     per_model: dict[str, dict[str, list]] = {}
     rows = []
@@ -287,4 +285,4 @@ def compare_policies(
     out = out.sort_values(
         ["model", "item", "policy", "metric"], key=lambda s: order.get(s.name, lambda x: x)(s)
     )
-    return out.reset_index(drop=True)
+    return result_frame(PolicyRow, out.reset_index(drop=True))

@@ -18,13 +18,12 @@ FILES = ("turn_adherence.csv", "conversations.csv", "turns.csv")
 
 def _interval(row: dict, base: str) -> str:
     """`value [low, high] (n = N)` as stored; the value alone where no interval was formed."""
-    lo, hi = row.get(f"{base}_low", row.get(f"{base}_lo")), row.get(f"{base}_high")
-    hi = row.get(f"{base}_hi") if hi is None else hi
-    if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
+    low, high = row.get(f"{base}_low"), row.get(f"{base}_high")
+    if low is None or high is None or pd.isna(low) or pd.isna(high):
         return fmt_num(row.get(base))
     n = row.get(f"{base}_n")
     size = "" if n is None or pd.isna(n) else f" (n = {int(n)})"
-    return f"{fmt_num(row.get(base))} [{fmt_num(lo)}, {fmt_num(hi)}]{size}"
+    return f"{fmt_num(row.get(base))} [{fmt_num(low)}, {fmt_num(high)}]{size}"
 
 
 def _pct(value) -> str:
@@ -33,11 +32,10 @@ def _pct(value) -> str:
 
 def _turn_figures(curve: pd.DataFrame) -> tuple[str, dict]:
     by_turn = curve.rename(columns={"turn": "t"})
-    a_band = by_turn.rename(columns={"a_low": "lo", "a_high": "hi"})
-    fig_a = plots.curve_figure(a_band, "a", "a(k)", x_title="turn k")
-    surv = by_turn.drop(columns=["a_low", "a_high", "lo", "hi"], errors="ignore").rename(
-        columns={"survival_low": "lo", "survival_high": "hi"}
+    fig_a = plots.curve_figure(
+        by_turn.rename(columns={"a_low": "low", "a_high": "high"}), "a", "a(k)", x_title="turn k"
     )
+    surv = by_turn.rename(columns={"survival_low": "low", "survival_high": "high"})
     fig_s = plots.curve_figure(surv, "survival", "S(k)", step=True, x_title="turn k")
     html = figure(
         "fig-turn-adherence",

@@ -24,45 +24,14 @@ import warnings
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel
 
+from harness import results
+from harness.results import AdherenceCurveRow, AdherenceRow, SurvivalRow, result_frame
 from harness.stats import DEFAULT_LEVEL, Interval, binomial_interval, mean_interval, none_interval
 
-CONDITION = ["model", "task", "item", "policy"]
-SAMPLE = ["run_id", "seed", "sample"]
-
-
-class AdherenceSummary(BaseModel):
-    model: str
-    task: str
-    item: str
-    policy: str
-    n_samples: int
-    n_points: int
-    a_first: float
-    auc: float
-    auc_low: float
-    auc_high: float
-    auc_n: int
-    auc_method: str
-    half_life: float  # NaN when censored
-    half_life_low: float  # inf: the band says it never halved within the run
-    half_life_high: float  # inf: it may never halve within the run
-    half_life_n: int
-    half_life_method: str
-    half_life_censored: bool
-    final: float
-    final_low: float
-    final_high: float
-    final_n: int
-    final_method: str
-    survival_median: float  # inf when fewer than half the samples ever fail
-    survival_median_low: float
-    survival_median_high: float
-    survival_median_n: int
-    survival_median_method: str
-    failures: int
-    censored: int
+# pandas groups by lists: a tuple would be one key
+TASK_CONDITION = list(results.TASK_CONDITION)
+RUN_SAMPLE = list(results.RUN_SAMPLE)
 
 
 def window_passes(windows: pd.DataFrame) -> pd.DataFrame:
@@ -70,7 +39,7 @@ def window_passes(windows: pd.DataFrame) -> pd.DataFrame:
     w = windows[(windows["scope"] == "window") & (windows["window"] >= 0)]
     w = w[w["passed"].notna()].copy()
     w["passed"] = w["passed"].map(lambda v: v is True or str(v).lower() == "true")
-    keys = CONDITION + SAMPLE + ["window"]
+    keys = TASK_CONDITION + RUN_SAMPLE + ["window"]
     grouped = w.groupby(keys, sort=True, dropna=False)
     out = grouped.agg(
         t_start=("t_start", "first"), t_end=("t_end", "first"), passed=("passed", "all")
@@ -82,7 +51,7 @@ def _pass_matrix(cond: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(grid t (G,), matrix (S, G) of 1/0/NaN: sample s's window covering t passes; where a
     sample's windows overlap, its later row wins)."""
     grid = np.sort(cond["t_start"].unique())
-    groups = cond.groupby(SAMPLE, sort=True)
+    groups = cond.groupby(RUN_SAMPLE, sort=True)
     sample = groups.ngroup().to_numpy()
     first = np.searchsorted(grid, cond["t_start"].to_numpy(), side="left")
     stop = np.searchsorted(grid, cond["t_end"].to_numpy(), side="right")
@@ -123,11 +92,10 @@ def adherence_curves(
 ) -> pd.DataFrame:
     """a(t) per condition with pointwise intervals over samples.
 
-    Columns: model, task, item, policy, t, a, a_low, a_high, n (samples with a window
-    covering t), method.
+    Columns: AdherenceCurveRow's (n: samples with a window covering t).
     """
     frames = []
-    for key, cond in window_passes(windows).groupby(CONDITION, sort=True):
+    for key, cond in window_passes(windows).groupby(TASK_CONDITION, sort=True):
         grid, matrix = _pass_matrix(cond)
         low, high, method = point_band(matrix, level=level, anytime=anytime)
         frame = pd.DataFrame(
@@ -140,11 +108,10 @@ def adherence_curves(
                 "method": method,
             }  # fmt: skip
         )
-        for col, value in zip(CONDITION, key, strict=True):
-            frame.insert(CONDITION.index(col), col, value)
+        for col, value in zip(TASK_CONDITION, key, strict=True):
+            frame.insert(TASK_CONDITION.index(col), col, value)
         frames.append(frame)
-    columns = [*CONDITION, "t", "a", "a_low", "a_high", "n", "method"]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+    return result_frame(AdherenceCurveRow, pd.concat(frames, ignore_index=True) if frames else ())
 
 
 def curve_metrics(t: np.ndarray, a: np.ndarray) -> dict[str, float | bool]:
@@ -199,7 +166,7 @@ def half_life_interval(
 
 def first_failures(passes: pd.DataFrame) -> pd.DataFrame:
     """Per sample: duration (t_start of its first failing window, else last t_end) and event."""
-    keys = CONDITION + SAMPLE
+    keys = TASK_CONDITION + RUN_SAMPLE
     p = passes.sort_values([*keys, "t_start"])
     fail_start = p["t_start"].where(~p["passed"])
     grouped = pd.DataFrame({"fail": fail_start, "end": p["t_end"]}).groupby(
@@ -209,7 +176,7 @@ def first_failures(passes: pd.DataFrame) -> pd.DataFrame:
     event = agg["fail"].notna()
     agg["duration"] = np.where(event, agg["fail"], agg["end"]).astype(float)
     agg["event"] = event.to_numpy()
-    return agg[[*CONDITION, *SAMPLE, "duration", "event"]]
+    return agg[[*TASK_CONDITION, *RUN_SAMPLE, "duration", "event"]]
 
 
 def kaplan_meier(durations: np.ndarray, events: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -272,7 +239,7 @@ def _cs(by_t: np.ndarray, events: np.ndarray, level: float, surely: bool) -> flo
 
 def _condition_summary(
     key, cond: pd.DataFrame, surv: pd.DataFrame, level: float, anytime: bool
-) -> AdherenceSummary:
+) -> AdherenceRow:
     grid, matrix = _pass_matrix(cond)
     metrics = curve_metrics(grid, _nanmean(matrix, 0))
     auc_s, final_s = sample_metrics(matrix)
@@ -292,8 +259,8 @@ def _condition_summary(
     # the curve's own point values (equal to the per-sample means when every sample covers
     # every point); half_life is the curve's too
     fields.update(metrics)
-    return AdherenceSummary(
-        **dict(zip(CONDITION, map(str, key), strict=True)),
+    return AdherenceRow(
+        **dict(zip(TASK_CONDITION, map(str, key), strict=True)),
         n_samples=matrix.shape[0],
         n_points=len(grid),
         failures=int(events.sum()),
@@ -304,15 +271,15 @@ def _condition_summary(
 
 def adherence_summary(
     windows: pd.DataFrame, *, level: float = DEFAULT_LEVEL, anytime: bool = False
-) -> list[AdherenceSummary]:
+) -> list[AdherenceRow]:
     """AUC, final, half-life and survival median with their intervals, per condition.
     anytime=True: every interval a confidence sequence (for sampling until decided)."""
     passes = window_passes(windows)
     durations = first_failures(passes)
-    by_condition = dict(iter(durations.groupby(CONDITION, sort=True)))
+    by_condition = dict(iter(durations.groupby(TASK_CONDITION, sort=True)))
     return [
         _condition_summary(key, cond, by_condition[key], level, anytime)
-        for key, cond in passes.groupby(CONDITION, sort=True)
+        for key, cond in passes.groupby(TASK_CONDITION, sort=True)
     ]
 
 
@@ -321,7 +288,7 @@ def survival_curves(windows: pd.DataFrame, *, level: float = DEFAULT_LEVEL) -> p
     survival_high, n, method. The band is pointwise: 1 - the binomial bounds on F(t) of
     `survival_median_interval` (exact when no sample is censored before t)."""
     frames = []
-    for key, cond in first_failures(window_passes(windows)).groupby(CONDITION, sort=True):
+    for key, cond in first_failures(window_passes(windows)).groupby(TASK_CONDITION, sort=True):
         d, e = cond["duration"].to_numpy(float), cond["event"].to_numpy(bool)
         times, surv = kaplan_meier(d, e)
         times, surv = np.concatenate([[0.0], times]), np.concatenate([[1.0], surv])
@@ -339,13 +306,11 @@ def survival_curves(windows: pd.DataFrame, *, level: float = DEFAULT_LEVEL) -> p
                 "method": "binomial bounds (clopper-pearson)",
             }  # fmt: skip
         )
-        for col, value in zip(CONDITION, key, strict=True):
-            frame.insert(CONDITION.index(col), col, value)
+        for col, value in zip(TASK_CONDITION, key, strict=True):
+            frame.insert(TASK_CONDITION.index(col), col, value)
         frames.append(frame)
-    columns = [*CONDITION, "t", "survival", "survival_low", "survival_high", "n", "method"]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+    return result_frame(SurvivalRow, pd.concat(frames, ignore_index=True) if frames else ())
 
 
-def summary_frame(summaries: list[AdherenceSummary]) -> pd.DataFrame:
-    columns = list(AdherenceSummary.model_fields)
-    return pd.DataFrame([s.model_dump() for s in summaries], columns=columns)
+def summary_frame(summaries: list[AdherenceRow]) -> pd.DataFrame:
+    return result_frame(AdherenceRow, summaries)

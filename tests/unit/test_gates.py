@@ -48,8 +48,8 @@ BAD_GATES = {
         "(none, restate, periodic-64-user)",
     ),
     "ci of a metric without one": (
-        [{"metric": "final", "policy": "none", "min": 0.5, "use": "ci_low"}],
-        "gates[0]: metric 'final' has no CI, so use: ci_low is impossible",
+        [{"metric": "token_overhead", "policy": "none", "max": 0.5, "use": "ci_high"}],
+        "gates[0]: metric 'token_overhead' has no CI, so use: ci_high is impossible",
     ),
     "item not in the run": (
         [{"metric": "auc", "policy": "none", "min": 0.5, "items": ["mini-de"]}],
