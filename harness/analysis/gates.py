@@ -102,9 +102,8 @@ def _float(row: dict, column: str) -> float:
 def _reading(gate: GateSpec, row: dict | None) -> tuple[float, float, float, float, str]:
     """(estimate, low, high, n, why the estimate is inf or NaN) of one condition's row."""
     if row is None:
-        return math.nan, math.nan, math.nan, math.nan, (
-            "no summary.csv row for this model, item and policy"
-        )
+        nan = math.nan
+        return nan, nan, nan, nan, "no summary.csv row for this model, item and policy"
     value = _float(row, gate.metric)
     low, high = _float(row, f"{gate.metric}_low"), _float(row, f"{gate.metric}_high")
     n = _float(row, "n")
