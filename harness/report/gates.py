@@ -43,8 +43,11 @@ def gates_section(data: RunData) -> tuple[str, dict]:
         empty = data.problems.get("gates.csv", "the file has no rows") == "the file has no rows"
         return note(NO_GATES if empty else data.missing("gates.csv")), {}
     verdicts = verdicts_of(frame)
-    head = gates_head(verdicts)
-    head = head[:1].upper() + head[1:] + (" (exit code 1)." if (verdicts != "pass").any() else ".")
+    if (verdicts == "pass").all():
+        head = f"All {len(verdicts)} gate checks passed."
+    else:
+        head = gates_head(verdicts)
+        head = head[:1].upper() + head[1:] + " (exit code 1)."
     rows = []
     for row, verdict in zip(frame.to_dict("records"), verdicts, strict=True):
         n, needed = _number(row.get("n")), _number(row.get("samples_needed"))

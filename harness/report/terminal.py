@@ -15,12 +15,16 @@ def _num(value, fmt: str = "{:.2f}") -> str:
 
 
 def _with_ci(row: pd.Series, base: str) -> str:
+    """`0.95 [0.41, 1.00] n=4`: the estimate, its interval as stored and the units it rests on
+    (`<base>_n`, else the row's `n`); `n=1, no interval` where none could be formed."""
     value, low, high = row.get(base), row.get(f"{base}_low"), row.get(f"{base}_high")
+    counts = [row.get(c) for c in (f"{base}_n", "n") if not pd.isna(row.get(c, float("nan")))]
+    n_text = f" n={int(counts[0])}" if counts else ""
     if value is None or pd.isna(value):
         return "–"
     if low is None or high is None or pd.isna(low) or pd.isna(high):
-        return _num(value)
-    return f"{float(value):.2f} [{float(low):.2f}, {float(high):.2f}]"
+        return _num(value) + (f"{n_text}, no interval" if n_text else "")
+    return f"{float(value):.2f} [{float(low):.2f}, {float(high):.2f}]{n_text}"
 
 
 def _half_life(row: pd.Series) -> str:

@@ -468,6 +468,7 @@ def test_terminal_shows_the_gates_before_the_table(tmp_path):
     assert "UNDECIDED gates[0] auc of none >= 0.5 on mini-fr: auc 0.6 [0.4, 0.65], n = 4: " in text
     assert "FAIL gates[0] auc of none >= 0.5 on mini-lower: auc 0.6 [0.4, 0.45], n = 4: " in text
     assert "PASS gates[1] auc of none >= 0.3 on mini-fr: auc 0.6 [0.4, 0.65], n = 4: " in text
+    assert "0.60 [0.40, 0.65] n=4" in text  # the summary table's intervals carry n too
 
 
 def test_report_section_lists_the_checks_escaped_and_says_when_there_are_none(tmp_path):

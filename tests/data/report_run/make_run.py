@@ -184,7 +184,7 @@ def build_run(out: Path) -> Path:
         res = sum(x["tokens"]["restated"] for x in recs)
         alpha = 0.65 - 0.1 * r.auc
         summary.append({
-            "model": MODEL, "item": r.item, "policy": r.policy, "alpha_mean": alpha,
+            "model": MODEL, "item": r.item, "policy": r.policy, "n": SAMPLES, "alpha_mean": alpha,
             "alpha_mean_low": alpha - 0.05, "alpha_mean_high": alpha + 0.05, "auc": r.auc,
             "auc_low": r.auc_lo, "auc_high": r.auc_hi, "half_life": r.half_life,
             "half_life_censored": r.half_life_censored, "final": r.final,
@@ -227,9 +227,9 @@ def build_run(out: Path) -> Path:
             best = max(best, r.auc)
             delta = r.auc - none["auc"]
             pol.append((MODEL, item, r.policy, "auc", r.auc, none["auc"], delta, delta - 0.1,
-                        delta + 0.1, r.token_overhead, pareto))  # fmt: skip
+                        delta + 0.1, SAMPLES, r.token_overhead, pareto))  # fmt: skip
     pd.DataFrame(pol, columns=["model", "item", "policy", "metric", "value", "none_value",
-                               "delta", "delta_low", "delta_high", "token_overhead",
+                               "delta", "delta_low", "delta_high", "n", "token_overhead",
                                "pareto"]).to_csv(out / "policies.csv", index=False)  # fmt: skip
 
     write_relay_csv(solve_relay(32, 3, 10_000), out / "relay.csv")
@@ -281,7 +281,7 @@ def _forks(out: Path) -> None:
                 "model": MODEL, "item": item, "policy": policy, "fork_t": t, "records": 2,
                 "draws": 4, "adherence_with": with_[i], "adherence_without": without[i],
                 "dependence": with_[i] - without[i], "dependence_low": cis[i][0],
-                "dependence_high": cis[i][1], "kl": 0.3 / (1 + t), "abs_delta_logp": 0.1,
+                "dependence_high": cis[i][1], "n": 2, "kl": 0.3 / (1 + t), "abs_delta_logp": 0.1,
                 "reason": "",
             })  # fmt: skip
     pd.DataFrame(rows).to_csv(out / "carried.csv", index=False)
