@@ -38,7 +38,8 @@ import pandas as pd
 
 from harness.config import GATE_METRICS, GateSpec, gate_use
 from harness.errors import UserError
-from harness.stats import samples_to_decide
+from harness.stats import Interval, samples_to_decide
+from harness.stats import verdict as bound_verdict
 
 GATE_COLUMNS = [
     "gate", "metric", "policy", "item", "model", "use", "value", "low", "high", "n", "min",
@@ -53,7 +54,9 @@ INFINITE_BECAUSE = {
 # Metrics whose interval is one of a bounded mean of per-sample values in [lower, upper]: the
 # ones `samples_needed` can project (see there).
 BOUNDED_MEANS = {"auc": (0.0, 1.0), "final": (0.0, 1.0), "survival_censored_share": (0.0, 1.0)}
-MAX_SAMPLES = 4096  # beyond this an undecided check is reported as "more than MAX_SAMPLES"
+# beyond this an undecided check is reported as "not decided within MAX_SAMPLES" (and each
+# look at a larger n costs an interval over that many values)
+MAX_SAMPLES = 1024
 
 
 def read_summary(path: Path) -> pd.DataFrame:
@@ -106,7 +109,8 @@ def _reading(gate: GateSpec, row: dict | None) -> tuple[float, float, float, flo
         return nan, nan, nan, nan, "no summary.csv row for this model, item and policy"
     value = _float(row, gate.metric)
     low, high = _float(row, f"{gate.metric}_low"), _float(row, f"{gate.metric}_high")
-    n = _float(row, "n")
+    n = _float(row, f"{gate.metric}_n")  # the units this metric's interval rests on
+    n = _float(row, "n") if math.isnan(n) else n
     if gate.metric == "half_life" and _truthy(row.get("half_life_censored")):
         if _float(row, "auc") > 0:  # NaN > 0 is False
             return math.inf, low, high, n, INFINITE_BECAUSE["half_life"]
@@ -118,12 +122,15 @@ def _reading(gate: GateSpec, row: dict | None) -> tuple[float, float, float, flo
 
 def interval_verdict(low: float, high: float, lo_bound, hi_bound) -> str:
     """pass when [low, high] clears every bound, fail when it lies wholly on the wrong side of
-    one, else undecided (also when a bound of the interval is NaN: no interval)."""
-    wrong = (lo_bound is not None and high < lo_bound) or (hi_bound is not None and low > hi_bound)
-    if wrong:
+    one, else undecided (also when an end of the interval is NaN: no interval). Per bound it
+    is `harness.stats.verdict`."""
+    interval = Interval(math.nan, low, high, 0, "")
+    sides = [("min", lo_bound)] if lo_bound is not None else []
+    sides += [("max", hi_bound)] if hi_bound is not None else []
+    each = [bound_verdict(interval, bound, side) for side, bound in sides]
+    if "fail" in each:
         return "fail"
-    clears = (lo_bound is None or low >= lo_bound) and (hi_bound is None or high <= hi_bound)
-    return "pass" if clears else "undecided"
+    return "pass" if all(v == "pass" for v in each) else "undecided"
 
 
 def _fmt(x: float) -> str:
@@ -131,7 +138,8 @@ def _fmt(x: float) -> str:
 
 
 def _n_text(n: float) -> str:
-    return "n = ?" if math.isnan(n) else f"n = {int(n)}"
+    """`, n = 4` (nothing where summary.csv predates n)."""
+    return "" if math.isnan(n) else f", n = {int(n)}"
 
 
 def _straddled(gate: GateSpec, low: float, high: float) -> list[tuple[str, float]]:
@@ -142,8 +150,8 @@ def _straddled(gate: GateSpec, low: float, high: float) -> list[tuple[str, float
 
 def _interval_detail(gate: GateSpec, verdict: str, value, low, high, n) -> str:
     if math.isnan(low) or math.isnan(high):
-        return f"{gate.metric} {_fmt(value)}, {_n_text(n)}: no interval (n too small): undecided"
-    head = f"{gate.metric} {_fmt(value)} [{_fmt(low)}, {_fmt(high)}], {_n_text(n)}"
+        return f"{gate.metric} {_fmt(value)}{_n_text(n)}: no interval (n too small): undecided"
+    head = f"{gate.metric} {_fmt(value)} [{_fmt(low)}, {_fmt(high)}]{_n_text(n)}"
     lo_b, hi_b = gate.min, gate.max
     if verdict == "pass":
         parts = [f"lower bound {_fmt(low)} >= min {lo_b:g}"] if lo_b is not None else []
@@ -185,13 +193,20 @@ def widest_sample(estimate: float, n: int, lower: float, upper: float) -> np.nda
 
 
 def samples_needed(
-    gate: GateSpec, value: float, low: float, high: float, n: float, level: float
+    gate: GateSpec,
+    value: float,
+    low: float,
+    high: float,
+    n: float,
+    level: float,
+    anytime: bool = False,
 ) -> tuple[float, str]:
     """(samples, why none) that would decide an undecided interval check: for a bounded-mean
     metric, `harness.stats.samples_to_decide` on `widest_sample(estimate, n)` for each bound
     the interval straddles (the estimate on the bound's wrong side: the samples that make it a
-    fail; else the most any straddled bound needs, which makes it a pass). NaN with a reason
-    for other metrics and where n or the estimate is unknown."""
+    fail; else the most any straddled bound needs, which makes it a pass). `anytime`: the
+    stored interval is a confidence sequence (a sequential run's), so the projection uses one
+    too. NaN with a reason for other metrics and where n or the estimate is unknown."""
     if gate.metric not in BOUNDED_MEANS:
         return math.nan, f"no estimate of the samples needed: {gate.metric} is not a bounded mean"
     if math.isnan(n) or n < 1 or not math.isfinite(value):
@@ -202,7 +217,7 @@ def samples_needed(
     for side, bound in _straddled(gate, low, high):
         needs[side] = samples_to_decide(
             values, bound=bound, side=side, level=level, lower=lower, upper=upper,
-            anytime=False, max_n=MAX_SAMPLES,
+            anytime=anytime, max_n=MAX_SAMPLES,
         )  # fmt: skip
     wrong = [s for s, b in _straddled(gate, low, high) if (value < b if s == "min" else value > b)]
     picked = [needs[wrong[0]]] if wrong else list(needs.values())
@@ -226,7 +241,9 @@ def _check(
         verdict = interval_verdict(low, high, gate.min, gate.max)
         detail = _interval_detail(gate, verdict, value, low, high, n)
         if verdict == "undecided":
-            needed, none_why = samples_needed(gate, value, low, high, n, level)
+            method = str((row or {}).get(f"{gate.metric}_method", ""))
+            anytime = method.endswith("-cs")  # stats' confidence sequences: *-cs
+            needed, none_why = samples_needed(gate, value, low, high, n, level, anytime)
             detail += f"; about {int(needed)} samples would decide it" if none_why == "" else ""
             detail += f"; {none_why}" if none_why else ""
     if why:

@@ -25,6 +25,7 @@ from harness.analysis.gates import (
 from harness.config import GateSpec, load_run_config
 from harness.errors import UserError
 from harness.stats import mean_interval
+from harness.stats import verdict as bound_verdict
 from harness.store import write_csv
 
 DATA = Path(__file__).parent.parent / "data" / "configs"
@@ -211,23 +212,46 @@ def test_four_of_four_passing_samples_no_longer_pass_auc_at_0_8(tmp_path, run_cl
     assert "UNDECIDED gates[0] auc of none >= 0.8 on mini-fr: auc 1 [" in stdout
 
 
+def _decides(values, n: int, bound: float, side: str) -> bool:
+    """Whether `n` values repeating `values` give an interval on one side of `bound`."""
+    tiled = np.resize(np.asarray(values, dtype=float), n)
+    ci = mean_interval(tiled, level=0.95, lower=0.0, upper=1.0)
+    return bound_verdict(ci, bound, side) != "undecided"
+
+
 def test_samples_needed_projects_the_widest_sample_until_the_interval_decides(tmp_path):
     out = _evaluate(tmp_path, [{"metric": "auc", "policy": "none", "min": 0.5}])
     needed = int(out["samples_needed"][0])  # auc 0.6 at n = 4, straddling 0.5
-    wide = widest_sample(0.6, needed, 0.0, 1.0)
-    assert wide.mean() == pytest.approx(0.6)
-    assert mean_interval(wide, level=0.95, lower=0.0, upper=1.0).low >= 0.5
+    wide = widest_sample(0.6, 4, 0.0, 1.0)
+    assert needed > 4 and _decides(wide, needed, 0.5, "min")
+    assert not _decides(wide, needed - 1, 0.5, "min")  # the first n that decides
+    tiled = np.resize(wide, needed)
+    assert mean_interval(tiled, level=0.95, lower=0.0, upper=1.0).low >= 0.5  # a pass
     # the estimate on the wrong side of the bound: the samples that make it a fail
-    below = _evaluate(tmp_path, [{"metric": "auc", "policy": "none", "min": 0.62}])
-    wide = widest_sample(0.6, int(below["samples_needed"][0]), 0.0, 1.0)
-    assert mean_interval(wide, level=0.95, lower=0.0, upper=1.0).high < 0.62
+    wider = _summary({("mini-fr", "none", "auc_high"): 0.9})
+    below = _evaluate(tmp_path, [{"metric": "auc", "policy": "none", "min": 0.7}], wider)
+    tiled = np.resize(wide, int(below["samples_needed"][0]))
+    assert mean_interval(tiled, level=0.95, lower=0.0, upper=1.0).high < 0.7
     # a closer call needs more samples
     closer = _evaluate(tmp_path, [{"metric": "auc", "policy": "none", "min": 0.55}])
     assert closer["samples_needed"][0] > needed
+    # the estimate on the bound: no number of samples decides it
+    on = _evaluate(tmp_path, [{"metric": "auc", "policy": "none", "min": 0.6}])
+    assert math.isnan(on["samples_needed"][0])
+    assert on["detail"][0].endswith("not decided within 1024 samples at this estimate")
     # not a bounded mean: no estimate, and the detail says why
     half = _evaluate(tmp_path, [{"metric": "half_life", "policy": "none", "min": 150}])
     assert half["verdict"][0] == "undecided" and math.isnan(half["samples_needed"][0])
     assert half["detail"][0].endswith("half_life is not a bounded mean")
+
+
+def test_a_sequential_runs_interval_projects_with_a_confidence_sequence(tmp_path):
+    summary = _summary({(i, "none", "auc_method"): "betting-cs" for i in ITEMS})
+    summary.loc[summary["policy"] != "none", "auc_method"] = "betting"
+    gate = [{"metric": "auc", "policy": "none", "min": 0.5}]
+    fixed = _evaluate(tmp_path, gate)["samples_needed"][0]
+    anytime = _evaluate(tmp_path, gate, summary)["samples_needed"][0]
+    assert anytime > fixed  # valid at every look costs samples
 
 
 def test_widest_sample_keeps_the_mean_and_is_0_or_1_where_it_can():
