@@ -38,15 +38,11 @@ import pandas as pd
 
 from harness.config import GATE_METRICS, GateSpec, gate_use
 from harness.errors import UserError
+from harness.results import CONDITION, GateRow, result_frame
 from harness.stats import Interval, samples_to_decide
 from harness.stats import verdict as bound_verdict
 
-GATE_COLUMNS = [
-    "gate", "metric", "policy", "item", "model", "use", "value", "low", "high", "n", "min",
-    "max", "verdict", "passed", "samples_needed", "detail",
-]  # fmt: skip
-VERDICTS = ("pass", "fail", "undecided")
-CONDITION = ("model", "item", "policy")
+GATE_COLUMNS = GateRow.columns()
 INFINITE_BECAUSE = {
     "half_life": "never halved within the run (censored), so it counts as infinite",
     "survival_median": "fewer than half the samples ever failed, so it counts as infinite",
@@ -250,7 +246,8 @@ def _check(
         detail += f" ({gate.metric} {why})"
     return {
         "gate": index, "metric": gate.metric, "policy": gate.policy, "item": item,
-        "model": model, "use": use, "value": value, "low": low, "high": high, "n": n,
+        "model": model, "use": use, "value": value, "value_low": low, "value_high": high,
+        "n": n,
         "min": math.nan if gate.min is None else gate.min,
         "max": math.nan if gate.max is None else gate.max,
         "verdict": verdict, "passed": verdict == "pass", "samples_needed": needed,
@@ -291,7 +288,7 @@ def evaluate_gates(
             for item in gate.items or items:
                 row = rows.get((model, item, gate.policy))
                 out.append(_check(index, gate, model, item, row, level))
-    return pd.DataFrame(out, columns=GATE_COLUMNS).astype({"passed": bool})
+    return result_frame(GateRow, pd.DataFrame(out, columns=GATE_COLUMNS).astype({"passed": bool}))
 
 
 def verdicts_of(gates: pd.DataFrame) -> pd.Series:

@@ -30,7 +30,7 @@ def _number(value) -> float:
 
 def interval_cell(row: dict) -> str:
     """The estimate, with its interval when there is one: `0.95 [0.62, 1]`."""
-    value, low, high = (_number(row.get(k)) for k in ("value", "low", "high"))
+    value, low, high = (_number(row.get(k)) for k in ("value", "value_low", "value_high"))
     if math.isnan(low) or math.isnan(high):
         return fmt_num(value)
     return f"{fmt_num(value)} [{fmt_num(low)}, {fmt_num(high)}]"

@@ -194,10 +194,7 @@ def interval_n(row: dict, base: str) -> float:
 
 
 def interval_bounds(row: dict, base: str) -> tuple[float, float]:
-    for low, high in ((f"{base}_low", f"{base}_high"), (f"{base}_lo", f"{base}_hi")):
-        if low in row and high in row:
-            return _number(row[low]), _number(row[high])
-    return math.nan, math.nan
+    return _number(row.get(f"{base}_low")), _number(row.get(f"{base}_high"))
 
 
 def ci_text(row: dict, base: str, spec: str = ".2f", with_n: bool = True) -> str:

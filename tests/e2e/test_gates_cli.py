@@ -65,7 +65,8 @@ def test_failing_and_undecided_gates_exit_1_are_shown_first_and_named_in_junit(g
     assert gates["passed"].tolist() == [True, True, False, False, True, False]
     assert gates["n"].tolist() == [2] * 6
     undecided = gates.iloc[5]
-    assert undecided["low"] < 0.5 <= undecided["high"] and undecided["samples_needed"] > 2
+    assert undecided["value_low"] < 0.5 <= undecided["value_high"]
+    assert undecided["samples_needed"] > 2
     root = ET.parse(run / "junit.xml").getroot()
     assert root.get("tests") == "6" and root.get("failures") == "3"
     failures = {

@@ -167,8 +167,8 @@ def test_min_reads_the_lower_bound_max_the_upper_and_a_straddle_is_undecided(tmp
     ]  # fmt: skip
     assert first["passed"].tolist() == [v == "pass" for v in first["verdict"]]
     assert set(out["use"]) == {"interval"} and set(out["n"]) == {4}
-    assert first["low"].tolist()[:3] == pytest.approx([0.7, 0.4, 0.4])
-    assert first["high"].tolist()[:3] == pytest.approx([0.95, 0.65, 0.65])
+    assert first["value_low"].tolist()[:3] == pytest.approx([0.7, 0.4, 0.4])
+    assert first["value_high"].tolist()[:3] == pytest.approx([0.95, 0.65, 0.65])
     assert first["detail"].tolist()[:3] == [
         "auc 0.9 [0.7, 0.95], n = 4: lower bound 0.7 >= min 0.7",
         "auc 0.6 [0.4, 0.65], n = 4: upper bound 0.65 below min 0.7",
