@@ -240,8 +240,7 @@ def _check(
             method = str((row or {}).get(f"{gate.metric}_method", ""))
             anytime = method.endswith("-cs")  # stats' confidence sequences: *-cs
             needed, none_why = samples_needed(gate, value, low, high, n, level, anytime)
-            detail += f"; about {int(needed)} samples would decide it" if none_why == "" else ""
-            detail += f"; {none_why}" if none_why else ""
+            detail += f"; {none_why or f'about {int(needed)} samples would decide it'}"
     if why:
         detail += f" ({gate.metric} {why})"
     return {
