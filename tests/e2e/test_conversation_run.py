@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 import yaml
 
-pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+# whole runs (the module's fixtures count against its first test's limit)
+pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 ROOT = Path(__file__).parents[2]
 CONFIGS = ROOT / "tests" / "data" / "configs"

@@ -14,7 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+# whole runs (the module's fixtures count against its first test's limit)
+pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 CONFIGS = Path(__file__).parent.parent / "data" / "configs"
 OUTPUTS = (
