@@ -2,7 +2,7 @@
 a module or a config after it moved. Paths are read as written: `harness/...`, `tests/...`,
 `bench/...`, `configs/...`, `tasks/...`, `scripts/...`, `docs/...`, and module paths relative
 to `harness/` in backticks (`stages/generate.py`); `{a,b}` expands, `*` and `<name>` match
-anything."""
+anything, as does a name in capitals (`bench/NAME.py`)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ MODULE = re.compile(r"`((?:\w+/)+[\w{},]+\.py)`")
 
 
 def _expand(path: str) -> list[str]:
-    """`a/{b,c}.py` -> a/b.py, a/c.py; `<name>` -> `*`."""
-    path = re.sub(r"<[^>]*>", "*", path)
+    """`a/{b,c}.py` -> a/b.py, a/c.py; `<name>` and `NAME` -> `*`."""
+    path = re.sub(r"<[^>]*>|(?<=/)[A-Z]+(?=[./]|$)", "*", path)
     parts = re.split(r"\{([^}]*)\}", path)
     choices = [[p] if i % 2 == 0 else p.split(",") for i, p in enumerate(parts)]
     return ["".join(combo) for combo in itertools.product(*choices)]
