@@ -25,7 +25,7 @@ def gate_command(
 ) -> None:
     """Check CONFIG's gates against DIR/summary.csv; exit 1 when a gate fails."""
     from harness.config import load_run_config_and_suites
-    from harness.plan import select_items
+    from harness.selection import select_items
     from harness.report.terminal import gates_failed, print_gates
     from harness.stages.base import write_output
     from harness.stages.gates import gate_outputs

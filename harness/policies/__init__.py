@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from harness.chat import ChatFormat
-from harness.policies.base import Policy, SampleSpec, SampleState, run_policies, run_policy
+from harness.policies.base import Policy, SampleSpec, SampleState
+from harness.policies.driver import run_policies, run_policy
 from harness.policies.library import (
     AdaptivePolicy,
     AttentionBiasPolicy,

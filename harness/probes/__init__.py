@@ -21,7 +21,7 @@ from typing import Any
 _EXPORTS = {
     "pair_divergence": "harness.probes.divergence",
     "PairDivergence": "harness.probes.divergence",
-    "attention_bias": "harness.probes.attention_bias",
+    "attention_bias": "harness.engines.attention_bias",
     "PairSpec": "harness.probes.pairs",
     "load_pairs": "harness.probes.pairs",
     "ProbeRequest": "harness.probes.experiment",

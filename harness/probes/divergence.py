@@ -333,7 +333,7 @@ def pair_divergence(
     """
     from transformers import DynamicCache
 
-    from harness.probes.attention_bias import attention_bias
+    from harness.engines.attention_bias import attention_bias
 
     context = getattr(model.config, "max_position_embeddings", None)
     vocab = model.get_input_embeddings().num_embeddings

@@ -35,6 +35,7 @@ from harness.checks.judge import (
     verdict_result,
 )
 from harness.config import GenerationConfig
+from harness.engines.options import engine_options
 from harness.errors import UserError
 from harness.models import ResolvedModel
 from harness.store import content_key
@@ -70,8 +71,6 @@ def _default_resolve(name: str) -> ResolvedModel:
 def judge_target(spec: JudgeSpec, defaults: JudgeDefaults, resolve: Resolve) -> JudgeTarget:
     """The spec with the run's defaults filled in: no engine = the run's engine with all its
     options; engine openai takes base_url / api_key_env from the spec, else from the run."""
-    from harness.stages.generate import generation_engine_options
-
     gen = defaults.generation
     if spec.engine is not None:
         gen = gen.model_copy(
@@ -83,7 +82,7 @@ def judge_target(spec: JudgeSpec, defaults: JudgeDefaults, resolve: Resolve) -> 
             }
         )
     model = resolve(spec.model or defaults.model)
-    options = generation_engine_options(gen)
+    options = engine_options(gen)
     if gen.engine == "openai":
         url = options.get("base_url") or os.environ.get("OPENAI_BASE_URL", "")
         identity = ("openai", url, gen.served_model or "", model.content_key)

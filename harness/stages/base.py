@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from harness.config import RunConfig, TaskSuite
     from harness.engines.pool import EnginePool
     from harness.models import ResolvedModel
-    from harness.plan import Selected
+    from harness.selection import Selected
     from harness.records import GenerationRecord
     from harness.store import RunStore
 

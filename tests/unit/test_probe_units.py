@@ -11,7 +11,7 @@ import torch
 
 from harness.analysis.fits import REASON_ZERO
 from harness.errors import UserError
-from harness.probes.attention_bias import prompt_bias
+from harness.engines.attention_bias import prompt_bias
 from harness.probes.divergence import (
     PairDivergence,
     StateReducer,
