@@ -1,5 +1,6 @@
 # `make demo`: set up (idempotent) and run the main job on the embedded model.
 # `make test`: set up (idempotent) and run the whole test suite.
+# `make lint`: ruff and the module graph's import contracts (lint-imports).
 .PHONY: setup demo test lint bench
 
 setup:
@@ -12,5 +13,7 @@ test:
 	bash scripts/setup.sh --browser
 	.venv/bin/python -m pytest
 
+# ruff, then the module graph's contracts ([tool.importlinter] in pyproject.toml)
 lint:
 	.venv/bin/ruff check . && .venv/bin/ruff format --check .
+	.venv/bin/lint-imports --no-cache --no-logo

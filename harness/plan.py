@@ -151,7 +151,7 @@ def _check_probe_layers(config: RunConfig, model: ResolvedModel) -> None:
     """probe.layers against the model's depth, so a bad index fails before generation."""
     import json
 
-    from harness.probes.divergence import resolve_layers
+    from harness.probes.divergence import resolve_layers  # lazy: loads torch
 
     if config.probe.layers == "all":
         return
@@ -170,7 +170,7 @@ def probe_backends(backend: str, models: list[ResolvedModel]) -> dict[str, str]:
     error now, before generation."""
     if backend == "hf":
         return {m.name: "hf" for m in models}
-    from harness.probes.vllm_backend import vllm_support
+    from harness.probes.vllm_backend import vllm_support  # lazy: loads torch
 
     chosen = {}
     for model in models:

@@ -22,6 +22,7 @@ import pandas as pd
 
 from harness.analysis.correlation import MIN_N, spearman_pearson
 from harness.analysis.powerlaw import percentile_ci
+from harness.scoring.adherence import window_passes
 
 LINKAGE_COLUMNS = [
     "kind", "model", "item", "x", "y", "n", "items", "spearman", "spearman_low", "spearman_high",
@@ -31,7 +32,6 @@ SAMPLE = ["model", "item", "policy", "sample"]
 
 def sample_alpha_auc(fits: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     """One row per probed sample: alpha (mean over layers 1..L) and auc."""
-    from harness.scoring.adherence import window_passes
 
     if fits.empty or windows.empty:
         return pd.DataFrame(columns=[*SAMPLE, "alpha", "auc"])

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import typer
 
+from harness.errors import UserError
+
 BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"
 # Options after NAME that `harness bench` does not know go to the benchmark script as given.
 CONTEXT_SETTINGS = {"allow_extra_args": True, "ignore_unknown_options": True}
@@ -27,8 +29,6 @@ def bench_command(
     """
     import subprocess
     import sys
-
-    from harness.errors import UserError
 
     available = sorted(p.stem for p in BENCH_DIR.glob("[!_]*.py")) if BENCH_DIR.is_dir() else []
     if name not in available:

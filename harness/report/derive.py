@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from harness.report.load import RunData, ci_columns
+from harness.scoring.adherence import adherence_curves, survival_curves
 
 CONDITION = ["model", "item", "policy"]
 CURVE_COLUMNS = [*CONDITION, "t", "a", "lo", "hi", "n"]
@@ -65,8 +66,6 @@ def adherence_curve(data: RunData) -> tuple[pd.DataFrame | None, str]:
         return _sorted(out), "adherence_curve.csv"
     windows = data.frame("windows.csv")
     if windows is not None:
-        from harness.scoring.adherence import adherence_curves
-
         out = adherence_curves(_windows_for_scoring(windows), n_boot=300)
         out = out.groupby([*CONDITION, "t"], as_index=False).agg(
             {"a": "mean", "lo": "mean", "hi": "mean", "n": "sum"}
@@ -83,8 +82,6 @@ def survival_curve(data: RunData) -> tuple[pd.DataFrame | None, str]:
         return _sorted(stored.reindex(columns=columns)), "survival.csv"
     windows = data.frame("windows.csv")
     if windows is not None:
-        from harness.scoring.adherence import survival_curves
-
         out = survival_curves(_windows_for_scoring(windows))
         return _sorted(out.reindex(columns=columns)), "windows.csv"
     return None, ""

@@ -8,8 +8,10 @@ import math
 import numpy as np
 import pandas as pd
 
+from harness.analysis.powerlaw import fit_alpha, reference_curves
 from harness.report.derive import is_untrained
 from harness.report.html import esc as label
+from harness.report.load import ci_columns
 from harness.report.verdicts import policy_order
 
 PALETTE = [
@@ -81,8 +83,6 @@ def fit_line(t: np.ndarray, d: np.ndarray, alpha: float, t_min: int = 16):
 def divergence_figure(div: pd.DataFrame, prompt_len: dict[str, int]):
     """Log-log rel_l2 per layer group and model, with display fits and reference curves."""
     from plotly.subplots import make_subplots
-
-    from harness.analysis.powerlaw import fit_alpha, reference_curves
 
     models = sorted(div["model"].unique(), key=lambda m: (is_untrained(m), m))
     fig = make_subplots(
@@ -269,8 +269,6 @@ def pareto_figure(policies: pd.DataFrame):
 def correlation_figure(summary: pd.DataFrame, x: str = "alpha_mean", y: str = "auc"):
     """One point per condition: alpha vs adherence AUC, coloured by policy, with CI bars."""
     import plotly.graph_objects as go
-
-    from harness.report.load import ci_columns
 
     fig = go.Figure()
     xci, yci = ci_columns(summary, x), ci_columns(summary, y)

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 
 from harness.config import ScoringConfig, TaskItem, TaskSuite
 from harness.records import GenerationRecord
+from harness.scoring.score import item_checks, item_index
 
 TURN_COLUMNS = [
     "run_id", "model", "task", "item", "policy", "seed", "sample", "turn", "pressure",
@@ -31,7 +32,6 @@ def score_turns(
 ) -> list[dict]:
     """turns.csv rows of every conversation record (single replies give none); each check
     scores all its replies in one batch."""
-    from harness.scoring.score import item_checks, item_index
 
     config = config or ScoringConfig()
     index = item_index(suites)

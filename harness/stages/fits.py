@@ -3,6 +3,8 @@ fits.csv (written by `harness.analysis.fits`, the writer `harness probe` uses to
 
 from __future__ import annotations
 
+from harness.analysis.fits import FitMember, fit_table
+
 IDENT = ["model", "item", "policy"]  # a fit group: one condition
 
 
@@ -12,7 +14,6 @@ class FitsStage:
     name = "fits"
 
     def run(self, ctx) -> dict:
-        from harness.analysis.fits import FitMember, fit_table
 
         by_key = {r.key: r for r in ctx.records}
         groups: dict[tuple[str, str, str], list[FitMember]] = {}

@@ -21,6 +21,10 @@ from pydantic import BaseModel
 from harness.config import ForksConfig, RunConfig, policy_label
 from harness.engines.base import GenerationRequest, SamplingSettings
 from harness.records import GenerationRecord
+from harness.scoring import item_checks
+from harness.scoring.judge import JudgeDefaults, JudgeRunner
+from harness.stages.generate import sampling_settings
+from harness.stages.probe import record_baseline_ids
 from harness.store import content_key
 
 STAGE = "forks"
@@ -179,7 +183,6 @@ def generate_arms(
 
 def score_arms(arms: list[ForkArm], items: dict, languages, judges) -> list[dict]:
     """forks.csv rows: every check of the arm's item on the arm's new text, one batch per check."""
-    from harness.scoring import item_checks
 
     jobs: dict[int, tuple] = {}
     for arm in arms:
@@ -230,7 +233,6 @@ class ForksStage:
         return {"forks.jsonl": arms, "forks.csv": frame}
 
     def _model(self, ctx, model) -> tuple[list[ForkArm], list[dict]]:
-        from harness.scoring.judge import JudgeDefaults, JudgeRunner
 
         config: RunConfig = ctx.config
         forks = config.forks
@@ -251,9 +253,6 @@ class ForksStage:
 
 def _unit(ctx, model, group: list[GenerationRecord], judges) -> dict:
     """One (model, policy) unit from the store, or generated, scored and stored."""
-    from harness.scoring import item_checks
-    from harness.stages.generate import sampling_settings
-    from harness.stages.probe import record_baseline_ids
 
     config: RunConfig = ctx.config
     forks, langs = config.forks, config.scoring.languages

@@ -82,9 +82,8 @@ def test_adaptive_generation_units_are_keyed_by_the_checks_that_trigger_them(tmp
     the checks) and reuse every other policy's."""
     from harness.config import load_run_config_and_suites
     from harness.models.zoo import ResolvedModel
-    from harness.selection import select_items
-    from harness.selection import sample_specs
-from harness.stages.generate import unit_key
+    from harness.selection import sample_specs, select_items
+    from harness.stages.generate import unit_key
 
     data = Path(__file__).parent.parent / "data" / "configs"
     suite = (data / "mini-suite.yaml").read_text()

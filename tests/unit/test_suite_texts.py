@@ -9,8 +9,7 @@ import yaml
 
 from harness.config import load_run_config_and_suites
 from harness.models.zoo import ResolvedModel
-from harness.selection import select_items
-from harness.selection import sample_specs
+from harness.selection import sample_specs, select_items
 from harness.stages.generate import unit_key
 
 DATA = Path(__file__).parent.parent / "data" / "configs"
