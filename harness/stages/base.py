@@ -21,6 +21,7 @@ from harness.config import RunConfig, TaskSuite
 from harness.engines.pool import EnginePool
 from harness.models import ResolvedModel
 from harness.records import GenerationRecord
+from harness.results import RESULT_FILES, result_frame
 from harness.selection import Selected
 from harness.store import RunStore, atomic_write_text, write_csv
 
@@ -134,7 +135,9 @@ def write_output(path: Path, value: Output) -> None:
     from pydantic import BaseModel
 
     if isinstance(value, pd.DataFrame):
-        write_csv(value, path)
+        row = RESULT_FILES.get(path.name)
+        # every result file through its row model, whichever stage built it
+        write_csv(result_frame(row, value) if row is not None else value, path)
     elif isinstance(value, list) and all(isinstance(v, BaseModel) for v in value):
         atomic_write_text(path, "".join(v.model_dump_json() + "\n" for v in value))
     elif isinstance(value, dict):

@@ -4,8 +4,9 @@ fits.csv (written by `harness.analysis.fits`, the writer `harness probe` uses to
 from __future__ import annotations
 
 from harness.analysis.fits import FitMember, fit_table
+from harness.results import CONDITION, FitRow, result_frame
 
-IDENT = ["model", "item", "policy"]  # a fit group: one condition
+IDENT = list(CONDITION)  # a fit group: one condition
 
 
 class FitsStage:
@@ -30,6 +31,7 @@ class FitsStage:
         ]
         bar = ctx.progress.bar("fits", 1)
         fits = fit_table(table, ctx.config.probe.t_min, pool_models=True, ident=IDENT)
+        fits = result_frame(FitRow, fits)
         bar.finish()
         return {"fits.csv": fits}
 

@@ -14,6 +14,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from harness.report.load import read_result
+from harness.results import RESULT_FILES, frame_columns
+
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
 CONFIGS = Path(__file__).parent.parent / "data" / "configs"
@@ -73,6 +76,10 @@ def test_run_is_quiet_and_ends_with_the_summary_table(finished):
 def test_run_writes_every_output(uninterrupted):
     for name in OUTPUTS:
         assert (uninterrupted / name).is_file(), name
+    for name in CSVS:  # every file through its row model: the declared header, valid cells
+        frame, problem = read_result(uninterrupted / name, RESULT_FILES[name])
+        assert problem is None, (name, problem)
+        assert list(frame.columns) == frame_columns(RESULT_FILES[name], frame.columns), name
     records = [json.loads(line) for line in (uninterrupted / "generations.jsonl").open()]
     assert len(records) == 2 * 2 * 2  # items x policies x samples
     assert {r["policy"] for r in records} == {"none", "periodic-16-user"}
