@@ -1,6 +1,7 @@
 # `make demo`: set up (idempotent) and run the main job on the embedded model.
 # `make test`: set up (idempotent) and run the whole test suite.
 # `make lint`: ruff and the module graph's import contracts (lint-imports).
+# `make bench`: list the benchmarks of bench/ (`harness bench NAME` runs one; docs/performance.md).
 .PHONY: setup demo test lint bench
 
 setup:
@@ -17,3 +18,6 @@ test:
 lint:
 	.venv/bin/ruff check . && .venv/bin/ruff format --check .
 	.venv/bin/lint-imports --no-cache --no-logo
+
+bench: setup
+	.venv/bin/harness bench
