@@ -108,7 +108,6 @@ def _rows(ident: dict, pair: str, fits: dict[tuple[int, str], dict]) -> list[dic
 
 
 def _identical_rows(ident: dict, keys, t_min: int) -> list[dict]:
-
     nan = float("nan")
     fit = dict(alpha=nan, alpha_low=nan, alpha_high=nan, r2=nan, t_min=t_min, t_max=0)
     return _rows(ident, POOLED, {k: {**fit, "reason": REASON_IDENTICAL} for k in keys})

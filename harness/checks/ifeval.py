@@ -32,7 +32,6 @@ _LIST_KWARGS = frozenset({"keywords", "forbidden_words"})
 
 
 def registry() -> dict[str, type]:
-
     return ifeval_registry().INSTRUCTION_DICT
 
 

@@ -24,7 +24,6 @@ _LAYOUT_VERSION = "1"
 
 
 def nltk_data_dir() -> Path:
-
     return cache_root() / "nltk_data"
 
 

@@ -204,7 +204,6 @@ def _write_continuations(conts: dict[str, list[int]], path: Path) -> None:
 
 
 def _write_csv(frame, path: Path) -> None:
-
     atomic_write_text(path, frame.to_csv(index=False, float_format="%.8g"))
 
 

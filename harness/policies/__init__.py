@@ -39,7 +39,6 @@ def make_policy(
 
 
 def _build_policy(spec, continue_on_eos: bool, violates: ViolationHook | None) -> Policy:
-
     name = spec.name
     if name == "none":
         return NonePolicy(continue_on_eos)

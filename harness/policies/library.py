@@ -132,7 +132,6 @@ class AdaptivePolicy(PeriodicPolicy):
         self.violates = violates
 
     def turn_reminder(self, chat: ChatFormat, state: SampleState) -> str | None:
-
         if self.every_turns is None or not self.violates(state, reply_text(state, chat)):
             return None
         return self._text(state.spec)

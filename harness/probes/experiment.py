@@ -82,7 +82,6 @@ class UnitCache:
         self._store: Any = None
 
     def _open(self) -> Any:
-
         if self._store is None and self.root is not None:
             self._store = RunStore(self.root, fresh=self.fresh).__enter__()
         return self._store
@@ -93,18 +92,15 @@ class UnitCache:
             self._store = None
 
     def continuation(self, parts: list) -> list[int] | None:
-
         store = self._open()
         return None if store is None else store.get(self.STAGE, content_key(self.STAGE, *parts))
 
     def keep_continuation(self, parts: list, ids: list[int]) -> None:
-
         store = self._open()
         if store is not None:
             store.put(self.STAGE, content_key(self.STAGE, *parts), ids)
 
     def curves(self, parts: list, compute: Callable[[], PairDivergence]) -> PairDivergence:
-
         store = self._open()
         if store is None:
             return compute()
@@ -136,7 +132,6 @@ def _config_only(name: str) -> tuple[Any, Any]:
 
 
 def _vllm_depth(path: Path) -> int:
-
     why = vllm_support(path)
     if why:
         raise UserError(f"--backend vllm cannot probe {path.name}: {why}")
@@ -148,7 +143,6 @@ class _VllmOnDemand:
     the longest pair) and closed after the model's last."""
 
     def __init__(self, path: Path, request: ProbeRequest, prepared: _Prepared) -> None:
-
         self.path, self.request = path, request
         self.layers = resolve_layers(request.layers, model_depth(path) + 1)
         self.longest = max(

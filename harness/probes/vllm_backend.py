@@ -113,11 +113,9 @@ class VllmProbe:
         self.max_model_len = int(self._llm.llm_engine.model_config.max_model_len)
 
     def is_running(self) -> bool:
-
         return hasattr(self, "_llm") and is_running(self._llm)
 
     def close(self) -> None:
-
         _PROBES[:] = [probe for probe in _PROBES if probe is not self]
         if hasattr(self, "_llm"):
             shutdown_llm(self._llm)

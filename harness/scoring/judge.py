@@ -65,7 +65,6 @@ class JudgeTarget:
 
 
 def _default_resolve(name: str) -> ResolvedModel:
-
     return resolve_model(name)
 
 
@@ -98,7 +97,6 @@ def verdict_key(target: JudgeTarget, rule: str, text: str) -> str:
 
 
 def _judge_sampling():
-
     return SamplingSettings(temperature=0.0, max_tokens=JUDGE_MAX_TOKENS)
 
 

@@ -117,7 +117,6 @@ class RunContext:
 
 
 def _engine_pool() -> EnginePool:
-
     return EnginePool()
 
 

@@ -15,7 +15,6 @@ class FitsStage:
     name = "fits"
 
     def run(self, ctx) -> dict:
-
         by_key = {r.key: r for r in ctx.records}
         groups: dict[tuple[str, str, str], list[FitMember]] = {}
         for (model, rkey), arrays in sorted(ctx.curves.items()):

@@ -211,7 +211,6 @@ class ForksStage:
         return {"forks.jsonl": arms, "forks.csv": frame}
 
     def _model(self, ctx, model) -> tuple[list[ForkArm], list[dict]]:
-
         config: RunConfig = ctx.config
         forks = config.forks
         chosen = forked_records(forks, ctx.records_of(model.name))

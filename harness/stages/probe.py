@@ -76,7 +76,6 @@ class VllmOnDemand:
     token, in steps of 256), closed when the model is done if it was started here."""
 
     def __init__(self, model: ResolvedModel, config: RunConfig, longest: int) -> None:
-
         self.model, self.config = model, config
         # never past the model's context: a pair that does not fit fails in check_inputs
         self.max_model_len = min(-(-(longest + 1) // 256) * 256, config_context(model.path))
@@ -172,7 +171,6 @@ def probe_stage(
 
 
 def grid_positions(total: int, t_min: int) -> np.ndarray:
-
     head = np.arange(1, min(16, total) + 1)
     tail = fit_positions(t_min, total) if total >= t_min else np.array([], dtype=int)
     return np.unique(np.concatenate([head, tail])).astype(int)

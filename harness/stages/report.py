@@ -39,7 +39,6 @@ class ManifestStage:
     name = "manifest"
 
     def run(self, ctx) -> dict:
-
         config = ctx.config
         manifest = {
             "run_id": ctx.run_id,
@@ -69,7 +68,6 @@ class ReportStage:
     name = "report"
 
     def run(self, ctx) -> dict:
-
         bar = ctx.progress.bar("report", 1)
         render_report(ctx.out_dir)
         bar.finish()

@@ -90,7 +90,6 @@ class ScoreStage:
     name = "score"
 
     def run(self, ctx) -> dict:
-
         bar = ctx.progress.bar("score", 1)
         rows: list[dict] = []
         turns: list[dict] = []

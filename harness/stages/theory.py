@@ -22,7 +22,6 @@ STAGE = "bias"
 
 
 def relay_text(config: RunConfig) -> str | None:
-
     spec = config.theory.relay
     if spec is None:
         return None
