@@ -13,6 +13,7 @@ from harness.report.html import esc, figure, fmt_pct, fmt_t, note, table
 from harness.report.plots import _layout, color, first_entry
 from harness.report.plots import label as lbl
 from harness.report.verdicts import Card, ci_cell, ci_text, n_cell, policy_order
+from harness.report.viewer import char_of
 
 CARRIED = 0.5  # adherence at the settling point above which the text "carries" the behaviour
 NONE_LEFT = 0.05  # adherence below this at every fork: the prompt is simply not followed
@@ -211,7 +212,6 @@ def carried_table(carried: pd.DataFrame) -> str:
 def _prefix_tail(record: dict, t: int, chars: int = 240) -> str:
     """The end of the record's first t continuation tokens, as text (segment texts; inside a
     segment, placed in proportion to token offsets like the sample viewer)."""
-    from harness.report.viewer import char_of
 
     text = ""
     for seg in record.get("segments") or []:

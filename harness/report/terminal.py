@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.analysis.gates import gate_name, verdicts_of
+
 
 def _num(value, fmt: str = "{:.2f}") -> str:
     return "–" if value is None or pd.isna(value) else fmt.format(float(value))
@@ -72,8 +74,6 @@ def read_gates(run_dir: Path) -> pd.DataFrame:
 def gates_failed(run_dir: Path) -> bool:
     """True when some gate check of the run folder did not pass, failed or undecided
     (`harness run` and `harness gate` then exit 1: undecided never ships)."""
-    from harness.analysis.gates import verdicts_of
-
     gates = read_gates(run_dir)
     return bool(len(gates)) and bool((verdicts_of(gates) != "pass").any())
 
@@ -102,8 +102,6 @@ def print_gates(run_dir: Path, console=None) -> None:
     """One line per gate check (PASS, FAIL in red, UNDECIDED in yellow, each detail with the
     interval and its n), under the counts; nothing without gates."""
     from rich.markup import escape
-
-    from harness.analysis.gates import gate_name, verdicts_of
 
     gates = read_gates(run_dir)
     if gates.empty:
