@@ -83,7 +83,15 @@ def test_self_contained_plotly_inlined_once_and_no_network(rendered):
     assert "<link" not in outside and "@import" not in outside and "cdn" not in outside.lower()
 
 
-def test_verdict_cards_match_the_designed_curves(rendered):
+def _stored_n(row: dict, base: str) -> str:
+    """The n a file stores for `base`'s interval ("" when it stores none), as text."""
+    for column in (f"{base}_n", "n"):
+        if column in row and not pd.isna(row[column]):
+            return str(int(row[column]))
+    return ""
+
+
+def test_verdict_cards_match_the_designed_curves(synthetic_run, rendered):
     cards = card_texts(rendered)
     french = cards["french · smollm2-135m-instruct"]
     # a(t) at window starts. none: 4/4 pass windows 0-2 (window 2 starts at t 65); periodic:
@@ -94,13 +102,17 @@ def test_verdict_cards_match_the_designed_curves(rendered):
         "tokens, to the end (t = 237) with restate at +5 % tokens." in french
     )
     # restate passes every window of its 4 samples: its AUC with the interval as stored and
-    # n = 4; a zero-width one (a percentile bootstrap's [1, 1]) is flagged, never bare
+    # its n; a zero-width one (a percentile bootstrap's [1, 1]) is flagged, never bare
     best = re.search(r"Highest adherence AUC: restate \(1\.00 (.*?)\) at \+5 % tokens\.", french)
     assert best, french
-    shown = best.group(1)
-    assert re.fullmatch(r"\[0\.\d\d, 1\.00\], n = 4", shown) or (
-        shown.startswith("[1.00, 1.00] (degenerate") and "n = 4" in shown
-    ), shown
+    summary = pd.read_csv(synthetic_run / "summary.csv")
+    row = summary[(summary["item"] == "french") & (summary["policy"] == "restate")].iloc[0]
+    bounds, n = f"[{row['auc_low']:.2f}, {row['auc_high']:.2f}]", _stored_n(row, "auc")
+    if row["auc_low"] < row["auc_high"]:
+        assert best.group(1) == bounds + (f", n = {n}" if n else "")
+    else:
+        assert best.group(1).startswith(f"{bounds} (degenerate"), best.group(1)
+        assert f"n = {n}" in best.group(1) if n else True
     pirate = cards["pirate · smollm2-135m-instruct"]
     # none starts at 2/4 and falls below 1/4 at window 4 (scoring's half-life, t_start 129).
     assert "with none it starts at 50 % and halves by t = 129" in pirate
@@ -139,7 +151,7 @@ def test_mechanism_correlation_and_predictor_cards(rendered):
     assert "(+0.08)" in cards["Early warning from divergence"]
 
 
-def test_prompt_or_text_cards_read_the_designed_dependence(rendered):
+def test_prompt_or_text_cards_read_the_designed_dependence(synthetic_run, rendered):
     cards = card_texts(rendered)
     french = cards["Prompt or text? french (smollm2-135m-instruct)"]
     assert (
@@ -156,24 +168,30 @@ def test_prompt_or_text_cards_read_the_designed_dependence(rendered):
     )
     assert (
         "restate: the prompt still changes behaviour at the last fork (t = 192): 90 % with it "
-        "vs 50 % without (dependence +0.40 [+0.20, +0.60], n = 2)." in pirate
+        "vs 50 % without (dependence +0.40 [+0.20, +0.60]" in pirate
     )
+    carried = pd.read_csv(synthetic_run / "carried.csv")
+    n = _stored_n(carried.iloc[-1], "dependence")
+    assert f"[+0.20, +0.60]{f', n = {n}' if n else ''})." in pirate
 
 
-def test_tables_show_each_interval_with_its_n_and_flag_degenerate_ones(rendered):
+def test_tables_show_each_interval_with_its_n_and_flag_degenerate_ones(synthetic_run, rendered):
     import html as html_lib
 
     text = html_lib.unescape(rendered)
     policies = text[text.index('<section id="policies">') : text.index('<section id="forks">')]
     assert "<th>95 % CI</th><th>n</th>" in policies
-    assert re.search(r"<td>\[-?0\.\d+, 0\.\d+\]</td><td>4</td>", policies)
+    for row in pd.read_csv(synthetic_run / "policies.csv").to_dict("records"):
+        bounds = f"[{row['delta_low']:.3g}, {row['delta_high']:.3g}]"
+        assert f"<td>{bounds}</td><td>{_stored_n(row, 'delta')}</td>" in policies, bounds
     forks = text[text.index("<h3>carried.csv</h3>") :]
     assert "<th>dependence</th><th>95 % CI</th><th>n</th>" in forks
-    # pirate/restate at t = 192: +0.4 [0.2, 0.6] over 2 records
-    assert "<td>0.4</td><td>[0.2, 0.6]</td><td>2</td>" in forks
+    carried = pd.read_csv(synthetic_run / "carried.csv")
+    last = carried[(carried["item"] == "pirate") & (carried["policy"] == "restate")].iloc[-1]
+    # pirate/restate at t = 192: +0.4 [0.2, 0.6]
+    assert f"<td>0.4</td><td>[0.2, 0.6]</td><td>{_stored_n(last, 'dependence')}</td>" in forks
     # french/restate's stored [0, 0] is not shown as if it were certain
-    assert "<td>[0, 0] degenerate</td><td>2</td>" in forks
-    assert "<td>[0, 0]</td>" not in forks
+    assert "<td>[0, 0] degenerate" in forks and "<td>[0, 0]</td>" not in forks
 
 
 def test_interval_text_says_when_n_is_too_small_or_the_interval_degenerate():
