@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from harness.analysis.powerlaw import REASON_IDENTICAL, fit_alpha_batch
 from harness.stats import DEFAULT_LEVEL
 
 POOLED = "all"
@@ -74,7 +75,6 @@ def _fits(
 ) -> dict[tuple[int, str], dict]:
     """fits.csv fields per (layer, metric) of curves that share t (one pair, or one group's
     pairs stacked), fitted in one batch."""
-    from harness.analysis.powerlaw import REASON_IDENTICAL, fit_alpha_batch
 
     if not curves:
         return {}
@@ -116,8 +116,6 @@ def _rows(ident: dict, pair: str, fits: dict[tuple[int, str], dict]) -> list[dic
 
 
 def _identical_rows(ident: dict, keys, t_min: int) -> list[dict]:
-    from harness.analysis.powerlaw import REASON_IDENTICAL
-
     nan = float("nan")
     fit = dict(alpha=nan, alpha_low=nan, alpha_high=nan, n=0, r2=nan, t_min=t_min, t_max=0)
     fit["method"] = f"none ({REASON_IDENTICAL})"

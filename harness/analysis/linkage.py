@@ -24,6 +24,7 @@ import pandas as pd
 from harness import results
 from harness.analysis.correlation import MIN_N, spearman_pearson
 from harness.results import LinkageRow, result_frame
+from harness.scoring.adherence import window_passes
 from harness.stats import DEFAULT_LEVEL, Interval, correlation_interval, none_interval
 
 LINKAGE_COLUMNS = LinkageRow.columns()
@@ -32,7 +33,6 @@ RECORD = list(results.RECORD)
 
 def sample_alpha_auc(fits: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     """One row per probed sample: alpha (mean over layers 1..L) and auc."""
-    from harness.scoring.adherence import window_passes
 
     if fits.empty or windows.empty:
         return pd.DataFrame(columns=[*RECORD, "alpha", "auc"])

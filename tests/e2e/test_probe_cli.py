@@ -10,7 +10,8 @@ import sys
 import pandas as pd
 import pytest
 
-pytestmark = pytest.mark.e2e
+# whole runs (the module's fixtures count against its first test's limit)
+pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 TEXT = "The river ran past the old mill, and the children counted the boats going by. " * 12
 

@@ -17,7 +17,8 @@ import pytest
 from harness.report.load import read_result
 from harness.results import RESULT_FILES, frame_columns
 
-pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+# whole runs (the module's fixtures count against its first test's limit)
+pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 CONFIGS = Path(__file__).parent.parent / "data" / "configs"
 OUTPUTS = (

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
-from harness.config import load_run_config, policy_label
+from harness.analysis.gates import evaluate_gates
+from harness.config import gate_use, load_run_config, policy_label
+from harness.stats import mean_interval
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_CONFIGS = ["quickstart.yaml", "policies.yaml", "gpu-example.yaml", "judge-calibration.yaml"]
@@ -19,21 +22,79 @@ def test_run_configs_load(name, monkeypatch):
     assert config.samples > 0 and config.policies
 
 
-def test_quickstart_is_the_main_job(monkeypatch):
+@pytest.fixture
+def quickstart(monkeypatch):
+    """(config, the items it selects) of configs/quickstart.yaml, as `harness run` reads it."""
+    from harness.config import load_run_config_and_suites
+    from harness.plan import select_items
+
     monkeypatch.chdir(ROOT)
-    config = load_run_config(ROOT / "configs" / "quickstart.yaml")
-    assert config.models == ["smollm2-135m-instruct"] and config.probe.untrained_twin
-    assert [policy_label(p).split("-")[0] for p in config.policies] == [
-        "none", "restate", "periodic", "adaptive",
+    config, suites = load_run_config_and_suites(ROOT / "configs" / "quickstart.yaml")
+    return config, [sel.item for sel in select_items(config, suites)]
+
+
+def test_quickstart_fills_every_section_of_the_report(quickstart):
+    """What `make demo` promises: trained vs untrained alpha, single replies under the
+    reminder policies, a conversation under between-turn policies, forks, the theory."""
+    config, items = quickstart
+    assert len(items) == len(config.items)  # every item it names exists in its suites
+    assert config.probe.enabled and config.probe.untrained_twin
+    assert any(i.is_conversation for i in items) and any(not i.is_conversation for i in items)
+    names = {p.name for p in config.policies}
+    assert {"none", "restate"} < names and names & {"periodic", "adaptive"}
+    assert config.conversation_policies and config.forks
+    assert config.theory.relay and config.theory.bias_lams
+
+
+def test_quickstart_stays_inside_its_budgets(quickstart):
+    """Every number fits the others: no fork falls past a record, every forked and
+    bias-probed sample is probed, each reply gets its whole turn, the adherence curve has
+    several windows, and the longest prompt + budget + reminders fit the context."""
+    config, items = quickstart
+    gen, forks, probe = config.generation, config.forks, config.probe
+    labels = [policy_label(p) for p in config.policies]
+    assert max(forks.at) < gen.max_tokens and gen.continue_on_eos  # records are max_tokens long
+    assert set(forks.policies) <= set(labels)
+    assert forks.records <= probe.samples <= config.samples  # KL at each fork is known
+    assert config.theory.bias_samples <= probe.samples  # lam = 0 reuses the plain curves
+    assert gen.max_tokens >= 4 * config.scoring.window  # "final" = the last quarter of windows
+    talks = [i for i in items if i.is_conversation]
+    assert all(i.n_turns * gen.turn_tokens <= gen.max_tokens for i in talks)
+    # a byte-level BPE token covers at least one UTF-8 byte: bytes bound the tokens, with
+    # 16 tokens of chat markup per turn
+    for item in items:
+        texts = [item.system, item.user, *(t.user for t in item.turns or [])]
+        prompt = sum(len(t.encode()) + 16 for t in texts)
+        reminder = len((item.reminder or item.system).encode()) + 16
+        reminders = max(gen.max_tokens // p.every for p in config.policies if hasattr(p, "every"))
+        restated = len((item.restatement or "").encode())
+        need = prompt + gen.max_tokens + reminders * reminder + restated
+        assert need <= gen.max_model_len, item.id
+
+
+def test_quickstart_forks_at_4_positions_and_gates_one_condition_twice(quickstart):
+    config, _ = quickstart
+    # forks at 4 positions, each with its arm's tokens inside the 320 generated ones
+    assert len(config.forks.at) >= 4
+    assert max(config.forks.at) + config.forks.tokens <= config.generation.max_tokens
+    # two gates on one condition: a bound 4 samples can decide and one they cannot
+    assert [(g.metric, g.policy, g.min, gate_use(g)) for g in config.gates] == [
+        ("auc", "restate", 0.25, "interval"), ("auc", "restate", 0.8, "interval"),
     ]  # fmt: skip
-    assert config.samples == 4 and config.generation.max_tokens == 320
-    prefixes = {item.split("-")[0] for item in config.items or []}
-    assert prefixes == {"lang", "fmt", "persona", "conv"}
-    # the conversation item runs under the three between-turn policies only
-    assert [policy_label(p) for p in config.conversation_policies] == [
-        "none", "periodic-turns2-system", "adaptive-turn-system",
-    ]  # fmt: skip
-    assert config.generation.turn_tokens == 48
+
+
+def test_quickstart_gates_decide_one_and_not_the_other_at_4_samples(quickstart):
+    """The verdicts the quickstart's gates get when restate's 4 samples all comply (as the
+    embedded model's do): the exact binomial interval [0.40, 1] at n = 4."""
+    config, _ = quickstart
+    interval = mean_interval([1.0] * config.samples)
+    summary = pd.DataFrame([{
+        "model": config.models[0], "item": "fmt-lowercase-story", "policy": "restate",
+        "auc": 1.0, "auc_low": interval.low, "auc_high": interval.high, "auc_n": 4,
+    }])  # fmt: skip
+    gates = evaluate_gates(config.gates, summary, config.items, config.models)
+    assert gates["verdict"].tolist() == ["pass", "undecided"]
+    assert gates["samples_needed"].iloc[1] == 17  # 0.025 ** (1 / 17) >= 0.8 > 0.025 ** (1 / 16)
 
 
 def test_conversation_suite_covers_the_issue(monkeypatch):

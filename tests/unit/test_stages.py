@@ -68,13 +68,14 @@ def test_write_output_refuses_a_value_it_has_no_writer_for(tmp_path):
         write_output(tmp_path / "x.bin", b"raw")
 
 
-def test_the_pipeline_is_a_list_of_stages_in_data_order():
+def test_the_run_command_names_every_stage_in_pipeline_order():
+    """Its docstring is where a reader of the CLI learns the stages (the order itself is
+    tested by running the pipeline: tests/unit/test_resume.py)."""
+    import harness.commands.run
     from harness.pipeline import STAGES
 
-    assert [s.name for s in STAGES] == [
-        "generate", "forks", "score", "probe", "theory", "fits", "analyse", "gates", "manifest",
-        "report",
-    ]  # fmt: skip
+    doc = " ".join(harness.commands.run.__doc__.split())
+    assert " -> ".join(stage.name for stage in STAGES) in doc
 
 
 def test_adaptive_generation_units_are_keyed_by_the_checks_that_trigger_them(tmp_path):
@@ -82,8 +83,8 @@ def test_adaptive_generation_units_are_keyed_by_the_checks_that_trigger_them(tmp
     the checks) and reuse every other policy's."""
     from harness.config import load_run_config_and_suites
     from harness.models.zoo import ResolvedModel
-    from harness.plan import select_items
-    from harness.stages.generate import _specs, unit_key
+    from harness.selection import sample_specs, select_items
+    from harness.stages.generate import unit_key
 
     data = Path(__file__).parent.parent / "data" / "configs"
     suite = (data / "mini-suite.yaml").read_text()
@@ -99,7 +100,7 @@ def test_adaptive_generation_units_are_keyed_by_the_checks_that_trigger_them(tmp
     def keys() -> dict[str, str]:
         config, suites = load_run_config_and_suites(tmp_path / "run.yaml")
         items = select_items(config, suites)
-        specs = _specs(config, "m", items, "")
+        specs = sample_specs(config, "m", items, "")
         return {p.name: unit_key(config, model, p, specs, items) for p in config.policies}
 
     before = keys()
