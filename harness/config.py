@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     Field,
     ValidationError,
     field_validator,
@@ -57,6 +58,8 @@ GATE_METRICS: dict[str, bool] = {
     "token_overhead": False,
     "alpha_mean": True,
 }
+# What a sequential run's loop can decide: alpha_mean needs the probe, which runs once after it.
+LOOP_METRICS = tuple(m for m in GATE_METRICS if m != "alpha_mean")
 GateBound = Annotated[float, Field(allow_inf_nan=False)]
 
 
@@ -198,6 +201,39 @@ class TheoryConfig(Strict):
     bias_samples: int = Field(1, gt=0)  # probed samples per item (policy `none` only)
 
 
+class SampleRange(Strict):
+    """Sample until the gates decide (docs/architecture.md, "Sampling until decided"): every
+    condition gets `min` samples, then the conditions whose gates are still undecided get more,
+    a batch at a time, up to `max`."""
+
+    # an interval cannot be formed from one sample, so a first look needs at least two
+    min: int = Field(ge=2)
+    max: int = Field(gt=0)
+    # samples added to an open condition per batch; None: double its samples (min, 2 min, ...)
+    batch: int | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SampleRange:
+        if self.min > self.max:
+            raise ValueError(f"min {self.min} is greater than max {self.max}")
+        return self
+
+
+def _sample_range(value: Any) -> Any:
+    """`samples: {min, max}` -> SampleRange with its own message (pydantic would report the
+    int branch of the union first)."""
+    if not isinstance(value, dict):
+        return value
+    try:
+        return SampleRange.model_validate(value)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(part) for part in err["loc"])
+        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        msg = msg.removeprefix("Value error, ")
+        raise ValueError(f"{where}: {msg}" if where else msg) from None
+
+
 class RunConfig(Strict):
     name: Annotated[str, Field(pattern=r"^[\w.-]+$")]
     models: list[NonEmptyText] = Field(min_length=1)
@@ -207,7 +243,8 @@ class RunConfig(Strict):
     # Conversation items run under these when given (else under `policies`), so one config
     # compares within-reply policies on single replies and between-turn ones on conversations.
     conversation_policies: list[PolicySpec] | None = added_field(min_length=1)
-    samples: int = Field(4, gt=0)
+    # an int: that many samples per condition; {min, max, batch?}: sample until the gates decide
+    samples: Annotated[int | SampleRange, BeforeValidator(_sample_range)] = Field(4)
     generation: GenerationConfig = GenerationConfig()
     scoring: ScoringConfig = ScoringConfig()
     probe: ProbeConfig = ProbeConfig()
@@ -230,6 +267,32 @@ class RunConfig(Strict):
             raise ValueError(
                 f"scoring.window ({self.scoring.window}) is larger than "
                 f"generation.max_tokens ({self.generation.max_tokens})"
+            )
+        return self
+
+    @field_validator("samples")
+    @classmethod
+    def _positive(cls, value: int | SampleRange) -> int | SampleRange:
+        if isinstance(value, int) and value <= 0:
+            raise ValueError("Input should be greater than 0")
+        return value
+
+    @property
+    def sequential(self) -> SampleRange | None:
+        """The sample range of a run that samples until decided (None: a fixed count)."""
+        return self.samples if isinstance(self.samples, SampleRange) else None
+
+    @property
+    def first_samples(self) -> int:
+        """Samples every condition gets (the fixed count, or the range's min)."""
+        return self.samples.min if isinstance(self.samples, SampleRange) else self.samples
+
+    @model_validator(mode="after")
+    def _sequential_has_gates(self) -> RunConfig:
+        if self.sequential and not any(g.metric in LOOP_METRICS for g in self.gates):
+            raise ValueError(
+                "samples: {min, max} samples until the gates decide, but the config has no "
+                f"gate on {', '.join(LOOP_METRICS)} (add one, or give samples as a number)"
             )
         return self
 

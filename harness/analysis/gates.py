@@ -29,7 +29,8 @@ from harness.config import GateSpec
 from harness.errors import UserError
 
 GATE_COLUMNS = [
-    "gate", "metric", "policy", "item", "model", "use", "value", "min", "max", "passed", "detail",
+    "gate", "metric", "policy", "item", "model", "use", "value", "min", "max", "passed",
+    "verdict", "detail",
 ]  # fmt: skip
 USE_SUFFIX = {"value": "", "ci_low": "_low", "ci_high": "_high"}
 CONDITION = ("model", "item", "policy")
@@ -90,6 +91,26 @@ def _value(gate: GateSpec, row: dict | None) -> tuple[float, str]:
     return value, "undetermined (NaN)" if math.isnan(value) else ""
 
 
+def _shim_verdict(gate: GateSpec, row: dict | None, passed: bool) -> str:
+    # SHIM until branch `gates` lands: undecided when the interval straddles the bound
+    if passed or row is None or gate.use == "value":
+        return "pass" if passed else "fail"
+    other = row.get(gate.metric + ("_high" if gate.use == "ci_low" else "_low"))
+    if other is None or math.isnan(float(other)):
+        return "fail"
+    if gate.use == "ci_low" and gate.min is not None and float(other) >= gate.min:
+        return "undecided"
+    if gate.use == "ci_high" and gate.max is not None and float(other) <= gate.max:
+        return "undecided"
+    return "fail"
+
+
+def undecided_conditions(gates: pd.DataFrame) -> set[tuple[str, str, str]]:
+    """SHIM until branch `gates` lands."""
+    rows = gates[gates["verdict"] == "undecided"]
+    return set(zip(rows["model"], rows["item"], rows["policy"], strict=True))
+
+
 def _check(index: int, gate: GateSpec, model: str, item: str, row: dict | None) -> dict:
     value, why = _value(gate, row)
     low, high = gate.min, gate.max
@@ -110,7 +131,7 @@ def _check(index: int, gate: GateSpec, model: str, item: str, row: dict | None) 
         "gate": index, "metric": gate.metric, "policy": gate.policy, "item": item,
         "model": model, "use": gate.use, "value": value,
         "min": math.nan if low is None else low, "max": math.nan if high is None else high,
-        "passed": passed, "detail": verdict,
+        "passed": passed, "verdict": _shim_verdict(gate, row, passed), "detail": verdict,
     }  # fmt: skip
 
 

@@ -30,7 +30,11 @@ class AnalyseStage:
         tokens = token_frame(ctx.records)
         out: dict = dict(adherence_frames(windows))
         layers = default_layers(fits) if not fits.empty else []
-        summary = summarise_conditions(fits if not fits.empty else None, windows, tokens, layers)
+        # a sequential run looks at its gates after every batch: anytime-valid intervals
+        anytime = ctx.config.sequential is not None
+        summary = summarise_conditions(
+            fits if not fits.empty else None, windows, tokens, layers, anytime=anytime
+        )
         out["summary.csv"] = summary
         out["correlation.csv"] = correlate_alpha_behaviour(summary)
         divergence, nexttoken = ctx.frame("divergence.csv"), ctx.frame("nexttoken.csv")

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from harness.models import ResolvedModel
     from harness.plan import Selected
     from harness.records import GenerationRecord
+    from harness.sequential import SampleBatch
     from harness.store import RunStore
 
 # What a stage may return per file: a DataFrame (CSV), a list of pydantic models (JSON lines),
@@ -81,6 +82,9 @@ class RunContext:
     outputs: dict[str, Output] = field(default_factory=dict)  # file name -> value written
     timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds
     started: str = ""
+    # the samples to generate (sequential runs, harness.sequential); empty: config.samples
+    batches: list[SampleBatch] = field(default_factory=list)
+    sequential: dict = field(default_factory=dict)  # manifest.json's record of the looks
     engines: EnginePool = field(default_factory=lambda: _engine_pool())
     _tokenizers: dict[str, Any] = field(default_factory=dict)
 
@@ -112,7 +116,8 @@ class RunContext:
         try:
             yield
         finally:
-            self.timings[name] = round(time.perf_counter() - start, 2)
+            # summed: a sequential run runs its first stages once per look
+            self.timings[name] = round(self.timings.get(name, 0) + time.perf_counter() - start, 2)
 
 
 def _engine_pool() -> EnginePool:

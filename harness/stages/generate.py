@@ -21,6 +21,7 @@ from harness.policies import ChatFormat, SampleSpec, make_policy, run_policies
 from harness.policies.base import SimulatorSpec
 from harness.policies.conversation import Simulators
 from harness.records import GenerationRecord
+from harness.sequential import SampleBatch, fixed_batches
 from harness.store import RunStore, content_key
 
 STAGE = "generate"
@@ -32,7 +33,9 @@ def sample_seed(base: int, item_id: str, sample: int) -> int:
     return (base * 1_000_003 + digest * 101 + sample) % (2**31 - 1)
 
 
-def _specs(config: RunConfig, model: str, items: list[Selected], run_id: str) -> list[SampleSpec]:
+def _specs(
+    config: RunConfig, model: str, items: list[Selected], run_id: str, samples: range
+) -> list[SampleSpec]:
     # An item without a reminder is reminded of its system prompt, verbatim (the "repeat the
     # system prompt" baseline); one without a restatement gets "", which `restate` refuses
     # (check_generation). Items with both texts keep their specs, hence their cache keys.
@@ -54,7 +57,7 @@ def _specs(config: RunConfig, model: str, items: list[Selected], run_id: str) ->
             simulator=_simulator_spec(sel.item.user_simulator),
         )
         for sel in items
-        for sample in range(config.samples)
+        for sample in samples
     ]
 
 
@@ -68,6 +71,21 @@ def simulator_key(sim: UserSimulator) -> str:
     """ "" when the run's own engine plays the user, else what names the simulator's engine."""
     where = (sim.model, sim.engine, sim.base_url, sim.served_model)
     return "" if where == (None, None, None, None) else json.dumps(where)
+
+
+def batch_units(
+    config: RunConfig, model: str, items: list[Selected], batches: list[SampleBatch]
+) -> list[tuple[object, list[Selected], range]]:
+    """(policy spec, items, sample indices) of every generation unit: per batch, each policy
+    over the items whose condition the batch covers (a fixed run: one batch, every item)."""
+    units = []
+    for batch in batches:
+        for spec, unit_items in policy_units(config, items):
+            label = policy_label(spec)
+            chosen = [sel for sel in unit_items if batch.covers((model, sel.item.id, label))]
+            if chosen:
+                units.append((spec, chosen, range(batch.start, batch.stop)))
+    return units
 
 
 def policy_units(config: RunConfig, items: list[Selected]) -> list[tuple[object, list[Selected]]]:
@@ -156,17 +174,19 @@ def generate_stage(
     run_id: str,
     progress: Callable[[int], None] | None = None,
     engines: EnginePool | None = None,
+    batches: list[SampleBatch] | None = None,
 ) -> list[GenerationRecord]:
     """Records of every (policy, item, sample) for one model, from cache or freshly made.
     With `engines`, the engine comes from (and stays open in) that pool for a later stage;
-    without, it is closed when generation ends."""
+    without, it is closed when generation ends. `batches`: the samples of a sequential run
+    (default: the config's fixed count); each batch's (model, policy) is a unit of its own."""
     gen = config.generation
     sampling = sampling_settings(config)
-    units = policy_units(config, items)
-    unit_specs = [_specs(config, model.name, unit_items, run_id) for _, unit_items in units]
+    units = batch_units(config, model.name, items, batches or fixed_batches(config))
+    unit_specs = [_specs(config, model.name, sel, run_id, rng) for _, sel, rng in units]
     keys = [
         unit_key(config, model, spec, specs, unit_items)
-        for (spec, unit_items), specs in zip(units, unit_specs, strict=True)
+        for (spec, unit_items, _), specs in zip(units, unit_specs, strict=True)
     ]
     missing = [i for i, key in enumerate(keys) if not store.has(STAGE, key)]
     if missing:
@@ -202,11 +222,15 @@ def generate_stage(
             if engines is None:
                 engine.close()
     records = []
-    for (spec, _), key in zip(units, keys, strict=True):
+    for (spec, _, _), key in zip(units, keys, strict=True):
         rows = store.get(STAGE, key)
         assert rows is not None, f"generation unit {policy_label(spec)} missing after run"
         # a unit may come from an earlier run of an edited config: it is this run's now
         records.extend(GenerationRecord.model_validate({**r, "run_id": run_id}) for r in rows)
+    if len(batches or ()) > 1:  # a sequential run lists them as a fixed one would
+        order = {label: i for i, label in enumerate(config.policy_labels())}
+        place = {sel.item.id: i for i, sel in enumerate(items)}
+        records.sort(key=lambda r: (order[r.policy], place[r.item], r.sample))
     return records
 
 
@@ -263,7 +287,7 @@ def check_generation(config: RunConfig, items: list[Selected], model: ResolvedMo
             if spec.name == "restate" and not sel.item.restatement:
                 fix = "add one to the suite, or drop the policy"
                 raise UserError(f"{where}: the item has no `restatement` ({fix})")
-            sample = _specs(config, model.name, [sel], "")[0]
+            sample = _specs(config, model.name, [sel], "", range(1))[0]
             if sel.item.is_conversation:
                 _check_conversation(config, chat, policy, spec, sample, context, where)
                 continue
@@ -325,11 +349,12 @@ class GenerateStage:
     def run(self, ctx) -> dict:
         config = ctx.config
         for model in ctx.models:
-            units = policy_units(config, ctx.items)
-            total = sum(len(unit_items) for _, unit_items in units) * config.samples
+            units = batch_units(config, model.name, ctx.items, ctx.batches or fixed_batches(config))
+            total = sum(len(unit_items) * len(rng) for _, unit_items, rng in units)
             bar = ctx.progress.bar(f"generate {model.name}", total * config.generation.max_tokens)
             with ctx.timed(f"generate {model.name}"):
-                # the forks stage generates next: it keeps this engine (one start per model)
+                # the forks stage generates next, a sequential run's next look too: they keep
+                # this engine (one start per model)
                 ctx.records += generate_stage(
                     ctx.store,
                     config,
@@ -337,7 +362,8 @@ class GenerateStage:
                     ctx.items,
                     ctx.run_id,
                     progress=bar.update,
-                    engines=ctx.engines if config.forks else None,
+                    engines=ctx.engines if config.forks or config.sequential else None,
+                    batches=ctx.batches,
                 )
             bar.finish()
         return {"generations.jsonl": ctx.records}
