@@ -222,8 +222,10 @@ class SampleRange(Strict):
 def _sample_range(value: Any) -> Any:
     """`samples: {min, max}` -> SampleRange with its own message (pydantic would report the
     int branch of the union first)."""
-    if not isinstance(value, dict):
+    if isinstance(value, SampleRange) or (isinstance(value, int) and not isinstance(value, bool)):
         return value
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a number of samples or {{min, max}}, got {value!r}")
     try:
         return SampleRange.model_validate(value)
     except ValidationError as exc:
