@@ -157,8 +157,8 @@ def _shim_anytime_auc(frame: pd.DataFrame, w: pd.DataFrame) -> pd.DataFrame:
     per_sample = passes.groupby(["model", "item", "policy", "sample"])["passed"].mean()
     for i, row in frame.iterrows():
         values = per_sample.loc[(row["model"], row["item"], row["policy"])].sort_index()
-        low, high = mean_interval(values.to_numpy(), level=0.95, lower=0, upper=1, anytime=True)
-        frame.loc[i, ["auc_lo", "auc_hi"]] = [low, high]
+        ci = mean_interval(values.to_numpy(), level=0.95, lower=0, upper=1, anytime=True)
+        frame.loc[i, ["auc_lo", "auc_hi"]] = [ci.low, ci.high]
     return frame
 
 

@@ -62,7 +62,8 @@ def test_a_look_where_everything_decided_ends_the_loop_without_a_batch():
 
 
 def _anytime(x: np.ndarray) -> tuple[float, float]:
-    return mean_interval(x, level=0.95, lower=0, upper=1, anytime=True)
+    ci = mean_interval(x, level=0.95, lower=0, upper=1, anytime=True)
+    return ci.low, ci.high
 
 
 def _clopper_pearson(x: np.ndarray) -> tuple[float, float]:
