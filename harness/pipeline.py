@@ -38,7 +38,7 @@ STAGES: list[Stage] = [
 ]
 
 # What a sequential run repeats after each batch of samples: the stages from samples to verdicts.
-LOOP: list[Stage] = [GenerateStage(), ScoreStage(), AnalyseStage(), GateStage()]
+LOOP: list[Stage] = [GenerateStage(), ScoreStage(), AnalyseStage(summary_only=True), GateStage()]
 
 
 def run_pipeline(
