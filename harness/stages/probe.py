@@ -15,6 +15,7 @@ import numpy as np
 from harness.config import RunConfig
 from harness.models import ResolvedModel
 from harness.records import GenerationRecord
+from harness.results import DivergenceRow, NextTokenRow, result_frame
 from harness.store import RunStore, content_key, get_arrays, put_arrays
 
 STAGE = "probe"
@@ -218,11 +219,8 @@ def _ident(model: str, record: GenerationRecord) -> dict:
     }
 
 
-DIVERGENCE_COLUMNS = [
-    "model", "item", "policy", "sample", "pair", "layer", "t", "turn", "role", "l2", "rel_l2",
-    "cos_dist",
-]  # fmt: skip
-NEXTTOKEN_COLUMNS = ["model", "item", "policy", "sample", "pair", "t", "delta_logp", "kl"]
+DIVERGENCE_COLUMNS = DivergenceRow.columns()
+NEXTTOKEN_COLUMNS = NextTokenRow.columns()
 
 
 class ProbeStage:
@@ -251,6 +249,10 @@ class ProbeStage:
             div_rows += divergence_rows(model_name, record, arrays, ctx.config.probe.t_min)
             next_rows += nexttoken_rows(model_name, record, arrays)
         return {
-            "divergence.csv": pd.DataFrame(div_rows, columns=DIVERGENCE_COLUMNS),
-            "nexttoken.csv": pd.DataFrame(next_rows, columns=NEXTTOKEN_COLUMNS),
+            "divergence.csv": result_frame(
+                DivergenceRow, pd.DataFrame(div_rows, columns=DIVERGENCE_COLUMNS)
+            ),
+            "nexttoken.csv": result_frame(
+                NextTokenRow, pd.DataFrame(next_rows, columns=NEXTTOKEN_COLUMNS)
+            ),
         }
