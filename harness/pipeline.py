@@ -90,9 +90,11 @@ def run_sequential(ctx: RunContext, show_progress: bool = True) -> None:
             run_stages(ctx, LOOP, show_progress, close_engines=False)
             if not plan.step(undecided_conditions(ctx.outputs["gates.csv"])):
                 break
-    finally:
-        if ctx.config.forks is None:  # else the forks stage still generates on it
-            ctx.engines.close()
+    except BaseException:
+        ctx.engines.close()
+        raise
+    if ctx.config.forks is None:  # else the forks stage generates on it next
+        ctx.engines.close()
     ctx.sequential = plan.manifest(sorted({(r.model, r.item, r.policy) for r in ctx.records}))
     ctx.records, ctx.outputs = [], {}
     run_stages(ctx, STAGES, show_progress)
