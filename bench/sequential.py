@@ -82,7 +82,7 @@ def install_scripted_engine():
     from harness.models import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model("tiny-random-llama").path)
-    engine = ScriptedEngine(tokenizer, {f"[{item}]": rate for item, rate in RATES.items()})
+    engine = ScriptedEngine({f"[{item}]": rate for item, rate in RATES.items()}, tokenizer)
     harness.engines.make_engine = harness.stages.generate.make_engine = (
         lambda kind, path, **options: engine
     )

@@ -161,7 +161,7 @@ def _shim_anytime_auc(frame: pd.DataFrame, w: pd.DataFrame) -> pd.DataFrame:
     for i, row in frame.iterrows():
         values = per_sample.loc[(row["model"], row["item"], row["policy"])].sort_index()
         ci = mean_interval(values.to_numpy(), level=0.95, lower=0, upper=1, anytime=True)
-        frame.loc[i, ["auc_lo", "auc_hi"]] = [ci.low, ci.high]
+        frame.loc[i, ["auc_low", "auc_high"]] = [ci.low, ci.high]
     return frame
 
 

@@ -16,6 +16,31 @@ import hashlib
 from harness.engines.base import GenerationRequest, GenerationResult
 
 
+class CharTokenizer:
+    """One token per character (EOS is chr(0)); a chat is '<role>content' turns, then
+    '<assistant>' as the generation prompt: a tokenizer that needs no model folder."""
+
+    chat_template = "characters"
+    eos_token_id = 0
+    bos_token = None
+
+    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=False):
+        text = "".join(f"<{m['role']}>{m['content']}" for m in messages)
+        return text + ("<assistant>" if add_generation_prompt else "")
+
+    def __call__(self, text, add_special_tokens=False, return_offsets_mapping=False):
+        out = {"input_ids": [ord(c) for c in text]}
+        if return_offsets_mapping:
+            out["offset_mapping"] = [(i, i + 1) for i in range(len(text))]
+        return out
+
+    def decode(self, ids, skip_special_tokens=False):
+        return "".join(chr(i) for i in ids if not (skip_special_tokens and i == 0))
+
+    def batch_decode(self, batch, skip_special_tokens=False):
+        return [self.decode(ids, skip_special_tokens) for ids in batch]
+
+
 def seeded_uniform(seed: int | None) -> float:
     """A number in [0, 1) fixed by the seed (the same on every machine and run)."""
     digest = hashlib.sha256(str(seed).encode()).digest()
@@ -26,12 +51,12 @@ class ScriptedEngine:
     name = "scripted"
 
     def __init__(
-        self, tokenizer, rates: dict[str, float], good: str = " yes", bad: str = " no"
+        self, rates: dict[str, float], tokenizer=None, good: str = " yes", bad: str = " no"
     ) -> None:
-        self.tokenizer = tokenizer
+        self.tokenizer = tokenizer or CharTokenizer()
         self.max_model_len = 100_000
         self.rates = rates  # marker in the prompt -> probability that a request complies
-        self.words = {w: tokenizer(w, add_special_tokens=False)["input_ids"] for w in (good, bad)}
+        self.words = {w: self.tokenizer(w)["input_ids"] for w in (good, bad)}
         self.good, self.bad = good, bad
         self.generated = 0  # tokens generated over the engine's life
         self.requests = 0

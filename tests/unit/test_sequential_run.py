@@ -1,20 +1,27 @@
-"""A sequential run end to end through the real stages, on a scripted engine (no model: each
-sample complies with its item's known pass rate, harness.engines.scripted): it stops early on
-a clear condition and keeps sampling a close one, generates only what it lacks, resumes after
-a kill with the same result, and refuses bad input before writing anything."""
+"""A sequential run through the real stages (`harness.pipeline.run_sequential`) on a scripted
+engine and a one-token-per-character tokenizer (harness.engines.scripted: no model, each sample
+complies with its item's known pass rate): it stops early on a clear condition and keeps
+sampling a close one, generates each sample once, resumes after a kill with the same result,
+and refuses bad input before writing anything."""
 
 from __future__ import annotations
 
 import json
+import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import yaml
 
 import harness.engines
-import harness.stages.generate
+from harness.config import load_run_config_and_suites
 from harness.engines.scripted import ScriptedEngine
-from harness.pipeline import run_pipeline
+from harness.models import ResolvedModel
+from harness.pipeline import run_sequential
+from harness.plan import select_items
+from harness.stages.base import RunContext
+from harness.store import RunStore
 
 RATES = {"(clear)": 0.99, "(close)": 0.8}
 SUITE = {
@@ -56,38 +63,55 @@ def _config(tmp_path: Path, **changes) -> Path:
     return path
 
 
-class Killed(RuntimeError):
-    pass
+class Killed(BaseException):
+    """What SIGKILL would do mid-call: nothing after it runs."""
+
+
+class Counted(ScriptedEngine):
+    """The scripted engine, raising `Killed` at its `kill_at`-th generate call."""
+
+    def __init__(self, kill_at: int | None = None) -> None:
+        super().__init__(RATES)
+        self.kill_at, self.calls = kill_at, 0
+
+    def generate(self, requests):
+        self.calls += 1
+        if self.calls == self.kill_at:
+            raise Killed
+        return super().generate(requests)
 
 
 @pytest.fixture
-def engine(monkeypatch):
-    """Puts a scripted engine in place of the generation engine; `engine(kill_at=k)` makes
-    its k-th generate call raise (a run killed mid-way)."""
-    from transformers import AutoTokenizer
+def scripted(tmp_path):
+    """run(out, engine) -> out: the sequential driver over every stage, with `engine` as every
+    harness module's generation engine and a model that needs no folder."""
+    path = _config(tmp_path)
+    config, suites = load_run_config_and_suites(path)
+    items = select_items(config, suites)
+    model = ResolvedModel(
+        name="tiny-random-llama", source="tiny", path=tmp_path, content_key="scripted-1"
+    )
+    current: list[ScriptedEngine] = []
 
-    from harness.models import resolve_model
+    def run(out: Path, engine: ScriptedEngine) -> Path:
+        current[:] = [engine]
+        with RunStore(out) as store:
+            ctx = RunContext(
+                config=config, store=store, out_dir=out, run_id=config.run_id(),
+                suites=suites, items=items, models=[model], twins={},
+                started=datetime.now(UTC).isoformat(timespec="seconds"),
+            )  # fmt: skip
+            ctx._tokenizers[model.name] = engine.tokenizer
+            run_sequential(ctx, show_progress=False)
+        return out
 
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model("tiny-random-llama").path)
-
-    def make(kill_at: int | None = None) -> ScriptedEngine:
-        scripted = ScriptedEngine(tokenizer, RATES)
-        calls = []
-        generate = scripted.generate
-
-        def counted(requests):
-            calls.append(len(requests))
-            if len(calls) == kill_at:
-                raise Killed("killed")
-            return generate(requests)
-
-        scripted.generate = counted
-        factory = lambda kind, path, **options: scripted  # noqa: E731
-        monkeypatch.setattr(harness.engines, "make_engine", factory)
-        monkeypatch.setattr(harness.stages.generate, "make_engine", factory)
-        return scripted
-
-    return make
+    original = harness.engines.make_engine
+    with pytest.MonkeyPatch.context() as patch:
+        for module in list(sys.modules.values()):
+            name = getattr(module, "__name__", "")
+            if name.startswith("harness") and getattr(module, "make_engine", None) is original:
+                patch.setattr(module, "make_engine", lambda *a, **k: current[0])
+        yield run
 
 
 def _samples(out: Path) -> dict:
@@ -98,9 +122,9 @@ def _samples(out: Path) -> dict:
     return taken
 
 
-def test_a_run_stops_early_on_a_clear_condition_and_samples_on_a_close_one(tmp_path, engine):
-    scripted = engine()
-    out = run_pipeline(_config(tmp_path), out=tmp_path / "run", show_progress=False)
+def test_a_run_stops_early_on_a_clear_condition_and_samples_on_a_close_one(tmp_path, scripted):
+    engine = Counted()
+    out = scripted(tmp_path / "run", engine)
 
     manifest = json.loads((out / "manifest.json").read_text())["sequential"]
     stopped = {
@@ -111,37 +135,33 @@ def test_a_run_stops_early_on_a_clear_condition_and_samples_on_a_close_one(tmp_p
     assert close == (16, "max reached")
     # restate is gated by nothing: it keeps its first 4 samples
     assert stopped[("clear", "restate")] == stopped[("close", "restate")] == (4, "not gated")
-    assert manifest["looks"][:2] == [4, 8] and manifest["rule"] == "doubling"
+    assert manifest["looks"] == [4, 8, 16] and manifest["rule"] == "doubling"
 
     taken = _samples(out)
     assert {key: sorted(s) for key, s in taken.items()} == {
         key: list(range(n)) for key, (n, _) in stopped.items()
     }
     # every sample generated once: the looks reuse the earlier batches from the cache
-    assert scripted.generated == MAX_TOKENS * sum(n for n, _ in stopped.values())
+    assert engine.generated == MAX_TOKENS * sum(n for n, _ in stopped.values())
     gates = (out / "gates.csv").read_text()
-    assert "clear,tiny-random-llama,ci_low" in gates and "verdict" in gates.splitlines()[0]
+    assert "verdict" in gates.splitlines()[0] and ",close,tiny-random-llama," in gates
 
 
-def test_a_killed_sequential_run_resumes_with_the_same_result(tmp_path, engine):
-    config = _config(tmp_path)
-    whole = engine()
-    run_pipeline(config, out=tmp_path / "whole", show_progress=False)
-
-    engine(kill_at=3)  # the third look's batch: the first two are stored
+def test_a_killed_sequential_run_resumes_with_the_same_result(tmp_path, scripted):
+    whole = Counted()
+    scripted(tmp_path / "whole", whole)
+    # the third look's batch is killed: the first two (16 + 8 samples) are stored
     with pytest.raises(Killed):
-        run_pipeline(config, out=tmp_path / "killed", show_progress=False)
-    again = engine()
-    out = run_pipeline(config, out=tmp_path / "killed", show_progress=False)
+        scripted(tmp_path / "killed", Counted(kill_at=3))
+    again = Counted()
+    out = scripted(tmp_path / "killed", again)
 
-    manifest = json.loads((out / "manifest.json").read_text())["sequential"]
-    expected = json.loads((tmp_path / "whole" / "manifest.json").read_text())["sequential"]
-    assert manifest == expected
-    assert (out / "generations.jsonl").read_text() == (
-        tmp_path / "whole" / "generations.jsonl"
-    ).read_text()
-    assert (out / "gates.csv").read_text() == (tmp_path / "whole" / "gates.csv").read_text()
-    # what the first two looks generated (16 + 8 samples) came from the cache
+    def sequential(folder: Path) -> dict:
+        return json.loads((folder / "manifest.json").read_text())["sequential"]
+
+    assert sequential(out) == sequential(tmp_path / "whole")
+    for name in ("generations.jsonl", "windows.csv", "summary.csv", "gates.csv"):
+        assert (out / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
     assert again.generated == whole.generated - MAX_TOKENS * (16 + 8)
 
 
