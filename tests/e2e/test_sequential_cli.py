@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 CONFIGS = Path(__file__).parent.parent / "data" / "configs"
 
