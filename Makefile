@@ -1,5 +1,6 @@
 # `make demo`: set up (idempotent) and run the main job on the embedded model.
 # `make test`: set up (idempotent) and run the whole test suite.
+# `make lint`: ruff and the module graph's import contracts (lint-imports).
 # `make bench`: list the benchmarks of bench/ (`harness bench NAME` runs one; docs/performance.md).
 .PHONY: setup demo test lint bench
 
@@ -13,8 +14,10 @@ test:
 	bash scripts/setup.sh --browser
 	.venv/bin/python -m pytest
 
+# ruff, then the module graph's contracts ([tool.importlinter] in pyproject.toml)
 lint:
 	.venv/bin/ruff check . && .venv/bin/ruff format --check .
+	.venv/bin/lint-imports --no-cache --no-logo
 
 bench: setup
 	.venv/bin/harness bench

@@ -24,6 +24,7 @@ from pydantic import (
 from harness.checks.base import NonEmptyText
 from harness.checks.language import DEFAULT_CANDIDATE_LANGUAGES, LanguageCode
 from harness.errors import UserError
+from harness.models import parse_model_name
 from harness.policy_specs import (
     POLICY_NAMES,
     AdaptivePolicy,
@@ -385,7 +386,6 @@ def load_run_config(path: Path | str) -> RunConfig:
 def load_run_config_and_suites(path: Path | str) -> tuple[RunConfig, list[TaskSuite]]:
     """Parse and cross-check a run config: suites exist and parse, items exist, models are
     known. Returns the suites too, so a run parses each suite file once."""
-    from harness.models import parse_model_name
 
     path = Path(path)
     config: RunConfig = _validate(RunConfig, path, _read_yaml(path))

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.analysis.gates import undecided_conditions
+from harness.plan import plan_run
 from harness.sequential import SamplePlan, gated_conditions
 from harness.stages.analyse import AnalyseStage
 from harness.stages.base import ProgressBars, RunContext, Stage, write_output
@@ -22,6 +23,7 @@ from harness.stages.probe import ProbeStage
 from harness.stages.report import ManifestStage, ReportStage
 from harness.stages.score import ScoreStage
 from harness.stages.theory import TheoryStage
+from harness.store import RunStore
 
 # In order; a stage reads only what the stages before it produced.
 STAGES: list[Stage] = [
@@ -52,8 +54,6 @@ def run_pipeline(
     """Validate, then run every stage; returns the run folder. `until_decided`: sample until
     the gates decide, from the config's samples up to `max_samples` per condition (as
     `samples: {min, max}` does)."""
-    from harness.plan import plan_run
-    from harness.store import RunStore
 
     plan = plan_run(Path(config_path), out, until_decided, max_samples)
     with RunStore(plan.out_dir, fresh=fresh) as store:

@@ -15,7 +15,7 @@ import typer
 
 from harness.errors import UserError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: harness.config (pydantic) stays out of CLI start-up
     from harness.config import RunConfig
 
 
@@ -24,11 +24,11 @@ def gate_command(
     config: Path = typer.Argument(..., metavar="CONFIG", help="Run config YAML with `gates:`."),
 ) -> None:
     """Check CONFIG's gates against DIR/summary.csv; exit 1 when a gate fails."""
-    from harness.config import load_run_config_and_suites
-    from harness.plan import select_items
-    from harness.report.terminal import gates_failed, print_gates
-    from harness.stages.base import write_output
-    from harness.stages.gates import gate_outputs
+    from harness.config import load_run_config_and_suites  # lazy: CLI start-up
+    from harness.report.terminal import gates_failed, print_gates  # lazy: CLI start-up
+    from harness.selection import select_items  # lazy: CLI start-up
+    from harness.stages.base import write_output  # lazy: CLI start-up
+    from harness.stages.gates import gate_outputs  # lazy: CLI start-up
 
     spec, suites = load_run_config_and_suites(config)
     if not spec.gates:
@@ -39,7 +39,7 @@ def gate_command(
     for name, value in outputs.items():
         write_output(run_dir / name, value)
     if (run_dir / "report.html").is_file():
-        from harness.report import render_report
+        from harness.report import render_report  # lazy: CLI start-up
 
         render_report(run_dir)
     print_gates(run_dir)

@@ -154,9 +154,9 @@ def init_command(
     ),
 ) -> None:
     """Write a run config and a starter suite for your system prompt (never overwrites)."""
-    from harness.config import load_run_config_and_suites
-    from harness.models import parse_model_name
-    from harness.probes.pairs import read_text_arg
+    from harness.config import load_run_config_and_suites  # lazy: CLI start-up
+    from harness.models import parse_model_name  # lazy: CLI start-up
+    from harness.probes.pairs import read_text_arg  # lazy: CLI start-up
 
     if not NAME_PATTERN.match(name):
         raise UserError(f"NAME '{name}': use letters, digits, '_', '.' and '-' only")

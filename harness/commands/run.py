@@ -29,8 +29,8 @@ def run_command(
 ) -> None:
     """Run a config end to end; resumable (re-run the same command after a kill). Exits 1 when
     one of the config's gates failed (see gates.csv and junit.xml in the run folder)."""
-    from harness.pipeline import run_pipeline
-    from harness.report.terminal import gates_failed, print_summary
+    from harness.pipeline import run_pipeline  # lazy: CLI start-up
+    from harness.report.terminal import gates_failed, print_summary  # lazy: CLI start-up
 
     folder = run_pipeline(
         config, out=out, fresh=fresh, until_decided=until_decided, max_samples=max_samples

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from harness.chat import ChatFormat
-from harness.policies.base import Policy, SampleSpec, SampleState, run_policies, run_policy
+from harness.config import policy_label
+from harness.errors import UserError
+from harness.policies.base import Policy, SampleSpec, SampleState
+from harness.policies.driver import run_policies, run_policy
 from harness.policies.library import (
     AdaptivePolicy,
     AttentionBiasPolicy,
@@ -29,7 +32,6 @@ def make_policy(
 ) -> Policy:
     """Build a policy from its config model (harness.config.PolicySpec), labelled as the config
     labels it, so records, manifest and reports name a policy one way."""
-    from harness.config import policy_label
 
     policy = _build_policy(spec, continue_on_eos, violates)
     policy.label = policy_label(spec)
@@ -37,8 +39,6 @@ def make_policy(
 
 
 def _build_policy(spec, continue_on_eos: bool, violates: ViolationHook | None) -> Policy:
-    from harness.errors import UserError
-
     name = spec.name
     if name == "none":
         return NonePolicy(continue_on_eos)

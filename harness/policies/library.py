@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from harness.chat import ChatFormat
-from harness.engines.base import Engine
+from harness.engines.base import Engine, PromptBias
 from harness.errors import UserError
 from harness.policies.base import Policy, SampleSpec, SampleState, reminder_ids
+from harness.policies.conversation import reply_text
 
 # (sample state, text of the last window) -> True when the window violates the task's checks
 ViolationHook = Callable[[SampleState, str], bool]
@@ -131,8 +132,6 @@ class AdaptivePolicy(PeriodicPolicy):
         self.violates = violates
 
     def turn_reminder(self, chat: ChatFormat, state: SampleState) -> str | None:
-        from harness.policies.conversation import reply_text
-
         if self.every_turns is None or not self.violates(state, reply_text(state, chat)):
             return None
         return self._text(state.spec)
@@ -170,7 +169,6 @@ class AttentionBiasPolicy(NonePolicy):
             raise UserError(
                 "policy attention_bias needs generation.engine: hf (vLLM kernels take no bias)"
             )
-        from harness.engines.base import PromptBias
 
         for state in states:
             if not state.spec.system:

@@ -15,7 +15,12 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
+from harness.analysis.fits import FitMember
+from harness.analysis.fits import fit_table as write_fits
+from harness.engines.vllm_engine import config_context
 from harness.errors import UserError
+from harness.models import resolve_model
+from harness.probes.checkpoint import load_probe_model
 from harness.probes.divergence import (
     PairDivergence,
     n_hidden_states,
@@ -29,6 +34,8 @@ from harness.probes.pairs import (
     generate_continuations_vllm,
     pair_prompt_ids,
 )
+from harness.probes.vllm_backend import get_vllm_probe, model_depth, vllm_support
+from harness.store import RunStore, content_key, get_arrays, put_arrays
 
 
 class ProbeRequest(BaseModel):
@@ -75,8 +82,6 @@ class UnitCache:
         self._store: Any = None
 
     def _open(self) -> Any:
-        from harness.store import RunStore
-
         if self._store is None and self.root is not None:
             self._store = RunStore(self.root, fresh=self.fresh).__enter__()
         return self._store
@@ -87,21 +92,15 @@ class UnitCache:
             self._store = None
 
     def continuation(self, parts: list) -> list[int] | None:
-        from harness.store import content_key
-
         store = self._open()
         return None if store is None else store.get(self.STAGE, content_key(self.STAGE, *parts))
 
     def keep_continuation(self, parts: list, ids: list[int]) -> None:
-        from harness.store import content_key
-
         store = self._open()
         if store is not None:
             store.put(self.STAGE, content_key(self.STAGE, *parts), ids)
 
     def curves(self, parts: list, compute: Callable[[], PairDivergence]) -> PairDivergence:
-        from harness.store import content_key, get_arrays, put_arrays
-
         store = self._open()
         if store is None:
             return compute()
@@ -116,9 +115,6 @@ class UnitCache:
 def load_hf(name: str) -> tuple[Any, Any]:
     from transformers import AutoTokenizer
 
-    from harness.models import resolve_model
-    from harness.probes.checkpoint import load_probe_model
-
     path = resolve_model(name).path
     return load_probe_model(path), AutoTokenizer.from_pretrained(path)
 
@@ -129,8 +125,6 @@ def _config_only(name: str) -> tuple[Any, Any]:
 
     from transformers import AutoConfig, AutoTokenizer
 
-    from harness.models import resolve_model
-
     path = resolve_model(name).path
     return SimpleNamespace(config=AutoConfig.from_pretrained(path)), AutoTokenizer.from_pretrained(
         path
@@ -138,8 +132,6 @@ def _config_only(name: str) -> tuple[Any, Any]:
 
 
 def _vllm_depth(path: Path) -> int:
-    from harness.probes.vllm_backend import model_depth, vllm_support
-
     why = vllm_support(path)
     if why:
         raise UserError(f"--backend vllm cannot probe {path.name}: {why}")
@@ -151,8 +143,6 @@ class _VllmOnDemand:
     the longest pair) and closed after the model's last."""
 
     def __init__(self, path: Path, request: ProbeRequest, prepared: _Prepared) -> None:
-        from harness.probes.vllm_backend import model_depth
-
         self.path, self.request = path, request
         self.layers = resolve_layers(request.layers, model_depth(path) + 1)
         self.longest = max(
@@ -165,9 +155,6 @@ class _VllmOnDemand:
     def pair_divergence(self, a: list[int], b: list[int], cont: list[int]) -> PairDivergence:
         layers = self.layers
         if self._probe is None:
-            from harness.engines.vllm_engine import config_context
-            from harness.probes.vllm_backend import get_vllm_probe
-
             room = min(self.longest + 1, config_context(self.path))  # + 1: the generated token
             self._probe, self._started = get_vllm_probe(self.path, layers, max_model_len=room)
         return self._probe.pair_divergence(a, b, cont, layers)
@@ -269,7 +256,6 @@ def run_probe(
         raise UserError("--attention-bias needs --backend hf (the bias is a transformers hook)")
     if vllm and request.continuation == "generate" and request.generator == "hf":
         raise UserError("--backend vllm loads no transformers model: use --generator vllm")
-    from harness.models import resolve_model
 
     for model_name in request.models:
         model, tokenizer = _config_only(model_name) if vllm else loader(model_name)
@@ -352,8 +338,6 @@ def fit_table(
     """fits.csv of the probe command, through the run's one fits writer: alpha per (model,
     lam, pair, layer, metric), plus a pooled pair = "all" row per (model, lam) (bootstrap over
     pairs, identical pairs left out)."""
-    from harness.analysis.fits import FitMember
-    from harness.analysis.fits import fit_table as write_fits
 
     groups: dict[tuple[str, float | None], list[FitMember]] = {}
     for model_name, lam, pair, res in curves:

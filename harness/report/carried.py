@@ -10,7 +10,10 @@ import pandas as pd
 
 from harness.analysis.carried import settled_from
 from harness.report.html import esc, figure, fmt_pct, fmt_t, note, table
+from harness.report.plots import _layout, color
+from harness.report.plots import label as lbl
 from harness.report.verdicts import Card, policy_order
+from harness.report.viewer import char_of
 
 CARRIED = 0.5  # adherence at the settling point above which the text "carries" the behaviour
 NONE_LEFT = 0.05  # adherence below this at every fork: the prompt is simply not followed
@@ -131,9 +134,6 @@ def carried_figure(carried: pd.DataFrame):
     import plotly.graph_objects as go  # noqa: F401 (plotly's subplots need it loaded)
     from plotly.subplots import make_subplots
 
-    from harness.report.plots import _layout, color
-    from harness.report.plots import label as lbl
-
     panels = list(carried.groupby(["model", "item"], sort=True))
     titles = [t for (m, i), _ in panels for t in (f"{i} · adherence", f"{i} · dependence")]
     fig = make_subplots(
@@ -206,7 +206,6 @@ def forks_section(data) -> tuple[str, dict]:
 def _prefix_tail(record: dict, t: int, chars: int = 240) -> str:
     """The end of the record's first t continuation tokens, as text (segment texts; inside a
     segment, placed in proportion to token offsets like the sample viewer)."""
-    from harness.report.viewer import char_of
 
     text = ""
     for seg in record.get("segments") or []:

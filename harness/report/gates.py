@@ -3,6 +3,7 @@ first-class; `harness run` exits 1 on the same failures."""
 
 from __future__ import annotations
 
+from harness.analysis.gates import gate_name
 from harness.report.html import esc, fmt_num, note
 from harness.report.load import RunData
 
@@ -19,7 +20,6 @@ def gates_section(data: RunData) -> tuple[str, dict]:
         # header-only (a run without gates) or absent (an older run): no gates to show
         empty = data.problems.get("gates.csv", "the file has no rows") == "the file has no rows"
         return note(NO_GATES if empty else data.missing("gates.csv")), {}
-    from harness.analysis.gates import gate_name
 
     passed = frame["passed"].map(lambda v: v is True or str(v).lower() == "true")
     failed = int((~passed).sum())

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from harness.analysis.powerlaw import fit_alpha, reference_curves
 from harness.report.derive import is_untrained
 from harness.report.html import esc as label
 from harness.report.verdicts import policy_order
@@ -81,8 +82,6 @@ def fit_line(t: np.ndarray, d: np.ndarray, alpha: float, t_min: int = 16):
 def divergence_figure(div: pd.DataFrame, prompt_len: dict[str, int]):
     """Log-log rel_l2 per layer group and model, with display fits and reference curves."""
     from plotly.subplots import make_subplots
-
-    from harness.analysis.powerlaw import fit_alpha, reference_curves
 
     models = sorted(div["model"].unique(), key=lambda m: (is_untrained(m), m))
     fig = make_subplots(

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.analysis.gates import gate_name
+
 
 def _num(value, fmt: str = "{:.2f}") -> str:
     return "–" if value is None or pd.isna(value) else fmt.format(float(value))
@@ -74,8 +76,6 @@ def gates_failed(run_dir: Path) -> bool:
 def print_gates(run_dir: Path, console=None) -> None:
     """One line per gate check, failures in red, under a count; nothing without gates."""
     from rich.markup import escape
-
-    from harness.analysis.gates import gate_name
 
     gates = read_gates(run_dir)
     if gates.empty:

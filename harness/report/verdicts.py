@@ -17,6 +17,7 @@ import pandas as pd
 from pydantic import BaseModel
 
 from harness.report.html import fmt_pct, fmt_t
+from harness.scoring.adherence import curve_metrics
 
 HOLD = 0.9  # adherence level a verdict calls "holds"
 MIN_OVERHEAD = 0.005  # below this a policy is said to cost nothing extra
@@ -77,7 +78,6 @@ def policy_verdict(
     stored_half_life: tuple[float, bool] | None = None,
 ) -> PolicyVerdict:
     """The verdict numbers of one a(t) curve (points in order of t)."""
-    from harness.scoring.adherence import curve_metrics
 
     keep = ~np.isnan(a)
     t, a = np.asarray(t, dtype=float)[keep], np.asarray(a, dtype=float)[keep]

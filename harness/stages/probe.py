@@ -12,7 +12,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from harness.analysis.powerlaw import fit_positions
+from harness.chat import TEMPLATE_DEFAULT, ChatFormat
 from harness.config import RunConfig
+from harness.engines.vllm_engine import config_context
 from harness.models import ResolvedModel
 from harness.records import GenerationRecord
 from harness.results import DivergenceRow, NextTokenRow, result_frame
@@ -32,7 +35,6 @@ def record_baseline_ids(
 ) -> list[int]:
     """The record's chat with a baseline system prompt (`none`: no system turn, `default`: the
     template's default, `text`: `text`), rendered as generation renders it."""
-    from harness.chat import TEMPLATE_DEFAULT, ChatFormat
 
     system = {"none": None, "default": TEMPLATE_DEFAULT}.get(baseline, text)
     user = next(m["content"] for m in record.prompt_messages if m["role"] == "user")
@@ -56,13 +58,13 @@ class ModelOnDemand:
 
     def get(self):
         if self._loaded is None:
-            from harness.probes.checkpoint import load_probe_model
+            from harness.probes.checkpoint import load_probe_model  # lazy: loads torch
 
             self._loaded = load_probe_model(self.model.path)
         return self._loaded
 
     def curves(self, ids_a, ids_b, cont, layers, lam=None):
-        from harness.probes.divergence import pair_divergence
+        from harness.probes.divergence import pair_divergence  # lazy: loads torch
 
         return pair_divergence(self.get(), ids_a, ids_b, cont, layers, lam=lam)
 
@@ -76,8 +78,6 @@ class VllmOnDemand:
     token, in steps of 256), closed when the model is done if it was started here."""
 
     def __init__(self, model: ResolvedModel, config: RunConfig, longest: int) -> None:
-        from harness.engines.vllm_engine import config_context
-
         self.model, self.config = model, config
         # never past the model's context: a pair that does not fit fails in check_inputs
         self.max_model_len = min(-(-(longest + 1) // 256) * 256, config_context(model.path))
@@ -85,7 +85,7 @@ class VllmOnDemand:
         self._started = False
 
     def curves(self, ids_a, ids_b, cont, layers, lam=None):
-        from harness.probes.vllm_backend import get_vllm_probe
+        from harness.probes.vllm_backend import get_vllm_probe  # lazy: loads torch
 
         assert lam is None, "attention bias runs on the hf backend"
         if self._probe is None:
@@ -173,8 +173,6 @@ def probe_stage(
 
 
 def grid_positions(total: int, t_min: int) -> np.ndarray:
-    from harness.analysis.powerlaw import fit_positions
-
     head = np.arange(1, min(16, total) + 1)
     tail = fit_positions(t_min, total) if total >= t_min else np.array([], dtype=int)
     return np.unique(np.concatenate([head, tail])).astype(int)
