@@ -24,6 +24,7 @@ import pandas as pd
 
 from harness import results
 from harness.scoring.adherence import adherence_summary, summary_frame, window_passes
+from harness.stats import mean_interval
 
 CONDITION = list(results.CONDITION)
 POOLED = "all"
@@ -152,10 +153,7 @@ def _alpha_table(fits: pd.DataFrame, layers: Sequence[int]) -> pd.DataFrame:
 
 # ---------------------------------------------------------------------------- behaviour
 def _shim_anytime_auc(frame: pd.DataFrame, w: pd.DataFrame) -> pd.DataFrame:
-    # SHIM until branch `stats` lands: AUC interval = anytime betting CS over per-sample AUCs
-    from harness.scoring.adherence import window_passes
-    from harness.stats import mean_interval
-
+    # SHIM until branch `stats` lands: AUC interval = anytime CS over per-sample AUCs
     passes = window_passes(w)
     per_sample = passes.groupby(["model", "item", "policy", "sample"])["passed"].mean()
     for i, row in frame.iterrows():
