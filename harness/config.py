@@ -36,6 +36,7 @@ from harness.policy_specs import (
     RestatePolicy,
     policy_label,
 )
+from harness.sampling import SampleRange, sample_range
 from harness.schema import Strict, added_field
 from harness.suites import TaskItem, TaskSuite, UserSimulator, UserTurn
 from harness.userfiles import read_user_text
@@ -202,41 +203,6 @@ class TheoryConfig(Strict):
     bias_samples: int = Field(1, gt=0)  # probed samples per item (policy `none` only)
 
 
-class SampleRange(Strict):
-    """Sample until the gates decide (docs/architecture.md, "Sampling until decided"): every
-    condition gets `min` samples, then the conditions whose gates are still undecided get more,
-    a batch at a time, up to `max`."""
-
-    # an interval cannot be formed from one sample, so a first look needs at least two
-    min: int = Field(ge=2)
-    max: int = Field(gt=0)
-    # samples added to an open condition per batch; None: double its samples (min, 2 min, ...)
-    batch: int | None = Field(None, gt=0)
-
-    @model_validator(mode="after")
-    def _ordered(self) -> SampleRange:
-        if self.min > self.max:
-            raise ValueError(f"min {self.min} is greater than max {self.max}")
-        return self
-
-
-def _sample_range(value: Any) -> Any:
-    """`samples: {min, max}` -> SampleRange with its own message (pydantic would report the
-    int branch of the union first)."""
-    if isinstance(value, SampleRange) or (isinstance(value, int) and not isinstance(value, bool)):
-        return value
-    if not isinstance(value, dict):
-        raise ValueError(f"expected a number of samples or {{min, max}}, got {value!r}")
-    try:
-        return SampleRange.model_validate(value)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(part) for part in err["loc"])
-        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        msg = msg.removeprefix("Value error, ")
-        raise ValueError(f"{where}: {msg}" if where else msg) from None
-
-
 class RunConfig(Strict):
     name: Annotated[str, Field(pattern=r"^[\w.-]+$")]
     models: list[NonEmptyText] = Field(min_length=1)
@@ -247,7 +213,7 @@ class RunConfig(Strict):
     # compares within-reply policies on single replies and between-turn ones on conversations.
     conversation_policies: list[PolicySpec] | None = added_field(min_length=1)
     # an int: that many samples per condition; {min, max, batch?}: sample until the gates decide
-    samples: Annotated[int | SampleRange, BeforeValidator(_sample_range)] = Field(4)
+    samples: Annotated[int | SampleRange, BeforeValidator(sample_range)] = Field(4)
     generation: GenerationConfig = GenerationConfig()
     scoring: ScoringConfig = ScoringConfig()
     probe: ProbeConfig = ProbeConfig()

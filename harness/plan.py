@@ -14,13 +14,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from harness.chat import ChatFormat
-from harness.config import (
-    RunConfig,
-    SampleRange,
-    TaskSuite,
-    load_run_config_and_suites,
-    policy_label,
-)
+from harness.config import RunConfig, TaskSuite, load_run_config_and_suites, policy_label
 from harness.engines import make_engine
 from harness.engines.options import engine_options
 from harness.errors import UserError
@@ -28,6 +22,7 @@ from harness.models import ResolvedModel, resolve_model
 from harness.policies import make_policy
 from harness.policies.base import reminder_ids
 from harness.policies.conversation import conversation_floor
+from harness.sampling import SampleRange
 from harness.scoring.judge import JudgeDefaults, check_judges, judge_checks_of
 from harness.selection import Selected, policy_units, sample_specs, select_items
 

@@ -17,23 +17,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.config import LOOP_METRICS, RunConfig, SampleRange
+from harness.config import LOOP_METRICS, RunConfig
+from harness.sampling import SampleRange, schedule
 
 Condition = tuple[str, str, str]  # (model, item, policy)
 
 DECIDED = "decided"
 MAX_REACHED = "max reached"
 NOT_GATED = "not gated"  # no gate reads this condition: it keeps its first `min` samples
-
-
-def schedule(samples: SampleRange) -> list[int]:
-    """The sample counts at which a condition is looked at: min, then doubling (or + batch),
-    the last one max."""
-    counts = [samples.min]
-    while counts[-1] < samples.max:
-        step = samples.batch or counts[-1]
-        counts.append(min(counts[-1] + step, samples.max))
-    return counts
 
 
 @dataclass(frozen=True)

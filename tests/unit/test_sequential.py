@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.config import SampleRange
-from harness.sequential import DECIDED, MAX_REACHED, NOT_GATED, SamplePlan, schedule
+from harness.sampling import SampleRange, schedule
+from harness.sequential import DECIDED, MAX_REACHED, NOT_GATED, SamplePlan
 from harness.stats import mean_interval
 
 
