@@ -20,6 +20,7 @@ from harness.engines.scripted import ScriptedEngine
 from harness.models import ResolvedModel
 from harness.pipeline import run_sequential
 from harness.plan import select_items
+from harness.report.terminal import sampling_line
 from harness.stages.base import RunContext
 from harness.store import RunStore
 
@@ -145,6 +146,10 @@ def test_a_run_stops_early_on_a_clear_condition_and_samples_on_a_close_one(tmp_p
     assert engine.generated == MAX_TOKENS * sum(n for n, _ in stopped.values())
     gates = (out / "gates.csv").read_text()
     assert "verdict" in gates.splitlines()[0] and ",close,tiny-random-llama," in gates
+    assert sampling_line(out) == (
+        f"Sampled until decided (looks at 4, 8, 16 samples): 1 decided at {clear[0]}; "
+        "1 still undecided at max 16; 2 not gated (kept 4)"
+    )
 
 
 def test_a_killed_sequential_run_resumes_with_the_same_result(tmp_path, scripted):
