@@ -7,8 +7,9 @@
 setup:
 	bash scripts/setup.sh
 
+# exit 1 is a verdict, not a crash: the quickstart's second gate is undecided at 4 samples
 demo: setup
-	.venv/bin/harness run configs/quickstart.yaml
+	.venv/bin/harness run configs/quickstart.yaml || test $$? -eq 1
 
 test:
 	bash scripts/setup.sh --browser

@@ -50,7 +50,8 @@ __all__ = [
 
 
 # ---------------------------------------------------------------- gates
-# The summary.csv columns a gate may bound, and whether each has a CI (<metric>_low/_high).
+# The summary.csv columns a gate may bound, and whether each has an interval
+# (<metric>_low/_high).
 GATE_METRICS: dict[str, bool] = {
     "auc": True,
     "half_life": True,
@@ -63,28 +64,49 @@ GATE_METRICS: dict[str, bool] = {
 # What a sequential run's loop can decide: alpha_mean needs the probe, which runs once after it.
 LOOP_METRICS = tuple(m for m in GATE_METRICS if m != "alpha_mean")
 GateBound = Annotated[float, Field(allow_inf_nan=False)]
+# Gates before three outcomes read one CI bound as a point; `interval` (the default) now reads
+# both: a config still naming them is told what to write instead (gate_problem).
+RETIRED_USES = ("ci_low", "ci_high")
 
 
 class GateSpec(Strict):
-    """A pass/fail bound on one summary.csv metric of one policy (docs/architecture.md,
-    "Gates"); checked per model x item of the run."""
+    """A bound on one summary.csv metric of one policy (docs/architecture.md, "Gates");
+    checked per model x item of the run: pass, fail or undecided."""
 
     metric: NonEmptyText
     policy: NonEmptyText  # a label as in records, e.g. `none`, `periodic-256-user`
     min: GateBound | None = None
     max: GateBound | None = None
-    use: Literal["value", "ci_low", "ci_high"] = "value"
+    # None: `interval` for a metric with one, else `value` (see `gate_use`)
+    use: Literal["interval", "value", "ci_low", "ci_high"] | None = None
     items: list[NonEmptyText] | None = Field(None, min_length=1)  # None: every item of the run
     model: NonEmptyText | None = None  # None: every model of the run
+
+
+def gate_use(gate: GateSpec) -> str:
+    """What the gate compares: `interval` (min against the lower bound, max against the upper
+    one) or `value` (the point estimate). Unset: the interval when the metric has one."""
+    if gate.use is not None:
+        return gate.use
+    return "interval" if GATE_METRICS.get(gate.metric, False) else "value"
 
 
 def gate_problem(gate: GateSpec, policies: list[str], models: list[str], probe: bool) -> str:
     """Why a gate cannot be evaluated against a run config ("" when it can)."""
     if gate.metric not in GATE_METRICS:
         return f"unknown metric '{gate.metric}' (expected one of {', '.join(GATE_METRICS)})"
-    if gate.use != "value" and not GATE_METRICS[gate.metric]:
-        with_ci = ", ".join(m for m, ci in GATE_METRICS.items() if ci)
-        return f"metric '{gate.metric}' has no CI, so use: {gate.use} is impossible ({with_ci} do)"
+    with_ci = ", ".join(m for m, ci in GATE_METRICS.items() if ci)
+    if gate.use in RETIRED_USES:
+        return (
+            f"use: {gate.use} is retired: gates read the interval by default (min against its "
+            "lower bound, max against its upper one; an interval across the bound is "
+            "undecided), so drop `use`, or write `use: value` to compare the point estimate"
+        )
+    if gate.use == "interval" and not GATE_METRICS[gate.metric]:
+        return (
+            f"metric '{gate.metric}' has no interval, so use: interval is impossible ({with_ci} "
+            "have one); drop `use` or write `use: value`"
+        )
     if gate.min is None and gate.max is None:
         return "needs min, max or both"
     if gate.min is not None and gate.max is not None and gate.min > gate.max:

@@ -2,7 +2,8 @@
 
 Reads DIR/summary.csv only (nothing is recomputed, no model is loaded), rewrites gates.csv and
 junit.xml (and report.html when the folder has one, so its gates section agrees), prints the
-verdicts. Exit code 0 when every check passed, 1 when one failed, 2 on bad input.
+verdicts. Exit code 0 when every check passed, 1 when one failed or is undecided, 2 on bad
+input.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def gate_command(
     run_dir: Path = typer.Argument(..., metavar="DIR", help="Finished run folder."),
     config: Path = typer.Argument(..., metavar="CONFIG", help="Run config YAML with `gates:`."),
 ) -> None:
-    """Check CONFIG's gates against DIR/summary.csv; exit 1 when a gate fails."""
+    """Check CONFIG's gates against DIR/summary.csv; exit 1 when one fails or is undecided."""
     from harness.config import load_run_config_and_suites  # lazy: CLI start-up
     from harness.report.terminal import gates_failed, print_gates  # lazy: CLI start-up
     from harness.selection import select_items  # lazy: CLI start-up

@@ -90,12 +90,14 @@ scoring:
   window: 64              # the answer is scored in windows of 64 tokens
 probe:
   samples: 1              # hidden-state divergence on one sample per condition
-# Pass/fail checks on summary.csv per item, after the run (README, "Before deployment").
+# Checks on summary.csv per item, after the run (README, "Before deployment"): pass, fail,
+# or undecided when the interval of auc, half_life or alpha_mean straddles the bound (min is
+# compared with its lower end, max with its upper one; `use: value` compares the estimate).
 # Metrics: auc, half_life, final, survival_median, survival_censored_share, token_overhead,
-# alpha_mean; `use: ci_low | ci_high` for auc, half_life, alpha_mean.
+# alpha_mean. Undecided exits 1 like a fail: raise `samples` until it decides.
 gates:
   - {{metric: auc, policy: none, min: 0.5}}         # adherence AUC of the bare prompt
-  # - {{metric: auc, policy: none, min: 0.5, use: ci_low}}      # ... its CI's lower bound
+  # - {{metric: auc, policy: none, min: 0.5, use: value}}       # ... its point estimate
   # - {{metric: half_life, policy: periodic-64-user, min: 192}}  # never halving passes
   # - {{metric: token_overhead, policy: periodic-64-user, max: 0.5}}
   # - {{metric: final, policy: periodic-64-user, min: 0.8, items: [story]}}
