@@ -23,10 +23,13 @@ def test_until_decided_samples_the_undecided_condition_and_records_why_each_stop
 ):
     shutil.copy(CONFIGS / "bare-suite.yaml", tmp_path / "bare-suite.yaml")
     config = yaml.safe_load((CONFIGS / "tiny-gates.yaml").read_text())
-    # token_overhead gates compare values (decided at once); the AUC bound of 0.5 on the
-    # tiny random model's lowercase item is not decided by 2 samples
-    config["gates"][2] = {"metric": "auc", "policy": "none", "min": 0.5, "use": "ci_low"}
-    config["gates"][2]["items"] = ["mini-lower"]
+    # token_overhead gates compare values (decided at once); the AUC interval of the tiny
+    # random model's lowercase item cannot clear 0.5, nor fall below it, from 2 samples
+    config["gates"] = [
+        {"metric": "token_overhead", "policy": "none", "max": 0},
+        {"metric": "token_overhead", "policy": "periodic-16-user", "max": 0.05},
+        {"metric": "auc", "policy": "none", "min": 0.5, "items": ["mini-lower"]},
+    ]
     config["probe"] = {"enabled": False}
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
 

@@ -54,8 +54,8 @@ def _config(tmp_path: Path, **changes) -> Path:
         "probe": {"enabled": False},
         # clear (p 0.99) clears 0.5 soon; close (p 0.8) straddles 0.75 for long
         "gates": [
-            {"metric": "auc", "policy": "none", "min": 0.5, "use": "ci_low", "items": ["clear"]},
-            {"metric": "auc", "policy": "none", "min": 0.75, "use": "ci_low", "items": ["close"]},
+            {"metric": "auc", "policy": "none", "min": 0.5, "items": ["clear"]},
+            {"metric": "auc", "policy": "none", "min": 0.75, "items": ["close"]},
         ],
         **changes,
     }
