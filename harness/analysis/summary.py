@@ -183,6 +183,7 @@ def summarise_conditions(
     anytime: bool = False,
 ) -> pd.DataFrame:
     """summary.csv: one row per condition seen in any input, columns `summary_columns(layers)`.
+    anytime: intervals valid at every look of a sequential run (harness.sequential).
 
     layers: hidden-state indices reported as alpha_L<k> (default: middle and last). A condition
     with no divergence (probe off, or the untrained twin which generates nothing) keeps NaN in

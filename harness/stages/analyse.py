@@ -25,6 +25,11 @@ class AnalyseStage:
 
     name = "analyse"
 
+    def __init__(self, summary_only: bool = False) -> None:
+        # a sequential run's looks need summary.csv alone (the gates read it); the other
+        # files come once, from the final records
+        self.summary_only = summary_only
+
     def run(self, ctx) -> dict:
         import pandas as pd
 
@@ -32,13 +37,20 @@ class AnalyseStage:
         st = ctx.config.stats  # one level and number of draws for every interval
         windows, fits = ctx.frame("windows.csv"), ctx.frame("fits.csv")
         tokens = token_frame(ctx.records)
-        out: dict = dict(adherence_frames(windows, level=st.level, anytime=st.anytime))
         layers = default_layers(fits) if not fits.empty else []
+        # a sequential run looks at its gates after every batch: anytime-valid intervals
+        anytime = st.anytime or ctx.config.sequential is not None
         summary = summarise_conditions(
             fits if not fits.empty else None, windows, tokens, layers,
-            level=st.level, anytime=st.anytime,
+            level=st.level, anytime=anytime,
         )  # fmt: skip
-        out["summary.csv"] = summary
+        if self.summary_only:
+            bar.finish()
+            return {"summary.csv": summary}
+        out: dict = {
+            **adherence_frames(windows, level=st.level, anytime=anytime),
+            "summary.csv": summary,
+        }
         out["correlation.csv"] = correlate_alpha_behaviour(summary, level=st.level)
         divergence, nexttoken = ctx.frame("divergence.csv"), ctx.frame("nexttoken.csv")
         features = window_features(windows, divergence, nexttoken, layers)
