@@ -33,7 +33,7 @@ TOKEN_KINDS = ("generated", "injected", "restated")
 ALPHA = ["alpha", "alpha_low", "alpha_high"]  # fits.csv's alpha and its interval
 # each interval with its n (the samples it rests on) and its method (harness.stats)
 BEHAVIOUR_COLUMNS = [
-    "n_samples",
+    "n",
     "auc", "auc_low", "auc_high", "auc_n", "auc_method",
     "half_life", "half_life_low", "half_life_high", "half_life_n", "half_life_method",
     "half_life_censored",
@@ -42,7 +42,7 @@ BEHAVIOUR_COLUMNS = [
     "survival_median_method", "survival_censored_share",
 ]  # fmt: skip
 TEXT_COLUMNS = [c for c in BEHAVIOUR_COLUMNS if c.endswith("_method")]
-COUNT_COLUMNS = ["n_samples"] + [c for c in BEHAVIOUR_COLUMNS if c.endswith("_n")]
+COUNT_COLUMNS = ["n"] + [c for c in BEHAVIOUR_COLUMNS if c.endswith("_n")]
 TOKEN_COLUMNS = ["tokens_generated", "tokens_injected", "tokens_restated", "token_overhead"]
 
 
@@ -167,6 +167,7 @@ def _behaviour_table(windows: pd.DataFrame, level: float, anytime: bool) -> pd.D
     frame = summary_frame(adherence_summary(w, level=level, anytime=anytime))
     if frame.empty:
         return pd.DataFrame(columns=cols)
+    frame = frame.rename(columns={"n_samples": "n"})  # the samples every interval rests on
     n = (frame["failures"] + frame["censored"]).astype(float)
     frame["survival_censored_share"] = frame["censored"] / n.where(n > 0, math.nan)
     # Items are unique across suites, so dropping `task` merges nothing.

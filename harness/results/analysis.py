@@ -25,8 +25,9 @@ class SummaryRow(ResultRow):
     alpha_mean_low: float
     """mean of the layers' alpha_low"""
     alpha_mean_high: float
-    n_samples: int | None
-    """samples with a decided window (empty for twins: alpha only)"""
+    n: int | None
+    """samples with a decided window, the units of the adherence intervals (empty for twins:
+    alpha only)"""
     auc: float
     auc_low: float
     auc_high: float

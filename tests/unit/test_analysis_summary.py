@@ -74,7 +74,7 @@ def test_adherence_metrics_follow_the_windows():
     assert row["auc"] == pytest.approx(2 / 7)
     # 4 samples of AUC 2/7 each: the betting interval, valid at n = 4, is wide
     assert row["auc_low"] < 2 / 7 < row["auc_high"] and row["auc_method"] == "betting"
-    assert row["auc_n"] == row["n_samples"] == 4
+    assert row["auc_n"] == row["n"] == 4
     # final: 0 of 4 samples pass in the last quarter -> exact binomial
     assert row["final_method"] == "clopper-pearson"
     assert row["final_high"] == pytest.approx(1 - 0.025**0.25)

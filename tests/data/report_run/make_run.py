@@ -212,6 +212,7 @@ def build_run(out: Path) -> Path:
         }
         summary.append({
             **intervals,
+            "n": r.n_samples,
             "model": MODEL, "item": r.item, "policy": r.policy, "alpha_mean": alpha,
             "alpha_mean_low": alpha - 0.05, "alpha_mean_high": alpha + 0.05,
             "survival_censored_share": r.censored / (r.censored + r.failures),
