@@ -91,8 +91,9 @@ scoring:
 probe:
   samples: 1              # hidden-state divergence on one sample per condition
 # Checks on summary.csv per item, after the run (README, "Before deployment"): pass, fail,
-# or undecided when the interval of auc, half_life or alpha_mean straddles the bound (min is
-# compared with its lower end, max with its upper one; `use: value` compares the estimate).
+# or undecided when the interval of auc, half_life, final, survival_median or alpha_mean
+# straddles the bound (min is compared with its lower end, max with its upper one; `use:
+# value` compares the estimate).
 # Metrics: auc, half_life, final, survival_median, survival_censored_share, token_overhead,
 # alpha_mean. Undecided exits 1 like a fail: raise `samples` until it decides.
 gates:

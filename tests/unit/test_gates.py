@@ -516,3 +516,16 @@ def test_report_section_lists_the_checks_escaped_and_says_when_there_are_none(tm
         RunData(run_dir=tmp_path, problems={"gates.csv": "the file has no rows"})
     )
     assert "This run has no gates" in empty
+
+
+def test_samples_needed_uses_the_configs_interval_level(tmp_path):
+    from harness.stages.gates import gate_outputs
+
+    gate = [{"metric": "auc", "policy": "none", "min": 0.5}]
+    needed = {}
+    for level in (0.9, 0.99):
+        config = load_run_config(_write_config(tmp_path, gate, stats={"level": level}))
+        write_csv(_summary().assign(model=config.models[0]), tmp_path / "summary.csv")
+        frame = gate_outputs(config, ITEMS, tmp_path)["gates.csv"]
+        needed[level] = frame["samples_needed"][0]
+    assert needed[0.99] > needed[0.9] > 4
