@@ -56,8 +56,7 @@ def _specs(n: int, turns: int):
 def conversation_cost(engine, n: int, turns: int, turn_tokens: int) -> tuple[float, int, int]:
     """(seconds, tokens processed without cache hits, ideal tokens) for n conversations."""
     from harness.engines import SamplingSettings
-    from harness.policies import ChatFormat, run_policies
-    from harness.policies.library import NonePolicy
+    from harness.policies import ChatFormat, NonePolicy, run_policies
 
     chat = ChatFormat(engine.tokenizer)
     settings = SamplingSettings(temperature=0.7, max_tokens=turns * turn_tokens)

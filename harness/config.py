@@ -1,6 +1,6 @@
 """Pydantic models for run configs, and the loaders of run configs and task suites (the suite
-schema is `harness.suites`, the policy specs `harness.policy_specs`; their models are
-re-exported here for the callers).
+schema is `harness.suites`, the policies `harness.policies.library`, each its own spec; their
+models are re-exported here for the callers).
 
 A wrong config raises `UserError` with one line naming the file, the field and what was
 expected; the CLI turns that into exit code 2 before anything is written.
@@ -23,7 +23,7 @@ from pydantic import (
 from harness.checks.base import NonEmptyText
 from harness.checks.language import DEFAULT_CANDIDATE_LANGUAGES, LanguageCode
 from harness.errors import UserError
-from harness.policy_specs import (
+from harness.policies import (
     POLICY_NAMES,
     AdaptivePolicy,
     AttentionBiasPolicy,
@@ -34,11 +34,11 @@ from harness.policy_specs import (
     RestatePolicy,
     policy_label,
 )
-from harness.schema import Strict, added_field
+from harness.schema import Strict
 from harness.suites import TaskItem, TaskSuite, UserSimulator, UserTurn
 from harness.userfiles import read_user_text
 
-# re-exported: the suite models (harness.suites) and the policy specs (harness.policy_specs)
+# re-exported: the suite models (harness.suites) and the policies (harness.policies)
 __all__ = [
     "POLICY_NAMES", "AdaptivePolicy", "AttentionBiasPolicy", "NonePolicy", "PeriodicPolicy",
     "Placement", "PolicySpec", "RestatePolicy", "TaskItem", "TaskSuite", "UserSimulator",
@@ -112,7 +112,7 @@ class GenerationConfig(Strict):
     max_model_len: int | None = Field(None, gt=0)
     # Conversations: max new tokens per assistant turn (a turn ends at EOS or here);
     # max_tokens stays the conversation's total budget of generated tokens.
-    turn_tokens: int | None = added_field(gt=0)
+    turn_tokens: int | None = Field(None, gt=0)
 
     @model_validator(mode="after")
     def _turn_fits(self) -> GenerationConfig:
@@ -206,7 +206,7 @@ class RunConfig(Strict):
     policies: list[PolicySpec] = Field(min_length=1)
     # Conversation items run under these when given (else under `policies`), so one config
     # compares within-reply policies on single replies and between-turn ones on conversations.
-    conversation_policies: list[PolicySpec] | None = added_field(min_length=1)
+    conversation_policies: list[PolicySpec] | None = Field(None, min_length=1)
     samples: int = Field(4, gt=0)
     generation: GenerationConfig = GenerationConfig()
     scoring: ScoringConfig = ScoringConfig()
@@ -259,13 +259,11 @@ class RunConfig(Strict):
         return self
 
     def run_id(self) -> str:
-        """First 12 hex of sha256 of the config JSON. Gates are left out: they judge results
-        without changing them, so editing a threshold keeps the run (and configs without
-        gates keep the id they had before gates existed). Likewise an absent `forks`."""
+        """First 12 hex of sha256 of the config JSON, every field in it but `gates`: a gate
+        judges results without changing them, so editing a threshold keeps the run."""
         import hashlib
 
-        exclude = {"gates"} | ({"forks"} if self.forks is None else set())
-        text = self.model_dump_json(exclude=exclude)
+        text = self.model_dump_json(exclude={"gates"})
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

@@ -1,60 +1,45 @@
-"""Restatement and re-injection policies that drive an Engine in segments."""
+"""Restatement and re-injection policies that drive an Engine in segments: each policy class
+(`library`) is the config's spec and the running policy in one; `bind` gives it the run's
+settings before `run_policies`."""
 
 from __future__ import annotations
 
 from harness.chat import ChatFormat
-from harness.policies.base import Policy, SampleSpec, SampleState, run_policies, run_policy
+from harness.policies.base import (
+    Policy,
+    SampleSpec,
+    SampleState,
+    policy_label,
+    run_policies,
+    run_policy,
+)
 from harness.policies.library import (
+    POLICY_NAMES,
     AdaptivePolicy,
     AttentionBiasPolicy,
     NonePolicy,
     PeriodicPolicy,
+    Placement,
+    PolicySpec,
     RestatePolicy,
     ViolationHook,
 )
 
 __all__ = [
+    "POLICY_NAMES",
+    "AdaptivePolicy",
+    "AttentionBiasPolicy",
     "ChatFormat",
+    "NonePolicy",
+    "PeriodicPolicy",
+    "Placement",
     "Policy",
+    "PolicySpec",
+    "RestatePolicy",
     "SampleSpec",
     "SampleState",
-    "make_policy",
+    "ViolationHook",
+    "policy_label",
     "run_policies",
     "run_policy",
 ]
-
-
-def make_policy(
-    spec, continue_on_eos: bool = False, violates: ViolationHook | None = None
-) -> Policy:
-    """Build a policy from its config model (harness.config.PolicySpec), labelled as the config
-    labels it, so records, manifest and reports name a policy one way."""
-    from harness.config import policy_label
-
-    policy = _build_policy(spec, continue_on_eos, violates)
-    policy.label = policy_label(spec)
-    return policy
-
-
-def _build_policy(spec, continue_on_eos: bool, violates: ViolationHook | None) -> Policy:
-    from harness.errors import UserError
-
-    name = spec.name
-    if name == "none":
-        return NonePolicy(continue_on_eos)
-    if name == "restate":
-        return RestatePolicy(continue_on_eos)
-    if name == "periodic":
-        return PeriodicPolicy(
-            spec.every, spec.placement, spec.text, continue_on_eos, every_turns=spec.every_turns
-        )
-    if name == "adaptive":
-        if violates is None:
-            raise UserError("policy adaptive needs the task's checks to score windows")
-        on_turn = spec.on == "turn"
-        return AdaptivePolicy(
-            spec.every, violates, spec.placement, spec.text, continue_on_eos, on_turn=on_turn
-        )
-    if name == "attention_bias":
-        return AttentionBiasPolicy(spec.lam, continue_on_eos)
-    raise UserError(f"unknown policy '{name}'")

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Self
+
+from pydantic import BaseModel, PrivateAttr
 
 from harness.chat import ChatFormat
 from harness.engines.base import (
@@ -16,6 +19,7 @@ from harness.engines.base import (
 )
 from harness.errors import UserError
 from harness.records import GenerationRecord, Segment, TokenCounts
+from harness.schema import Strict
 
 CONTINUE_TEXT = "Continue."
 
@@ -89,12 +93,33 @@ class SampleState:
         )
 
 
-class Policy:
-    """Base: generate to the budget in one round. Subclasses change the round length, the
-    start of the assistant turn, and what is injected between rounds."""
+class Policy(Strict):
+    """Base of the policies (`harness.policies.library`), each a config spec too: generate to
+    the budget in one round. Subclasses change the round length, the start of the assistant
+    turn, and what is injected between rounds."""
 
-    label = "none"
-    continue_on_eos = False
+    name: str
+    _continue_on_eos: bool = PrivateAttr(False)
+
+    def bind(self, continue_on_eos: bool = False, violates=None) -> Self:
+        """This policy with the run's settings: `continue_on_eos` (a `Continue.` turn at EOS
+        until the budget is spent); `violates` is the window check adaptive reminds on."""
+        bound = self.model_copy()
+        bound._continue_on_eos = continue_on_eos
+        return bound
+
+    @property
+    def continue_on_eos(self) -> bool:
+        return self._continue_on_eos
+
+    @property
+    def label(self) -> str:
+        return policy_label(self)
+
+    @property
+    def between_turns(self) -> bool:
+        """True when the policy reminds between the turns of a conversation."""
+        return False
 
     def prepare(self, chat: ChatFormat, engine: Engine, states: list[SampleState]) -> None:
         """Hook run once before the first round (checks, restatement, engine set-up)."""
@@ -111,11 +136,25 @@ class Policy:
         return 0
 
     def turn_reminder(self, chat: ChatFormat, state: SampleState) -> str | None:
-        """Conversations: the reminder to add before user turn `state.turn + 1` (None: none).
-        Called once per turn, after the reply to `state.turn` ended."""
+        """Conversations: the reminder to add before user turn `state.turn + 1` (None: none),
+        at the policy's `placement`. Called once per turn, after the reply to `state.turn`
+        ended."""
         return None
 
-    placement = "user"  # where turn_reminder's text goes: a system turn or the user message
+
+def policy_label(policy: BaseModel) -> str:
+    """The policy's one name in records, manifest and reports, e.g. `periodic-128-user`,
+    `attention_bias-1` (numbers as `:g` writes them, so lam 1.0 and 1 label alike); between
+    turns `periodic-turns2-user`, `adaptive-turn-user`."""
+    data = policy.model_dump(exclude_none=True)
+    name = data.pop("name")
+    data.pop("text", None)
+    if "every_turns" in data:
+        data = {"every": f"turns{data.pop('every_turns')}", **data}
+    if "on" in data:
+        data = {"on": data.pop("on"), **data}
+    values = (f"{v:g}" if isinstance(v, float) else str(v) for v in data.values())
+    return "-".join([name, *values])
 
 
 def reminder_ids(chat: ChatFormat, placement: str, text: str, last: int | None) -> list[int]:

@@ -1,29 +1,38 @@
-"""The policies: none, restate, periodic, adaptive, attention_bias."""
+"""The policies: none, restate, periodic, adaptive, attention_bias.
+
+Each class is at once the config's spec (a pydantic model of `policies:` and
+`conversation_policies:`, validated there and only there) and the policy that drives
+generation (`harness.policies.base.Policy`). `bind` gives it the run's settings
+(`continue_on_eos`, and the window check adaptive reminds on); `label` names it everywhere.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import Field, PrivateAttr, model_validator
 
 from harness.chat import ChatFormat
-from harness.engines.base import Engine
+from harness.checks.base import NonEmptyText
+from harness.engines.base import Engine, PromptBias
 from harness.errors import UserError
 from harness.policies.base import Policy, SampleSpec, SampleState, reminder_ids
+from harness.policies.conversation import reply_text
 
 # (sample state, text of the last window) -> True when the window violates the task's checks
 ViolationHook = Callable[[SampleState, str], bool]
+Placement = Literal["system", "user", "inline"]
 
 
 class NonePolicy(Policy):
-    label = "none"
-
-    def __init__(self, continue_on_eos: bool = False) -> None:
-        self.continue_on_eos = continue_on_eos
+    name: Literal["none"] = "none"
 
 
-class RestatePolicy(NonePolicy):
+class RestatePolicy(Policy):
     """The assistant turn starts with the item's restatement, which the model continues."""
 
-    label = "restate"
+    name: Literal["restate"] = "restate"
 
     def prepare(self, chat: ChatFormat, engine: Engine, states: list[SampleState]) -> None:
         for state in states:
@@ -38,43 +47,38 @@ class RestatePolicy(NonePolicy):
         return len(chat.encode(spec.restatement))
 
 
-class PeriodicPolicy(NonePolicy):
-    """Every `every` generated tokens, inject the reminder into every unfinished sample; in a
-    conversation (`every_turns`), before every `every_turns`-th user turn."""
+class _Reminding(Policy):
+    """What periodic and adaptive share: a reminder (`text`, else the item's) at `placement`,
+    every `every` generated tokens within one reply, or between the turns of a conversation
+    (`between_turns`, decided by `turn_due`)."""
 
-    def __init__(
-        self,
-        every: int | None,
-        placement: str = "user",
-        text: str | None = None,
-        continue_on_eos: bool = False,
-        every_turns: int | None = None,
-    ) -> None:
-        if (every is None) == (every_turns is None):
-            raise UserError(f"policy {self.kind}: give exactly one rhythm (every or every_turns)")
-        if (every or every_turns) <= 0:
-            raise UserError(f"policy every={every or every_turns}: must be a positive number")
-        if placement not in ("system", "user", "inline"):
-            raise UserError(f"unknown placement '{placement}' (expected system, user or inline)")
-        if text is not None and not text.strip():
-            raise UserError("policy reminder text is empty")
-        super().__init__(continue_on_eos)
-        self.every, self.placement, self.text = every, placement, text
-        self.every_turns = every_turns
-        rhythm = every if every is not None else f"turns{every_turns}"
-        self.label = f"{self.kind}-{rhythm}-{placement}"
+    every: int | None = Field(None, gt=0)
+    placement: Placement = "user"
+    text: NonEmptyText | None = None  # None: the task item's reminder
 
-    kind = "periodic"
+    def _check_rhythm(self, turn_rhythm: Any, what: str) -> None:
+        if (self.every is None) == (turn_rhythm is None):
+            raise ValueError(f"{self.name} needs exactly one of every (tokens) or {what}")
+        if turn_rhythm is not None and self.placement == "inline":
+            raise ValueError(f"{what} reminds between turns: placement system or user")
 
-    def _text(self, spec: SampleSpec) -> str:
+    def reminder_text(self, spec: SampleSpec) -> str:
         text = self.text or spec.reminder
         if not text.strip():
-            raise UserError(f"policy '{self.kind}': reminder text is empty")
+            raise UserError(f"policy '{self.name}': reminder text is empty")
         return text
+
+    def turn_due(self, chat: ChatFormat, state: SampleState) -> bool:
+        raise NotImplementedError
+
+    def turn_reminder(self, chat: ChatFormat, state: SampleState) -> str | None:
+        if not self.between_turns or not self.turn_due(chat, state):
+            return None
+        return self.reminder_text(state.spec)
 
     def prepare(self, chat: ChatFormat, engine: Engine, states: list[SampleState]) -> None:
         for state in states:  # fail before generating: bad placement / empty text
-            reminder_ids(chat, self.placement, self._text(state.spec), None)
+            reminder_ids(chat, self.placement, self.reminder_text(state.spec), None)
 
     def round_tokens(self, state: SampleState, remaining: int) -> int:
         if self.every is None:  # a between-turns policy never cuts a reply
@@ -87,55 +91,81 @@ class PeriodicPolicy(NonePolicy):
             return False
         return state.generated > 0 and state.generated % self.every == 0
 
-    def turn_reminder(self, chat: ChatFormat, state: SampleState) -> str | None:
-        # user turns count from 1 (the prompt's): remind before turns k, 2k, 3k, ...
-        if self.every_turns is None or (state.turn + 1) % self.every_turns:
-            return None
-        return self._text(state.spec)
-
-    def inject(self, chat: ChatFormat, states: list[SampleState]) -> dict[int, list[int]]:
-        return {
-            i: reminder_ids(chat, self.placement, self._text(s.spec), s.continuation[-1])
-            for i, s in enumerate(states)
-            if self.due(s)
-        }
+    def _reminder_ids(self, chat: ChatFormat, state: SampleState) -> list[int]:
+        text = self.reminder_text(state.spec)
+        return reminder_ids(chat, self.placement, text, state.continuation[-1])
 
     def injection_budget(self, chat: ChatFormat, spec: SampleSpec, max_tokens: int) -> int:
         if self.every is None:  # conversations are checked by `conversation_floor`
             return 0
-        per = len(reminder_ids(chat, self.placement, self._text(spec), None)) + 1
+        per = len(reminder_ids(chat, self.placement, self.reminder_text(spec), None)) + 1
         return per * (max_tokens // self.every)
 
 
-class AdaptivePolicy(PeriodicPolicy):
-    """Every `every` tokens score the last window; remind only the samples that violate. In a
-    conversation (`on_turn`): score each reply whole, and remind before the next user turn
-    after a failing one."""
+class PeriodicPolicy(_Reminding):
+    """Within one reply: a reminder every `every` generated tokens, into every unfinished
+    sample. In a conversation: before every `every_turns`-th user turn (turns 2..K; turn 1 is
+    the prompt)."""
 
-    kind = "adaptive"
+    name: Literal["periodic"] = "periodic"
+    every_turns: int | None = Field(None, gt=0)
 
-    def __init__(
-        self,
-        every: int | None,
-        violates: ViolationHook,
-        placement: str = "user",
-        text: str | None = None,
-        continue_on_eos: bool = False,
-        on_turn: bool = False,
-    ) -> None:
-        if on_turn:  # the base class wants one rhythm: a turn-by-turn one here
-            super().__init__(None, placement, text, continue_on_eos, every_turns=1)
-            self.label = f"{self.kind}-turn-{placement}"
-        else:
-            super().__init__(every, placement, text, continue_on_eos)
-        self.violates = violates
+    @model_validator(mode="after")
+    def _one_rhythm(self) -> PeriodicPolicy:
+        self._check_rhythm(self.every_turns, "every_turns")
+        return self
 
-    def turn_reminder(self, chat: ChatFormat, state: SampleState) -> str | None:
-        from harness.policies.conversation import reply_text
+    @property
+    def between_turns(self) -> bool:
+        return self.every_turns is not None
 
-        if self.every_turns is None or not self.violates(state, reply_text(state, chat)):
-            return None
-        return self._text(state.spec)
+    def turn_due(self, chat: ChatFormat, state: SampleState) -> bool:
+        # user turns count from 1 (the prompt's): remind before turns k, 2k, 3k, ...
+        return (state.turn + 1) % self.every_turns == 0
+
+    def inject(self, chat: ChatFormat, states: list[SampleState]) -> dict[int, list[int]]:
+        return {i: self._reminder_ids(chat, s) for i, s in enumerate(states) if self.due(s)}
+
+
+class AdaptivePolicy(_Reminding):
+    """Within one reply: every `every` tokens score the last `every` generated tokens, and
+    remind only the samples that violate. In a conversation (`on: turn`): score each reply
+    whole, and remind before the user turn that follows a failing one."""
+
+    name: Literal["adaptive"] = "adaptive"
+    on: Literal["turn"] | None = None
+    _violates: ViolationHook | None = PrivateAttr(None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _yaml_on(cls, data: Any) -> Any:
+        # YAML 1.1 reads the bare key `on` as the boolean true
+        if isinstance(data, dict) and True in data:
+            data = {("on" if k is True else k): v for k, v in data.items()}
+        return data
+
+    @model_validator(mode="after")
+    def _one_rhythm(self) -> AdaptivePolicy:
+        self._check_rhythm(self.on, "on: turn")
+        return self
+
+    @property
+    def between_turns(self) -> bool:
+        return self.on is not None
+
+    def bind(self, continue_on_eos: bool = False, violates: ViolationHook | None = None) -> Self:
+        if violates is None:
+            raise UserError("policy adaptive needs the task's checks to score windows")
+        bound = super().bind(continue_on_eos)
+        bound._violates = violates
+        return bound
+
+    def _fails(self, state: SampleState, text: str) -> bool:
+        assert self._violates is not None, "an adaptive policy runs bound (`bind`)"
+        return self._violates(state, text)
+
+    def turn_due(self, chat: ChatFormat, state: SampleState) -> bool:
+        return self._fails(state, reply_text(state, chat))
 
     def inject(self, chat: ChatFormat, states: list[SampleState]) -> dict[int, list[int]]:
         out = {}
@@ -148,32 +178,31 @@ class AdaptivePolicy(PeriodicPolicy):
                 if seg.kind == "generated"
                 for tok in state.continuation[seg.start : seg.end]
             ][-self.every :]
-            if self.violates(state, chat.tokenizer.decode(window, skip_special_tokens=True)):
-                out[i] = reminder_ids(
-                    chat, self.placement, self._text(state.spec), state.continuation[-1]
-                )
+            if self._fails(state, chat.tokenizer.decode(window, skip_special_tokens=True)):
+                out[i] = self._reminder_ids(chat, state)
         return out
 
 
-class AttentionBiasPolicy(NonePolicy):
+class AttentionBiasPolicy(Policy):
     """Adds lam * log((P + t) / P) to the attention logits of the system-prompt keys."""
 
-    def __init__(self, lam: float, continue_on_eos: bool = False) -> None:
-        if lam < 0:
-            raise UserError(f"policy attention_bias lam={lam}: must be >= 0")
-        super().__init__(continue_on_eos)
-        self.lam = lam
-        self.label = f"attention_bias-{lam:g}"
+    name: Literal["attention_bias"] = "attention_bias"
+    lam: float = Field(ge=0)
 
     def prepare(self, chat: ChatFormat, engine: Engine, states: list[SampleState]) -> None:
         if engine.name != "hf":
             raise UserError(
                 "policy attention_bias needs generation.engine: hf (vLLM kernels take no bias)"
             )
-        from harness.engines.base import PromptBias
-
         for state in states:
             if not state.spec.system:
                 raise UserError("policy attention_bias needs a system prompt to bias toward")
             prefix = chat.system_prefix_len(state.spec.system, state.spec.user)
             state.bias = PromptBias(lam=self.lam, prefix_len=prefix)
+
+
+PolicySpec = Annotated[
+    NonePolicy | RestatePolicy | PeriodicPolicy | AdaptivePolicy | AttentionBiasPolicy,
+    Field(discriminator="name"),
+]
+POLICY_NAMES = ("none", "restate", "periodic", "adaptive", "attention_bias")

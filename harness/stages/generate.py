@@ -17,11 +17,11 @@ from harness.engines import SamplingSettings, make_engine
 from harness.engines.pool import EnginePool
 from harness.models import ResolvedModel
 from harness.plan import Selected
-from harness.policies import ChatFormat, SampleSpec, make_policy, run_policies
+from harness.policies import ChatFormat, SampleSpec, run_policies
 from harness.policies.base import SimulatorSpec
 from harness.policies.conversation import Simulators
 from harness.records import GenerationRecord
-from harness.store import RunStore, content_key
+from harness.store import RunStore, unit_key
 
 STAGE = "generate"
 
@@ -35,7 +35,7 @@ def sample_seed(base: int, item_id: str, sample: int) -> int:
 def _specs(config: RunConfig, model: str, items: list[Selected], run_id: str) -> list[SampleSpec]:
     # An item without a reminder is reminded of its system prompt, verbatim (the "repeat the
     # system prompt" baseline); one without a restatement gets "", which `restate` refuses
-    # (check_generation). Items with both texts keep their specs, hence their cache keys.
+    # (check_generation).
     return [
         SampleSpec(
             system=sel.item.system,
@@ -121,31 +121,36 @@ def sampling_settings(config: RunConfig) -> SamplingSettings:
     return SamplingSettings(temperature=gen.temperature, top_p=gen.top_p, max_tokens=gen.max_tokens)
 
 
-def unit_key(config: RunConfig, model: ResolvedModel, policy, specs, items) -> str:
+def generation_key(config: RunConfig, model: ResolvedModel, policy, specs, items) -> str:
     """One (model, policy) unit: everything its records depend on. The adaptive policy also
-    depends on the items' checks (they decide when it injects), so its key holds them."""
+    depends on the items' checks (they decide when it injects), and conversations on
+    `turn_tokens`; where a part does not apply it is None, so the key keeps its shape."""
     gen = config.generation
-    sampling = sampling_settings(config)
-    # Single replies keep the key they had before conversations existed.
-    item_key = [
-        (s.meta["item"], s.system, s.user, s.reminder, s.restatement, s.seed)
-        + ((s.turns, s.simulator and asdict(s.simulator)) if s.conversation else ())
+    samples = [
+        {
+            "item": s.meta["item"],
+            "system": s.system,
+            "user": s.user,
+            "reminder": s.reminder,
+            "restatement": s.restatement,
+            "seed": s.seed,
+            "turns": s.turns,
+            "simulator": s.simulator and asdict(s.simulator),
+        }
         for s in specs
     ]
     talks = any(s.conversation for s in specs)
     checks = [[c.model_dump() for c in sel.item.checks] for sel in items]
-    return content_key(
-        STAGE,
-        model.content_key,
-        policy.model_dump(),
-        item_key,
-        sampling.model_dump(),
-        gen.engine,
-        gen.continue_on_eos,
-        config.scoring.languages,
-        *([checks] if policy.name == "adaptive" else []),
-        *([{"turn_tokens": gen.turn_tokens}] if talks else []),
-    )
+    params = {
+        "policy": policy.model_dump(),
+        "sampling": sampling_settings(config).model_dump(),
+        "engine": gen.engine,
+        "continue_on_eos": gen.continue_on_eos,
+        "languages": config.scoring.languages,
+        "checks": checks if policy.name == "adaptive" else None,
+        "turn_tokens": gen.turn_tokens if talks else None,
+    }
+    return unit_key(STAGE, model=model.content_key, inputs=samples, params=params)
 
 
 def generate_stage(
@@ -165,7 +170,7 @@ def generate_stage(
     units = policy_units(config, items)
     unit_specs = [_specs(config, model.name, unit_items, run_id) for _, unit_items in units]
     keys = [
-        unit_key(config, model, spec, specs, unit_items)
+        generation_key(config, model, spec, specs, unit_items)
         for (spec, unit_items), specs in zip(units, unit_specs, strict=True)
     ]
     missing = [i for i, key in enumerate(keys) if not store.has(STAGE, key)]
@@ -176,10 +181,7 @@ def generate_stage(
             engine = make_engine(gen.engine, model.path, **engine_options(config))
         chat = ChatFormat(engine.tokenizer)
         violates = _violation_hook(config, items)
-        groups = [
-            (make_policy(units[i][0], gen.continue_on_eos, violates), unit_specs[i])
-            for i in missing
-        ]
+        groups = [(units[i][0].bind(gen.continue_on_eos, violates), unit_specs[i]) for i in missing]
         simulators = Simulators(_simulator_factory(config, items))
 
         def store_group(index: int, records: list[GenerationRecord]) -> None:
@@ -247,7 +249,6 @@ def check_generation(config: RunConfig, items: list[Selected], model: ResolvedMo
     from transformers import AutoTokenizer
 
     from harness.errors import UserError
-    from harness.policies.base import reminder_ids
 
     tokenizer = AutoTokenizer.from_pretrained(model.path)
     chat = ChatFormat(tokenizer)
@@ -257,7 +258,7 @@ def check_generation(config: RunConfig, items: list[Selected], model: ResolvedMo
         context = min(context, config.generation.max_model_len)
     budget = config.generation.max_tokens
     for spec, unit_items in policy_units(config, items):
-        policy = make_policy(spec, config.generation.continue_on_eos, violates=lambda *_: False)
+        policy = spec.bind(config.generation.continue_on_eos, violates=lambda *_: False)
         for sel in unit_items:
             where = f"item '{sel.item.id}', policy '{policy_label(spec)}'"
             if spec.name == "restate" and not sel.item.restatement:
@@ -267,16 +268,13 @@ def check_generation(config: RunConfig, items: list[Selected], model: ResolvedMo
             if sel.item.is_conversation:
                 _check_conversation(config, chat, policy, spec, sample, context, where)
                 continue
-            if getattr(spec, "between_turns", False):
+            if spec.between_turns:
                 raise UserError(
                     f"{where}: reminders between turns need a conversation item (`turns` or "
                     "`user_simulator`); list the policy under `conversation_policies`"
                 )
             try:
                 prompt = chat.prompt_ids(sample.system, sample.user)
-                placement = getattr(spec, "placement", None)
-                if placement:
-                    reminder_ids(chat, placement, spec.text or sample.reminder, None)
                 extra = policy.injection_budget(chat, sample, budget)
             except UserError as exc:
                 raise UserError(f"{where}: {exc}") from None

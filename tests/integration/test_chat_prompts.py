@@ -11,8 +11,7 @@ import pytest
 from harness.chat import TEMPLATE_DEFAULT, ChatFormat
 from harness.config import ProbeConfig, load_run_config
 from harness.engines import GenerationResult, SamplingSettings
-from harness.policies import SampleSpec, run_policy
-from harness.policies.library import NonePolicy
+from harness.policies import NonePolicy, SampleSpec, run_policy
 from harness.probes.pairs import DEFAULT_SYSTEM, NO_SYSTEM, PairSpec, pair_prompt_ids
 from harness.stages.probe import baseline_ids
 

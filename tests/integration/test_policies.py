@@ -7,12 +7,14 @@ import pytest
 
 from harness.engines import SamplingSettings
 from harness.errors import UserError
-from harness.policies import ChatFormat, SampleSpec, run_policy
-from harness.policies.library import (
+from harness.policies import (
     AdaptivePolicy,
+    ChatFormat,
     NonePolicy,
     PeriodicPolicy,
     RestatePolicy,
+    SampleSpec,
+    run_policy,
 )
 
 pytestmark = pytest.mark.integration
@@ -43,7 +45,7 @@ def test_periodic_user_injects_exactly_every_k_generated_tokens(vllm_engine):
     chat = ChatFormat(vllm_engine.tokenizer)
     settings = SamplingSettings(temperature=0.7, max_tokens=96)
     # continue_on_eos keeps every sample running to the full budget
-    policy = PeriodicPolicy(every=32, placement="user", continue_on_eos=True)
+    policy = PeriodicPolicy(every=32, placement="user").bind(continue_on_eos=True)
     records = run_policy(policy, vllm_engine, chat, _specs(), settings)
     reminder = chat.turn_ids("user", f"Reminder: {REMINDER} Continue.", None)
     for record in records:
@@ -92,7 +94,7 @@ def test_adaptive_reminds_only_violating_samples(vllm_engine):
         seen_windows.append(window_text)
         return state.spec.meta["sample"] == 0  # only sample 0 "violates"
 
-    policy = AdaptivePolicy(every=16, violates=violates, continue_on_eos=True)
+    policy = AdaptivePolicy(every=16).bind(continue_on_eos=True, violates=violates)
     records = run_policy(
         policy, vllm_engine, chat, _specs(2), SamplingSettings(temperature=0.7, max_tokens=48)
     )

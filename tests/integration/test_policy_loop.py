@@ -6,8 +6,16 @@ from __future__ import annotations
 import pytest
 
 from harness.engines import GenerationResult, SamplingSettings
-from harness.policies import ChatFormat, SampleSpec, run_policies, run_policy
-from harness.policies.library import AdaptivePolicy, NonePolicy, PeriodicPolicy, RestatePolicy
+from harness.policies import (
+    AdaptivePolicy,
+    ChatFormat,
+    NonePolicy,
+    PeriodicPolicy,
+    RestatePolicy,
+    SampleSpec,
+    run_policies,
+    run_policy,
+)
 
 pytestmark = pytest.mark.integration
 WORD = 1234  # a plain token id the scripted engine emits
@@ -90,7 +98,11 @@ def test_eos_continue_turn_is_a_segment_and_budget_is_generated_tokens(chat):
     # sample 0's first round (seed 0 * 7919 + 0 = 0) ends with EOS after 4 tokens
     engine = ScriptedEngine(chat.tokenizer, eos_at={0: 4})
     records = run_policy(
-        NonePolicy(continue_on_eos=True), engine, chat, _specs(2), SamplingSettings(max_tokens=20)
+        NonePolicy().bind(continue_on_eos=True),
+        engine,
+        chat,
+        _specs(2),
+        SamplingSettings(max_tokens=20),
     )
     first = records[0]
     assert [(s.kind, s.source) for s in first.segments] == [
@@ -129,7 +141,7 @@ def test_adaptive_reads_only_generated_text_of_the_last_window(chat):
         return state.spec.meta["sample"] == 1
 
     records = run_policy(
-        AdaptivePolicy(every=8, violates=violates), ScriptedEngine(chat.tokenizer), chat,
+        AdaptivePolicy(every=8).bind(violates=violates), ScriptedEngine(chat.tokenizer), chat,
         _specs(2), SamplingSettings(max_tokens=24),
     )  # fmt: skip
     assert [sum(s.source == "reminder" for s in r.segments) for r in records] == [0, 2]
@@ -168,11 +180,11 @@ def test_continuous_batching_gives_the_records_of_the_round_loop(chat):
             return state.spec.seed % 2 == 0
 
         return [
-            (NonePolicy(continue_on_eos=True), _specs(3)),
-            (RestatePolicy(continue_on_eos=True), _specs(3)),
-            (PeriodicPolicy(every=16, continue_on_eos=True), _specs(3)),
-            (AdaptivePolicy(every=8, violates=violates, continue_on_eos=True), _specs(3)),
-            (PeriodicPolicy(None, "system", every_turns=2), _conversation_specs(2)),
+            (NonePolicy().bind(continue_on_eos=True), _specs(3)),
+            (RestatePolicy().bind(continue_on_eos=True), _specs(3)),
+            (PeriodicPolicy(every=16).bind(continue_on_eos=True), _specs(3)),
+            (AdaptivePolicy(every=8).bind(continue_on_eos=True, violates=violates), _specs(3)),
+            (PeriodicPolicy(placement="system", every_turns=2), _conversation_specs(2)),
         ]
 
     rounds = run_policies(groups(), ScriptedEngine(chat.tokenizer, eos), chat, settings,

@@ -7,10 +7,17 @@ from __future__ import annotations
 import pytest
 
 from harness.engines import GenerationResult, SamplingSettings
-from harness.policies import ChatFormat, SampleSpec, run_policies
+from harness.policies import (
+    AdaptivePolicy,
+    ChatFormat,
+    NonePolicy,
+    PeriodicPolicy,
+    RestatePolicy,
+    SampleSpec,
+    run_policies,
+)
 from harness.policies.base import SimulatorSpec
 from harness.policies.conversation import Simulators
-from harness.policies.library import AdaptivePolicy, NonePolicy, PeriodicPolicy, RestatePolicy
 
 EOS = 0
 
@@ -164,7 +171,7 @@ def test_user_turn_pieces_split_markup_from_text():
     ],
 )
 def test_periodic_every_turns_places_the_reminder(placement, turn3):
-    policy = PeriodicPolicy(None, placement, every_turns=3)
+    policy = PeriodicPolicy(placement=placement, every_turns=3)
     spec = _spec(turns=[("U2", False), ("U3", False), ("U4", False)])
     replies = {1: "a$", 2: "b$", 3: "c$", 4: "d$"}
     record, _ = _run(policy, spec, replies)
@@ -188,7 +195,9 @@ def test_adaptive_on_turn_reminds_after_a_failing_reply_only():
 
     spec = _spec(turns=[("U2", False), ("U3", False), ("U4", False)])
     replies = {1: "fine$", 2: "BAD$", 3: "fine$", 4: "end$"}
-    record, _ = _run(AdaptivePolicy(None, violates, "system", on_turn=True), spec, replies)
+    record, _ = _run(
+        AdaptivePolicy(placement="system", on="turn").bind(violates=violates), spec, replies
+    )
     injected = [(s.turn, s.text) for s in record.segments if s.kind == "injected"]
     assert injected == [(3, "R")]  # before the user turn that follows the failing reply 2
     assert seen == [(1, "fine"), (2, "BAD"), (3, "fine")]  # the last reply has no next turn

@@ -4,8 +4,14 @@ a record handed to on_group_done is the record returned (and never changes after
 from __future__ import annotations
 
 from harness.engines import GenerationResult, SamplingSettings
-from harness.policies import ChatFormat, SampleSpec, run_policies
-from harness.policies.library import NonePolicy, PeriodicPolicy, RestatePolicy
+from harness.policies import (
+    ChatFormat,
+    NonePolicy,
+    PeriodicPolicy,
+    RestatePolicy,
+    SampleSpec,
+    run_policies,
+)
 
 WORD = ord("w")
 
