@@ -12,7 +12,7 @@ from pathlib import Path
 
 from harness.config import RunConfig, TaskItem, TaskSuite, load_run_config_and_suites
 from harness.errors import UserError
-from harness.models import ResolvedModel
+from harness.models import ResolvedModel, untrained_name
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def plan_run(config_path: Path, out: Path | None = None) -> RunPlan:
         for model in models:
             _check_probe_layers(config, model)
     twins = (
-        {m.name: resolve_model(f"untrained:{m.name}") for m in models if m.source != "untrained"}
+        {m.name: resolve_model(untrained_name(m.name)) for m in models if m.source != "untrained"}
         if config.probe.enabled and config.probe.untrained_twin
         else {}
     )

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import typer
 
+from harness.models import is_untrained, parse_model_name, untrained_name
+
 TABLE_METRIC = "l2"
 
 
@@ -121,11 +123,9 @@ def probe_command(
     if compare is not None:
         if compare != "untrained":
             raise UserError(f"--compare supports only 'untrained', got '{compare}'")
-        if model.startswith("untrained:"):
+        if is_untrained(model):
             raise UserError("--compare untrained needs a trained --model")
-        models.append(f"untrained:{model}")
-    from harness.models import parse_model_name
-
+        models.append(untrained_name(model))
     for name in models:
         parse_model_name(name)
     if backend == "auto":

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from harness.report.derive import is_untrained
+from harness.models import is_untrained
 from harness.report.html import esc as label
 from harness.report.verdicts import policy_order
 

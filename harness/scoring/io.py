@@ -16,11 +16,10 @@ def load_tokenizer(name: str | None):
     """The tokenizer of a zoo model (default: the embedded model), loaded once per process."""
     from transformers import AutoTokenizer
 
-    from harness.models import EMBEDDED_MODEL, resolve_model
+    from harness.models import EMBEDDED_MODEL, resolve_model, trained_name
 
-    name = name or EMBEDDED_MODEL
-    if name.startswith("untrained:"):  # same tokenizer as the trained model; skip the init
-        name = name.removeprefix("untrained:").split("@", 1)[0]
+    # an untrained twin has its base's tokenizer: resolving the base skips the random init
+    name = trained_name(name or EMBEDDED_MODEL)
     return AutoTokenizer.from_pretrained(resolve_model(name).path)
 
 
