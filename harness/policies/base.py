@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Self
 
-from pydantic import BaseModel, PrivateAttr
+from pydantic import PrivateAttr
 
 from harness.chat import ChatFormat
 from harness.engines.base import (
@@ -142,7 +142,7 @@ class Policy(Strict):
         return None
 
 
-def policy_label(policy: BaseModel) -> str:
+def policy_label(policy: Policy) -> str:
     """The policy's one name in records, manifest and reports, e.g. `periodic-128-user`,
     `attention_bias-1` (numbers as `:g` writes them, so lam 1.0 and 1 label alike); between
     turns `periodic-turns2-user`, `adaptive-turn-user`."""
