@@ -1,5 +1,6 @@
 # `make demo`: set up (idempotent) and run the main job on the embedded model.
 # `make test`: set up (idempotent) and run the whole test suite.
+# `make bench`: list the benchmarks of bench/ (`harness bench NAME` runs one; docs/performance.md).
 .PHONY: setup demo test lint bench
 
 setup:
@@ -14,3 +15,6 @@ test:
 
 lint:
 	.venv/bin/ruff check . && .venv/bin/ruff format --check .
+
+bench: setup
+	.venv/bin/harness bench

@@ -1,9 +1,16 @@
 """Shared fixtures. Models are built once per machine (cached under HARNESS_CACHE or the user
-cache dir) and loaded once per test session; tests treat them as read-only."""
+cache dir) and loaded once per test session; tests treat them as read-only.
+
+The markers say what a test starts (tests/README.md): a test without `integration` or `e2e`
+may start no model, and `ModelGuard` fails it if it tries (importing vLLM, starting a vLLM
+engine, instantiating a transformers model or building a model folder)."""
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,13 +29,126 @@ def _has_cuda() -> bool:
         return False
 
 
+def marker_problem(item) -> str:
+    """What is wrong with a test's markers by the rule of tests/README.md ("" if nothing)."""
+    marks = {m for m in ("integration", "e2e", "slow") if item.get_closest_marker(m)}
+    tier = Path(str(item.path)).parent.name
+    if tier in ("integration", "e2e") and tier not in marks:
+        return f"a test under tests/{tier}/ needs the `{tier}` marker"
+    if {"e2e", "integration"} <= marks and "slow" not in marks:
+        return "an e2e test that loads a model is `slow` too"
+    return ""
+
+
 def pytest_collection_modifyitems(config, items):
+    problems = [f"{item.nodeid}: {why}" for item in items if (why := marker_problem(item))]
+    if problems:
+        raise pytest.UsageError("markers break tests/README.md's rule:\n" + "\n".join(problems))
     if _has_cuda():
         return
     skip_gpu = pytest.mark.skip(reason="no CUDA GPU on this machine")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+MODEL_MARKERS = ("integration", "e2e")
+MODELING = "transformers.modeling_utils"  # defines PreTrainedModel, every model's base class
+
+
+class ModelStarted(Exception):
+    """Raised when a test of the unit tier starts a model. Not an ImportError, so that neither
+    the harness nor `pytest.importorskip` can take it for "vLLM is not installed"."""
+
+
+class _RefuseLoader(importlib.abc.Loader):
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def create_module(self, spec):
+        raise ModelStarted(self.what)
+
+    def exec_module(self, module) -> None:  # never reached: create_module raises
+        raise ModelStarted(self.what)
+
+
+class ModelGuard(importlib.abc.MetaPathFinder):
+    """While armed for a test: importing the real vLLM, starting a vLLM engine, instantiating
+    a transformers model or building a model folder raises `ModelStarted`. Patches the loaded
+    modules at arming and undoes every patch at disarming."""
+
+    BUILDERS = ("convert_gguf", "tiny_random", "random_init")
+
+    def __init__(self) -> None:
+        self.test = ""
+        self._undo: list[tuple[object, str, object]] = []
+
+    def _message(self, what: str) -> str:
+        return f"{self.test} {what} without the `integration` or `e2e` marker (tests/README.md)"
+
+    def _refuse(self, what: str):
+        message = self._message(what)
+
+        def refuse(*args, **kwargs):
+            raise ModelStarted(message)
+
+        return refuse
+
+    def _patch(self, owner, name: str, value) -> None:
+        self._undo.append((owner, name, owner.__dict__[name]))
+        setattr(owner, name, value)
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in ("vllm", MODELING) or name in sys.modules:
+            return None
+        real = importlib.machinery.PathFinder.find_spec(name, path)
+        if real is None:  # not installed: let the import fail as it would
+            return None
+        if name == MODELING:  # imported during the test: patch it once it has loaded
+            run = real.loader.exec_module
+
+            def exec_module(module):
+                run(module)
+                self._patch(module.PreTrainedModel, "__init__", self._refuse("loads a model"))
+
+            real.loader.exec_module = exec_module
+            return real
+        # a spec (so `find_spec("vllm")` still says installed) whose loading fails
+        return importlib.machinery.ModuleSpec(name, _RefuseLoader(self._message("imports vLLM")))
+
+    def arm(self, test: str) -> None:
+        self.test = test
+        sys.meta_path.insert(0, self)
+        vllm = sys.modules.get("vllm")
+        if getattr(vllm, "__file__", None) and hasattr(vllm, "LLM"):  # the real one, loaded
+            self._patch(vllm.LLM, "__init__", self._refuse("starts a vLLM engine"))
+        utils = sys.modules.get(MODELING)
+        if utils is not None:
+            self._patch(utils.PreTrainedModel, "__init__", self._refuse("loads a model"))
+        from harness.models import build
+
+        for name in self.BUILDERS:
+            self._patch(build, name, self._refuse(f"builds a model folder ({name})"))
+
+    def disarm(self) -> None:
+        sys.meta_path.remove(self)
+        while self._undo:
+            owner, name, value = self._undo.pop()
+            setattr(owner, name, value)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Arm the guard around setup, call and teardown of every test of the unit tier (fixtures
+    included: a session fixture that starts an engine is started inside its first test)."""
+    if any(item.get_closest_marker(m) for m in MODEL_MARKERS):
+        return (yield)
+    guard = ModelGuard()
+    guard.arm(item.nodeid)
+    try:
+        return (yield)
+    finally:
+        guard.disarm()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -28,12 +28,10 @@ import math
 import numpy as np
 import pandas as pd
 
-COLUMNS = [
-    "model", "item", "judge", "code", "n", "n_records",
-    "agree_pass", "agree_fail", "judge_only_pass", "code_only_pass", "undetermined",
-    "accuracy", "accuracy_low", "accuracy_high", "kappa", "kappa_low", "kappa_high", "reason",
-]  # fmt: skip
-RECORD = ["model", "task", "item", "policy", "seed", "sample"]
+from harness.results import SAMPLE, TASK_CONDITION, CalibrationRow, result_frame
+
+COLUMNS = CalibrationRow.columns()
+RECORD = [*TASK_CONDITION, *SAMPLE]  # a record as windows.csv names it
 JUDGE_PREFIX = "judge:"
 POOLED = "all"
 
@@ -157,7 +155,7 @@ def judge_calibration(
     """calibration.csv: per (model, item, judge, code) and pooled per model (`all`)."""
     met = meetings(windows)
     if met.empty:
-        return pd.DataFrame(columns=COLUMNS)
+        return result_frame(CalibrationRow)
     groups = [
         (dict(zip(["model", "item", "judge", "code"], labels, strict=True)), group)
         for labels, group in met.groupby(["model", "item", "judge", "code"], sort=True)
@@ -170,4 +168,4 @@ def judge_calibration(
     rows = [
         calibration_row(labels, g, n_boot, ci, seed + i) for i, (labels, g) in enumerate(groups)
     ]
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return result_frame(CalibrationRow, pd.DataFrame(rows, columns=COLUMNS))

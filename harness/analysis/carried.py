@@ -19,14 +19,12 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from harness import results
 from harness.analysis.powerlaw import percentile_ci
+from harness.results import CarriedRow, result_frame
 
-CARRIED_COLUMNS = [
-    "model", "item", "policy", "fork_t", "records", "draws",
-    "adherence_with", "adherence_without", "dependence", "dependence_low", "dependence_high",
-    "kl", "abs_delta_logp", "reason",
-]  # fmt: skip
-RECORD = ["model", "item", "policy", "sample"]
+CARRIED_COLUMNS = CarriedRow.columns()
+RECORD = list(results.RECORD)
 
 
 def arm_passes(forks: pd.DataFrame) -> pd.DataFrame:
@@ -96,7 +94,7 @@ def carried_frame(
             row.update(_nexttoken_at(nexttoken, inside, t))
             row["reason"] = _skip_reason(len(members) - len(inside), len(members), members, lengths)
             rows.append(row)
-    return pd.DataFrame(rows, columns=CARRIED_COLUMNS)
+    return result_frame(CarriedRow, pd.DataFrame(rows, columns=CARRIED_COLUMNS))
 
 
 def _row(passes, cond, t, inside, n_boot, ci, seed) -> dict:

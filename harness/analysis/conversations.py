@@ -16,20 +16,13 @@ import warnings
 import numpy as np
 import pandas as pd
 
-CONDITION = ["model", "task", "item", "policy"]
-SAMPLE = ["seed", "sample"]
-N_BOOT = 1000
+from harness import results
+from harness.results import ConversationRow, TurnAdherenceRow
 
-CURVE_COLUMNS = [
-    *CONDITION, "turn", "pressure", "a", "lo", "hi", "n", "survival", "survival_lo",
-    "survival_hi",
-]  # fmt: skip
-SUMMARY_COLUMNS = [
-    *CONDITION, "n_samples", "n_turns", "a_first", "a_last", "mean", "mean_lo", "mean_hi",
-    "first_fail_median", "pressure_turn", "before", "after", "pressure_delta",
-    "pressure_delta_lo", "pressure_delta_hi", "tokens_generated", "tokens_injected",
-    "token_overhead",
-]  # fmt: skip
+# pandas groups by lists: a tuple would be one key
+TASK_CONDITION = list(results.TASK_CONDITION)
+SAMPLE = list(results.SAMPLE)
+N_BOOT = 1000
 
 
 def turn_verdicts(turns: pd.DataFrame) -> pd.DataFrame:
@@ -37,7 +30,7 @@ def turn_verdicts(turns: pd.DataFrame) -> pd.DataFrame:
     t = turns[turns["passed"].notna() & (turns["passed"].astype(str) != "")].copy()
     t["passed"] = t["passed"].map(lambda v: v is True or str(v).lower() == "true")
     t["pressure"] = t["pressure"].map(lambda v: v is True or str(v).lower() == "true")
-    grouped = t.groupby([*CONDITION, *SAMPLE, "turn"], sort=True)
+    grouped = t.groupby([*TASK_CONDITION, *SAMPLE, "turn"], sort=True)
     return grouped.agg(pressure=("pressure", "first"), passed=("passed", "all")).reset_index()
 
 
@@ -92,22 +85,23 @@ def turn_curves(turns: pd.DataFrame) -> pd.DataFrame:
     """a(k) and S(k) with bootstrap bands per condition and turn (turn_adherence.csv)."""
     verdicts = turn_verdicts(turns)
     rows = []
-    for key, cond in verdicts.groupby(CONDITION, sort=True):
+    for key, cond in verdicts.groupby(TASK_CONDITION, sort=True):
         ks, matrix = _matrix(cond)
         picks = _draws(matrix, np.random.default_rng(0))
         a_draws = _nanmean(matrix[picks], axis=1)  # (B, K)
         s_draws = _survival(matrix[picks])  # (B, K)
-        a_lo, a_hi = _band(a_draws)
-        s_lo, s_hi = _band(s_draws)
+        a_low, a_high = _band(a_draws)
+        s_low, s_high = _band(s_draws)
         a, surv = _nanmean(matrix, axis=0), _survival(matrix)
         pressure = cond.groupby("turn")["pressure"].first()
         for i, k in enumerate(ks):
             n = int(np.sum(~np.isnan(matrix[:, i])))
             rows.append(
-                [*key, int(k), bool(pressure[k]), a[i], a_lo[i], a_hi[i], n, surv[i]]
-                + [s_lo[i], s_hi[i]]
+                [*key, int(k), bool(pressure[k]), a[i], a_low[i], a_high[i], n, surv[i]]
+                + [s_low[i], s_high[i]]
             )
-    return pd.DataFrame(rows, columns=CURVE_COLUMNS)
+    frame = pd.DataFrame(rows, columns=TurnAdherenceRow.columns())
+    return results.result_frame(TurnAdherenceRow, frame)
 
 
 def _pressure_split(ks: np.ndarray, matrix: np.ndarray, first: float):
@@ -135,21 +129,21 @@ def _condition_row(
     surv = _survival(matrix)
     below = np.nonzero(surv <= 0.5)[0]
     generated, injected = tokens.get(tuple(key), (0, 0))
-    row = dict(zip(CONDITION, key, strict=True)) | {
+    row = dict(zip(TASK_CONDITION, key, strict=True)) | {
         "n_samples": matrix.shape[0],
         "n_turns": int(ks.max()),
         "a_first": a[0],
         "a_last": a[-1],
         "mean": float(_nanmean(a, axis=0)),
-        "mean_lo": _band(mean_draws)[0],
-        "mean_hi": _band(mean_draws)[1],
+        "mean_low": _band(mean_draws)[0],
+        "mean_high": _band(mean_draws)[1],
         "first_fail_median": float(ks[below[0]]) if below.size else math.inf,
         "pressure_turn": first,
         "before": before,
         "after": after,
         "pressure_delta": after - before,
-        "pressure_delta_lo": _band(delta_draws)[0],
-        "pressure_delta_hi": _band(delta_draws)[1],
+        "pressure_delta_low": _band(delta_draws)[0],
+        "pressure_delta_high": _band(delta_draws)[1],
         "tokens_generated": generated,
         "tokens_injected": injected,
         "token_overhead": injected / generated if generated else math.nan,
@@ -164,13 +158,13 @@ def conversation_summary(turns: pd.DataFrame, tokens: pd.DataFrame) -> pd.DataFr
     verdicts = turn_verdicts(turns)
     # the first pressure turn from every row: its reply may be undetermined and left out
     flags = turns[turns["pressure"].map(lambda v: v is True or str(v).lower() == "true")]
-    first_pressure = flags.groupby(CONDITION)["turn"].min().to_dict()
+    first_pressure = flags.groupby(TASK_CONDITION)["turn"].min().to_dict()
     sums = {}
     if not tokens.empty:
         tk = tokens.groupby(["model", "item", "policy"])[["generated", "injected"]].sum()
         sums = {k: (int(v["generated"]), int(v["injected"])) for k, v in tk.iterrows()}
     rows, pooled = [], {}
-    for key, cond in verdicts.groupby(CONDITION, sort=True):
+    for key, cond in verdicts.groupby(TASK_CONDITION, sort=True):
         model, _task, item, policy = key
         token_sums = {tuple(key): sums.get((model, item, policy), (0, 0))}
         pressure = float(first_pressure.get(tuple(key), math.nan))
@@ -180,12 +174,13 @@ def conversation_summary(turns: pd.DataFrame, tokens: pd.DataFrame) -> pd.DataFr
             pooled.setdefault((model, policy), []).append((row, draws))
     for (model, policy), parts in sorted(pooled.items()):
         draws = _nanmean(np.stack([d for _, d in parts]), axis=0)
-        lo, hi = _band(draws)
+        low, high = _band(draws)
         mean = {c: float(np.nanmean([r[c] for r, _ in parts])) for c in ("before", "after")}
         rows.append(
             {"model": model, "task": "all", "item": "all", "policy": policy}
             | {"n_samples": sum(r["n_samples"] for r, _ in parts), **mean}
             | {"pressure_delta": mean["after"] - mean["before"]}
-            | {"pressure_delta_lo": lo, "pressure_delta_hi": hi}
+            | {"pressure_delta_low": low, "pressure_delta_high": high}
         )
-    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+    frame = pd.DataFrame(rows, columns=ConversationRow.columns())
+    return results.result_frame(ConversationRow, frame)

@@ -20,10 +20,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-COLUMNS = [
-    "x", "y", "n", "spearman", "spearman_low", "spearman_high",
-    "pearson", "pearson_low", "pearson_high", "perm_p",
-]  # fmt: skip
+from harness.results import CorrelationRow, result_frame
+
+COLUMNS = CorrelationRow.columns()
 Y_DEFAULT = ("auc", "final", "half_life")
 MIN_N = 3
 # Resamples per vectorised call: bounds memory at a few (BATCH, n) arrays.
@@ -153,4 +152,4 @@ def correlate_alpha_behaviour(
         rows.append(
             correlate(x, y, n_boot=n_boot, n_perm=n_perm, ci=ci, seed=seed + i, names=(xn, yn))
         )
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return result_frame(CorrelationRow, pd.DataFrame(rows, columns=COLUMNS))

@@ -25,7 +25,9 @@ POOLED = "all"
 NEXT_LAYER = -1  # rows of the next-token metrics carry layer -1
 HIDDEN_METRICS = ("l2", "rel_l2", "cos_dist")
 REASON_ZERO = "all distances zero (no path from the prompt yet, e.g. layer 0)"
-FIT_FIELDS = ["alpha", "ci_low", "ci_high", "r2", "t_min", "t_max", "reason"]
+FIT_FIELDS = ["alpha", "alpha_low", "alpha_high", "r2", "t_min", "t_max", "reason"]
+# A FitResult's interval under fits.csv's names (`<metric>_low`, `<metric>_high`).
+INTERVAL_NAMES = {"ci_low": "alpha_low", "ci_high": "alpha_high"}
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,8 @@ def _fits(
     fits = fit_alpha_batch(t, list(curves.values()), t_min=t_min, n_boot=n_boot, seed=seed)
     out = {}
     for key, fit in zip(curves, fits, strict=True):
-        row = fit.model_dump(include=set(FIT_FIELDS))
+        dump = fit.model_dump(include=set(FIT_FIELDS) | set(INTERVAL_NAMES))
+        row = {INTERVAL_NAMES.get(k, k): v for k, v in dump.items()}
         if identical:
             row.update(alpha=float("nan"), reason=REASON_IDENTICAL)
         elif fit.reason == REASON_IDENTICAL:  # all zero although the prompts differ
@@ -107,7 +110,7 @@ def _identical_rows(ident: dict, keys, t_min: int) -> list[dict]:
     from harness.analysis.powerlaw import REASON_IDENTICAL
 
     nan = float("nan")
-    fit = dict(alpha=nan, ci_low=nan, ci_high=nan, r2=nan, t_min=t_min, t_max=0)
+    fit = dict(alpha=nan, alpha_low=nan, alpha_high=nan, r2=nan, t_min=t_min, t_max=0)
     return _rows(ident, POOLED, {k: {**fit, "reason": REASON_IDENTICAL} for k in keys})
 
 

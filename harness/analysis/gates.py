@@ -27,12 +27,10 @@ import pandas as pd
 
 from harness.config import GateSpec
 from harness.errors import UserError
+from harness.results import CONDITION, GateRow, result_frame
 
-GATE_COLUMNS = [
-    "gate", "metric", "policy", "item", "model", "use", "value", "min", "max", "passed", "detail",
-]  # fmt: skip
+GATE_COLUMNS = GateRow.columns()
 USE_SUFFIX = {"value": "", "ci_low": "_low", "ci_high": "_high"}
-CONDITION = ("model", "item", "policy")
 INFINITE_BECAUSE = {
     "half_life": "never halved within the run (censored), so it counts as infinite",
     "survival_median": "fewer than half the samples ever failed, so it counts as infinite",
@@ -136,7 +134,7 @@ def evaluate_gates(
         for model in [gate.model] if gate.model else models:
             for item in gate.items or items:
                 out.append(_check(index, gate, model, item, rows.get((model, item, gate.policy))))
-    return pd.DataFrame(out, columns=GATE_COLUMNS).astype({"passed": bool})
+    return result_frame(GateRow, pd.DataFrame(out, columns=GATE_COLUMNS).astype({"passed": bool}))
 
 
 # XML 1.0 cannot hold most control characters, even escaped.

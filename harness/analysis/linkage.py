@@ -20,13 +20,13 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from harness import results
 from harness.analysis.correlation import MIN_N, spearman_pearson
 from harness.analysis.powerlaw import percentile_ci
+from harness.results import LinkageRow, result_frame
 
-LINKAGE_COLUMNS = [
-    "kind", "model", "item", "x", "y", "n", "items", "spearman", "spearman_low", "spearman_high",
-]  # fmt: skip
-SAMPLE = ["model", "item", "policy", "sample"]
+LINKAGE_COLUMNS = LinkageRow.columns()
+RECORD = list(results.RECORD)
 
 
 def sample_alpha_auc(fits: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
@@ -34,12 +34,12 @@ def sample_alpha_auc(fits: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     from harness.scoring.adherence import window_passes
 
     if fits.empty or windows.empty:
-        return pd.DataFrame(columns=[*SAMPLE, "alpha", "auc"])
+        return pd.DataFrame(columns=[*RECORD, "alpha", "auc"])
     f = fits[(fits["metric"] == "rel_l2") & (fits["layer"] >= 1) & (fits["pair"] != "all")]
     f = f.assign(sample=f["pair"].str.rsplit("/", n=1).str[-1].astype(int))
-    alpha = f.groupby(SAMPLE)["alpha"].mean().rename("alpha")
+    alpha = f.groupby(RECORD)["alpha"].mean().rename("alpha")
     passes = window_passes(windows)
-    auc = passes.groupby(SAMPLE)["passed"].mean().rename("auc")
+    auc = passes.groupby(RECORD)["passed"].mean().rename("auc")
     both = pd.concat([alpha, auc], axis=1, join="inner").reset_index()
     return both.dropna(subset=["alpha", "auc"])
 
@@ -129,4 +129,4 @@ def linkage_frame(
             )  # fmt: skip
         )
     rows += kl_dependence(carried)
-    return pd.DataFrame(rows, columns=LINKAGE_COLUMNS)
+    return result_frame(LinkageRow, pd.DataFrame(rows, columns=LINKAGE_COLUMNS))

@@ -31,12 +31,10 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.summary import tokens_by_condition, window_verdicts
+from harness.results import PolicyRow, result_frame
 from harness.scoring.adherence import _pass_matrix, curve_metrics
 
-COLUMNS = [
-    "model", "item", "policy", "metric", "value", "none_value", "delta", "delta_low",
-    "delta_high", "token_overhead", "pareto",
-]  # fmt: skip
+COLUMNS = PolicyRow.columns()
 METRICS = ("auc", "half_life_capped", "final")
 POOLED = "all"
 
@@ -227,7 +225,7 @@ def compare_policies(
     """policies.csv rows (columns COLUMNS), sorted by model, item ("all" last), policy
     (baseline first), metric. Deterministic for a given seed."""
     if windows is None or windows.empty:
-        return pd.DataFrame(columns=COLUMNS)
+        return result_frame(PolicyRow)
     by_item, pooled_cost = _overheads(generations_tokens)
     per_model: dict[str, dict[str, list]] = {}
     rows = []
@@ -250,4 +248,4 @@ def compare_policies(
     out = out.sort_values(
         ["model", "item", "policy", "metric"], key=lambda s: order.get(s.name, lambda x: x)(s)
     )
-    return out.reset_index(drop=True)
+    return result_frame(PolicyRow, out.reset_index(drop=True))

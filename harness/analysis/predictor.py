@@ -27,13 +27,11 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.summary import window_verdicts
+from harness.results import RECORD, PredictorRow, result_frame
 
-COLUMNS = [
-    "model", "features", "auroc", "auroc_low", "auroc_high",
-    "n_windows", "n_samples", "n_violations", "folds", "reason",
-]  # fmt: skip
+COLUMNS = PredictorRow.columns()
 FULL, BASELINE = "divergence+log_t", "log_t"
-SAMPLE_KEYS = ["model", "item", "policy", "sample"]
+SAMPLE_KEYS = list(RECORD)
 POINTS = 8  # interpolation points per window
 MAX_FOLDS = 5
 MIN_WINDOWS = 10
@@ -269,4 +267,4 @@ def predict_violations(
             base = np.isfinite(frame["log_t"].to_numpy(dtype=np.float64))
         log_t = frame[["log_t"]].to_numpy(dtype=np.float64)[base]
         rows.append(_row(model, BASELINE, log_t, y[base], groups[base], n_boot, ci, rng))
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return result_frame(PredictorRow, pd.DataFrame(rows, columns=COLUMNS))

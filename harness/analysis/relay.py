@@ -31,11 +31,12 @@ from pydantic import BaseModel
 from harness.analysis.powerlaw import fit_alpha, fit_positions, local_exponent
 from harness.atomic import atomic_write_text
 from harness.errors import UserError
+from harness.results import RelayRow
 
 CHUNK = 1 << 20  # positions per streamed chunk: 8 MiB per float64 array
 CSV_POINTS = 200  # geometric positions per layer written to relay.csv
 MAX_LAYERS = 128  # prompt positions carry 2^l: float64 overflows near l = 1024
-CSV_COLUMNS = ("layer", "t", "delta", "local_alpha", "bound_ratio")
+CSV_COLUMNS = tuple(RelayRow.columns())  # written as text: floats in full precision
 
 
 def validate_relay(prompt_len: int, layers: int, tokens: int, self_weight: float) -> None:

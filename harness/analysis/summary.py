@@ -5,7 +5,7 @@ probed with a single pair has no pooled row, so its one pair row is used instead
 
 alpha_mean is the mean over hidden-state indices 1..L of the layers' alphas (NaN layers are
 skipped). fits.csv stores no bootstrap draws, so its CI is propagated, not re-bootstrapped:
-alpha_mean_low/high = the mean of the layers' ci_low/ci_high. That is the exact percentile
+alpha_mean_low/high = the mean of the layers' alpha_low/alpha_high. That is the exact percentile
 interval of the mean when the layers' bootstrap errors are perfectly correlated (they share
 the resampled pairs, so they are strongly correlated) and wider than the truth otherwise, i.e.
 conservative. Re-fitting from divergence.csv would re-derive what the probe stage stored.
@@ -22,12 +22,14 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from harness import results
 from harness.scoring.adherence import adherence_summary, summary_frame, window_passes
 
-CONDITION = ["model", "item", "policy"]
+CONDITION = list(results.CONDITION)
 POOLED = "all"
 ALPHA_METRIC = "rel_l2"
 TOKEN_KINDS = ("generated", "injected", "restated")
+ALPHA = ["alpha", "alpha_low", "alpha_high"]  # fits.csv's alpha and its interval
 BEHAVIOUR_COLUMNS = [
     "auc", "auc_low", "auc_high", "half_life", "half_life_low", "half_life_high",
     "half_life_censored", "final",
@@ -44,7 +46,8 @@ def alpha_columns(layers: Sequence[int]) -> list[str]:
 
 
 def summary_columns(layers: Sequence[int]) -> list[str]:
-    return [*CONDITION, *alpha_columns(layers), *BEHAVIOUR_COLUMNS, *TOKEN_COLUMNS]
+    """SummaryRow's columns with the alpha_L<k> columns of `layers`."""
+    return results.frame_columns(results.SummaryRow, alpha_columns(layers)[3:])
 
 
 # ---------------------------------------------------------------------------- shared inputs
@@ -105,7 +108,7 @@ def tokens_by_condition(tokens: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------------------- alpha
 def _alpha_rows(fits: pd.DataFrame) -> pd.DataFrame:
     """rel_l2 alpha per (condition, layer): the pooled row, or the only pair's row."""
-    cols = [*CONDITION, "layer", "alpha", "ci_low", "ci_high"]
+    cols = [*CONDITION, "layer", *ALPHA]
     if fits is None or fits.empty:
         return pd.DataFrame(columns=cols)
     f = fits[(fits["metric"] == ALPHA_METRIC) & (fits["layer"] >= 1)]
@@ -119,7 +122,7 @@ def _alpha_rows(fits: pd.DataFrame) -> pd.DataFrame:
     have = pooled.set_index(CONDITION).index.unique()
     single = single[~single.set_index(CONDITION).index.isin(have)]
     out = pd.concat([pooled, single], ignore_index=True)[cols]
-    return out.astype({c: float for c in ("alpha", "ci_low", "ci_high")})
+    return out.astype(dict.fromkeys(ALPHA, float))
 
 
 def default_layers(fits: pd.DataFrame) -> list[int]:
@@ -137,11 +140,11 @@ def _alpha_table(fits: pd.DataFrame, layers: Sequence[int]) -> pd.DataFrame:
     if rows.empty:
         return pd.DataFrame(columns=cols)
     with np.errstate(all="ignore"):
-        mean = rows.groupby(CONDITION, sort=True)[["alpha", "ci_low", "ci_high"]].mean()
+        mean = rows.groupby(CONDITION, sort=True)[ALPHA].mean()
     mean.columns = ["alpha_mean", "alpha_mean_low", "alpha_mean_high"]
     table = mean
     for k in layers:
-        at = rows[rows["layer"] == k].set_index(CONDITION)[["alpha", "ci_low", "ci_high"]]
+        at = rows[rows["layer"] == k].set_index(CONDITION)[ALPHA]
         at.columns = [f"alpha_L{k}", f"alpha_L{k}_low", f"alpha_L{k}_high"]
         table = table.join(at, how="left")
     return table.reset_index().reindex(columns=cols)
@@ -158,12 +161,6 @@ def _behaviour_table(windows: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFr
         return pd.DataFrame(columns=cols)
     n = (frame["failures"] + frame["censored"]).astype(float)
     frame["survival_censored_share"] = frame["censored"] / n.where(n > 0, math.nan)
-    frame = frame.rename(
-        columns={
-            "auc_lo": "auc_low", "auc_hi": "auc_high",
-            "half_life_lo": "half_life_low", "half_life_hi": "half_life_high",
-        }
-    )  # fmt: skip
     # Items are unique across suites, so dropping `task` merges nothing.
     return frame[cols]
 
@@ -197,8 +194,8 @@ def summarise_conditions(
     for t in tables:
         out = out.merge(t.astype({c: str for c in CONDITION}), on=CONDITION, how="left")
     out = out.reindex(columns=summary_columns(layers))
-    if out.empty:
-        return out
-    counts = TOKEN_COLUMNS[:-1]
-    floats = [c for c in out.columns if c not in (*CONDITION, "half_life_censored", *counts)]
-    return out.astype({**{c: float for c in floats}, **{c: "Int64" for c in counts}})
+    if not out.empty:
+        counts = TOKEN_COLUMNS[:-1]
+        floats = [c for c in out.columns if c not in (*CONDITION, "half_life_censored", *counts)]
+        out = out.astype({**{c: float for c in floats}, **{c: "Int64" for c in counts}})
+    return results.result_frame(results.SummaryRow, out)

@@ -1,4 +1,5 @@
-"""`harness run CONFIG`: the main job (generate -> score -> probe -> analyse -> gates ->
+"""`harness run CONFIG`: the main job, every stage of `harness.pipeline.STAGES` in order
+(generate -> forks -> score -> probe -> theory -> fits -> analyse -> gates -> manifest ->
 report). Exit code 0, 1 when a gate check failed, 2 on bad input (nothing written)."""
 
 from __future__ import annotations

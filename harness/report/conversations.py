@@ -17,10 +17,10 @@ FILES = ("turn_adherence.csv", "conversations.csv", "turns.csv")
 
 
 def _interval(row: dict, base: str) -> str:
-    lo, hi = row.get(f"{base}_lo"), row.get(f"{base}_hi")
-    if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
+    low, high = row.get(f"{base}_low"), row.get(f"{base}_high")
+    if low is None or high is None or pd.isna(low) or pd.isna(high):
         return fmt_num(row.get(base))
-    return f"{fmt_num(row.get(base))} [{fmt_num(lo)}, {fmt_num(hi)}]"
+    return f"{fmt_num(row.get(base))} [{fmt_num(low)}, {fmt_num(high)}]"
 
 
 def _pct(value) -> str:
@@ -29,10 +29,10 @@ def _pct(value) -> str:
 
 def _turn_figures(curve: pd.DataFrame) -> tuple[str, dict]:
     by_turn = curve.rename(columns={"turn": "t"})
-    fig_a = plots.curve_figure(by_turn, "a", "a(k)", x_title="turn k")
-    surv = by_turn.drop(columns=["lo", "hi"]).rename(
-        columns={"survival_lo": "lo", "survival_hi": "hi"}
+    fig_a = plots.curve_figure(
+        by_turn.rename(columns={"a_low": "low", "a_high": "high"}), "a", "a(k)", x_title="turn k"
     )
+    surv = by_turn.rename(columns={"survival_low": "low", "survival_high": "high"})
     fig_s = plots.curve_figure(surv, "survival", "S(k)", step=True, x_title="turn k")
     html = figure(
         "fig-turn-adherence",

@@ -12,11 +12,13 @@ import math
 import numpy as np
 import pandas as pd
 
+from harness import results
 from harness.models import trained_name
-from harness.report.load import RunData, ci_columns
+from harness.report.load import RunData
 
-CONDITION = ["model", "item", "policy"]
-CURVE_COLUMNS = [*CONDITION, "t", "a", "lo", "hi", "n"]
+CONDITION = list(results.CONDITION)
+# The plotted curves: a(t) and its interval bounds (low, high), n samples at t.
+CURVE_COLUMNS = [*CONDITION, "t", "a", "low", "high", "n"]
 
 
 def _windows_for_scoring(windows: pd.DataFrame) -> pd.DataFrame:
@@ -43,52 +45,39 @@ def _as_bool(value) -> bool | None:
 
 
 def adherence_curve(data: RunData) -> tuple[pd.DataFrame | None, str]:
-    """a(t) with its CI band per condition, and a note saying where it came from."""
-    stored = data.frame("adherence.csv")
-    if stored is not None and "a" in stored.columns and {"t", "t_mid"} & set(stored.columns):
-        band = ci_columns(stored, "a") or ci_columns(stored, "")
-        out = pd.DataFrame(
-            {
-                "model": stored["model"],
-                "item": stored["item"],
-                "policy": stored["policy"],
-                "t": stored["t_mid"] if "t_mid" in stored.columns else stored["t"],
-                "a": stored["a"],
-                "lo": stored[band[0]] if band else np.nan,
-                "hi": stored[band[1]] if band else np.nan,
-                "n": stored["n"] if "n" in stored.columns else np.nan,
-            }
-        )
-        return _sorted(out), "adherence.csv"
+    """a(t) with its interval per condition (CURVE_COLUMNS), and the file it came from."""
     stored = data.frame("adherence_curve.csv")
-    if stored is not None and {"t", "a", *CONDITION} <= set(stored.columns):
-        out = stored.reindex(columns=CURVE_COLUMNS)
-        return _sorted(out), "adherence_curve.csv"
+    if stored is not None:
+        out = stored.rename(columns={"a_low": "low", "a_high": "high"})
+        return _sorted(out.reindex(columns=CURVE_COLUMNS)), "adherence_curve.csv"
     windows = data.frame("windows.csv")
     if windows is not None:
         from harness.scoring.adherence import adherence_curves
 
         out = adherence_curves(_windows_for_scoring(windows), n_boot=300)
         out = out.groupby([*CONDITION, "t"], as_index=False).agg(
-            {"a": "mean", "lo": "mean", "hi": "mean", "n": "sum"}
+            {"a": "mean", "a_low": "mean", "a_high": "mean", "n": "sum"}
         )  # tasks merged: an item id is unique across suites
+        out = out.rename(columns={"a_low": "low", "a_high": "high"})
         return _sorted(out.reindex(columns=CURVE_COLUMNS)), "windows.csv"
     return None, ""
 
 
 def survival_curve(data: RunData) -> tuple[pd.DataFrame | None, str]:
-    """Kaplan-Meier S(t) per condition: model, item, policy, t, survival, lo, hi."""
+    """Kaplan-Meier S(t) per condition: model, item, policy, t, survival, low, high."""
     stored = data.frame("survival.csv")
-    columns = [*CONDITION, "t", "survival", "lo", "hi"]
-    if stored is not None and {"t", "survival", *CONDITION} <= set(stored.columns):
-        return _sorted(stored.reindex(columns=columns)), "survival.csv"
-    windows = data.frame("windows.csv")
-    if windows is not None:
+    source = "survival.csv"
+    if stored is None and data.frame("windows.csv") is not None:
         from harness.scoring.adherence import survival_curves
 
-        out = survival_curves(_windows_for_scoring(windows))
-        return _sorted(out.reindex(columns=columns)), "windows.csv"
-    return None, ""
+        stored, source = (
+            survival_curves(_windows_for_scoring(data.frame("windows.csv"))),
+            "windows.csv",
+        )
+    if stored is None:
+        return None, ""
+    out = stored.rename(columns={"survival_low": "low", "survival_high": "high"})
+    return _sorted(out.reindex(columns=[*CONDITION, "t", "survival", "low", "high"])), source
 
 
 def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
@@ -126,20 +115,17 @@ def prompt_length(data: RunData, model: str) -> int:
 
 
 def alpha_by_layer(data: RunData) -> tuple[pd.DataFrame | None, str]:
-    """alpha (rel_l2) per model and layer with a CI: model, layer, alpha, lo, hi.
+    """alpha (rel_l2) per model and layer with its interval: model, layer, alpha, low, high.
 
     Read from fits.csv's per-model pooled rows (item = policy = pair = "all": every probed
     pair of the model, bootstrap over pairs), as the fits stage wrote them; nothing is re-fit.
     """
     fits = data.frame("fits.csv")
-    if fits is None or "pair" not in fits.columns:
+    if fits is None:
         return None, ""
     pooled = fits[(fits["metric"] == "rel_l2") & (fits["layer"] >= 1) & (fits["pair"] == "all")]
-    for column in ("item", "policy"):
-        if column in pooled.columns:
-            pooled = pooled[pooled[column] == "all"]
+    pooled = pooled[(pooled["item"] == "all") & (pooled["policy"] == "all")]
     if pooled.empty:
         return None, ""
-    band = ci_columns(pooled, "") or ("alpha", "alpha")
-    out = pooled.rename(columns={band[0]: "lo", band[1]: "hi"})
-    return out[["model", "layer", "alpha", "lo", "hi"]], "fits.csv, pooled over every pair"
+    out = pooled.rename(columns={"alpha_low": "low", "alpha_high": "high"})
+    return out[["model", "layer", "alpha", "low", "high"]], "fits.csv, pooled over every pair"

@@ -1,8 +1,9 @@
 """Read a run folder's stored files into one `RunData`, validating before anything is written.
 
 The report never re-runs a stage: it reads generations.jsonl, the CSVs and manifest.json as
-stored. Every file is optional (its section then says it is missing), but a folder with none
-of them, or a file that cannot be parsed, is a `UserError` naming the file.
+stored, each CSV checked against its row model (`harness.results`). Every file is optional
+(its section then says it is missing or why it is not usable), but a folder with none of them,
+or a file that cannot be parsed, is a `UserError` naming the file.
 """
 
 from __future__ import annotations
@@ -15,55 +16,10 @@ from typing import Any
 import pandas as pd
 
 from harness.errors import UserError
+from harness.results import RESULT_FILES, ResultRow, column_kind, column_problem
 from harness.userfiles import user_json_objects
 
-CSV_FILES = (
-    "windows.csv",
-    "adherence.csv",
-    "adherence_curve.csv",
-    "survival.csv",
-    "divergence.csv",
-    "nexttoken.csv",
-    "fits.csv",
-    "summary.csv",
-    "correlation.csv",
-    "predictor.csv",
-    "policies.csv",
-    "calibration.csv",
-    "relay.csv",
-    "bias.csv",
-    "gates.csv",
-    "carried.csv",
-    "linkage.csv",
-    "turns.csv",
-    "turn_adherence.csv",
-    "conversations.csv",
-)
-KNOWN_FILES = (*CSV_FILES, "generations.jsonl", "forks.jsonl", "manifest.json")
-
-# Columns a file must have for its section to use it; a file without them is reported as
-# unusable (not an error: an older or partial run still gets the rest of its report).
-REQUIRED_COLUMNS = {
-    "divergence.csv": {"model", "pair", "layer", "t", "rel_l2"},
-    "fits.csv": {"model", "layer", "metric", "alpha"},
-    "summary.csv": {"model", "item", "policy"},
-    "policies.csv": {"model", "item", "policy", "metric", "value"},
-    "calibration.csv": {"model", "item", "judge", "code", "n", "accuracy", "kappa"},
-    "relay.csv": {"layer", "t", "delta", "local_alpha"},
-    "bias.csv": {"model", "lam", "layer", "alpha"},
-    "windows.csv": {"model", "item", "policy", "sample", "window", "t_start", "t_end", "passed"},
-    "carried.csv": {"model", "item", "policy", "fork_t", "adherence_with", "adherence_without"}
-    | {"dependence", "dependence_low", "dependence_high", "kl"},
-    "linkage.csv": {"kind", "model", "item", "n", "items", "spearman", "spearman_low"}
-    | {"spearman_high"},
-    "gates.csv": {"gate", "metric", "use", "policy", "item", "model", "value", "min", "max"}
-    | {"passed", "detail"},
-    "turn_adherence.csv": {"model", "item", "policy", "turn", "a", "lo", "hi", "survival"}
-    | {"survival_lo", "survival_hi"},
-    "conversations.csv": {"model", "item", "policy", "mean", "a_first", "a_last"}
-    | {"first_fail_median", "pressure_turn", "before", "after", "pressure_delta"}
-    | {"token_overhead"},
-}
+KNOWN_FILES = (*RESULT_FILES, "generations.jsonl", "forks.jsonl", "manifest.json")
 
 
 @dataclass
@@ -85,21 +41,30 @@ class RunData:
         return f"{name} is not in this run folder, so this part is left out."
 
 
-def _read_csv(path: Path) -> pd.DataFrame:
+def read_result(path: Path, row: type[ResultRow]) -> tuple[pd.DataFrame, str | None]:
+    """A result CSV read and checked against its row model: (frame, why it is not usable, or
+    None). Not usable: no rows, a declared column missing (an older or partial run), or a cell
+    that does not fit its column's type. Raises UserError when the file is no readable CSV."""
+    strings = [c for c in row.columns() if column_kind(row, c)[0] == "str"]
     try:
         # Strings stay strings: an item id "1" or a model "nan" must not become a number.
-        frame = pd.read_csv(path, keep_default_na=True, low_memory=False)
+        frame = pd.read_csv(path, dtype=dict.fromkeys(strings, str), low_memory=False)
     except pd.errors.EmptyDataError:
-        return pd.DataFrame()
-    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        return pd.DataFrame(), "the file has no rows"
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
         raise UserError(f"{path}: not a readable CSV ({str(exc).splitlines()[0]})") from exc
-    for col in (
-        "model", "item", "policy", "task", "pair", "check", "reason", "features", "judge", "code",
-        "kind",
-    ):  # fmt: skip
-        if col in frame.columns:
-            frame[col] = frame[col].astype("string").fillna("").astype(object)
-    return frame
+    for col in set(strings) & set(frame.columns):
+        frame[col] = frame[col].fillna("").astype(object)
+    lacking = [c for c in row.columns() if c not in frame.columns]
+    if frame.empty:
+        return frame, "the file has no rows"
+    if lacking:
+        return frame, f"missing column(s) {', '.join(sorted(lacking))}"
+    for name in [c for c in frame.columns if c in row.model_fields]:
+        problem = column_problem(row, name, frame[name])
+        if problem:
+            return frame, f"column {name}: {problem}"
+    return frame, None
 
 
 def _read_generations(path: Path) -> list[dict[str, Any]]:
@@ -130,15 +95,12 @@ def load_run(run_dir: Path) -> RunData:
             f"{run_dir}: not a run folder (no generations.jsonl, manifest.json or result CSV)"
         )
     data = RunData(run_dir=run_dir)
-    for name in CSV_FILES:
+    for name, row in RESULT_FILES.items():
         if name not in present:
             continue
-        frame = _read_csv(run_dir / name)
-        lacking = REQUIRED_COLUMNS.get(name, set()) - set(frame.columns)
-        if frame.empty:
-            data.problems[name] = "the file has no rows"
-        elif lacking:
-            data.problems[name] = f"missing column(s) {', '.join(sorted(lacking))}"
+        frame, problem = read_result(run_dir / name, row)
+        if problem:
+            data.problems[name] = problem
         else:
             data.frames[name] = frame
     if "generations.jsonl" in present:
@@ -148,13 +110,3 @@ def load_run(run_dir: Path) -> RunData:
     if "manifest.json" in present:
         data.manifest = _read_manifest(run_dir / "manifest.json")
     return data
-
-
-def ci_columns(frame: pd.DataFrame, base: str) -> tuple[str, str] | None:
-    """The (low, high) CI column names of `base` under the spellings the stages use."""
-    stems = [f"{base}_" if base else "", f"{base}_ci_" if base else "ci_"]
-    for stem in stems:
-        for low, high in (("low", "high"), ("lo", "hi")):
-            if f"{stem}{low}" in frame.columns and f"{stem}{high}" in frame.columns:
-                return f"{stem}{low}", f"{stem}{high}"
-    return None

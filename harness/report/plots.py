@@ -133,7 +133,7 @@ def divergence_figure(div: pd.DataFrame, prompt_len: dict[str, int]):
 
 
 def alpha_by_layer_figure(alpha: pd.DataFrame):
-    """alpha(layer) per model with CI error bars; `alpha` has model, layer, alpha, lo, hi."""
+    """alpha(layer) per model with CI error bars; `alpha` has model, layer, alpha, low, high."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -144,8 +144,8 @@ def alpha_by_layer_figure(alpha: pd.DataFrame):
             x=rows["layer"], y=rows["alpha"], mode="lines+markers", name=label(model),
             line=dict(color=color(i), dash="dash" if is_untrained(model) else "solid"),
             error_y=dict(
-                type="data", symmetric=False, array=rows["hi"] - rows["alpha"],
-                arrayminus=rows["alpha"] - rows["lo"], thickness=1,
+                type="data", symmetric=False, array=rows["high"] - rows["alpha"],
+                arrayminus=rows["alpha"] - rows["low"], thickness=1,
             ),
             hovertemplate="layer %{x}<br>α=%{y:.3f}<extra></extra>",
         )  # fmt: skip
@@ -160,7 +160,7 @@ def _panel_titles(frame: pd.DataFrame) -> list[tuple[str, str]]:
 
 
 def curve_figure(frame: pd.DataFrame, y: str, y_title: str, step: bool = False, x_title: str = "t"):
-    """One panel per (model, item), one line per policy with its CI band (lo, hi)."""
+    """One panel per (model, item), one line per policy with its CI band (low, high)."""
     import plotly.graph_objects as go  # noqa: F401
     from plotly.subplots import make_subplots
 
@@ -177,11 +177,11 @@ def curve_figure(frame: pd.DataFrame, y: str, y_title: str, step: bool = False, 
         for policy in policy_order(panel["policy"]):
             cond = panel[panel["policy"] == policy].sort_values("t")
             col = colors[policy]
-            band = cond[cond["lo"].notna() & cond["hi"].notna()]
+            band = cond[cond["low"].notna() & cond["high"].notna()]
             if len(band):
                 fig.add_scatter(
                     x=np.concatenate([band["t"], band["t"][::-1]]),
-                    y=np.concatenate([band["hi"], band["lo"][::-1]]),
+                    y=np.concatenate([band["high"], band["low"][::-1]]),
                     mode="lines", fill="toself", fillcolor=rgba(col, 0.12),
                     line=dict(width=0, shape=shape),
                     hoverinfo="skip", showlegend=False, legendgroup=policy,
@@ -270,10 +270,10 @@ def correlation_figure(summary: pd.DataFrame, x: str = "alpha_mean", y: str = "a
     """One point per condition: alpha vs adherence AUC, coloured by policy, with CI bars."""
     import plotly.graph_objects as go
 
-    from harness.report.load import ci_columns
-
     fig = go.Figure()
-    xci, yci = ci_columns(summary, x), ci_columns(summary, y)
+    xci, yci = (
+        (f"{c}_low", f"{c}_high") if f"{c}_low" in summary.columns else None for c in (x, y)
+    )
     for k, policy in enumerate(policy_order(summary["policy"])):
         rows = summary[summary["policy"] == policy]
         hover = [

@@ -12,7 +12,7 @@ from harness.report.carried import carried_cards, forks_section, linkage_sentenc
 from harness.report.conversations import conversations_section
 from harness.report.gates import gates_section
 from harness.report.html import esc, figure, fmt_num, note, section, table
-from harness.report.load import RunData, ci_columns
+from harness.report.load import RunData
 from harness.report.verdicts import (
     Card,
     adherence_cards,
@@ -131,12 +131,11 @@ def policies(data: RunData) -> tuple[str, dict]:
         "Each policy's adherence AUC against its token overhead; stars and the dotted line are "
         "the Pareto frontier (no other policy is both cheaper and better). Up and left is better."
     )
-    band = ci_columns(frame, "delta")
     rows = [
         [
             r["model"], r["item"], r["policy"], r["metric"], r["value"], r.get("none_value"),
             r.get("delta"),
-            f"[{fmt_num(r[band[0]])}, {fmt_num(r[band[1]])}]" if band else "",
+            f"[{fmt_num(r['delta_low'])}, {fmt_num(r['delta_high'])}]",
             f"{100 * r['token_overhead']:.1f} %" if "token_overhead" in r else "",
             str(r.get("pareto", "")),
         ]

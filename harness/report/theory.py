@@ -76,12 +76,12 @@ def bias_figure(bias: pd.DataFrame):
     for col, model in enumerate(models, start=1):
         for k, lam in enumerate(lams):
             rows = bias[(bias["model"] == model) & (bias["lam"] == lam)].sort_values("layer")
-            err = {}
-            if {"ci_low", "ci_high"} <= set(rows.columns):
-                err["error_y"] = dict(
-                    type="data", symmetric=False, array=rows["ci_high"] - rows["alpha"],
-                    arrayminus=rows["alpha"] - rows["ci_low"], thickness=1,
-                )  # fmt: skip
+            err = {
+                "error_y": dict(
+                    type="data", symmetric=False, array=rows["alpha_high"] - rows["alpha"],
+                    arrayminus=rows["alpha"] - rows["alpha_low"], thickness=1,
+                )
+            }  # fmt: skip
             fig.add_scatter(
                 x=rows["layer"], y=rows["alpha"], mode="lines+markers", name=f"lam = {lam:g}",
                 line=dict(color=color(k)), legendgroup=str(lam), showlegend=col == 1,

@@ -168,10 +168,9 @@ def item_sentences(item: str, verdicts: list[PolicyVerdict]) -> list[str]:
 
 
 def _ci(row: dict, base: str) -> str:
-    for low, high in ((f"{base}_low", f"{base}_high"), (f"{base}_lo", f"{base}_hi")):
-        lo, hi = row.get(low), row.get(high)
-        if lo is not None and hi is not None and not (math.isnan(lo) or math.isnan(hi)):
-            return f" [{lo:.2f}, {hi:.2f}]"
+    low, high = row.get(f"{base}_low"), row.get(f"{base}_high")
+    if low is not None and high is not None and not (math.isnan(low) or math.isnan(high)):
+        return f" [{low:.2f}, {high:.2f}]"
     return ""
 
 

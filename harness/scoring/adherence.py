@@ -17,33 +17,13 @@ import math
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel
 
-CONDITION = ["model", "task", "item", "policy"]
-SAMPLE = ["run_id", "seed", "sample"]
+from harness import results
+from harness.results import AdherenceCurveRow, AdherenceRow, SurvivalRow, result_frame
 
-
-class AdherenceSummary(BaseModel):
-    model: str
-    task: str
-    item: str
-    policy: str
-    n_samples: int
-    n_points: int
-    a_first: float
-    auc: float
-    auc_lo: float
-    auc_hi: float
-    half_life: float  # NaN when censored
-    half_life_lo: float  # inf where most draws never halve; NaN when no draw has a(first) > 0
-    half_life_hi: float
-    half_life_censored: bool
-    final: float
-    survival_median: float  # inf when fewer than half the samples ever fail
-    survival_median_lo: float
-    survival_median_hi: float
-    failures: int
-    censored: int
+# pandas groups by lists: a tuple would be one key
+TASK_CONDITION = list(results.TASK_CONDITION)
+RUN_SAMPLE = list(results.RUN_SAMPLE)
 
 
 def window_passes(windows: pd.DataFrame) -> pd.DataFrame:
@@ -51,7 +31,7 @@ def window_passes(windows: pd.DataFrame) -> pd.DataFrame:
     w = windows[(windows["scope"] == "window") & (windows["window"] >= 0)]
     w = w[w["passed"].notna()].copy()
     w["passed"] = w["passed"].map(lambda v: v is True or str(v).lower() == "true")
-    keys = CONDITION + SAMPLE + ["window"]
+    keys = TASK_CONDITION + RUN_SAMPLE + ["window"]
     grouped = w.groupby(keys, sort=True, dropna=False)
     out = grouped.agg(
         t_start=("t_start", "first"), t_end=("t_end", "first"), passed=("passed", "all")
@@ -62,7 +42,7 @@ def window_passes(windows: pd.DataFrame) -> pd.DataFrame:
 def _pass_matrix(cond: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(grid t (G,), matrix (S, G) of 1/0/NaN: sample s's window covering t passes)."""
     grid = np.sort(cond["t_start"].unique())
-    samples = list(cond.groupby(SAMPLE, sort=True))
+    samples = list(cond.groupby(RUN_SAMPLE, sort=True))
     matrix = np.full((len(samples), len(grid)), np.nan)
     for s, (_, rows) in enumerate(samples):
         for start, end, ok in rows[["t_start", "t_end", "passed"]].itertuples(index=False):
@@ -96,24 +76,22 @@ def adherence_curves(
 ) -> pd.DataFrame:
     """a(t) per condition with percentile-bootstrap bands over samples.
 
-    Columns: model, task, item, policy, t, a, lo, hi, n (samples with a window covering t).
+    Columns: AdherenceCurveRow's (n: samples with a window covering t).
     """
     rng = np.random.default_rng(seed)
     frames = []
-    for key, cond in window_passes(windows).groupby(CONDITION, sort=True):
+    for key, cond in window_passes(windows).groupby(TASK_CONDITION, sort=True):
         grid, matrix = _pass_matrix(cond)
         with _quiet():
             a = np.nanmean(matrix, axis=0)
             boots = _bootstrap(matrix, n_boot, rng)
-            lo, hi = np.nanpercentile(boots, [50 * (1 - ci), 50 * (1 + ci)], axis=0)
-        frame = pd.DataFrame(
-            {"t": grid, "a": a, "lo": lo, "hi": hi, "n": (~np.isnan(matrix)).sum(axis=0)}
-        )
-        for col, value in zip(CONDITION, key, strict=True):
-            frame.insert(CONDITION.index(col), col, value)
+            low, high = np.nanpercentile(boots, [50 * (1 - ci), 50 * (1 + ci)], axis=0)
+        n = (~np.isnan(matrix)).sum(axis=0)
+        frame = pd.DataFrame({"t": grid, "a": a, "a_low": low, "a_high": high, "n": n})
+        for col, value in zip(TASK_CONDITION, key, strict=True):
+            frame.insert(TASK_CONDITION.index(col), col, value)
         frames.append(frame)
-    columns = [*CONDITION, "t", "a", "lo", "hi", "n"]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+    return result_frame(AdherenceCurveRow, pd.concat(frames, ignore_index=True) if frames else ())
 
 
 def curve_metrics(t: np.ndarray, a: np.ndarray) -> dict[str, float | bool]:
@@ -164,14 +142,14 @@ def half_life_band(t: np.ndarray, curves: np.ndarray, ci: float) -> tuple[float,
 def first_failures(passes: pd.DataFrame) -> pd.DataFrame:
     """Per sample: duration (t_start of its first failing window, else last t_end) and event."""
     rows = []
-    for key, sample in passes.groupby(CONDITION + SAMPLE, sort=True):
+    for key, sample in passes.groupby(TASK_CONDITION + RUN_SAMPLE, sort=True):
         sample = sample.sort_values("t_start")
         failed = sample[~sample["passed"]]
         if len(failed):
             rows.append((*key, float(failed["t_start"].iloc[0]), True))
         else:
             rows.append((*key, float(sample["t_end"].max()), False))
-    return pd.DataFrame(rows, columns=[*CONDITION, *SAMPLE, "duration", "event"])
+    return pd.DataFrame(rows, columns=[*TASK_CONDITION, *RUN_SAMPLE, "duration", "event"])
 
 
 def _kaplan_meier(durations: pd.Series, events: pd.Series, ci: float):
@@ -183,29 +161,28 @@ def _kaplan_meier(durations: pd.Series, events: pd.Series, ci: float):
 
 
 def survival_curves(windows: pd.DataFrame, ci: float = 0.95) -> pd.DataFrame:
-    """Kaplan-Meier S(t) per condition: model, task, item, policy, t, survival, lo, hi."""
+    """Kaplan-Meier S(t) per condition: SurvivalRow's columns."""
     frames = []
-    for key, cond in first_failures(window_passes(windows)).groupby(CONDITION, sort=True):
+    for key, cond in first_failures(window_passes(windows)).groupby(TASK_CONDITION, sort=True):
         kmf = _kaplan_meier(cond["duration"], cond["event"], ci)
         band = kmf.confidence_interval_survival_function_
         frame = pd.DataFrame(
             {
                 "t": kmf.survival_function_.index.to_numpy(),
                 "survival": kmf.survival_function_.iloc[:, 0].to_numpy(),
-                "lo": band.iloc[:, 0].to_numpy(),
-                "hi": band.iloc[:, 1].to_numpy(),
+                "survival_low": band.iloc[:, 0].to_numpy(),
+                "survival_high": band.iloc[:, 1].to_numpy(),
             }
         )
-        for col, value in zip(CONDITION, key, strict=True):
-            frame.insert(CONDITION.index(col), col, value)
+        for col, value in zip(TASK_CONDITION, key, strict=True):
+            frame.insert(TASK_CONDITION.index(col), col, value)
         frames.append(frame)
-    columns = [*CONDITION, "t", "survival", "lo", "hi"]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+    return result_frame(SurvivalRow, pd.concat(frames, ignore_index=True) if frames else ())
 
 
 def adherence_summary(
     windows: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
-) -> list[AdherenceSummary]:
+) -> list[AdherenceRow]:
     """AUC and half-life (with bootstrap CIs), final adherence and survival median per condition."""
     from lifelines.utils import median_survival_times
 
@@ -213,30 +190,30 @@ def adherence_summary(
     passes = window_passes(windows)
     durations = first_failures(passes)
     out = []
-    for key, cond in passes.groupby(CONDITION, sort=True):
+    for key, cond in passes.groupby(TASK_CONDITION, sort=True):
         grid, matrix = _pass_matrix(cond)
         with _quiet():
             metrics = curve_metrics(grid, np.nanmean(matrix, axis=0))
             boots = _bootstrap(matrix, n_boot, rng)  # (B, G)
-            auc_lo, auc_hi = np.nanpercentile(
+            auc_low, auc_high = np.nanpercentile(
                 np.nanmean(boots, axis=1), [50 * (1 - ci), 50 * (1 + ci)]
             )
-            half_life_lo, half_life_hi = half_life_band(grid, boots, ci)
-        surv = durations.set_index(CONDITION).loc[[key]]
+            half_life_low, half_life_high = half_life_band(grid, boots, ci)
+        surv = durations.set_index(TASK_CONDITION).loc[[key]]
         kmf = _kaplan_meier(surv["duration"], surv["event"], ci)
         median_ci = median_survival_times(kmf.confidence_interval_).to_numpy().ravel()
         out.append(
-            AdherenceSummary(
-                **dict(zip(CONDITION, map(str, key), strict=True)),
+            AdherenceRow(
+                **dict(zip(TASK_CONDITION, map(str, key), strict=True)),
                 n_samples=matrix.shape[0],
                 n_points=len(grid),
-                auc_lo=float(auc_lo),
-                auc_hi=float(auc_hi),
-                half_life_lo=half_life_lo,
-                half_life_hi=half_life_hi,
+                auc_low=float(auc_low),
+                auc_high=float(auc_high),
+                half_life_low=half_life_low,
+                half_life_high=half_life_high,
                 survival_median=float(kmf.median_survival_time_),
-                survival_median_lo=float(median_ci[0]),
-                survival_median_hi=float(median_ci[1]),
+                survival_median_low=float(median_ci[0]),
+                survival_median_high=float(median_ci[1]),
                 failures=int(surv["event"].sum()),
                 censored=int((~surv["event"].astype(bool)).sum()),
                 **metrics,
@@ -245,6 +222,5 @@ def adherence_summary(
     return out
 
 
-def summary_frame(summaries: list[AdherenceSummary]) -> pd.DataFrame:
-    columns = list(AdherenceSummary.model_fields)
-    return pd.DataFrame([s.model_dump() for s in summaries], columns=columns)
+def summary_frame(summaries: list[AdherenceRow]) -> pd.DataFrame:
+    return result_frame(AdherenceRow, summaries)

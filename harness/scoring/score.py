@@ -7,46 +7,20 @@ adaptive policy (did the last window violate the item's window-scope checks?).
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
-
-from pydantic import BaseModel, ConfigDict
+from typing import Any, TypeVar
 
 from harness.checks import Check
 from harness.config import DEFAULT_CANDIDATE_LANGUAGES, ScoringConfig, TaskItem, TaskSuite
 from harness.errors import UserError
 from harness.records import GenerationRecord
+from harness.results import ResultRow, WindowRow, result_frame
 from harness.scoring.windows import response_text, split_windows
 
 RESPONSE_WINDOW = -1  # `window` value of the rows of response-scope checks
+WINDOW_COLUMNS = WindowRow.columns()
 
-WINDOW_COLUMNS = [
-    "run_id", "model", "task", "item", "policy", "seed", "sample", "window",
-    "t_start", "t_end", "t_gen_start", "check", "scope", "value", "passed", "reason",
-]  # fmt: skip
-
-
-class WindowRow(BaseModel):
-    """One `windows.csv` row: one check on one window (or on the whole response: window -1)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    run_id: str
-    model: str
-    task: str
-    item: str
-    policy: str
-    seed: int
-    sample: int
-    window: int
-    t_start: int
-    t_end: int
-    t_gen_start: int
-    check: str
-    scope: str
-    value: float
-    passed: bool | None
-    reason: str
+Row = TypeVar("Row", bound=ResultRow)
 
 
 def item_index(suites: TaskSuite | Sequence[TaskSuite]) -> dict[str, tuple[str, TaskItem]]:
@@ -98,39 +72,53 @@ def score_records(
 ) -> list[WindowRow]:
     """Rows for every (record, window, window-scope check) and (record, response-scope check).
 
-    All texts of one check are scored in one batch (lingua runs them in parallel; a judge
-    check sends its uncached texts to its judge as one batch). `judges`: the JudgeRunner
-    (`harness.scoring.judge`) that judge checks ask; None is an error only if there are any.
+    Scored by `score_checks`. `judges`: the JudgeRunner (`harness.scoring.judge`) that judge
+    checks ask; None is an error only if there are any.
     """
     config = config or ScoringConfig()
     index = item_index(suite)
-    # (check, record, window-or-None, text) grouped per check object
-    jobs: dict[int, tuple[Check, list[tuple]]] = {}
+    jobs: list[tuple[Check, dict, str]] = []
     for record in records:
         if record.item not in index:
             raise UserError(f"record of item '{record.item}': no such item in the suites")
         task, item = index[record.item]
-        checks = item_checks(item, config.languages)
         windows = split_windows(record, tokenizer, config.window, config.sentence_aligned)
         full = None
-        for check in checks:
-            entry = jobs.setdefault(id(check), (check, []))[1]
+        for check in item_checks(item, config.languages):
             if check.scope == "window":
-                entry.extend((record, task, w, w.text) for w in windows)
+                jobs += [(check, _where(record, task, w), w.text) for w in windows]
             else:
-                if full is None:
-                    full = response_text(record, tokenizer)
-                entry.append((record, task, None, full))
-    rows: list[WindowRow] = []
-    for check, entries in jobs.values():
-        results = check.with_judges(judges).score_many([text for *_, text in entries])
-        for (record, task, window, _), result in zip(entries, results, strict=True):
-            rows.append(_row(record, task, window, check, result))
+                full = response_text(record, tokenizer) if full is None else full
+                jobs.append((check, _where(record, task, None), full))
+    rows = score_checks(WindowRow, jobs, judges)
     rows.sort(key=lambda r: (r.run_id, r.model, r.item, r.policy, r.seed, r.sample, r.window))
     return rows
 
 
-def _row(record: GenerationRecord, task: str, window, check: Check, result) -> WindowRow:
+def score_checks(row: type[Row], jobs: Iterable[tuple[Check, dict, str]], judges) -> list[Row]:
+    """The one check-scoring routine (windows, conversation turns, fork arms): each job is
+    (check, the row's other columns, text); every check scores all its texts in one batch (lingua
+    runs them in parallel, a judge check sends its uncached texts to its judge at once). Returns
+    one `row` per job, in job order per check, checks in first-seen order, with the columns
+    check, value, passed, reason (and scope, where `row` has it) filled in. `judges`: the
+    JudgeRunner judge checks ask (None is an error only if there are any)."""
+    batches: dict[int, tuple[Check, list[tuple[dict, str]]]] = {}
+    for check, base, text in jobs:
+        batches.setdefault(id(check), (check, []))[1].append((base, text))
+    with_scope = "scope" in row.model_fields
+    rows: list[Row] = []
+    for check, entries in batches.values():
+        results = check.with_judges(judges).score_many([text for _, text in entries])
+        for (base, _), result in zip(entries, results, strict=True):
+            verdict: dict[str, Any] = {"check": check.id, "value": result.value}
+            verdict |= {"passed": check.passed(result), "reason": result.reason}
+            rows.append(row(**base, **verdict, **({"scope": check.scope} if with_scope else {})))
+    return rows
+
+
+def _where(record: GenerationRecord, task: str, window) -> dict:
+    """A windows.csv row's columns before the check's: the record's and the window's (the
+    whole response's generated span for window None)."""
     if window is None:
         positions = record.generated_positions()
         first, last = (positions[0] + 1, positions[-1] + 1) if positions else (0, 0)
@@ -142,21 +130,8 @@ def _row(record: GenerationRecord, task: str, window, check: Check, result) -> W
             t_end=window.t_end,
             t_gen_start=window.t_gen_start,
         )
-    return WindowRow(
-        run_id=record.run_id,
-        model=record.model,
-        task=record.task or task,
-        item=record.item,
-        policy=record.policy,
-        seed=record.seed,
-        sample=record.sample,
-        check=check.id,
-        scope=check.scope,
-        value=result.value,
-        passed=check.passed(result),
-        reason=result.reason,
-        **where,
-    )
+    ident = record.model_dump(include={"run_id", "model", "item", "policy", "seed", "sample"})
+    return {**ident, "task": record.task or task, **where}
 
 
 def window_fails(item: TaskItem, text: str, languages: Sequence[str] | None = None) -> bool | None:
@@ -179,10 +154,4 @@ def window_fails(item: TaskItem, text: str, languages: Sequence[str] | None = No
 
 def rows_frame(rows: Sequence[WindowRow]):
     """The rows as a pandas DataFrame with the `windows.csv` columns."""
-    import pandas as pd
-
-    data = defaultdict(list)
-    for row in rows:
-        for key, value in row.model_dump().items():
-            data[key].append(value)
-    return pd.DataFrame({col: data.get(col, []) for col in WINDOW_COLUMNS})
+    return result_frame(WindowRow, rows)

@@ -10,11 +10,10 @@ from collections.abc import Iterable, Sequence
 
 from harness.config import ScoringConfig, TaskItem, TaskSuite
 from harness.records import GenerationRecord
+from harness.results import TurnRow
+from harness.scoring.score import item_checks, item_index, score_checks
 
-TURN_COLUMNS = [
-    "run_id", "model", "task", "item", "policy", "seed", "sample", "turn", "pressure",
-    "t_start", "t_end", "tokens", "check", "value", "passed", "reason",
-]  # fmt: skip
+TURN_COLUMNS = TurnRow.columns()
 
 
 def pressure_turns(item: TaskItem) -> set[int]:
@@ -28,14 +27,12 @@ def score_turns(
     tokenizer,
     config: ScoringConfig | None = None,
     judges=None,
-) -> list[dict]:
+) -> list[TurnRow]:
     """turns.csv rows of every conversation record (single replies give none); each check
-    scores all its replies in one batch."""
-    from harness.scoring.score import item_checks, item_index
-
+    scores all its replies in one batch (`score_checks`)."""
     config = config or ScoringConfig()
     index = item_index(suites)
-    jobs: dict[int, tuple] = {}  # id(check) -> (check, [(row base, text)])
+    jobs = []
     for record in records:
         if not record.is_conversation:
             continue
@@ -45,12 +42,8 @@ def score_turns(
             ids = [record.continuation_ids[p] for p in positions]
             text = tokenizer.decode(ids, skip_special_tokens=True)
             base = {
-                "run_id": record.run_id,
-                "model": record.model,
+                **record.model_dump(include={"run_id", "model", "item", "policy", "seed"}),
                 "task": record.task or task,
-                "item": record.item,
-                "policy": record.policy,
-                "seed": record.seed,
                 "sample": record.sample,
                 "turn": turn,
                 "pressure": turn in pressure,
@@ -58,20 +51,7 @@ def score_turns(
                 "t_end": positions[-1] + 1,
                 "tokens": len(positions),
             }
-            for check in item_checks(item, config.languages):
-                jobs.setdefault(id(check), (check, []))[1].append((base, text))
-    rows = []
-    for check, entries in jobs.values():
-        results = check.with_judges(judges).score_many([text for _, text in entries])
-        for (base, _), result in zip(entries, results, strict=True):
-            rows.append(
-                {
-                    **base,
-                    "check": check.id,
-                    "value": result.value,
-                    "passed": check.passed(result),
-                    "reason": result.reason,
-                }
-            )
-    rows.sort(key=lambda r: (r["model"], r["item"], r["policy"], r["sample"], r["turn"]))
+            jobs += [(check, base, text) for check in item_checks(item, config.languages)]
+    rows = score_checks(TurnRow, jobs, judges)
+    rows.sort(key=lambda r: (r.model, r.item, r.policy, r.sample, r.turn))
     return rows

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from harness.results import RESULT_FILES, result_frame
+
 if TYPE_CHECKING:
     import pandas as pd
     from rich.progress import Progress
@@ -137,7 +139,9 @@ def write_output(path: Path, value: Output) -> None:
     from harness.store import atomic_write_text, write_csv
 
     if isinstance(value, pd.DataFrame):
-        write_csv(value, path)
+        row = RESULT_FILES.get(path.name)
+        # every result file through its row model, whichever stage built it
+        write_csv(result_frame(row, value) if row is not None else value, path)
     elif isinstance(value, list) and all(isinstance(v, BaseModel) for v in value):
         atomic_write_text(path, "".join(v.model_dump_json() + "\n" for v in value))
     elif isinstance(value, dict):

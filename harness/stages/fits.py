@@ -3,7 +3,9 @@ fits.csv (written by `harness.analysis.fits`, the writer `harness probe` uses to
 
 from __future__ import annotations
 
-IDENT = ["model", "item", "policy"]  # a fit group: one condition
+from harness.results import CONDITION, FitRow, result_frame
+
+IDENT = list(CONDITION)  # a fit group: one condition
 
 
 class FitsStage:
@@ -29,6 +31,7 @@ class FitsStage:
         ]
         bar = ctx.progress.bar("fits", 1)
         fits = fit_table(table, ctx.config.probe.t_min, pool_models=True, ident=IDENT)
+        fits = result_frame(FitRow, fits)
         bar.finish()
         return {"fits.csv": fits}
 

@@ -21,15 +21,12 @@ from pydantic import BaseModel
 from harness.config import ForksConfig, RunConfig, policy_label
 from harness.engines.base import GenerationRequest, SamplingSettings
 from harness.records import GenerationRecord
+from harness.results import ForkRow, result_frame
+from harness.scoring.score import item_checks, score_checks
 from harness.store import unit_key
 
 STAGE = "forks"
 ARMS = ("with", "without")
-
-FORK_COLUMNS = [
-    "model", "item", "policy", "sample", "fork_t", "arm", "draw",
-    "check", "scope", "value", "passed", "reason",
-]  # fmt: skip
 
 
 class ForkArm(BaseModel):
@@ -175,30 +172,14 @@ def generate_arms(
     ]
 
 
-def score_arms(arms: list[ForkArm], items: dict, languages, judges) -> list[dict]:
-    """forks.csv rows: every check of the arm's item on the arm's new text, one batch per check."""
-    from harness.scoring import item_checks
-
-    jobs: dict[int, tuple] = {}
-    for arm in arms:
-        for check in item_checks(items[arm.item], languages):
-            jobs.setdefault(id(check), (check, []))[1].append(arm)
-    rows = []
-    for check, members in jobs.values():
-        results = check.with_judges(judges).score_many([a.text for a in members])
-        for arm, result in zip(members, results, strict=True):
-            rows.append(
-                {
-                    **arm.model_dump(include={"model", "item", "policy", "sample"}),
-                    **arm.model_dump(include={"fork_t", "arm", "draw"}),
-                    "check": check.id,
-                    "scope": check.scope,
-                    "value": result.value,
-                    "passed": check.passed(result),
-                    "reason": result.reason,
-                }
-            )
-    return rows
+def score_arms(arms: list[ForkArm], items: dict, languages, judges) -> list[ForkRow]:
+    """forks.csv rows: every check of the arm's item on the arm's new text (`score_checks`)."""
+    jobs = [
+        (check, arm.model_dump(include=set(ForkRow.keys) - {"check"}), arm.text)
+        for arm in arms
+        for check in item_checks(items[arm.item], languages)
+    ]
+    return score_checks(ForkRow, jobs, judges)
 
 
 class ForksStage:
@@ -208,8 +189,6 @@ class ForksStage:
     name = "forks"
 
     def run(self, ctx) -> dict:
-        import pandas as pd
-
         forks = ctx.config.forks
         if forks is None:
             return {}
@@ -222,9 +201,8 @@ class ForksStage:
                 rows += model_rows
         finally:
             ctx.engines.close()  # the probe runs transformers on these cores next
-        frame = pd.DataFrame(rows, columns=FORK_COLUMNS)
-        keys = ["model", "item", "policy", "sample", "fork_t", "arm", "draw", "check"]
-        frame = frame.sort_values(keys, kind="stable").reset_index(drop=True)
+        frame = result_frame(ForkRow, rows)
+        frame = frame.sort_values(list(ForkRow.keys), kind="stable").reset_index(drop=True)
         return {"forks.jsonl": arms, "forks.csv": frame}
 
     def _model(self, ctx, model) -> tuple[list[ForkArm], list[dict]]:
@@ -249,7 +227,6 @@ class ForksStage:
 
 def _unit(ctx, model, group: list[GenerationRecord], judges) -> dict:
     """One (model, policy) unit from the store, or generated, scored and stored."""
-    from harness.scoring import item_checks
     from harness.stages.generate import sampling_settings
     from harness.stages.probe import record_baseline_ids
 
@@ -272,7 +249,7 @@ def _unit(ctx, model, group: list[GenerationRecord], judges) -> dict:
         made = generate_arms(engine, group, base, forks, sampling)
         unit = {
             "arms": [a.model_dump() for a in made],
-            "rows": score_arms(made, items, langs, judges),
+            "rows": [row.model_dump() for row in score_arms(made, items, langs, judges)],
         }
         ctx.store.put(STAGE, key, unit)
     return unit

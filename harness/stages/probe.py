@@ -16,6 +16,7 @@ from harness.config import RunConfig
 from harness.models import ResolvedModel
 from harness.probes.backend import HfBackend, VllmBackend, cached_curves, open_backend
 from harness.records import GenerationRecord
+from harness.results import DivergenceRow, NextTokenRow, result_frame
 from harness.store import RunStore, unit_key
 
 STAGE = "probe"
@@ -159,11 +160,8 @@ def _ident(model: str, record: GenerationRecord) -> dict:
     }
 
 
-DIVERGENCE_COLUMNS = [
-    "model", "item", "policy", "sample", "pair", "layer", "t", "turn", "role", "l2", "rel_l2",
-    "cos_dist",
-]  # fmt: skip
-NEXTTOKEN_COLUMNS = ["model", "item", "policy", "sample", "pair", "t", "delta_logp", "kl"]
+DIVERGENCE_COLUMNS = DivergenceRow.columns()
+NEXTTOKEN_COLUMNS = NextTokenRow.columns()
 
 
 class ProbeStage:
@@ -192,6 +190,10 @@ class ProbeStage:
             div_rows += divergence_rows(model_name, record, arrays, ctx.config.probe.t_min)
             next_rows += nexttoken_rows(model_name, record, arrays)
         return {
-            "divergence.csv": pd.DataFrame(div_rows, columns=DIVERGENCE_COLUMNS),
-            "nexttoken.csv": pd.DataFrame(next_rows, columns=NEXTTOKEN_COLUMNS),
+            "divergence.csv": result_frame(
+                DivergenceRow, pd.DataFrame(div_rows, columns=DIVERGENCE_COLUMNS)
+            ),
+            "nexttoken.csv": result_frame(
+                NextTokenRow, pd.DataFrame(next_rows, columns=NEXTTOKEN_COLUMNS)
+            ),
         }

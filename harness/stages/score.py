@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from harness.config import RunConfig, TaskSuite
 from harness.records import GenerationRecord
+from harness.results import TurnRow, WindowRow, result_frame
 from harness.store import RunStore, unit_key
 
 STAGE = "score"
@@ -52,7 +53,8 @@ def turns_stage(
     talks = [r for r in records if r.is_conversation]
 
     def score(todo: list[GenerationRecord]) -> list[dict]:
-        return score_turns(todo, suites, tokenizer, config.scoring, judges)
+        rows = score_turns(todo, suites, tokenizer, config.scoring, judges)
+        return [row.model_dump() for row in rows]
 
     return _cached_per_record(store, TURNS, config, suites, talks, judges, score, model_key)
 
@@ -96,10 +98,7 @@ class ScoreStage:
     name = "score"
 
     def run(self, ctx) -> dict:
-        import pandas as pd
-
         from harness.scoring.judge import JudgeDefaults, JudgeRunner
-        from harness.scoring.turns import TURN_COLUMNS
 
         bar = ctx.progress.bar("score", 1)
         rows: list[dict] = []
@@ -121,12 +120,9 @@ class ScoreStage:
                 rows += score_stage(*args)
                 turns += turns_stage(*args)
         bar.finish()
-        out = {"windows.csv": _sorted_windows(pd.DataFrame(rows))}
+        windows = result_frame(WindowRow, rows)
+        keys = ["model", "item", "policy", "sample", "window", "check"]
+        out = {"windows.csv": windows.sort_values(keys, kind="stable").reset_index(drop=True)}
         if any(r.is_conversation for r in ctx.records):  # single-reply runs keep their files
-            out["turns.csv"] = pd.DataFrame(turns, columns=TURN_COLUMNS)
+            out["turns.csv"] = result_frame(TurnRow, turns)
         return out
-
-
-def _sorted_windows(frame):
-    keys = [c for c in ("model", "item", "policy", "sample", "window", "check") if c in frame]
-    return frame.sort_values(keys, kind="stable").reset_index(drop=True) if keys else frame

@@ -13,11 +13,11 @@ from harness.config import RunConfig
 from harness.models import ResolvedModel
 from harness.probes.backend import HfBackend
 from harness.records import GenerationRecord
+from harness.results import BiasRow, result_frame
 from harness.stages.probe import baseline_ids, record_curves
 from harness.store import RunStore, unit_key
 
 STAGE = "bias"
-BIAS_COLUMNS = ["model", "lam", "layer", "alpha", "ci_low", "ci_high", "r2", "n_pairs", "reason"]
 
 
 def relay_text(config: RunConfig) -> str | None:
@@ -74,7 +74,7 @@ def bias_rows(
                 fit = fit_alpha(t, stack, t_min=config.probe.t_min, seed=0)
                 rows.append(
                     {"model": model.name, "lam": lam, "layer": layer, "alpha": fit.alpha,
-                     "ci_low": fit.ci_low, "ci_high": fit.ci_high, "r2": fit.r2,
+                     "alpha_low": fit.ci_low, "alpha_high": fit.ci_high, "r2": fit.r2,
                      "n_pairs": len(curves), "reason": fit.reason}
                 )  # fmt: skip
     return rows
@@ -95,6 +95,6 @@ class TheoryStage:
         if ctx.config.probe.enabled and ctx.config.theory.bias_lams:
             bar = ctx.progress.bar("theory: alpha under attention bias", 1)
             rows = bias_rows(ctx.store, ctx.config, ctx.probe_models, ctx.records, ctx.curves)
-            out["bias.csv"] = pd.DataFrame(rows, columns=BIAS_COLUMNS)
+            out["bias.csv"] = result_frame(BiasRow, pd.DataFrame(rows, columns=BiasRow.columns()))
             bar.finish()
         return out

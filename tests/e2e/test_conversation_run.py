@@ -1,30 +1,26 @@
 """`harness run` on conversations as a user runs it: turns.csv holds every turn of every
-sample, windows never span a user turn, a SIGKILL mid-generation resumes to the same files;
-on the embedded model with tasks/conversations.yaml (scripted, pressure and simulated users)
-the report's Conversations section renders in headless Chromium."""
+sample, windows never span a user turn; on the embedded model with tasks/conversations.yaml
+(scripted, pressure and simulated users) the report's Conversations section renders in
+headless Chromium. (A run killed mid-way, its
+conversation units included, resumes to the same files: tests/unit/test_resume.py with a
+scripted engine, tests/e2e/test_run_pipeline.py with SIGKILL.)"""
 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
-pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+# whole runs (the module's fixtures count against its first test's limit)
+pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 ROOT = Path(__file__).parents[2]
 CONFIGS = ROOT / "tests" / "data" / "configs"
-TALK_FILES = (
-    "windows.csv", "turns.csv", "turn_adherence.csv", "conversations.csv", "divergence.csv",
-    "fits.csv", "summary.csv",
-)  # fmt: skip
 CHROMIUM = Path("/usr/bin/chromium")
 
 
@@ -88,35 +84,6 @@ def test_turns_csv_has_every_turn_of_every_sample(talk):
     fits = pd.read_csv(talk / "fits.csv")
     assert "rel_l2@assistant" in set(fits.metric)
     assert 'id="conversations"' in (talk / "report.html").read_text()
-
-
-def _units(out: Path, stage: str) -> int:
-    folder = out / "cache" / stage
-    return len([p for p in folder.glob("*.json")]) if folder.exists() else 0
-
-
-def test_sigkill_mid_generation_then_resume_gives_same_files(talk, tmp_path):
-    out = tmp_path / "killed"
-    process = subprocess.Popen(
-        _cmd(CONFIGS / "tiny-talk.yaml", out),
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.time() + 900
-    while _units(out, "generate") < 1:
-        assert process.poll() is None, "run finished before a generation unit was stored"
-        assert time.time() < deadline, "no generation unit stored"
-        time.sleep(0.05)
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-    assert not (out / "report.html").exists()
-    done = _run(CONFIGS / "tiny-talk.yaml", out)
-    assert done.returncode == 0, done.stderr[-2000:]
-    for name in TALK_FILES:
-        assert (out / name).read_text() == (talk / name).read_text(), name
-    strip = lambda rows: [{k: v for k, v in r.items() if k != "seconds"} for r in rows]  # noqa: E731
-    assert strip(_records(out)) == strip(_records(talk))
 
 
 EMBEDDED = {

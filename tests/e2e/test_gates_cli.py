@@ -15,7 +15,8 @@ import pandas as pd
 import pytest
 import yaml
 
-pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+# whole runs (the module's fixtures count against its first test's limit)
+pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 CONFIGS = Path(__file__).parent.parent / "data" / "configs"
 FAILING = "gates[1] token_overhead of periodic-16-user <= 0.05 on mini-fr"

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 import yaml
 
-pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow]
+# whole runs (the module's fixtures count against its first test's limit)
+pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 
 def _harness(*argv: str, cwd: Path) -> subprocess.CompletedProcess:

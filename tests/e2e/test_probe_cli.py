@@ -10,7 +10,8 @@ import sys
 import pandas as pd
 import pytest
 
-pytestmark = pytest.mark.e2e
+# whole runs (the module's fixtures count against its first test's limit)
+pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 TEXT = "The river ran past the old mill, and the children counted the boats going by. " * 12
 
@@ -75,7 +76,7 @@ def test_probe_writes_tables_for_both_models_and_lams(inputs, tmp_path):
     assert len(nxt) == 2 * 2 * 2 * 120 and (nxt.kl >= 0).all()
     fits = pd.read_csv(out / "fits.csv")
     assert list(fits.columns) == [
-        "model", "lam", "pair", "layer", "metric", "alpha", "ci_low", "ci_high", "r2",
+        "model", "lam", "pair", "layer", "metric", "alpha", "alpha_low", "alpha_high", "r2",
         "t_min", "t_max", "reason",
     ]  # fmt: skip
     assert set(fits.pair) == {"chat", "raw", "all"}

@@ -14,7 +14,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+from harness.report.load import read_result
+from harness.results import RESULT_FILES, frame_columns
+
+# whole runs (the module's fixtures count against its first test's limit)
+pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 CONFIGS = Path(__file__).parent.parent / "data" / "configs"
 OUTPUTS = (
@@ -73,6 +77,10 @@ def test_run_is_quiet_and_ends_with_the_summary_table(finished):
 def test_run_writes_every_output(uninterrupted):
     for name in OUTPUTS:
         assert (uninterrupted / name).is_file(), name
+    for name in CSVS:  # every file through its row model: the declared header, valid cells
+        frame, problem = read_result(uninterrupted / name, RESULT_FILES[name])
+        assert problem is None, (name, problem)
+        assert list(frame.columns) == frame_columns(RESULT_FILES[name], frame.columns), name
     records = [json.loads(line) for line in (uninterrupted / "generations.jsonl").open()]
     assert len(records) == 2 * 2 * 2  # items x policies x samples
     assert {r["policy"] for r in records} == {"none", "periodic-16-user"}

@@ -12,7 +12,7 @@ import pytest
 
 from harness.scoring import WINDOW_COLUMNS
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow]
 TASKS = Path(__file__).parents[2] / "tasks"
 
 FRENCH = (

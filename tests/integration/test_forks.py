@@ -11,6 +11,8 @@ from harness.records import GenerationRecord, Segment
 from harness.stages.forks import fork_requests, fork_seed, generate_arms
 from harness.stages.probe import record_baseline_ids
 
+pytestmark = pytest.mark.integration
+
 SYSTEM = "Always answer in French."
 USER = "Tell me a short story about a lighthouse keeper."
 SAMPLING = SamplingSettings(temperature=0.7, top_p=0.95, max_tokens=48)

@@ -57,9 +57,30 @@ def test_unknown_benchmark_is_one_line(run_cli, started):
     assert started == []
 
 
-def test_help_says_where_options_go(run_cli, started):
+def test_help_says_where_options_go_and_names_every_benchmark(run_cli, started):
     code, out, _ = run_cli(["bench", "--help"])
     text = " ".join(out.split())
     assert code == 0 and started == []
     assert "Options after NAME go to the benchmark" in text
     assert "harness bench NAME -- --help" in text
+    names = sorted(p.stem for p in BENCH.glob("*.py") if not p.name.startswith("_"))
+    assert len(names) >= 6
+    for name in names:
+        assert name in text
+
+
+def test_without_a_name_each_benchmark_is_listed_with_what_it_measures(run_cli, started):
+    code, out, _ = run_cli(["bench"])
+    assert code == 0 and started == []
+    lines = dict(line.split(maxsplit=1) for line in out.splitlines())
+    assert set(lines) == {p.stem for p in BENCH.glob("[!_]*.py")}
+    assert lines["scoring"].startswith("Time to score 1,000 windows")
+
+
+def test_the_list_is_read_from_the_folder(tmp_path):
+    from harness.commands.bench import benchmarks
+
+    (tmp_path / "_helper.py").write_text('"""Not a benchmark."""\n')
+    (tmp_path / "speed.py").write_text('"""How fast,\nmeasured.\n\nUsage: ..."""\nimport x\n')
+    assert benchmarks(tmp_path) == {"speed": "How fast, measured."}
+    assert benchmarks(tmp_path / "absent") == {}

@@ -42,8 +42,8 @@ def test_adherence_by_turn_and_survival_over_turns():
     assert curve["pressure"].tolist() == [False, False, True, False]
     # first failures: s0 at 3, s1 at 4, s2 at 2, s3 never (censored at 4)
     assert curve["survival"].tolist() == pytest.approx([1.0, 0.75, 0.5, 0.25])
-    assert (curve["lo"] <= curve["a"]).all() and (curve["a"] <= curve["hi"]).all()
-    assert curve.loc[0, "lo"] == curve.loc[0, "hi"] == 1.0
+    assert (curve["a_low"] <= curve["a"]).all() and (curve["a"] <= curve["a_high"]).all()
+    assert curve.loc[0, "a_low"] == curve.loc[0, "a_high"] == 1.0
 
 
 def test_pressure_split_pooling_and_token_overhead():
@@ -53,7 +53,7 @@ def test_pressure_split_pooling_and_token_overhead():
     # before turn 3: 7 of 8 replies pass; from turn 3 on: 4 of 7 determined replies
     assert row["before"] == pytest.approx(7 / 8) and row["after"] == pytest.approx(4 / 7)
     assert row["pressure_delta"] == pytest.approx(4 / 7 - 7 / 8)
-    assert row["pressure_delta_lo"] <= row["pressure_delta"] <= row["pressure_delta_hi"]
+    assert row["pressure_delta_low"] <= row["pressure_delta"] <= row["pressure_delta_high"]
     assert row["first_fail_median"] == 3 and row["pressure_turn"] == 3
     assert row["token_overhead"] == pytest.approx(20 / 400)
     assert row["mean"] == pytest.approx((1 + 0.75 + 2 / 3 + 0.5) / 4)

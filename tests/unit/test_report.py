@@ -86,27 +86,28 @@ def test_self_contained_plotly_inlined_once_and_no_network(rendered):
 def test_verdict_cards_match_the_designed_curves(rendered):
     cards = card_texts(rendered)
     french = cards["french · smollm2-135m-instruct"]
-    # none: 4/4 pass windows 0-2 (window 2 spans t 65..96, t_mid 80.5); periodic: 4/4 through
-    # window 5 (t 185..216 with two 12-token reminders before it); restate never drops.
+    # a(t) at window starts. none: 4/4 pass windows 0-2 (window 2 starts at t 65); periodic:
+    # 4/4 through window 5 (t 185, after two 12-token reminders); restate never drops (its last
+    # window starts at t 13 + 7 x 32 = 237).
     assert (
-        "french holds 90 % to t = 80 with none, to t = 200 with periodic-64-user at +14 % "
-        "tokens, to the end (t = 252) with restate at +5 % tokens." in french
+        "french holds 90 % to t = 65 with none, to t = 185 with periodic-64-user at +14 % "
+        "tokens, to the end (t = 237) with restate at +5 % tokens." in french
     )
     assert "Highest adherence AUC: restate (1.00) at +5 % tokens." in french
     pirate = cards["pirate · smollm2-135m-instruct"]
     # none starts at 2/4 and falls below 1/4 at window 4 (scoring's half-life, t_start 129).
     assert "with none it starts at 50 % and halves by t = 129" in pirate
-    assert "to t = 28 with restate at +5 % tokens" in pirate
+    assert "to t = 13 with restate at +5 % tokens" in pirate  # window 0 starts at 13
 
 
 def test_verdict_numbers_follow_the_stored_csvs(synthetic_run, rendered):
     """Every hold time in the cards is the last t before a(t) first drops below 0.9."""
-    adherence = pd.read_csv(synthetic_run / "adherence.csv")
+    adherence = pd.read_csv(synthetic_run / "adherence_curve.csv")
     summary = pd.read_csv(synthetic_run / "summary.csv")
     cards = card_texts(rendered)
     for (item, policy), rows in adherence.groupby(["item", "policy"]):
-        rows = rows.sort_values("t_mid")
-        a, t = rows["a"].to_numpy(), rows["t_mid"].to_numpy()
+        rows = rows.sort_values("t")
+        a, t = rows["a"].to_numpy(), rows["t"].to_numpy()
         if a[0] < 0.9:
             continue
         below = [k for k in range(len(a)) if a[k] < 0.9]
@@ -181,7 +182,7 @@ def test_alpha_by_layer_recovers_the_designed_exponents(synthetic_run):
         assert got[(make_run.MODEL, layer)] == pytest.approx(alpha, abs=0.03)
     for layer, alpha in make_run.ALPHA_TWIN.items():
         assert got[(make_run.TWIN, layer)] == pytest.approx(alpha, abs=0.03)
-    assert (frame["lo"] <= frame["alpha"]).all() and (frame["alpha"] <= frame["hi"]).all()
+    assert (frame["low"] <= frame["alpha"]).all() and (frame["alpha"] <= frame["high"]).all()
 
 
 def test_run_strings_are_escaped_everywhere(rendered):

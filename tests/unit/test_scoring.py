@@ -166,12 +166,13 @@ def test_adherence_curve_auc_half_life_final():
     assert curve["t"].tolist() == [1, 65, 129, 193]
     assert curve["a"].tolist() == pytest.approx([1.0, 0.75, 1 / 3, 0.0])
     assert curve["n"].tolist() == [4, 4, 3, 4]
-    assert (curve["lo"] <= curve["a"] + 1e-12).all() and (curve["a"] <= curve["hi"] + 1e-12).all()
+    assert (curve["a_low"] <= curve["a"] + 1e-12).all()
+    assert (curve["a"] <= curve["a_high"] + 1e-12).all()
     (summary,) = adherence_summary(frame, n_boot=200)
     assert summary.auc == pytest.approx((1 + 0.75 + 1 / 3 + 0) / 4)
     assert summary.half_life == 129 and not summary.half_life_censored
     assert summary.final == 0.0
-    assert summary.auc_lo <= summary.auc <= summary.auc_hi
+    assert summary.auc_low <= summary.auc <= summary.auc_high
 
 
 def test_half_life_censored_when_never_halved():
@@ -215,11 +216,11 @@ def test_half_life_ci_brackets_the_estimate_and_is_open_ended_when_draws_never_h
     halving = _windows_frame({s: [True, True, s % 2 == 0, False] for s in range(8)})
     (summary,) = adherence_summary(halving, n_boot=400)
     assert summary.half_life == 193 and not summary.half_life_censored
-    assert summary.half_life_lo <= 193 <= summary.half_life_hi
-    assert {summary.half_life_lo, summary.half_life_hi} <= {65.0, 129.0, 193.0, math.inf}
+    assert summary.half_life_low <= 193 <= summary.half_life_high
+    assert {summary.half_life_low, summary.half_life_high} <= {65.0, 129.0, 193.0, math.inf}
     # 5 of 8 samples hold throughout: the mean curve never halves; draws where most of the
     # failing samples are picked do halve, so the lower bound is finite, the upper infinite.
     mostly_holding = _windows_frame({s: [True, True, True, s >= 3] for s in range(8)})
     (summary,) = adherence_summary(mostly_holding, n_boot=400)
     assert summary.half_life_censored and math.isnan(summary.half_life)
-    assert summary.half_life_lo == 193 and math.isinf(summary.half_life_hi)
+    assert summary.half_life_low == 193 and math.isinf(summary.half_life_high)

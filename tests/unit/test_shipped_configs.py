@@ -19,21 +19,54 @@ def test_run_configs_load(name, monkeypatch):
     assert config.samples > 0 and config.policies
 
 
-def test_quickstart_is_the_main_job(monkeypatch):
+@pytest.fixture
+def quickstart(monkeypatch):
+    """(config, the items it selects) of configs/quickstart.yaml, as `harness run` reads it."""
+    from harness.config import load_run_config_and_suites
+    from harness.plan import select_items
+
     monkeypatch.chdir(ROOT)
-    config = load_run_config(ROOT / "configs" / "quickstart.yaml")
-    assert config.models == ["smollm2-135m-instruct"] and config.probe.untrained_twin
-    assert [policy_label(p).split("-")[0] for p in config.policies] == [
-        "none", "restate", "periodic", "adaptive",
-    ]  # fmt: skip
-    assert config.samples == 4 and config.generation.max_tokens == 320
-    prefixes = {item.split("-")[0] for item in config.items or []}
-    assert prefixes == {"lang", "fmt", "persona", "conv"}
-    # the conversation item runs under the three between-turn policies only
-    assert [policy_label(p) for p in config.conversation_policies] == [
-        "none", "periodic-turns2-system", "adaptive-turn-system",
-    ]  # fmt: skip
-    assert config.generation.turn_tokens == 48
+    config, suites = load_run_config_and_suites(ROOT / "configs" / "quickstart.yaml")
+    return config, [sel.item for sel in select_items(config, suites)]
+
+
+def test_quickstart_fills_every_section_of_the_report(quickstart):
+    """What `make demo` promises: trained vs untrained alpha, single replies under the
+    reminder policies, a conversation under between-turn policies, forks, the theory."""
+    config, items = quickstart
+    assert len(items) == len(config.items)  # every item it names exists in its suites
+    assert config.probe.enabled and config.probe.untrained_twin
+    assert any(i.is_conversation for i in items) and any(not i.is_conversation for i in items)
+    names = {p.name for p in config.policies}
+    assert {"none", "restate"} < names and names & {"periodic", "adaptive"}
+    assert config.conversation_policies and config.forks
+    assert config.theory.relay and config.theory.bias_lams
+
+
+def test_quickstart_stays_inside_its_budgets(quickstart):
+    """Every number fits the others: no fork falls past a record, every forked and
+    bias-probed sample is probed, each reply gets its whole turn, the adherence curve has
+    several windows, and the longest prompt + budget + reminders fit the context."""
+    config, items = quickstart
+    gen, forks, probe = config.generation, config.forks, config.probe
+    labels = [policy_label(p) for p in config.policies]
+    assert max(forks.at) < gen.max_tokens and gen.continue_on_eos  # records are max_tokens long
+    assert set(forks.policies) <= set(labels)
+    assert forks.records <= probe.samples <= config.samples  # KL at each fork is known
+    assert config.theory.bias_samples <= probe.samples  # lam = 0 reuses the plain curves
+    assert gen.max_tokens >= 4 * config.scoring.window  # "final" = the last quarter of windows
+    talks = [i for i in items if i.is_conversation]
+    assert all(i.n_turns * gen.turn_tokens <= gen.max_tokens for i in talks)
+    # a byte-level BPE token covers at least one UTF-8 byte: bytes bound the tokens, with
+    # 16 tokens of chat markup per turn
+    for item in items:
+        texts = [item.system, item.user, *(t.user for t in item.turns or [])]
+        prompt = sum(len(t.encode()) + 16 for t in texts)
+        reminder = len((item.reminder or item.system).encode()) + 16
+        reminders = max(gen.max_tokens // p.every for p in config.policies if hasattr(p, "every"))
+        restated = len((item.restatement or "").encode())
+        need = prompt + gen.max_tokens + reminders * reminder + restated
+        assert need <= gen.max_model_len, item.id
 
 
 def test_conversation_suite_covers_the_issue(monkeypatch):

@@ -18,6 +18,22 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from harness.results import (
+    AdherenceCurveRow,
+    AdherenceRow,
+    BiasRow,
+    CarriedRow,
+    CorrelationRow,
+    DivergenceRow,
+    FitRow,
+    LinkageRow,
+    PolicyRow,
+    PredictorRow,
+    SummaryRow,
+    WindowRow,
+    result_frame,
+)
+
 MODEL = "smollm2-135m-instruct"
 TWIN = "untrained:smollm2-135m-instruct"
 ITEMS = ("french", "pirate")
@@ -122,18 +138,21 @@ def _record(item: str, policy: str, sample: int, onset: int | None) -> tuple[dic
     return record, rows
 
 
-def _adherence(windows: pd.DataFrame) -> pd.DataFrame:
-    """adherence.csv in the schema's form: a per window index, with a Wilson band."""
-    w = windows.assign(t_mid=(windows["t_start"] + windows["t_end"]) / 2)
-    g = w.groupby(["model", "item", "policy", "window"], as_index=False).agg(
-        t_mid=("t_mid", "mean"), a=("passed", "mean"), n=("passed", "size")
+def _adherence_curve(windows: pd.DataFrame) -> pd.DataFrame:
+    """adherence_curve.csv: a(t) at each window start, with a Wilson band."""
+    g = windows.groupby(["model", "task", "item", "policy", "window"], as_index=False).agg(
+        t=("t_start", "min"), a=("passed", "mean"), n=("passed", "size")
     )
     z, n, p = 1.96, g["n"], g["a"]
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return g.assign(a_low=(centre - half).clip(0, 1), a_high=(centre + half).clip(0, 1))[
-        ["model", "item", "policy", "window", "t_mid", "a", "a_low", "a_high", "n"]
-    ]
+    g = g.assign(a_low=(centre - half).clip(0, 1), a_high=(centre + half).clip(0, 1))
+    return g.drop(columns="window")
+
+
+def _write(out: Path, row, frame: pd.DataFrame, float_format: str | None = None) -> None:
+    """Through the file's row model, as the stages write: every declared column, checked."""
+    result_frame(row, frame).to_csv(out / row.file, index=False, float_format=float_format)
 
 
 def _divergence() -> pd.DataFrame:
@@ -150,9 +169,10 @@ def _divergence() -> pd.DataFrame:
                     rel = scale * t**-a * np.exp(rng.normal(0, 0.03, size=len(t)))
                     for tt, r in zip(t, rel, strict=True):
                         rows.append(
-                            (model, item, policy, 0, pair, layer, int(tt), 30 * r, r, r * r / 2)
+                            (model, item, policy, 0, pair, layer, int(tt), 1, "assistant")
+                            + (30 * r, r, r * r / 2)
                         )
-    cols = ["model", "item", "policy", "sample", "pair", "layer", "t", "l2", "rel_l2", "cos_dist"]
+    cols = DivergenceRow.columns()
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -171,11 +191,12 @@ def build_run(out: Path) -> Path:
     with (out / "generations.jsonl").open("w") as fh:
         fh.writelines(json.dumps(r) + "\n" for r in records)
     windows = pd.DataFrame(rows)
-    windows.to_csv(out / "windows.csv", index=False)
-    _adherence(windows).to_csv(out / "adherence.csv", index=False, float_format="%.4g")
-    _divergence().to_csv(out / "divergence.csv", index=False, float_format="%.4g")
-
+    _write(out, WindowRow, windows)
     adh = summary_frame(adherence_summary(windows, n_boot=200))
+    _write(out, AdherenceRow, adh, "%.4g")
+    _write(out, AdherenceCurveRow, _adherence_curve(windows), "%.4g")
+    _write(out, DivergenceRow, _divergence(), "%.4g")
+
     summary = []
     for r in adh.itertuples(index=False):
         recs = [x for x in records if (x["item"], x["policy"]) == (r.item, r.policy)]
@@ -186,13 +207,16 @@ def build_run(out: Path) -> Path:
         summary.append({
             "model": MODEL, "item": r.item, "policy": r.policy, "alpha_mean": alpha,
             "alpha_mean_low": alpha - 0.05, "alpha_mean_high": alpha + 0.05, "auc": r.auc,
-            "auc_low": r.auc_lo, "auc_high": r.auc_hi, "half_life": r.half_life,
+            "auc_low": r.auc_low, "auc_high": r.auc_high, "half_life": r.half_life,
+            "half_life_low": r.half_life_low, "half_life_high": r.half_life_high,
             "half_life_censored": r.half_life_censored, "final": r.final,
-            "survival_median": r.survival_median, "tokens_generated": gen,
+            "survival_median": r.survival_median,
+            "survival_censored_share": r.censored / (r.censored + r.failures),
+            "tokens_generated": gen,
             "tokens_injected": inj, "tokens_restated": res, "token_overhead": (inj + res) / gen,
         })  # fmt: skip
     summary = pd.DataFrame(summary)
-    summary.to_csv(out / "summary.csv", index=False, float_format="%.4g")
+    _write(out, SummaryRow, summary, "%.4g")
 
     fits = [
         (m, item, policy, "all", layer, "rel_l2", a, a - 0.05, a + 0.05, 0.98, 16, 256, "")
@@ -202,21 +226,16 @@ def build_run(out: Path) -> Path:
         (m, "all", "all", "all", layer, "rel_l2", a, a - 0.05, a + 0.05, 0.98, 16, 256, "")
         for m, alphas in ((MODEL, ALPHA_TRAINED), (TWIN, ALPHA_TWIN)) for layer, a in alphas.items()
     ]  # fmt: skip
-    pd.DataFrame(fits, columns=["model", "item", "policy", "pair", "layer", "metric", "alpha",
-                                "ci_low", "ci_high", "r2", "t_min", "t_max", "reason"]).to_csv(
-        out / "fits.csv", index=False
-    )  # fmt: skip
-    pd.DataFrame([{
+    _write(out, FitRow, pd.DataFrame(fits, columns=FitRow.columns()))
+    _write(out, CorrelationRow, pd.DataFrame([{
         "x": "alpha_mean", "y": "auc", "n": 6, "spearman": -0.71, "spearman_low": -0.95,
         "spearman_high": 0.1, "pearson": -0.68, "pearson_low": -0.93, "pearson_high": 0.2,
         "perm_p": 0.11,
-    }]).to_csv(out / "correlation.csv", index=False)  # fmt: skip
-    pd.DataFrame([
-        (MODEL, "divergence+log_t", 0.74, 0.62, 0.85, 192, 24, 40, 4),
-        (MODEL, "log_t", 0.66, 0.55, 0.77, 192, 24, 40, 4),
-    ], columns=["model", "features", "auroc", "auroc_low", "auroc_high", "n_windows",
-                "n_samples", "n_violations", "folds"],
-    ).to_csv(out / "predictor.csv", index=False)  # fmt: skip
+    }]))  # fmt: skip
+    _write(out, PredictorRow, pd.DataFrame([
+        (MODEL, "divergence+log_t", 0.74, 0.62, 0.85, 192, 24, 40, 4, ""),
+        (MODEL, "log_t", 0.66, 0.55, 0.77, 192, 24, 40, 4, ""),
+    ], columns=PredictorRow.columns()))  # fmt: skip
 
     pol = []
     for item, rows_ in summary.groupby("item"):
@@ -228,9 +247,7 @@ def build_run(out: Path) -> Path:
             delta = r.auc - none["auc"]
             pol.append((MODEL, item, r.policy, "auc", r.auc, none["auc"], delta, delta - 0.1,
                         delta + 0.1, r.token_overhead, pareto))  # fmt: skip
-    pd.DataFrame(pol, columns=["model", "item", "policy", "metric", "value", "none_value",
-                               "delta", "delta_low", "delta_high", "token_overhead",
-                               "pareto"]).to_csv(out / "policies.csv", index=False)  # fmt: skip
+    _write(out, PolicyRow, pd.DataFrame(pol, columns=PolicyRow.columns()))
 
     write_relay_csv(solve_relay(32, 3, 10_000), out / "relay.csv")
     bias = []
@@ -238,10 +255,8 @@ def build_run(out: Path) -> Path:
         for lam in (0.0, 0.25, 0.5, 1.0):
             for layer, a in base.items():
                 v = a - slope * lam
-                bias.append((m, lam, layer, v, v - 0.04, v + 0.04))
-    pd.DataFrame(bias, columns=["model", "lam", "layer", "alpha", "ci_low", "ci_high"]).to_csv(
-        out / "bias.csv", index=False
-    )
+                bias.append((m, lam, layer, v, v - 0.04, v + 0.04, 0.97, 2, ""))
+    _write(out, BiasRow, pd.DataFrame(bias, columns=BiasRow.columns()))
     manifest = {
         "run_id": "synthetic", "name": "report-test",
         "config": {"note": "</script><script>alert(4)</script>", "samples": SAMPLES},
@@ -284,16 +299,15 @@ def _forks(out: Path) -> None:
                 "dependence_high": cis[i][1], "kl": 0.3 / (1 + t), "abs_delta_logp": 0.1,
                 "reason": "",
             })  # fmt: skip
-    pd.DataFrame(rows).to_csv(out / "carried.csv", index=False)
+    _write(out, CarriedRow, pd.DataFrame(rows))
     nan = float("nan")
-    pd.DataFrame([
+    _write(out, LinkageRow, pd.DataFrame([
         ("alpha_auc_item", MODEL, "french", "alpha", "auc", 12, 1, 0.55, nan, nan),
         ("alpha_auc_item", MODEL, "pirate", "alpha", "auc", 12, 1, 0.35, nan, nan),
         ("alpha_auc_within", MODEL, "", "alpha", "auc", 24, 2, 0.45, 0.12, 0.7),
         ("alpha_auc_across", "", "", "alpha_mean", "auc", 6, nan, -0.71, -0.95, 0.1),
         ("kl_dependence_item", MODEL, "french", "kl", "dependence", 8, 1, 0.8, nan, nan),
-    ], columns=["kind", "model", "item", "x", "y", "n", "items", "spearman", "spearman_low",
-                "spearman_high"]).to_csv(out / "linkage.csv", index=False)  # fmt: skip
+    ], columns=LinkageRow.columns()))  # fmt: skip
     arms = [
         {"model": MODEL, "item": "french", "policy": "none", "sample": 0, "fork_t": 64,
          "arm": arm, "draw": draw, "seed": 1, "prompt_tokens": 80, "token_ids": [1, 2],

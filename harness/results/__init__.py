@@ -1,0 +1,102 @@
+"""Every result file of a run folder declared once: one row model per CSV (its columns, in
+order, with their docs), the key column names, and the helpers that build, check and read
+frames through them. Stages write `result_frame(Row, rows)`; the report reads `read_result`.
+"""
+
+from __future__ import annotations
+
+from harness.results.analysis import (
+    CalibrationRow,
+    CarriedRow,
+    CorrelationRow,
+    GateRow,
+    LinkageRow,
+    PolicyRow,
+    PredictorRow,
+    SummaryRow,
+)
+from harness.results.base import (
+    CONDITION,
+    RECORD,
+    RUN_SAMPLE,
+    SAMPLE,
+    TASK_CONDITION,
+    ResultRow,
+    column_kind,
+    column_problem,
+    frame_columns,
+    result_frame,
+)
+from harness.results.probing import BiasRow, DivergenceRow, FitRow, NextTokenRow, RelayRow
+from harness.results.scoring import (
+    AdherenceCurveRow,
+    AdherenceRow,
+    ConversationRow,
+    ForkRow,
+    SurvivalRow,
+    TurnAdherenceRow,
+    TurnRow,
+    WindowRow,
+)
+
+# In the order of docs/architecture.md's table (the run's stage order).
+ROWS: tuple[type[ResultRow], ...] = (
+    WindowRow,
+    AdherenceRow,
+    AdherenceCurveRow,
+    SurvivalRow,
+    DivergenceRow,
+    NextTokenRow,
+    FitRow,
+    SummaryRow,
+    CorrelationRow,
+    PredictorRow,
+    PolicyRow,
+    CalibrationRow,
+    ForkRow,
+    CarriedRow,
+    LinkageRow,
+    TurnRow,
+    TurnAdherenceRow,
+    ConversationRow,
+    RelayRow,
+    BiasRow,
+    GateRow,
+)
+RESULT_FILES: dict[str, type[ResultRow]] = {row.file: row for row in ROWS}
+
+__all__ = [
+    "CONDITION",
+    "RECORD",
+    "RESULT_FILES",
+    "ROWS",
+    "RUN_SAMPLE",
+    "SAMPLE",
+    "TASK_CONDITION",
+    "AdherenceCurveRow",
+    "AdherenceRow",
+    "BiasRow",
+    "CalibrationRow",
+    "CarriedRow",
+    "ConversationRow",
+    "CorrelationRow",
+    "DivergenceRow",
+    "FitRow",
+    "ForkRow",
+    "GateRow",
+    "LinkageRow",
+    "NextTokenRow",
+    "PolicyRow",
+    "PredictorRow",
+    "RelayRow",
+    "ResultRow",
+    "SummaryRow",
+    "SurvivalRow",
+    "TurnAdherenceRow",
+    "TurnRow",
+    "WindowRow",
+    "column_kind",
+    "column_problem",
+    "frame_columns",
+    "result_frame",
+]

@@ -1,0 +1,216 @@
+"""Row models of the files the analyse and gates stages write (docs/architecture.md,
+"Estimators: ...", "Gates")."""
+
+from __future__ import annotations
+
+from harness.results.base import CONDITION, ResultRow
+
+
+class SummaryRow(ResultRow):
+    file = "summary.csv"
+    written_by = "analyse"
+    row = "one condition (twins: alpha only)"
+    keys = CONDITION
+    # alpha_L<k>, alpha_L<k>_low, alpha_L<k>_high per reported hidden-state index k
+    extra_pattern = r"alpha_L\d+(_low|_high)?"
+    extra_after = "alpha_mean_high"
+
+    model: str
+    item: str
+    policy: str
+    alpha_mean: float
+    """mean over hidden-state indices 1..L of the rel_l2 alphas (alpha_L<k> per index k)"""
+    alpha_mean_low: float
+    """mean of the layers' alpha_low"""
+    alpha_mean_high: float
+    auc: float
+    auc_low: float
+    auc_high: float
+    half_life: float
+    half_life_low: float
+    half_life_high: float
+    half_life_censored: bool | None
+    final: float
+    survival_median: float
+    survival_censored_share: float
+    """share of samples that never failed"""
+    tokens_generated: int | None
+    tokens_injected: int | None
+    tokens_restated: int | None
+    token_overhead: float
+    """(injected + restated) / generated tokens"""
+
+
+class CorrelationRow(ResultRow):
+    file = "correlation.csv"
+    written_by = "analyse"
+    row = "one (alpha column, behaviour column) pair"
+    keys = ("x", "y")
+
+    x: str
+    """the alpha column of summary.csv"""
+    y: str
+    """the behaviour column of summary.csv"""
+    n: int
+    """conditions with both values"""
+    spearman: float
+    spearman_low: float
+    spearman_high: float
+    pearson: float
+    pearson_low: float
+    pearson_high: float
+    perm_p: float
+    """permutation p-value of the Spearman coefficient"""
+
+
+class PredictorRow(ResultRow):
+    file = "predictor.csv"
+    written_by = "analyse"
+    row = "one (model, feature set)"
+    keys = ("model", "features")
+
+    model: str
+    features: str
+    """`divergence+log_t` or the `log_t` baseline"""
+    auroc: float
+    """cross-validated AUROC of the window-violation predictor"""
+    auroc_low: float
+    auroc_high: float
+    n_windows: int
+    n_samples: int
+    """samples (the folds group by sample)"""
+    n_violations: int
+    folds: int
+    reason: str
+
+
+class PolicyRow(ResultRow):
+    file = "policies.csv"
+    written_by = "analyse"
+    row = 'one (model, item or "all", policy, metric)'
+    keys = (*CONDITION, "metric")
+
+    model: str
+    item: str
+    """the item, or `all` pooled over the model's items"""
+    policy: str
+    metric: str
+    """`auc`, `half_life_capped` or `final`"""
+    value: float
+    """the metric under the policy"""
+    none_value: float
+    """the metric under `none`"""
+    delta: float
+    """value - none_value"""
+    delta_low: float
+    delta_high: float
+    token_overhead: float
+    pareto: bool
+    """on the Pareto front of (auc, token overhead)"""
+
+
+class CalibrationRow(ResultRow):
+    file = "calibration.csv"
+    written_by = "analyse"
+    row = (
+        "one (model, item, judge check, code check) meeting on the same windows, or pooled per "
+        'model (item = judge = code = `all`); header-only without judge checks (see "Estimators:'
+        ' judge calibration")'
+    )
+    keys = ("model", "item", "judge", "code")
+
+    model: str
+    item: str
+    judge: str
+    """the judge check's id"""
+    code: str
+    """the code check's id"""
+    n: int
+    """windows both decided"""
+    n_records: int
+    """records those windows come from (the units of the bootstrap)"""
+    agree_pass: int
+    agree_fail: int
+    judge_only_pass: int
+    code_only_pass: int
+    undetermined: int
+    """windows where one of the two could not decide"""
+    accuracy: float
+    accuracy_low: float
+    accuracy_high: float
+    kappa: float
+    """Cohen's kappa"""
+    kappa_low: float
+    kappa_high: float
+    reason: str
+
+
+class CarriedRow(ResultRow):
+    file = "carried.csv"
+    written_by = "analyse"
+    row = 'one (condition, fork position) (see "Estimators: carried")'
+    keys = (*CONDITION, "fork_t")
+
+    model: str
+    item: str
+    policy: str
+    fork_t: int
+    records: int
+    """forked records (the units of the bootstrap)"""
+    draws: int
+    """draws per arm and record"""
+    adherence_with: float
+    """share of passing draws of arm `with` over the forked records"""
+    adherence_without: float
+    """share of passing draws of arm `without` over the forked records"""
+    dependence: float
+    """adherence_with - adherence_without"""
+    dependence_low: float
+    dependence_high: float
+    kl: float
+    """mean next-token KL(p_with || p_without) at the fork"""
+    abs_delta_logp: float
+    """mean |delta log p| at the fork"""
+    reason: str
+
+
+class LinkageRow(ResultRow):
+    file = "linkage.csv"
+    written_by = "analyse"
+    row = 'one coefficient (see "Estimators: linkage")'
+    keys = ("kind", "model", "item", "x", "y")
+
+    kind: str
+    """which linkage the coefficient measures"""
+    model: str
+    item: str
+    x: str
+    y: str
+    n: int
+    items: int | None
+    """items pooled"""
+    spearman: float
+    spearman_low: float
+    spearman_high: float
+
+
+class GateRow(ResultRow):
+    file = "gates.csv"
+    written_by = "gates"
+    row = "one check of one gate on one (model, item); header-only without gates"
+    keys = ("gate", "model", "item")
+
+    gate: int
+    """the gate's index in `gates:`"""
+    metric: str
+    policy: str
+    item: str
+    model: str
+    use: str
+    """`value`, `ci_low` or `ci_high`"""
+    value: float
+    min: float
+    max: float
+    passed: bool
+    detail: str
+    """the verdict in words"""

@@ -1,0 +1,197 @@
+"""The base of every result file's row model, the key column names, and the frame helpers.
+
+One row model per CSV of a run folder (docs/architecture.md, "Files of a run folder"): its
+fields are the file's columns in order, each field's docstring the column's doc. Key columns
+share one set of names (below) and one doc each; intervals are `<metric>_low` and
+`<metric>_high`. Adding a column is one field in its model.
+"""
+
+from __future__ import annotations
+
+import re
+import types
+import typing
+from collections.abc import Iterable
+from typing import Any, ClassVar, Literal
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict
+
+# One experimental condition: what a run compares (item ids are unique across suites).
+CONDITION = ("model", "item", "policy")
+# The same condition with its suite named (files the scoring stage writes carry the task).
+TASK_CONDITION = ("model", "task", "item", "policy")
+# One sample within a condition.
+SAMPLE = ("seed", "sample")
+# One sample within a condition when the rows may come from several runs (`harness score`).
+RUN_SAMPLE = ("run_id", "seed", "sample")
+# One generation record of a run: a condition and a sample index.
+RECORD = (*CONDITION, "sample")
+
+# The doc of a column shared by several files (a field's own docstring takes precedence).
+SHARED_DOCS = {
+    "run_id": "the run that produced the row (first 12 hex of the config's hash)",
+    "model": "the generating model (in probe files the probe model: a twin is `untrained:<name>`)",
+    "task": "the item's suite",
+    "item": "the task item's id",
+    "policy": "the policy label, e.g. `none`, `periodic-128-user`",
+    "seed": "the sample's seed",
+    "sample": "0-based sample index within the condition",
+    "pair": '`"<item>/<policy>/<sample>"`, or `all` for a fit pooled over the pairs',
+    "layer": "hidden-state index (0 = embeddings, L = last layer)",
+    "t": "continuation position, 1-based (see Positions)",
+    "turn": "conversation turn, 1-based (1 in a single reply)",
+    "check": "the check's id (a repeated id on one item gets `#2`, `#3`...)",
+    "scope": "the check's scope: `window` or `response`",
+    "value": "the check's score (NaN: undetermined)",
+    "passed": "the check's verdict; empty when it could not decide",
+    "reason": "why a value is missing or undetermined; empty otherwise",
+    "metric": "the metric the row measures",
+    "n": "the units the row's intervals rest on",
+    "fork_t": "continuation tokens both arms share before they continue (see Forks)",
+    "auc": "mean of a(t) over the condition's grid points",
+    "half_life": "first t where a(t) < a(first) / 2; NaN when censored",
+    "half_life_censored": "a(t) never fell below half its first value within the run",
+    "final": "mean a(t) over the last quarter of the grid points",
+    "survival_median": "Kaplan-Meier median t of the first failing window; inf if < half fail",
+    "a_first": "adherence at the first grid point (turn)",
+    "a_last": "adherence at the last turn",
+    "tokens_generated": "generated tokens, summed over the samples",
+    "tokens_injected": "injected (reminder, `Continue.`) tokens, summed over the samples",
+    "tokens_restated": "restatement tokens, summed over the samples",
+    "token_overhead": "(injected + restated) / generated tokens, summed over the samples",
+    "spearman": "Spearman's rank correlation of x and y",
+    "pearson": "Pearson's correlation of x and y",
+    "x": "the first variable", "y": "the second variable",
+    "r2": "R^2 of the log-log fit",
+    "kappa": "Cohen's kappa of the two checks' verdicts",
+    "accuracy": "share of the decided windows where the two checks agree",
+    "agree_pass": "windows both passed", "agree_fail": "windows both failed",
+    "judge_only_pass": "windows only the judge passed",
+    "code_only_pass": "windows only the code check passed",
+    "n_windows": "determined windows", "n_violations": "failed windows",
+    "folds": "GroupKFold folds (by sample)",
+    "min": "the gate's lower bound (NaN: none)", "max": "the gate's upper bound (NaN: none)",
+}  # fmt: skip
+# An interval bound's doc (the one interval convention: `<metric>_low`, `<metric>_high`).
+BOUND_DOCS = {"low": "lower bound of {}'s interval", "high": "upper bound of {}'s interval"}
+
+_KINDS = {str: "str", int: "int", float: "float", bool: "bool"}
+
+
+class ResultRow(BaseModel):
+    """One row of a result file. Subclasses set the file's metadata (class variables) and
+    declare its columns as fields, in order, each with a docstring."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    file: ClassVar[str] = ""
+    written_by: ClassVar[str] = ""  # the stage
+    row: ClassVar[str] = ""  # what one row means
+    keys: ClassVar[tuple[str, ...]] = ()  # the columns that identify a row
+    # Columns whose names depend on the run (summary.csv's alpha_L<k>): a pattern, all float,
+    # placed after the column `extra_after`.
+    extra_pattern: ClassVar[str | None] = None
+    extra_after: ClassVar[str | None] = None
+
+    @classmethod
+    def columns(cls) -> list[str]:
+        return list(cls.model_fields)
+
+    @classmethod
+    def column_doc(cls, name: str) -> str:
+        own = cls.model_fields[name].description or SHARED_DOCS.get(name, "")
+        base, _, side = name.rpartition("_")
+        if side in BOUND_DOCS and base in cls.model_fields:
+            bound = BOUND_DOCS[side].format(f"`{base}`")
+            return f"{bound}; {own}" if own else bound
+        return own
+
+
+def column_kind(row: type[ResultRow], name: str) -> tuple[str, bool, tuple | None]:
+    """(base kind str|int|float|bool, nullable, allowed values of a Literal or None)."""
+    if name not in row.model_fields:  # an extra column (pattern): a float
+        return "float", True, None
+    annotation = row.model_fields[name].annotation
+    args = typing.get_args(annotation)
+    nullable = False
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        nullable = type(None) in args
+        annotation = next(a for a in args if a is not type(None))
+        args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is Literal:
+        return "str", nullable, args
+    return _KINDS[annotation], nullable, None
+
+
+def frame_columns(row: type[ResultRow], present: Iterable[str]) -> list[str]:
+    """The declared columns in order, with the extra columns among `present` after
+    `extra_after`. Raises ValueError on a column the model does not declare."""
+    declared = row.columns()
+    extra = [c for c in present if c not in row.model_fields]
+    if extra and (row.extra_pattern is None or not all(_is_extra(row, c) for c in extra)):
+        raise ValueError(f"{row.file}: undeclared column(s) {', '.join(extra)}")
+    if not extra:
+        return declared
+    at = declared.index(row.extra_after) + 1
+    return [*declared[:at], *extra, *declared[at:]]
+
+
+def _is_extra(row: type[ResultRow], name: str) -> bool:
+    return row.extra_pattern is not None and re.fullmatch(row.extra_pattern, name) is not None
+
+
+def result_frame(row: type[ResultRow], rows: Any = ()) -> pd.DataFrame:
+    """`rows` (row models, dicts or a DataFrame) as a frame of `row`'s columns in declared
+    order, every cell checked against its column's type. Values are kept as given (the CSV
+    writes them unchanged). Raises ValueError naming the file, the column and a bad value."""
+    if isinstance(rows, pd.DataFrame):
+        frame = rows
+    else:
+        rows = [r.model_dump() if isinstance(r, BaseModel) else r for r in rows]
+        present = list(dict.fromkeys(k for r in rows for k in r)) if rows else row.columns()
+        frame = pd.DataFrame(rows, columns=frame_columns(row, present))
+    lacking = [c for c in row.columns() if c not in frame.columns]
+    if lacking:
+        raise ValueError(f"{row.file}: missing column(s) {', '.join(lacking)}")
+    frame = frame.reindex(columns=frame_columns(row, frame.columns))
+    for name in frame.columns:
+        problem = column_problem(row, name, frame[name])
+        if problem:
+            raise ValueError(f"{row.file}: column {name}: {problem}")
+    return frame
+
+
+def column_problem(row: type[ResultRow], name: str, values: pd.Series) -> str | None:
+    """Why `values` cannot be column `name` of `row` (None when they can): a vectorised
+    check of every cell against the field's type (NaN counts as null; a float may be NaN)."""
+    kind, nullable, allowed = column_kind(row, name)
+    null = values.isna()
+    if not nullable and kind in ("str", "int", "bool") and null.any():
+        return f"empty at row {int(null.to_numpy().argmax())}"
+    cells = values[~null]
+    if kind == "str":
+        bad = ~cells.map(lambda v: isinstance(v, str) and (allowed is None or v in allowed))
+    elif kind == "bool":
+        bad = ~cells.map(lambda v: isinstance(v, bool) or type(v).__name__ == "bool_")
+    elif pd.api.types.is_bool_dtype(cells) or not pd.api.types.is_numeric_dtype(cells):
+        bad = ~cells.map(lambda v: _is_number(v, kind))
+    elif kind == "int":
+        bad = cells != cells.round()
+    else:
+        return None
+    if bad.any():
+        first = cells[bad].iloc[0]
+        what = f"one of {', '.join(map(str, allowed))}" if allowed else f"a {kind}"
+        return f"{first!r} is not {what}" if isinstance(first, str) else f"{first} is not {what}"
+    return None
+
+
+def _is_number(value: Any, kind: str) -> bool:
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return False
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return False
+    return kind == "float" or number == round(number)

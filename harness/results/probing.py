@@ -1,0 +1,119 @@
+"""Row models of the files the probe, theory and fits stages write (docs/architecture.md,
+"Estimators: fits table")."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from harness.results.base import CONDITION, RECORD, ResultRow
+
+
+class DivergenceRow(ResultRow):
+    file = "divergence.csv"
+    written_by = "probe"
+    row = (
+        "one (probe model, pair, hidden-state index, t); only t = 1..16, the fit positions of "
+        "[t_min, T] and (conversations) each reply's first token and the one before; full "
+        "curves stay in the cache"
+    )
+    keys = (*RECORD, "layer", "t")
+
+    model: str
+    item: str
+    policy: str
+    sample: int
+    pair: str
+    layer: int
+    t: int
+    turn: int
+    """the token's turn (1 in a single reply)"""
+    role: Literal["assistant", "user", "markup", "reminder", "restatement"]
+    """the token's role in the continuation"""
+    l2: float
+    """L2 distance of the two prompts' hidden states at t"""
+    rel_l2: float
+    """l2 over the mean norm of the two hidden states"""
+    cos_dist: float
+    """1 - cosine similarity of the two hidden states"""
+
+
+class NextTokenRow(ResultRow):
+    file = "nexttoken.csv"
+    written_by = "probe"
+    row = "one (probe model, pair, t), every t"
+    keys = (*RECORD, "t")
+
+    model: str
+    item: str
+    policy: str
+    sample: int
+    pair: str
+    t: int
+    delta_logp: float
+    """log p(c_t | prompt A) - log p(c_t | prompt B)"""
+    kl: float
+    """KL(p_A || p_B) of the next-token distributions at t"""
+
+
+class FitRow(ResultRow):
+    file = "fits.csv"
+    written_by = "fits"
+    row = 'one alpha fit (see "Estimators: fits table")'
+    keys = (*CONDITION, "pair", "layer", "metric")
+
+    model: str
+    item: str
+    """the item, or `all` in a row pooled over a whole model"""
+    policy: str
+    """the policy, or `all` in a row pooled over a whole model"""
+    pair: str
+    layer: int
+    metric: str
+    """the curve fitted: `rel_l2`, `cos_dist`, `kl`, ... (`<metric>@assistant` in conversations)"""
+    alpha: float
+    """the power-law exponent: metric ~ t^-alpha; NaN when degenerate"""
+    alpha_low: float
+    alpha_high: float
+    r2: float
+    """R^2 of the log-log fit"""
+    t_min: int
+    """first position fitted"""
+    t_max: int
+    """last position fitted (0 when nothing was)"""
+    reason: str
+
+
+class BiasRow(ResultRow):
+    file = "bias.csv"
+    written_by = "theory"
+    row = "one (probe model, lam, hidden-state index)"
+    keys = ("model", "lam", "layer")
+
+    model: str
+    lam: float
+    """attention-bias strength on the prompt's tokens"""
+    layer: int
+    alpha: float
+    """alpha of the pooled rel_l2 curves under the bias"""
+    alpha_low: float
+    alpha_high: float
+    r2: float
+    n_pairs: int
+    """records pooled"""
+    reason: str
+
+
+class RelayRow(ResultRow):
+    file = "relay.csv"
+    written_by = "theory"
+    row = "one (relay layer, t)"
+    keys = ("layer", "t")
+
+    layer: int
+    t: int
+    delta: float
+    """the relay model's divergence at layer and t"""
+    local_alpha: float
+    """the local slope -d log delta / d log t"""
+    bound_ratio: float
+    """delta over the theory's bound"""

@@ -1,0 +1,228 @@
+"""Row models of the files the score and forks stages write and of the adherence files the
+analyse stage derives from them (docs/architecture.md, "Adherence", "Conversations")."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from harness.results.base import RECORD, RUN_SAMPLE, TASK_CONDITION, ResultRow
+
+Role = Literal["assistant", "user", "markup", "reminder", "restatement"]
+
+
+class WindowRow(ResultRow):
+    file = "windows.csv"
+    written_by = "score"
+    row = "one check on one window (window >= 0) or on the whole response (window = -1)"
+    keys = (*TASK_CONDITION, *RUN_SAMPLE, "window", "check")
+
+    run_id: str
+    model: str
+    task: str
+    item: str
+    policy: str
+    seed: int
+    sample: int
+    window: int
+    """0-based window index; -1 for a response-scope check"""
+    t_start: int
+    """continuation position of the window's first token (inclusive)"""
+    t_end: int
+    """continuation position of the window's last token (inclusive)"""
+    t_gen_start: int
+    """generated-token index (1-based) of the window's first token"""
+    check: str
+    scope: Literal["window", "response"]
+    value: float
+    passed: bool | None
+    reason: str
+
+
+class TurnRow(ResultRow):
+    file = "turns.csv"
+    written_by = "score (only with conversations)"
+    row = 'one check on one reply (see "Conversations")'
+    keys = (*TASK_CONDITION, *RUN_SAMPLE, "turn", "check")
+
+    run_id: str
+    model: str
+    task: str
+    item: str
+    policy: str
+    seed: int
+    sample: int
+    turn: int
+    pressure: bool
+    """the turn's user message is a scripted turn with `pressure: true`"""
+    t_start: int
+    """continuation position of the reply's first generated token"""
+    t_end: int
+    """continuation position of the reply's last generated token"""
+    tokens: int
+    """generated tokens in the reply"""
+    check: str
+    value: float
+    passed: bool | None
+    reason: str
+
+
+class ForkRow(ResultRow):
+    file = "forks.csv"
+    written_by = "forks"
+    row = "one check on one arm draw's new text"
+    keys = (*RECORD, "fork_t", "arm", "draw", "check")
+
+    model: str
+    item: str
+    policy: str
+    sample: int
+    fork_t: int
+    """continuation tokens both arms share before they continue"""
+    arm: Literal["with", "without"]
+    """`with` the record's own prompt, `without` the baseline prompt"""
+    draw: int
+    """draw index (draw d of both arms share a seed)"""
+    check: str
+    scope: Literal["window", "response"]
+    value: float
+    passed: bool | None
+    reason: str
+
+
+class AdherenceRow(ResultRow):
+    file = "adherence.csv"
+    written_by = "analyse"
+    row = "one condition (with task)"
+    keys = TASK_CONDITION
+
+    model: str
+    task: str
+    item: str
+    policy: str
+    n_samples: int
+    """samples with a decided window (the units of the bootstrap)"""
+    n_points: int
+    """grid points of a(t): the window starts seen in the condition"""
+    a_first: float
+    """a(t) at the first grid point"""
+    auc: float
+    """mean of a(t) over the grid points"""
+    auc_low: float
+    auc_high: float
+    half_life: float
+    """first t where a(t) < a_first / 2; NaN when censored"""
+    half_life_low: float
+    """inf where most draws never halve; NaN when no draw has a(first) > 0"""
+    half_life_high: float
+    half_life_censored: bool
+    """a(t) never fell below half its first value within the run"""
+    final: float
+    """mean a(t) over the last quarter of the grid points"""
+    survival_median: float
+    """Kaplan-Meier median time to the first failing window; inf when fewer than half fail"""
+    survival_median_low: float
+    survival_median_high: float
+    failures: int
+    """samples with a failing window"""
+    censored: int
+    """samples that never failed"""
+
+
+class AdherenceCurveRow(ResultRow):
+    file = "adherence_curve.csv"
+    written_by = "analyse"
+    row = "a(t) of one condition at one grid point"
+    keys = (*TASK_CONDITION, "t")
+
+    model: str
+    task: str
+    item: str
+    policy: str
+    t: int
+    a: float
+    """share of samples whose window covering t passes"""
+    a_low: float
+    a_high: float
+    n: int
+    """samples with a decided window covering t"""
+
+
+class SurvivalRow(ResultRow):
+    file = "survival.csv"
+    written_by = "analyse"
+    row = "one Kaplan-Meier step of one condition"
+    keys = (*TASK_CONDITION, "t")
+
+    model: str
+    task: str
+    item: str
+    policy: str
+    t: float
+    """time of the step (a window's t_start, or a censoring t_end)"""
+    survival: float
+    """S(t): share of samples with no failing window up to t"""
+    survival_low: float
+    survival_high: float
+
+
+class TurnAdherenceRow(ResultRow):
+    file = "turn_adherence.csv"
+    written_by = "analyse"
+    row = "a(k) and S(k) of one condition at one turn"
+    keys = (*TASK_CONDITION, "turn")
+
+    model: str
+    task: str
+    item: str
+    policy: str
+    turn: int
+    pressure: bool
+    """the turn's user message is a pressure turn"""
+    a: float
+    """share of samples whose reply k passes, among those where it was decided"""
+    a_low: float
+    a_high: float
+    n: int
+    """samples whose reply k was decided"""
+    survival: float
+    """S(k): share of samples with no failing reply up to turn k"""
+    survival_low: float
+    survival_high: float
+
+
+class ConversationRow(ResultRow):
+    file = "conversations.csv"
+    written_by = "analyse"
+    row = "one condition; then per (model, policy) a pooled pressure row (task = item = `all`)"
+    keys = TASK_CONDITION
+
+    model: str
+    task: str
+    item: str
+    policy: str
+    n_samples: int
+    """samples (the units of the bootstrap)"""
+    n_turns: int | None
+    """the last turn scored; empty in pooled rows"""
+    a_first: float
+    a_last: float
+    mean: float
+    """mean of a(k) over the turns"""
+    mean_low: float
+    mean_high: float
+    first_fail_median: float
+    """first turn where S(k) <= 0.5; inf if never"""
+    pressure_turn: float
+    """the condition's first pressure turn; NaN without one"""
+    before: float
+    """share of passing replies before the pressure turn"""
+    after: float
+    """share of passing replies from the pressure turn on"""
+    pressure_delta: float
+    """after - before"""
+    pressure_delta_low: float
+    pressure_delta_high: float
+    tokens_generated: int | None
+    tokens_injected: int | None
+    token_overhead: float
+    """injected / generated tokens"""

@@ -1,0 +1,165 @@
+"""harness.stats: coverage on a small seeded grid per method, n = 1 and all-equal cases, widths."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from harness.stats import (
+    Interval,
+    bootstrap_interval,
+    mean_interval,
+    none_interval,
+    paired_interval,
+    samples_to_decide,
+    verdict,
+)
+
+GRID = [(n, p) for n in (4, 16) for p in (0.5, 0.9)]
+REPS = 120
+
+
+def _coverage(draw, truth: float, **kw) -> tuple[float, set[str]]:
+    rng = np.random.default_rng(7)
+    hits, methods = 0, set()
+    for _ in range(REPS):
+        ci = draw(rng)
+        hits += ci.covers(truth)
+        methods.add(ci.method)
+    return hits / REPS, methods
+
+
+@pytest.mark.parametrize("anytime", [False, True])
+@pytest.mark.parametrize(("n", "p"), GRID)
+def test_binary_coverage(n, p, anytime):
+    cov, methods = _coverage(lambda rng: mean_interval(rng.random(n) < p, anytime=anytime), p)
+    assert methods == {"beta-binomial-cs" if anytime else "clopper-pearson"}
+    assert cov >= 0.93, cov
+
+
+@pytest.mark.parametrize("anytime", [False, True])
+@pytest.mark.parametrize(("n", "p"), GRID)
+def test_bounded_coverage(n, p, anytime):
+    # per-sample shares of 8 windows: bounded, not 0/1, so the betting interval
+    cov, methods = _coverage(
+        lambda rng: mean_interval(rng.binomial(8, p, size=n) / 8, anytime=anytime), p
+    )
+    # (a run of 4 whole passes is 0/1 data and gets the binomial method)
+    binary = "beta-binomial-cs" if anytime else "clopper-pearson"
+    assert methods <= {"betting-cs" if anytime else "betting", binary}
+    assert cov >= 0.93, cov
+
+
+@pytest.mark.parametrize(("n", "p"), GRID)
+def test_paired_coverage(n, p):
+    # two arms sharing a seed: b passes whenever a does, plus 20 % more often when a fails
+    def draw(rng):
+        u = rng.random(n)
+        return paired_interval(u < p * 0.8, u < p, anytime=False)
+
+    cov, methods = _coverage(draw, -0.2 * p)
+    assert methods == {"betting"}
+    assert cov >= 0.93, cov
+
+
+def test_clopper_pearson_values_and_n1():
+    ci = mean_interval([1, 1, 1, 1])
+    assert ci.method == "clopper-pearson" and ci.n == 4 and ci.estimate == 1.0
+    assert ci.low == pytest.approx(0.025**0.25) and ci.high == 1.0
+    one = mean_interval([0.0])
+    assert one.n == 1 and one.low == 0.0 and one.high == pytest.approx(0.975)
+    # on other bounds the same interval, mapped
+    scaled = mean_interval([2, 2, 2, 2], lower=-2, upper=2)
+    assert scaled.low == pytest.approx(-2 + 4 * 0.025**0.25)
+
+
+def test_empty_and_nan_units():
+    ci = mean_interval([math.nan, math.nan])
+    assert ci.n == 0 and math.isnan(ci.estimate) and math.isnan(ci.low)
+    assert ci.method == "none (n = 0)"
+    assert mean_interval([1, math.nan, 0]).n == 2
+
+
+def test_all_equal_interior_values():
+    ci = mean_interval([0.5] * 10)
+    assert ci.method == "betting" and ci.estimate == 0.5
+    assert 0.25 < ci.low < 0.5 < ci.high < 0.75
+    assert mean_interval([0.5]).width == pytest.approx(1.0)  # one unit in the interior: no bet wins
+    many = mean_interval([0.5] * 200)
+    assert many.width < 0.1 and many.covers(0.5)
+
+
+def test_widths_shrink_and_cs_is_wider_on_binary():
+    rng = np.random.default_rng(1)
+    x = rng.random(64) < 0.7
+    widths = [mean_interval(x[:n]).width for n in (8, 16, 32, 64)]
+    assert widths == sorted(widths, reverse=True)
+    fixed, seq = mean_interval(x), mean_interval(x, anytime=True)
+    assert seq.width > fixed.width and seq.width < 1.6 * fixed.width
+    bounded = mean_interval(rng.uniform(0.6, 0.8, size=64))
+    assert bounded.width < 0.15  # adapts to the small variance (Hoeffding's would be 0.34)
+
+
+@pytest.mark.parametrize("binary", [True, False])
+def test_confidence_sequence_is_nested(binary):
+    # the running intersection: what is looked at after every sample only ever shrinks, so a
+    # stop at any time keeps the coverage of the whole path
+    rng = np.random.default_rng(3)
+    x = (rng.random(40) < 0.8).astype(float) if binary else rng.uniform(0.5, 1.0, size=40)
+    cs = [mean_interval(x[:n], anytime=True) for n in range(1, 41)]
+    for before, after in zip(cs, cs[1:], strict=False):
+        assert before.low <= after.low and after.high <= before.high
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="outside the bounds"):
+        mean_interval([0.5, 1.5])
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        mean_interval([0.5], level=1.0)
+    with pytest.raises(ValueError, match="differ in length"):
+        paired_interval([1, 0], [1])
+
+
+def test_paired_identical_arms_contain_zero():
+    ci = paired_interval([1, 0, 1, 1, 0, 1], [1, 0, 1, 1, 0, 1])
+    assert ci.estimate == 0.0 and ci.low < 0 < ci.high and ci.n == 6
+
+
+def test_verdict_three_outcomes():
+    ci = Interval(0.7, 0.6, 0.8, 10, "betting")
+    assert verdict(ci, 0.5, "min") == "pass" and verdict(ci, 0.9, "min") == "fail"
+    assert verdict(ci, 0.7, "min") == "undecided" and verdict(ci, 0.85, "max") == "pass"
+    assert verdict(ci, 0.5, "max") == "fail" and verdict(ci, 0.7, "max") == "undecided"
+    assert verdict(none_interval(1.0, 1, "n < 2"), 0.5, "min") == "undecided"
+
+
+def test_samples_to_decide():
+    # 16 passes give CP low 0.025^(1/16) = 0.794 < 0.8, 17 give 0.805
+    assert samples_to_decide([1, 1, 1, 1], bound=0.8, side="min") == 17
+    assert samples_to_decide([1] * 20, bound=0.8, side="min") == 20  # decided already
+    assert samples_to_decide([1, 0, 1, 0], bound=0.5, side="min") is None  # on the bound
+    assert samples_to_decide([1, 1, 1, 1], bound=0.8, side="min", max_n=16) is None
+    seq = samples_to_decide([1, 1, 1, 1], bound=0.8, side="min", anytime=True)
+    assert seq > 17  # the sequence pays for looking
+    n = samples_to_decide([1, 0, 1, 1], bound=0.9, side="min")  # mean 0.75: fails in time
+    assert verdict(mean_interval(np.resize([1, 0, 1, 1], n)), 0.9, "min") == "fail"
+    assert verdict(mean_interval(np.resize([1, 0, 1, 1], n - 1)), 0.9, "min") == "undecided"
+
+
+def test_bootstrap_interval():
+    draws = np.arange(1000, dtype=float)
+    ci = bootstrap_interval(5.0, draws, n=7, level=0.9)
+    assert (ci.low, ci.high) == pytest.approx((49.95, 949.05)) and ci.n == 7
+    grid = np.array([1.0, 2.0, np.inf, np.inf, 3.0, np.nan])
+    disc = bootstrap_interval(2.0, grid, n=3, level=0.5, discrete=True)
+    assert disc.low in grid and disc.high == np.inf
+    few = bootstrap_interval(1.0, [np.nan, 2.0], n=2, min_finite=10)
+    assert math.isnan(few.low) and few.method == "none (1 usable draws)"
+
+
+def test_row_names_columns():
+    row = mean_interval([1, 0, 1]).row("auc")
+    assert set(row) == {"auc", "auc_low", "auc_high", "auc_n", "auc_method"}
+    assert row["auc_n"] == 3 and row["auc_method"] == "clopper-pearson"
