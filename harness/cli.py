@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import typer
 
-from harness import logs  # noqa: F401  (quiets spawned engine processes, see harness.logs)
 from harness.commands import bench, gate, init, models, probe, relay, report, run, score
 from harness.errors import UserError, exit_with_error
+
+# harness.logs quiets the libraries at import, before any engine process is spawned
+from harness.logs import configure_logging
 
 app = typer.Typer(
     name="harness",
@@ -25,8 +27,6 @@ def _options(
     ),
 ) -> None:
     """How long does a system prompt keep steering a model? Divergence, adherence, policies."""
-    from harness.logs import configure_logging
-
     configure_logging(verbose)
 
 

@@ -1,6 +1,6 @@
 """Pydantic models for run configs, and the loaders of run configs and task suites (the suite
-schema is `harness.suites`, the policies `harness.policies.library`, each its own spec; their
-models are re-exported here for the callers).
+schema is `harness.suites`, the policy specs `harness.policy_specs`; their models are
+re-exported here for the callers).
 
 A wrong config raises `UserError` with one line naming the file, the field and what was
 expected; the CLI turns that into exit code 2 before anything is written.
@@ -23,7 +23,8 @@ from pydantic import (
 from harness.checks.base import NonEmptyText
 from harness.checks.language import DEFAULT_CANDIDATE_LANGUAGES, LanguageCode
 from harness.errors import UserError
-from harness.policies import (
+from harness.models import parse_model_name
+from harness.policy_specs import (
     POLICY_NAMES,
     AdaptivePolicy,
     AttentionBiasPolicy,
@@ -38,7 +39,7 @@ from harness.schema import Strict
 from harness.suites import TaskItem, TaskSuite, UserSimulator, UserTurn
 from harness.userfiles import read_user_text
 
-# re-exported: the suite models (harness.suites) and the policies (harness.policies)
+# re-exported: the suite models (harness.suites) and the policy specs (harness.policy_specs)
 __all__ = [
     "POLICY_NAMES", "AdaptivePolicy", "AttentionBiasPolicy", "NonePolicy", "PeriodicPolicy",
     "Placement", "PolicySpec", "RestatePolicy", "TaskItem", "TaskSuite", "UserSimulator",
@@ -47,7 +48,8 @@ __all__ = [
 
 
 # ---------------------------------------------------------------- gates
-# The summary.csv columns a gate may bound, and whether each has a CI (<metric>_low/_high).
+# The summary.csv columns a gate may bound, and whether each has an interval
+# (<metric>_low/_high).
 GATE_METRICS: dict[str, bool] = {
     "auc": True,
     "half_life": True,
@@ -58,28 +60,49 @@ GATE_METRICS: dict[str, bool] = {
     "alpha_mean": True,
 }
 GateBound = Annotated[float, Field(allow_inf_nan=False)]
+# Gates before three outcomes read one CI bound as a point; `interval` (the default) now reads
+# both: a config still naming them is told what to write instead (gate_problem).
+RETIRED_USES = ("ci_low", "ci_high")
 
 
 class GateSpec(Strict):
-    """A pass/fail bound on one summary.csv metric of one policy (docs/architecture.md,
-    "Gates"); checked per model x item of the run."""
+    """A bound on one summary.csv metric of one policy (docs/architecture.md, "Gates");
+    checked per model x item of the run: pass, fail or undecided."""
 
     metric: NonEmptyText
     policy: NonEmptyText  # a label as in records, e.g. `none`, `periodic-256-user`
     min: GateBound | None = None
     max: GateBound | None = None
-    use: Literal["value", "ci_low", "ci_high"] = "value"
+    # None: `interval` for a metric with one, else `value` (see `gate_use`)
+    use: Literal["interval", "value", "ci_low", "ci_high"] | None = None
     items: list[NonEmptyText] | None = Field(None, min_length=1)  # None: every item of the run
     model: NonEmptyText | None = None  # None: every model of the run
+
+
+def gate_use(gate: GateSpec) -> str:
+    """What the gate compares: `interval` (min against the lower bound, max against the upper
+    one) or `value` (the point estimate). Unset: the interval when the metric has one."""
+    if gate.use is not None:
+        return gate.use
+    return "interval" if GATE_METRICS.get(gate.metric, False) else "value"
 
 
 def gate_problem(gate: GateSpec, policies: list[str], models: list[str], probe: bool) -> str:
     """Why a gate cannot be evaluated against a run config ("" when it can)."""
     if gate.metric not in GATE_METRICS:
         return f"unknown metric '{gate.metric}' (expected one of {', '.join(GATE_METRICS)})"
-    if gate.use != "value" and not GATE_METRICS[gate.metric]:
-        with_ci = ", ".join(m for m, ci in GATE_METRICS.items() if ci)
-        return f"metric '{gate.metric}' has no CI, so use: {gate.use} is impossible ({with_ci} do)"
+    with_ci = ", ".join(m for m, ci in GATE_METRICS.items() if ci)
+    if gate.use in RETIRED_USES:
+        return (
+            f"use: {gate.use} is retired: gates read the interval by default (min against its "
+            "lower bound, max against its upper one; an interval across the bound is "
+            "undecided), so drop `use`, or write `use: value` to compare the point estimate"
+        )
+    if gate.use == "interval" and not GATE_METRICS[gate.metric]:
+        return (
+            f"metric '{gate.metric}' has no interval, so use: interval is impossible ({with_ci} "
+            "have one); drop `use` or write `use: value`"
+        )
     if gate.min is None and gate.max is None:
         return "needs min, max or both"
     if gate.min is not None and gate.max is not None and gate.min > gate.max:
@@ -318,7 +341,6 @@ def load_run_config(path: Path | str) -> RunConfig:
 def load_run_config_and_suites(path: Path | str) -> tuple[RunConfig, list[TaskSuite]]:
     """Parse and cross-check a run config: suites exist and parse, items exist, models are
     known. Returns the suites too, so a run parses each suite file once."""
-    from harness.models import parse_model_name
 
     path = Path(path)
     config: RunConfig = _validate(RunConfig, path, _read_yaml(path))

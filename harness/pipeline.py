@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+from harness.plan import plan_run
 from harness.stages.analyse import AnalyseStage
 from harness.stages.base import ProgressBars, RunContext, Stage, write_output
 from harness.stages.fits import FitsStage
@@ -20,6 +21,7 @@ from harness.stages.probe import ProbeStage
 from harness.stages.report import ManifestStage, ReportStage
 from harness.stages.score import ScoreStage
 from harness.stages.theory import TheoryStage
+from harness.store import RunStore
 
 # In order; a stage reads only what the stages before it produced.
 STAGES: list[Stage] = [
@@ -40,8 +42,6 @@ def run_pipeline(
     config_path: Path, out: Path | None = None, fresh: bool = False, show_progress: bool = True
 ) -> Path:
     """Validate, then run every stage; returns the run folder."""
-    from harness.plan import plan_run
-    from harness.store import RunStore
 
     plan = plan_run(Path(config_path), out)
     with RunStore(plan.out_dir, fresh=fresh) as store:

@@ -7,20 +7,20 @@ exists, so a bad input gets one line and exit code 2 and leaves nothing half-wri
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.config import RunConfig, TaskItem, TaskSuite, load_run_config_and_suites
+from harness.chat import ChatFormat
+from harness.config import RunConfig, TaskSuite, load_run_config_and_suites
+from harness.engines import make_engine
+from harness.engines.options import engine_options
 from harness.errors import UserError
-from harness.models import ResolvedModel, untrained_name
-
-
-@dataclass(frozen=True)
-class Selected:
-    """One task item of the run, with the name of the suite it came from."""
-
-    suite: str
-    item: TaskItem
+from harness.models import ResolvedModel, resolve_model, untrained_name
+from harness.policies import policy_run
+from harness.policies.conversation import conversation_floor
+from harness.scoring.judge import JudgeDefaults, check_judges, judge_checks_of
+from harness.selection import Selected, policy_units, sample_specs, select_items
 
 
 @dataclass
@@ -35,22 +35,8 @@ class RunPlan:
     probe_backends: dict[str, str] = field(default_factory=dict)  # probe model -> vllm | hf
 
 
-def select_items(config: RunConfig, suites: list[TaskSuite]) -> list[Selected]:
-    """The config's items in suite order (every item when `items` is not given)."""
-    wanted = set(config.items) if config.items else None
-    return [
-        Selected(suite=suite.suite, item=item)
-        for suite in suites
-        for item in suite.items
-        if wanted is None or item.id in wanted
-    ]
-
-
 def plan_run(config_path: Path, out: Path | None = None) -> RunPlan:
     """Validate the whole run; raises `UserError` before anything is written."""
-    from harness.models import resolve_model
-    from harness.stages.generate import check_generation, engine_options
-
     config_path = Path(config_path)
     config, suites = load_run_config_and_suites(config_path)
     items = select_items(config, suites)
@@ -64,9 +50,7 @@ def plan_run(config_path: Path, out: Path | None = None) -> RunPlan:
         except UserError as exc:  # name the config: the policy, item and field are in exc
             raise UserError(f"{config_path}: {exc}") from None
         if config.generation.engine == "openai":  # unreachable endpoint: fail before writing
-            from harness.engines import make_engine
-
-            make_engine("openai", model.path, **engine_options(config)).close()
+            make_engine("openai", model.path, **engine_options(config.generation)).close()
     _check_judges(config, items)
     if config.probe.enabled:
         for model in models:
@@ -84,10 +68,76 @@ def plan_run(config_path: Path, out: Path | None = None) -> RunPlan:
     return RunPlan(config, suites, items, models, twins, out_dir, config.run_id(), backends)
 
 
+def check_generation(config: RunConfig, items: list[Selected], model: ResolvedModel) -> None:
+    """Every error generation could hit, raised before the run folder exists: policies that do
+    not fit the chat template, empty reminder texts, `restate` on an item without a
+    restatement, prompts + budget beyond the context."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model.path)
+    chat = ChatFormat(tokenizer)
+    model_config = json.loads((model.path / "config.json").read_text())
+    context = model_config.get("max_position_embeddings") or 2048
+    if config.generation.max_model_len:
+        context = min(context, config.generation.max_model_len)
+    budget = config.generation.max_tokens
+    for spec, unit_items in policy_units(config, items):
+        policy = policy_run(spec, config.generation.continue_on_eos, violates=lambda *_: False)
+        for sel in unit_items:
+            where = f"item '{sel.item.id}', policy '{spec.label}'"
+            if spec.name == "restate" and not sel.item.restatement:
+                fix = "add one to the suite, or drop the policy"
+                raise UserError(f"{where}: the item has no `restatement` ({fix})")
+            sample = sample_specs(config, model.name, [sel], "")[0]
+            if sel.item.is_conversation:
+                _check_conversation(config, chat, policy, spec, sample, context, where)
+                continue
+            if spec.between_turns:
+                raise UserError(
+                    f"{where}: reminders between turns need a conversation item (`turns` or "
+                    "`user_simulator`); list the policy under `conversation_policies`"
+                )
+            try:
+                prompt = chat.prompt_ids(sample.system, sample.user)
+                extra = policy.injection_budget(chat, sample, budget)
+            except UserError as exc:
+                raise UserError(f"{where}: {exc}") from None
+            if len(prompt) + budget + extra > context:
+                raise UserError(
+                    f"{where}: max_tokens {budget} (+{extra} injected, +{len(prompt)} prompt) "
+                    f"exceeds the model's context of {context} tokens"
+                )
+    specs = [*config.policies, *(config.conversation_policies or [])]
+    if any(s.name == "attention_bias" for s in specs) and config.generation.engine != "hf":
+        raise UserError("policy attention_bias needs generation.engine: hf")
+
+
+def _check_conversation(config, chat, policy, spec, sample, context: int, where: str) -> None:
+    """A conversation item under one policy: a between-turns rhythm, turn_tokens set, the
+    reminder renders at its placement, and the shortest possible conversation fits."""
+    if getattr(spec, "every", None) is not None:
+        raise UserError(
+            f"{where}: a conversation is reminded between turns, not every N tokens: use "
+            "`every_turns` (periodic) or `on: turn` (adaptive), under `conversation_policies`"
+        )
+    if config.generation.turn_tokens is None:
+        raise UserError(
+            f"{where}: field 'generation.turn_tokens' is needed by conversations "
+            "(max new tokens per assistant turn)"
+        )
+    try:
+        need = conversation_floor(chat, policy, sample)
+    except UserError as exc:
+        raise UserError(f"{where}: {exc}") from None
+    if need > context:
+        raise UserError(
+            f"{where}: the conversation needs at least {need} tokens (prompt, every user turn "
+            f"and reminder, one token per reply) but the model's context is {context}"
+        )
+
+
 def _check_judges(config: RunConfig, items: list[Selected]) -> None:
     """Judge checks' models resolve and have a chat template; openai judges answer."""
-    from harness.scoring.judge import JudgeDefaults, check_judges, judge_checks_of
-
     checks = judge_checks_of(sel.item for sel in items)
     if checks:
         check_judges(JudgeDefaults(config.models[0], config.generation), checks)
@@ -97,7 +147,7 @@ def _check_probe_layers(config: RunConfig, model: ResolvedModel) -> None:
     """probe.layers against the model's depth, so a bad index fails before generation."""
     import json
 
-    from harness.probes.divergence import resolve_layers
+    from harness.probes.divergence import resolve_layers  # lazy: loads torch
 
     if config.probe.layers == "all":
         return
@@ -116,7 +166,7 @@ def probe_backends(backend: str, models: list[ResolvedModel]) -> dict[str, str]:
     error now, before generation."""
     if backend == "hf":
         return {m.name: "hf" for m in models}
-    from harness.probes.vllm_backend import vllm_support
+    from harness.probes.vllm_backend import vllm_support  # lazy: loads torch
 
     chosen = {}
     for model in models:

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from harness.analysis.powerlaw import REASON_IDENTICAL, fit_alpha_batch
+
 POOLED = "all"
 NEXT_LAYER = -1  # rows of the next-token metrics carry layer -1
 HIDDEN_METRICS = ("l2", "rel_l2", "cos_dist")
@@ -67,7 +69,6 @@ def _fits(
 ) -> dict[tuple[int, str], dict]:
     """fits.csv fields per (layer, metric) of curves that share t (one pair, or one group's
     pairs stacked), fitted in one batch."""
-    from harness.analysis.powerlaw import REASON_IDENTICAL, fit_alpha_batch
 
     if not curves:
         return {}
@@ -107,8 +108,6 @@ def _rows(ident: dict, pair: str, fits: dict[tuple[int, str], dict]) -> list[dic
 
 
 def _identical_rows(ident: dict, keys, t_min: int) -> list[dict]:
-    from harness.analysis.powerlaw import REASON_IDENTICAL
-
     nan = float("nan")
     fit = dict(alpha=nan, alpha_low=nan, alpha_high=nan, r2=nan, t_min=t_min, t_max=0)
     return _rows(ident, POOLED, {k: {**fit, "reason": REASON_IDENTICAL} for k in keys})

@@ -1,18 +1,28 @@
-"""Gates: pass/fail bounds on summary.csv's per-condition metrics -> gates.csv and junit.xml.
+"""Gates: pass, fail or undecided on summary.csv's per-condition metrics -> gates.csv, junit.xml.
 
 A gate (`harness.config.GateSpec`) bounds one metric of one policy and is checked on every
 (model, item) it covers: its `model`, else every model of the run, times its `items`, else
-every item of the run. The value is summary.csv's column `<metric>` (use: value) or the CI
-bound `<metric>_low` / `<metric>_high` (use: ci_low / ci_high). A check passes when
-min <= value <= max (a bound not given does not bound).
+every item of the run. Each check has one of three verdicts:
+
+- `use: interval` (the default for a metric with an interval, `<metric>_low/_high`): `min` is
+  compared with the interval's lower bound and `max` with its upper one. pass: the interval
+  clears every bound; fail: it lies wholly on the wrong side of one; undecided: it straddles a
+  bound, so the samples cannot tell (nor can they when no interval could be formed, n = 1).
+- `use: value` (the default for a metric without an interval): the point estimate against the
+  bounds, pass or fail only; the detail says it is a point comparison.
+
+Undecided never passes: `harness run` and `harness gate` exit 1 on it as on a fail. An
+undecided check carries `samples_needed`, an estimate of the samples that would decide it
+(`samples_needed`), and `undecided_conditions` names the conditions to sample further.
 
 - A censored half-life (a(t) never fell below half its first value within the run) counts as
   +inf: it never fell, so it passes any `min` (and fails any `max`); the detail says so. With
   AUC 0 (nothing adhered to, so nothing to halve) it is undetermined, as the terminal reads it.
-  A CI bound of the half-life is inf when the bootstrap draws never halved: the same rule.
+  An interval bound of inf (draws that never halved) reads the same way.
 - survival_median is inf when fewer than half the samples ever fail: the same rule.
-- An undetermined value (NaN: no window could be scored, no alpha fit) or a condition missing
-  from summary.csv fails: a gate that cannot be verified must not let a deployment through.
+- An undetermined estimate (NaN: no window could be scored, no alpha fit) or a condition
+  missing from summary.csv fails: a gate that cannot be verified must not let a deployment
+  through.
 
 The definitions: docs/architecture.md, "Gates".
 """
@@ -23,18 +33,26 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from harness.config import GateSpec
+from harness.config import GATE_METRICS, GateSpec, gate_use
 from harness.errors import UserError
 from harness.results import CONDITION, GateRow, result_frame
+from harness.stats import Interval, samples_to_decide
+from harness.stats import verdict as bound_verdict
 
 GATE_COLUMNS = GateRow.columns()
-USE_SUFFIX = {"value": "", "ci_low": "_low", "ci_high": "_high"}
 INFINITE_BECAUSE = {
     "half_life": "never halved within the run (censored), so it counts as infinite",
     "survival_median": "fewer than half the samples ever failed, so it counts as infinite",
 }
+# Metrics whose interval is one of a bounded mean of per-sample values in [lower, upper]: the
+# ones `samples_needed` can project (see there).
+BOUNDED_MEANS = {"auc": (0.0, 1.0), "final": (0.0, 1.0), "survival_censored_share": (0.0, 1.0)}
+# beyond this an undecided check is reported as "not decided within MAX_SAMPLES" (and each
+# look at a larger n costs an interval over that many values)
+MAX_SAMPLES = 1024
 
 
 def read_summary(path: Path) -> pd.DataFrame:
@@ -49,10 +67,6 @@ def read_summary(path: Path) -> pd.DataFrame:
         raise UserError(f"{path}: not a readable CSV ({str(exc).splitlines()[0]})") from None
 
 
-def _label(metric: str, use: str) -> str:
-    return metric if use == "value" else f"{metric} {use}"
-
-
 def bound_text(low: float | None, high: float | None) -> str:
     """The bound as a reader writes it: `>= 0.8`, `<= 0.1`, `in [0.2, 0.5]`."""
     low = None if low is None or pd.isna(low) else low
@@ -64,8 +78,10 @@ def bound_text(low: float | None, high: float | None) -> str:
 
 def gate_name(row: dict) -> str:
     """One check's name in the terminal, the report and junit.xml, e.g.
-    `gates[0] auc of none >= 0.8 on lang-fr-story`."""
-    label = _label(row["metric"], row["use"])
+    `gates[0] auc of none >= 0.8 on lang-fr-story` (`auc value ...` for a point comparison
+    of a metric that has an interval)."""
+    with_interval = GATE_METRICS.get(row["metric"], False)
+    label = row["metric"] + (" value" if row["use"] == "value" and with_interval else "")
     bound = bound_text(row["min"], row["max"])
     return f"gates[{row['gate']}] {label} of {row['policy']} {bound} on {row['item']}"
 
@@ -74,58 +90,194 @@ def _truthy(value) -> bool:
     return value is True or str(value).strip().lower() == "true"
 
 
-def _value(gate: GateSpec, row: dict | None) -> tuple[float, str]:
-    """(value, why it is inf or NaN) of one condition's summary row."""
+def _float(row: dict, column: str) -> float:
+    value = row.get(column)
+    try:
+        return math.nan if value is None else float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _reading(gate: GateSpec, row: dict | None) -> tuple[float, float, float, float, str]:
+    """(estimate, low, high, n, why the estimate is inf or NaN) of one condition's row."""
     if row is None:
-        return math.nan, "no summary.csv row for this model, item and policy"
-    value = float(row[gate.metric + USE_SUFFIX[gate.use]])
-    if gate.metric == "half_life" and gate.use == "value" and _truthy(row["half_life_censored"]):
-        if float(row["auc"]) > 0:  # NaN > 0 is False
-            return math.inf, INFINITE_BECAUSE["half_life"]
-        return math.nan, "adherence was 0 from the start, so there is nothing to halve"
+        nan = math.nan
+        return nan, nan, nan, nan, "no summary.csv row for this model, item and policy"
+    value = _float(row, gate.metric)
+    low, high = _float(row, f"{gate.metric}_low"), _float(row, f"{gate.metric}_high")
+    n = _float(row, f"{gate.metric}_n")  # the units this metric's interval rests on
+    n = _float(row, "n") if math.isnan(n) else n
+    if gate.metric == "half_life" and _truthy(row.get("half_life_censored")):
+        if _float(row, "auc") > 0:  # NaN > 0 is False
+            return math.inf, low, high, n, INFINITE_BECAUSE["half_life"]
+        return math.nan, low, high, n, "adherence was 0 from the start, so nothing to halve"
     if math.isinf(value) and gate.metric in INFINITE_BECAUSE:
-        return value, INFINITE_BECAUSE[gate.metric]
-    return value, "undetermined (NaN)" if math.isnan(value) else ""
+        return value, low, high, n, INFINITE_BECAUSE[gate.metric]
+    return value, low, high, n, "undetermined (NaN)" if math.isnan(value) else ""
 
 
-def _check(index: int, gate: GateSpec, model: str, item: str, row: dict | None) -> dict:
-    value, why = _value(gate, row)
+def interval_verdict(low: float, high: float, lo_bound, hi_bound) -> str:
+    """pass when [low, high] clears every bound, fail when it lies wholly on the wrong side of
+    one, else undecided (also when an end of the interval is NaN: no interval). Per bound it
+    is `harness.stats.verdict`."""
+    interval = Interval(math.nan, low, high, 0, "")
+    sides = [("min", lo_bound)] if lo_bound is not None else []
+    sides += [("max", hi_bound)] if hi_bound is not None else []
+    each = [bound_verdict(interval, bound, side) for side, bound in sides]
+    if "fail" in each:
+        return "fail"
+    return "pass" if all(v == "pass" for v in each) else "undecided"
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def _n_text(n: float) -> str:
+    """`, n = 4` (nothing where summary.csv predates n)."""
+    return "" if math.isnan(n) else f", n = {int(n)}"
+
+
+def _straddled(gate: GateSpec, low: float, high: float) -> list[tuple[str, float]]:
+    """The bounds an undecided interval lies across: ("min" | "max", bound)."""
+    out = [("min", gate.min)] if gate.min is not None and not low >= gate.min else []
+    return out + ([("max", gate.max)] if gate.max is not None and not high <= gate.max else [])
+
+
+def _interval_detail(gate: GateSpec, verdict: str, value, low, high, n) -> str:
+    if math.isnan(low) or math.isnan(high):
+        return f"{gate.metric} {_fmt(value)}{_n_text(n)}: no interval (n too small): undecided"
+    head = f"{gate.metric} {_fmt(value)} [{_fmt(low)}, {_fmt(high)}]{_n_text(n)}"
+    lo_b, hi_b = gate.min, gate.max
+    if verdict == "pass":
+        parts = [f"lower bound {_fmt(low)} >= min {lo_b:g}"] if lo_b is not None else []
+        parts += [f"upper bound {_fmt(high)} <= max {hi_b:g}"] if hi_b is not None else []
+        return f"{head}: {' and '.join(parts)}"
+    if verdict == "fail":
+        if lo_b is not None and high < lo_b:
+            return f"{head}: upper bound {_fmt(high)} below min {lo_b:g}"
+        return f"{head}: lower bound {_fmt(low)} above max {hi_b:g}"
+    across = " and ".join(f"{side} {bound:g}" for side, bound in _straddled(gate, low, high))
+    return f"{head}: the interval straddles {across}: undecided"
+
+
+def _value_verdict(gate: GateSpec, value: float) -> tuple[str, str]:
+    """(verdict, detail) of a point comparison: pass or fail, never undecided."""
     low, high = gate.min, gate.max
-    label = _label(gate.metric, gate.use)
+    ignored = ", its interval ignored" if GATE_METRICS.get(gate.metric, False) else ""
+    head = f"{gate.metric} = {_fmt(value)} (point value{ignored})"
+    if low is not None and value < low:
+        return "fail", f"{head}, below min {low:g}"
+    if high is not None and value > high:
+        return "fail", f"{head}, above max {high:g}"
+    return "pass", f"{head}, {bound_text(low, high)}"
+
+
+def widest_sample(estimate: float, n: int, lower: float, upper: float) -> np.ndarray:
+    """n values in [lower, upper] with mean `estimate` and the largest variance such a sample
+    can have: as many at `upper` as fit, one value between, the rest at `lower`. summary.csv
+    keeps a condition's estimate and n, not its per-sample values; this is the sample they
+    admit that is hardest to decide (so the estimate errs towards more samples), and it is
+    exact for per-sample values of 0 or 1 (a sample that complies in every window or none)."""
+    share = min(max((estimate - lower) / (upper - lower), 0.0), 1.0) * n
+    full = min(int(math.floor(share)), n)
+    values = np.full(n, lower, dtype=float)
+    values[:full] = upper
+    if full < n:
+        values[full] = lower + (share - full) * (upper - lower)
+    return values
+
+
+def samples_needed(
+    gate: GateSpec,
+    value: float,
+    low: float,
+    high: float,
+    n: float,
+    level: float,
+    anytime: bool = False,
+) -> tuple[float, str]:
+    """(samples, why none) that would decide an undecided interval check: for a bounded-mean
+    metric, `harness.stats.samples_to_decide` on `widest_sample(estimate, n)` for each bound
+    the interval straddles (the estimate on the bound's wrong side: the samples that make it a
+    fail; else the most any straddled bound needs, which makes it a pass). `anytime`: the
+    stored interval is a confidence sequence (a sequential run's), so the projection uses one
+    too. NaN with a reason for other metrics and where n or the estimate is unknown."""
+    if gate.metric not in BOUNDED_MEANS:
+        return math.nan, f"no estimate of the samples needed: {gate.metric} is not a bounded mean"
+    if math.isnan(n) or n < 1 or not math.isfinite(value):
+        return math.nan, "no estimate of the samples needed (no n or estimate)"
+    lower, upper = BOUNDED_MEANS[gate.metric]
+    values = widest_sample(value, int(n), lower, upper)
+    needs = {}
+    for side, bound in _straddled(gate, low, high):
+        needs[side] = samples_to_decide(
+            values, bound=bound, side=side, level=level, lower=lower, upper=upper,
+            anytime=anytime, max_n=MAX_SAMPLES,
+        )  # fmt: skip
+    wrong = [s for s, b in _straddled(gate, low, high) if (value < b if s == "min" else value > b)]
+    picked = [needs[wrong[0]]] if wrong else list(needs.values())
+    if not picked or any(p is None for p in picked):
+        return math.nan, f"not decided within {MAX_SAMPLES} samples at this estimate"
+    return float(max(picked)), ""
+
+
+def _check(
+    index: int, gate: GateSpec, model: str, item: str, row: dict | None, level: float
+) -> dict:
+    value, low, high, n, why = _reading(gate, row)
+    use = gate_use(gate)
+    needed = math.nan
     if math.isnan(value):
-        passed, verdict = False, f"{label} {why}: fails"
+        verdict, detail = "fail", f"{gate.metric} {why}: fails"
+        why = ""
+    elif use == "value":
+        verdict, detail = _value_verdict(gate, value)
     else:
-        passed = (low is None or value >= low) and (high is None or value <= high)
-        if passed:
-            verdict = f"{label} = {value:.4g}, {bound_text(low, high)}"
-        elif low is not None and value < low:
-            verdict = f"{label} = {value:.4g}, below min {low:g}"
-        else:
-            verdict = f"{label} = {value:.4g}, above max {high:g}"
-        if why:
-            verdict += f" ({label} {why})"
+        verdict = interval_verdict(low, high, gate.min, gate.max)
+        detail = _interval_detail(gate, verdict, value, low, high, n)
+        if verdict == "undecided":
+            method = str((row or {}).get(f"{gate.metric}_method", ""))
+            anytime = method.endswith("-cs")  # stats' confidence sequences: *-cs
+            needed, none_why = samples_needed(gate, value, low, high, n, level, anytime)
+            detail += f"; {none_why or f'about {int(needed)} samples would decide it'}"
+    if why:
+        detail += f" ({gate.metric} {why})"
     return {
         "gate": index, "metric": gate.metric, "policy": gate.policy, "item": item,
-        "model": model, "use": gate.use, "value": value,
-        "min": math.nan if low is None else low, "max": math.nan if high is None else high,
-        "passed": passed, "detail": verdict,
+        "model": model, "use": use, "value": value, "value_low": low, "value_high": high,
+        "n": n,
+        "min": math.nan if gate.min is None else gate.min,
+        "max": math.nan if gate.max is None else gate.max,
+        "verdict": verdict, "passed": verdict == "pass", "samples_needed": needed,
+        "detail": detail,
     }  # fmt: skip
 
 
+def _needed_columns(gate: GateSpec) -> list[str]:
+    columns = [gate.metric]
+    if gate_use(gate) == "interval":
+        columns += [f"{gate.metric}_low", f"{gate.metric}_high"]
+    return columns + (["half_life_censored", "auc"] if gate.metric == "half_life" else [])
+
+
 def evaluate_gates(
-    gates: list[GateSpec], summary: pd.DataFrame, items: list[str], models: list[str]
+    gates: list[GateSpec],
+    summary: pd.DataFrame,
+    items: list[str],
+    models: list[str],
+    level: float = 0.95,
 ) -> pd.DataFrame:
     """gates.csv: one row per gate x model x item (gate order, then models, then items as the
-    run lists them). `items`/`models`: the run's, for gates that name none."""
+    run lists them). `items`/`models`: the run's, for gates that name none; `level`: the
+    intervals' level (the samples-needed estimate uses it)."""
     rows = {}
     if not summary.empty:
         keys = zip(*(summary[c].astype(str) for c in CONDITION), strict=True)
         rows = dict(zip(keys, summary.to_dict("records"), strict=True))
     out = []
     for index, gate in enumerate(gates):
-        needed = [gate.metric + USE_SUFFIX[gate.use]]
-        needed += ["half_life_censored", "auc"] if gate.metric == "half_life" else []
-        for column in needed:
+        for column in _needed_columns(gate):
             if rows and column not in summary.columns:
                 raise UserError(
                     f"gates[{index}]: summary.csv has no column '{column}' (a run folder from "
@@ -133,8 +285,27 @@ def evaluate_gates(
                 )
         for model in [gate.model] if gate.model else models:
             for item in gate.items or items:
-                out.append(_check(index, gate, model, item, rows.get((model, item, gate.policy))))
+                row = rows.get((model, item, gate.policy))
+                out.append(_check(index, gate, model, item, row, level))
     return result_frame(GateRow, pd.DataFrame(out, columns=GATE_COLUMNS).astype({"passed": bool}))
+
+
+def verdicts_of(gates: pd.DataFrame) -> pd.Series:
+    """The verdict of each gates.csv row; a file from before three outcomes has only
+    `passed`, read as pass or fail."""
+    if "verdict" in gates.columns:
+        return gates["verdict"].astype(str)
+    passed = gates["passed"].map(_truthy)
+    return passed.map({True: "pass", False: "fail"})
+
+
+def undecided_conditions(gates: pd.DataFrame) -> set[tuple[str, str, str]]:
+    """(model, item, policy) of every undecided check: the conditions more samples could
+    decide (sample-until-decided adds samples to these only)."""
+    if gates.empty:
+        return set()
+    undecided = gates[verdicts_of(gates) == "undecided"]
+    return {(str(m), str(i), str(p)) for m, i, p in undecided[list(CONDITION)].itertuples(False)}
 
 
 # XML 1.0 cannot hold most control characters, even escaped.
@@ -147,26 +318,29 @@ def _xml_text(value) -> str:
 
 def junit_xml(gates: pd.DataFrame, suite: str) -> str:
     """The checks as JUnit XML, the format GitHub, GitLab and Jenkins read: <testsuites> with
-    one <testsuite>, one <testcase> per check (classname = the model), a <failure> whose message
-    names metric, value and bound on each failed check. ElementTree escapes every string."""
+    one <testsuite>, one <testcase> per check (classname = the model), a <failure> on each
+    check that did not pass, its message the verdict (fail or undecided), metric, interval or
+    value, and bound. Undecided is a failure: a CI job must not ship on it. ElementTree
+    escapes every string."""
     import xml.etree.ElementTree as ET
 
-    total, failed = len(gates), int((~gates["passed"].astype(bool)).sum())
+    verdicts = verdicts_of(gates) if len(gates) else pd.Series([], dtype=str)
+    total, failed = len(gates), int((verdicts != "pass").sum())
     counts = {"tests": str(total), "failures": str(failed), "errors": "0", "time": "0"}
     root = ET.Element("testsuites", {"name": _xml_text(suite), **counts})
     suite_el = ET.SubElement(
         root, "testsuite", {"name": _xml_text(f"{suite} gates"), **counts, "skipped": "0"}
     )
-    for row in gates.to_dict("records"):
+    for row, verdict in zip(gates.to_dict("records"), verdicts, strict=True):
         case = ET.SubElement(
             suite_el,
             "testcase",
             {"name": _xml_text(gate_name(row)), "classname": _xml_text(row["model"]), "time": "0"},
         )
-        if not row["passed"]:
-            message = f"{row['detail']} [model {row['model']}]"
+        if verdict != "pass":
+            message = f"{verdict}: {row['detail']} [model {row['model']}]"
             failure = ET.SubElement(
-                case, "failure", {"message": _xml_text(message), "type": "gate"}
+                case, "failure", {"message": _xml_text(message), "type": f"gate-{verdict}"}
             )
             failure.text = _xml_text(f"{gate_name(row)}\n{message}")
     ET.indent(root)

@@ -24,6 +24,7 @@ from harness import results
 from harness.analysis.correlation import MIN_N, spearman_pearson
 from harness.analysis.powerlaw import percentile_ci
 from harness.results import LinkageRow, result_frame
+from harness.scoring.adherence import window_passes
 
 LINKAGE_COLUMNS = LinkageRow.columns()
 RECORD = list(results.RECORD)
@@ -31,7 +32,6 @@ RECORD = list(results.RECORD)
 
 def sample_alpha_auc(fits: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     """One row per probed sample: alpha (mean over layers 1..L) and auc."""
-    from harness.scoring.adherence import window_passes
 
     if fits.empty or windows.empty:
         return pd.DataFrame(columns=[*RECORD, "alpha", "auc"])

@@ -14,6 +14,7 @@ from typing import Any, Literal, Self
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from harness.checks.base import Check, CheckResult, NonEmptyText, Scope, register
+from harness.checks.ifeval_offline import ifeval_registry
 
 WINDOW_LOCAL = frozenset(
     {
@@ -31,8 +32,6 @@ _LIST_KWARGS = frozenset({"keywords", "forbidden_words"})
 
 
 def registry() -> dict[str, type]:
-    from harness.checks.ifeval_offline import ifeval_registry
-
     return ifeval_registry().INSTRUCTION_DICT
 
 

@@ -17,14 +17,13 @@ from pathlib import Path
 from types import ModuleType
 
 from harness.atomic import atomic_folder
+from harness.paths import cache_root
 
 # Bump when the written layout changes, so stale caches are rebuilt rather than trusted.
 _LAYOUT_VERSION = "1"
 
 
 def nltk_data_dir() -> Path:
-    from harness.paths import cache_root
-
     return cache_root() / "nltk_data"
 
 

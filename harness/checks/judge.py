@@ -20,6 +20,8 @@ from typing import Annotated, Any, ClassVar, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from harness.checks.base import Check, CheckResult, NonEmptyText, Scope, register
+from harness.errors import UserError
+from harness.models import parse_model_name
 
 # Bump when the rubric prompt, the prefill or the sampling settings change: a verdict is only
 # reusable under the rubric that produced it (the version is part of the verdict cache key).
@@ -138,8 +140,6 @@ class JudgeSpec(BaseModel):
     @classmethod
     def _known_model(cls, value: str | None) -> str | None:
         if value is not None:
-            from harness.models import parse_model_name
-
             try:
                 parse_model_name(value)
             except Exception as exc:  # UserError: shown as this field's one-line error
@@ -174,8 +174,6 @@ class JudgeCheck(Check):
 
     def with_judges(self, judges) -> Self:
         if judges is None:
-            from harness.errors import UserError
-
             raise UserError(f"check '{self.id}' asks a judge model, and no judge is set up here")
         bound = self.model_copy()
         bound._judges = judges

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import typer
 
+from harness.errors import UserError
+
 BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"
 # Options after NAME that `harness bench` does not know go to the benchmark script as given.
 CONTEXT_SETTINGS = {"allow_extra_args": True, "ignore_unknown_options": True}
@@ -43,8 +45,6 @@ def bench_command(
     """
     import subprocess
     import sys
-
-    from harness.errors import UserError
 
     found = benchmarks()
     if name is None:

@@ -2,7 +2,8 @@
 
 Reads DIR/summary.csv only (nothing is recomputed, no model is loaded), rewrites gates.csv and
 junit.xml (and report.html when the folder has one, so its gates section agrees), prints the
-verdicts. Exit code 0 when every check passed, 1 when one failed, 2 on bad input.
+verdicts. Exit code 0 when every check passed, 1 when one failed or is undecided, 2 on bad
+input.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import typer
 
 from harness.errors import UserError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: harness.config (pydantic) stays out of CLI start-up
     from harness.config import RunConfig
 
 
@@ -23,12 +24,12 @@ def gate_command(
     run_dir: Path = typer.Argument(..., metavar="DIR", help="Finished run folder."),
     config: Path = typer.Argument(..., metavar="CONFIG", help="Run config YAML with `gates:`."),
 ) -> None:
-    """Check CONFIG's gates against DIR/summary.csv; exit 1 when a gate fails."""
-    from harness.config import load_run_config_and_suites
-    from harness.plan import select_items
-    from harness.report.terminal import gates_failed, print_gates
-    from harness.stages.base import write_output
-    from harness.stages.gates import gate_outputs
+    """Check CONFIG's gates against DIR/summary.csv; exit 1 when one fails or is undecided."""
+    from harness.config import load_run_config_and_suites  # lazy: CLI start-up
+    from harness.report.terminal import gates_failed, print_gates  # lazy: CLI start-up
+    from harness.selection import select_items  # lazy: CLI start-up
+    from harness.stages.base import write_output  # lazy: CLI start-up
+    from harness.stages.gates import gate_outputs  # lazy: CLI start-up
 
     spec, suites = load_run_config_and_suites(config)
     if not spec.gates:
@@ -39,7 +40,7 @@ def gate_command(
     for name, value in outputs.items():
         write_output(run_dir / name, value)
     if (run_dir / "report.html").is_file():
-        from harness.report import render_report
+        from harness.report import render_report  # lazy: CLI start-up
 
         render_report(run_dir)
     print_gates(run_dir)

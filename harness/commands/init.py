@@ -90,12 +90,14 @@ scoring:
   window: 64              # the answer is scored in windows of 64 tokens
 probe:
   samples: 1              # hidden-state divergence on one sample per condition
-# Pass/fail checks on summary.csv per item, after the run (README, "Before deployment").
+# Checks on summary.csv per item, after the run (README, "Before deployment"): pass, fail,
+# or undecided when the interval of auc, half_life or alpha_mean straddles the bound (min is
+# compared with its lower end, max with its upper one; `use: value` compares the estimate).
 # Metrics: auc, half_life, final, survival_median, survival_censored_share, token_overhead,
-# alpha_mean; `use: ci_low | ci_high` for auc, half_life, alpha_mean.
+# alpha_mean. Undecided exits 1 like a fail: raise `samples` until it decides.
 gates:
   - {{metric: auc, policy: none, min: 0.5}}         # adherence AUC of the bare prompt
-  # - {{metric: auc, policy: none, min: 0.5, use: ci_low}}      # ... its CI's lower bound
+  # - {{metric: auc, policy: none, min: 0.5, use: value}}       # ... its point estimate
   # - {{metric: half_life, policy: periodic-64-user, min: 192}}  # never halving passes
   # - {{metric: token_overhead, policy: periodic-64-user, max: 0.5}}
   # - {{metric: final, policy: periodic-64-user, min: 0.8, items: [story]}}
@@ -154,9 +156,9 @@ def init_command(
     ),
 ) -> None:
     """Write a run config and a starter suite for your system prompt (never overwrites)."""
-    from harness.config import load_run_config_and_suites
-    from harness.models import parse_model_name
-    from harness.probes.pairs import read_text_arg
+    from harness.config import load_run_config_and_suites  # lazy: CLI start-up
+    from harness.models import parse_model_name  # lazy: CLI start-up
+    from harness.probes.pairs import read_text_arg  # lazy: CLI start-up
 
     if not NAME_PATTERN.match(name):
         raise UserError(f"NAME '{name}': use letters, digits, '_', '.' and '-' only")

@@ -15,7 +15,7 @@ def list_command(
     from rich.console import Console
     from rich.table import Table
 
-    from harness.models import list_models, model_info
+    from harness.models import list_models, model_info  # lazy: CLI start-up
 
     rows = list_models() + [model_info(name) for name in extra or []]
     table = Table(title="models")
@@ -41,7 +41,7 @@ def prepare_command(
     """Convert/initialise NAME once and cache the safetensors folder; prints its path."""
     from rich.console import Console
 
-    from harness.models import parse_model_name, resolve_model
+    from harness.models import parse_model_name, resolve_model  # lazy: CLI start-up
 
     parse_model_name(name)  # a bad name fails before the spinner starts
     console = Console(stderr=True)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import typer
 
-from harness.models import is_untrained, parse_model_name, untrained_name
+from harness.atomic import atomic_write_text
+from harness.errors import UserError
 
 TABLE_METRIC = "l2"
 
@@ -80,9 +81,9 @@ def probe_command(
     ),
 ) -> None:
     """Hidden-state divergence between two prompts that share one continuation, per layer."""
-    from harness.errors import UserError
-    from harness.probes.experiment import ProbeRequest
-    from harness.probes.pairs import PairSpec, load_pairs, read_text_arg
+    from harness.models import is_untrained, parse_model_name, untrained_name  # lazy: CLI start-up
+    from harness.probes.experiment import ProbeRequest  # lazy: loads torch
+    from harness.probes.pairs import PairSpec, load_pairs, read_text_arg  # lazy: CLI start-up
 
     if tokens <= 0 or t_min <= 0 or chunk < 0:
         raise UserError("--tokens and --t-min must be positive, --chunk 0 or positive")
@@ -143,16 +144,14 @@ def _auto_backend(models: list[str], bias: bool) -> str:
     """vllm when it can probe every model (and no attention bias is asked for), else hf."""
     if bias:
         return "hf"
-    from harness.models import resolve_model
-    from harness.probes.vllm_backend import vllm_support
+    from harness.models import resolve_model  # lazy: CLI start-up
+    from harness.probes.vllm_backend import vllm_support  # lazy: loads torch
 
     return "hf" if any(vllm_support(resolve_model(m).path) for m in models) else "vllm"
 
 
 def _parse_lams(value: str | None) -> list[float] | None:
     import math
-
-    from harness.errors import UserError
 
     if value is None:
         return None
@@ -172,13 +171,11 @@ def _run(request, out: Path | None, fresh: bool = False) -> None:
 
     from rich.console import Console
 
-    from harness.probes.experiment import UnitCache, run_probe
+    from harness.probes.experiment import UnitCache, run_probe  # lazy: loads torch
 
     err = Console(stderr=True)
     folder = out or Path("reports") / time.strftime("probe-%Y%m%d-%H%M%S")
     if folder.exists() and not folder.is_dir():
-        from harness.errors import UserError
-
         raise UserError(f"--out {folder} exists and is not a folder")
     with err.status("probing ...") as status:
 
@@ -210,15 +207,11 @@ def _write_continuations(conts: dict[str, list[int]], path: Path) -> None:
     """The shared continuation of each pair, as rows reusable via `--continuation FILE#row`."""
     import json
 
-    from harness.atomic import atomic_write_text
-
     rows = [json.dumps({"pair": name, "continuation_ids": ids}) for name, ids in conts.items()]
     atomic_write_text(path, "".join(row + "\n" for row in rows))
 
 
 def _write_csv(frame, path: Path) -> None:
-    from harness.atomic import atomic_write_text
-
     atomic_write_text(path, frame.to_csv(index=False, float_format="%.8g"))
 
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from harness.errors import UserError
+
 
 def _default_out(prompt_len: int, layers: int, tokens: int, self_weight: float) -> Path:
     return Path("reports") / f"relay-P{prompt_len}-L{layers}-T{tokens}-W{self_weight:g}"
@@ -31,14 +33,13 @@ def relay_command(
 
     from rich.console import Console
 
-    from harness.analysis.relay import (
+    from harness.analysis.relay import (  # lazy: CLI start-up
         solve_relay,
         sweep_alpha,
         validate_relay,
         write_relay_csv,
         write_sweep_csv,
     )
-    from harness.errors import UserError
 
     validate_relay(prompt_len, layers, tokens, self_weight)
     out = out or _default_out(prompt_len, layers, tokens, self_weight)

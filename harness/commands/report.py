@@ -14,6 +14,6 @@ def report_command(
 ) -> None:
     """Write DIR/report.html from the stored CSVs, generations.jsonl and manifest.json (no model
     is loaded; what the run stored is never recomputed). Prints the report's path."""
-    from harness.report import render_report
+    from harness.report import render_report  # lazy: CLI start-up
 
     print(render_report(run_dir))

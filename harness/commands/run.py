@@ -1,6 +1,7 @@
 """`harness run CONFIG`: the main job, every stage of `harness.pipeline.STAGES` in order
 (generate -> forks -> score -> probe -> theory -> fits -> analyse -> gates -> manifest ->
-report). Exit code 0, 1 when a gate check failed, 2 on bad input (nothing written)."""
+report). Exit code 0, 1 when a gate check failed or is undecided, 2 on bad input (nothing
+written)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ def run_command(
     fresh: bool = typer.Option(False, "--fresh", help="Ignore cached results, redo every unit."),
 ) -> None:
     """Run a config end to end; resumable (re-run the same command after a kill). Exits 1 when
-    one of the config's gates failed (see gates.csv and junit.xml in the run folder)."""
-    from harness.pipeline import run_pipeline
-    from harness.report.terminal import gates_failed, print_summary
+    one of the config's gate checks failed or is undecided (see gates.csv and junit.xml in the
+    run folder)."""
+    from harness.pipeline import run_pipeline  # lazy: CLI start-up
+    from harness.report.terminal import gates_failed, print_summary  # lazy: CLI start-up
 
     folder = run_pipeline(config, out=out, fresh=fresh)
     print_summary(folder)

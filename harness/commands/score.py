@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from harness.errors import UserError
+
 
 def score_command(
     generations: Path = typer.Argument(
@@ -25,9 +27,8 @@ def score_command(
     ),
 ) -> None:
     """Score transcripts window by window; write windows.csv and adherence*.csv."""
-    from harness.config import ScoringConfig, load_suite
-    from harness.errors import UserError
-    from harness.scoring.io import score_files
+    from harness.config import ScoringConfig, load_suite  # lazy: CLI start-up
+    from harness.scoring.io import score_files  # lazy: CLI start-up
 
     suites = [load_suite(path) for path in suite]
     try:

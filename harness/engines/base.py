@@ -7,6 +7,8 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
+from harness.errors import UserError
+
 
 class SamplingSettings(BaseModel):
     temperature: float = Field(0.7, ge=0)
@@ -71,8 +73,6 @@ def continuous(engine: Engine) -> bool:
 
 def refuse_prompt_bias(engine: str, requests: list[GenerationRequest]) -> None:
     if any(r.prompt_bias is not None for r in requests):
-        from harness.errors import UserError
-
         raise UserError(
             f"attention bias needs generation.engine: hf ({engine} kernels take no bias)"
         )

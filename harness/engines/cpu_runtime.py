@@ -20,6 +20,8 @@ import os
 import sys
 from pathlib import Path
 
+from harness.errors import UserError
+
 # name -> file patterns, searched in the venv's lib folder, then the system's library folders
 LIBRARIES = {
     "tcmalloc": ("libtcmalloc_minimal.so.4", "libtcmalloc_minimal.so*", "libtcmalloc.so*"),
@@ -51,8 +53,6 @@ def wanted_libraries(value: str | None = None) -> list[str]:
     names = [n.strip() for n in value.split(",") if n.strip() and n.strip() != "none"]
     unknown = [n for n in names if n not in LIBRARIES]
     if unknown:
-        from harness.errors import UserError
-
         raise UserError(
             f"HARNESS_CPU_PRELOAD: unknown library {unknown[0]!r} "
             f"(expected a comma-separated list of {', '.join(LIBRARIES)}, or none)"

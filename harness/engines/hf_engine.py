@@ -73,7 +73,7 @@ class HfEngine:
         bias = requests[0].prompt_bias
         context = nullcontext()
         if bias is not None:
-            from harness.probes.attention_bias import attention_bias
+            from harness.engines.attention_bias import attention_bias  # lazy: loads torch
 
             context = attention_bias(
                 self.model, [r.prompt_bias.prefix_len for r in requests], bias.lam

@@ -8,7 +8,9 @@ and the pipeline closes it at the end of a run in any case.
 
 from __future__ import annotations
 
+from harness.engines import make_engine
 from harness.engines.base import Engine
+from harness.engines.options import engine_options
 
 
 class EnginePool:
@@ -18,12 +20,8 @@ class EnginePool:
     def get(self, config, model) -> Engine:
         """The run's generation engine for `model` (`config.generation`), started on first use."""
         if model.name not in self._open:
-            from harness.engines import make_engine
-            from harness.stages.generate import engine_options
-
-            self._open[model.name] = make_engine(
-                config.generation.engine, model.path, **engine_options(config)
-            )
+            gen = config.generation
+            self._open[model.name] = make_engine(gen.engine, model.path, **engine_options(gen))
         return self._open[model.name]
 
     def close(self) -> None:

@@ -25,6 +25,8 @@ from harness.engines.base import (
     GenerationResult,
     refuse_prompt_bias,
 )
+from harness.engines.cpu_runtime import configure_cpu_runtime
+from harness.logs import is_verbose
 
 _ENGINES: dict[tuple, VllmEngine] = {}
 _RUNNING: list[Any] = []  # every vllm.LLM started and not yet shut down
@@ -44,13 +46,9 @@ def start_llm(**options) -> Any:
     is verbose: no weight-loading bar (the harness draws its own progress)."""
     from vllm import LLM
 
-    from harness.logs import is_verbose
-
     options.setdefault("use_tqdm_on_load", is_verbose())
     saved = os.environ.get("LD_PRELOAD")
     if _on_cpu():
-        from harness.engines.cpu_runtime import configure_cpu_runtime
-
         RUNTIME.update(configure_cpu_runtime())
     try:
         llm = LLM(**options)

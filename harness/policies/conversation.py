@@ -90,8 +90,7 @@ def _open_turn(
 ) -> None:
     text, source = entry
     last = state.continuation[-1] if state.continuation else None
-    placement = policy.placement if reminder else "user"  # only reminding policies have one
-    pieces = chat.user_turn_pieces(text, last, reminder, placement, source)
+    pieces = chat.user_turn_pieces(text, last, reminder, policy.placement, source)
     size = sum(len(ids) for _, _, ids, _ in pieces)
     # the new turn must leave room for at least one token of the reply
     if len(state.prompt_ids) + len(state.continuation) + size >= context:
@@ -187,13 +186,12 @@ def conversation_floor(chat: ChatFormat, policy: Policy, spec) -> int:
     simulated message per simulated turn, and one token per reply. Raises UserError when a
     turn cannot be rendered (e.g. placement system without a system role)."""
     reminder = policy.reminder_text(spec) if policy.between_turns else None
-    placement = policy.placement if reminder else "user"
     size = len(chat.prompt_ids(spec.system, spec.user)) + spec.n_turns
     if policy.label == "restate":
         size += len(chat.encode(spec.restatement))
     texts = [text for text, _ in spec.turns]
     texts += ["x"] * (spec.simulator.turns if spec.simulator else 0)
     for text in texts:
-        pieces = chat.user_turn_pieces(text, None, reminder, placement)
+        pieces = chat.user_turn_pieces(text, None, reminder, policy.placement)
         size += sum(len(ids) for _, _, ids, _ in pieces)
     return size

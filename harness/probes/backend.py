@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from harness.engines.vllm_engine import config_context
 from harness.store import RunStore, get_arrays, put_arrays
 
 # the vllm engine's context grows in these steps (see VllmBackend)
@@ -39,7 +40,7 @@ class HfBackend:
 
     def model(self) -> Any:
         if self._model is None:
-            from harness.probes.checkpoint import load_probe_model  # imports torch
+            from harness.probes.checkpoint import load_probe_model  # lazy: loads torch
 
             self._model = load_probe_model(self.path)
         return self._model
@@ -52,7 +53,7 @@ class HfBackend:
         layers: str | Sequence[int] | None = None,
         lam: float | None = None,
     ):
-        from harness.probes.divergence import pair_divergence  # imports torch
+        from harness.probes.divergence import pair_divergence  # lazy: loads torch
 
         model = self.model()
         return pair_divergence(model, ids_a, ids_b, continuation, layers, self.chunk, lam)
@@ -81,8 +82,6 @@ class VllmBackend:
         tensor_parallel_size: int = 1,
         pipeline_parallel_size: int = 1,
     ) -> None:
-        from harness.engines.vllm_engine import config_context
-
         self.path = Path(path)
         # never past the model's context: a pair that does not fit fails in check_inputs
         rounded = -(-(longest + 1) // CONTEXT_STEP) * CONTEXT_STEP
@@ -102,8 +101,8 @@ class VllmBackend:
         layers: str | Sequence[int] | None = None,
         lam: float | None = None,
     ):
-        from harness.probes.divergence import resolve_layers  # imports torch
-        from harness.probes.vllm_backend import get_vllm_probe, model_depth
+        from harness.probes.divergence import resolve_layers  # lazy: loads torch
+        from harness.probes.vllm_backend import get_vllm_probe, model_depth  # lazy: loads torch
 
         if lam is not None:
             raise ValueError("the attention bias runs on the hf backend (a transformers hook)")

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from harness.errors import UserError
+from harness.probes.divergence import decoder_parts, output_head
 
 
 def load_probe_model(path: Path) -> Any:
@@ -65,8 +66,6 @@ class FinalHead:
 
     def __init__(self, path: Path) -> None:
         from transformers import AutoConfig, AutoModelForCausalLM
-
-        from harness.probes.divergence import decoder_parts, output_head
 
         config = AutoConfig.from_pretrained(path)
         with torch.device("meta"):  # the architecture without memory: only two modules are real

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from harness.engines.attention_bias import attention_bias
 from harness.errors import UserError
 
 # logits exist HEAD_SLICE positions at a time, so one whole-sequence forward (chunk None, the
@@ -332,8 +333,6 @@ def pair_divergence(
     lam: run under the attention bias of `attention_bias.py` (None = plain model).
     """
     from transformers import DynamicCache
-
-    from harness.probes.attention_bias import attention_bias
 
     context = getattr(model.config, "max_position_embeddings", None)
     vocab = model.get_input_embeddings().num_embeddings

@@ -15,6 +15,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
+from harness.analysis.fits import FitMember
+from harness.analysis.fits import fit_table as write_fits
 from harness.errors import UserError
 from harness.models import ResolvedModel, resolve_model
 from harness.probes.backend import HfBackend, VllmBackend, cached_curves
@@ -314,8 +316,6 @@ def fit_table(
     """fits.csv of the probe command, through the run's one fits writer: alpha per (model,
     lam, pair, layer, metric), plus a pooled pair = "all" row per (model, lam) (bootstrap over
     pairs, identical pairs left out)."""
-    from harness.analysis.fits import FitMember
-    from harness.analysis.fits import fit_table as write_fits
 
     groups: dict[tuple[str, float | None], list[FitMember]] = {}
     for model_name, lam, pair, res in curves:

@@ -22,6 +22,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from harness.chat import TEMPLATE_DEFAULT, ChatFormat, SystemPrompt
+from harness.engines.base import GenerationRequest, SamplingSettings
+from harness.engines.vllm_engine import VllmEngine
 from harness.errors import UserError
 from harness.userfiles import read_user_text
 
@@ -203,8 +205,6 @@ def generate_continuations_vllm(
     """`generate_continuation` for many prompts in one vLLM batch (same sampling, exactly
     `tokens` tokens, each request seeded with `seed`). The engine is closed before returning:
     an idle vLLM CPU worker keeps spinning and would slow the probe."""
-    from harness.engines.base import GenerationRequest, SamplingSettings
-    from harness.engines.vllm_engine import VllmEngine
 
     settings = SamplingSettings(
         temperature=GENERATE_TEMPERATURE,

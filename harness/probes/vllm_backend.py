@@ -30,6 +30,14 @@ from pathlib import Path
 
 import torch
 
+from harness.engines.vllm_engine import (
+    config_context,
+    is_running,
+    llm_options,
+    shutdown_llm,
+    start_llm,
+)
+from harness.probes.checkpoint import FinalHead
 from harness.probes.divergence import (
     PairDivergence,
     StateReducer,
@@ -67,9 +75,7 @@ class VllmProbe:
         tensor_parallel_size: int = 1,
         pipeline_parallel_size: int = 1,
     ) -> None:
-        from harness.engines.vllm_engine import config_context, llm_options, start_llm
-        from harness.probes.checkpoint import FinalHead
-        from harness.probes.vllm_connector import CONNECTOR_NAME
+        from harness.probes.vllm_connector import CONNECTOR_NAME  # lazy: loads vllm
 
         self.model_path = Path(model_path)
         self.depth = model_depth(self.model_path)
@@ -107,13 +113,9 @@ class VllmProbe:
         self.max_model_len = int(self._llm.llm_engine.model_config.max_model_len)
 
     def is_running(self) -> bool:
-        from harness.engines.vllm_engine import is_running
-
         return hasattr(self, "_llm") and is_running(self._llm)
 
     def close(self) -> None:
-        from harness.engines.vllm_engine import shutdown_llm
-
         _PROBES[:] = [probe for probe in _PROBES if probe is not self]
         if hasattr(self, "_llm"):
             shutdown_llm(self._llm)
@@ -169,7 +171,7 @@ class VllmProbe:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        from harness.probes.vllm_connector import KEEP, MARK, PATH
+        from harness.probes.vllm_connector import KEEP, MARK, PATH  # lazy: loads vllm
 
         params = SamplingParams(
             max_tokens=1,

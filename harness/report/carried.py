@@ -10,18 +10,14 @@ import pandas as pd
 
 from harness.analysis.carried import settled_from
 from harness.report.html import esc, figure, fmt_pct, fmt_t, note, table
-from harness.report.verdicts import Card, policy_order
+from harness.report.plots import _layout, color, first_entry
+from harness.report.plots import label as lbl
+from harness.report.verdicts import Card, ci_cell, ci_text, n_cell, policy_order
+from harness.report.viewer import char_of
 
 CARRIED = 0.5  # adherence at the settling point above which the text "carries" the behaviour
 NONE_LEFT = 0.05  # adherence below this at every fork: the prompt is simply not followed
 MAX_FORK_GROUPS = 40  # (record, position) groups shown in the arm viewer
-
-
-def _ci(row: dict, base: str) -> str:
-    low, high = row.get(f"{base}_low"), row.get(f"{base}_high")
-    if low is None or high is None or math.isnan(low) or math.isnan(high):
-        return ""
-    return f" [{low:+.2f}, {high:+.2f}]"
 
 
 def carried_sentence(policy: str, rows: pd.DataFrame) -> str:
@@ -36,7 +32,7 @@ def carried_sentence(policy: str, rows: pd.DataFrame) -> str:
             f"{policy}: the prompt still changes behaviour at the last fork (t = "
             f"{fmt_t(last['fork_t'])}): {fmt_pct(last['adherence_with'])} with it vs "
             f"{fmt_pct(last['adherence_without'])} without (dependence "
-            f"{last['dependence']:+.2f}{_ci(last, 'dependence')})."
+            f"{last['dependence']:+.2f}{ci_text(last, 'dependence', '+.2f')})."
         )
     # adherence with the prompt over the forks where it no longer matters: the part of the
     # behaviour that the text alone keeps up
@@ -88,15 +84,16 @@ def linkage_sentences(linkage: pd.DataFrame | None, with_across: bool = True) ->
     across_text = ""
     if with_across and across and not math.isnan(across[0]["spearman"]):
         a = across[0]
+        band = ci_text(a, "spearman", "+.2f", with_n=False)
         across_text = (
-            f" Across conditions (items mixed) it is {a['spearman']:+.2f}{_ci(a, 'spearman')} "
+            f" Across conditions (items mixed) it is {a['spearman']:+.2f}{band} "
             f"over {int(a['n'])} conditions."
         )
     for row in linkage[linkage["kind"] == "alpha_auc_within"].to_dict("records"):
-        rho = row["spearman"]
+        rho, band = row["spearman"], ci_text(row, "spearman", "+.2f", with_n=False)
         out.append(
             f"{row['model']}: within items, Spearman ρ(per-sample α, adherence AUC) = "
-            f"{rho:+.2f}{_ci(row, 'spearman')} over {int(row['n'])} samples of "
+            f"{rho:+.2f}{band} over {int(row['n'])} samples of "
             f"{int(row['items'])} items.{across_text} {_sign_reading(row)}"
         )
     if not out and across_text:
@@ -131,37 +128,36 @@ def carried_figure(carried: pd.DataFrame):
     import plotly.graph_objects as go  # noqa: F401 (plotly's subplots need it loaded)
     from plotly.subplots import make_subplots
 
-    from harness.report.plots import _layout, color
-    from harness.report.plots import label as lbl
-
     panels = list(carried.groupby(["model", "item"], sort=True))
     titles = [t for (m, i), _ in panels for t in (f"{i} · adherence", f"{i} · dependence")]
     fig = make_subplots(
         rows=len(panels), cols=2, subplot_titles=[lbl(t) for t in titles],
         specs=[[{}, {"secondary_y": True}] for _ in panels], vertical_spacing=0.12,
     )  # fmt: skip
+    shown: set[str] = set()
     for r, ((_model, _item), rows) in enumerate(panels, start=1):
         for k, policy in enumerate(policy_order(rows["policy"])):
             cond = rows[rows["policy"] == policy].sort_values("fork_t")
-            c, name, first = color(k), lbl(policy), r == 1
+            c, name = color(k), lbl(policy)
             for arm, dash in (("with", "solid"), ("without", "dash")):
                 fig.add_scatter(
                     x=cond["fork_t"], y=cond[f"adherence_{arm}"], mode="lines+markers",
                     line=dict(color=c, dash=dash), name=f"{name} · {arm}", legendgroup=name,
-                    showlegend=first, row=r, col=1,
+                    showlegend=first_entry(shown, f"{name} · {arm}"), row=r, col=1,
                 )  # fmt: skip
             fig.add_scatter(
                 x=cond["fork_t"], y=cond["dependence"], mode="lines+markers", line=dict(color=c),
                 error_y=dict(type="data", symmetric=False,
                              array=cond["dependence_high"] - cond["dependence"],
                              arrayminus=cond["dependence"] - cond["dependence_low"]),
-                name=f"{name} · dependence", legendgroup=name, showlegend=False, row=r, col=2,
+                name=f"{name} · dependence", legendgroup=name, row=r, col=2,
+                showlegend=first_entry(shown, f"{name} · dependence"),
             )  # fmt: skip
             if cond["kl"].notna().any():
                 fig.add_scatter(
                     x=cond["fork_t"], y=cond["kl"], mode="lines", line=dict(color=c, dash="dot"),
-                    name=f"{name} · KL", legendgroup=name, showlegend=False, row=r, col=2,
-                    secondary_y=True,
+                    name=f"{name} · KL", legendgroup=name, row=r, col=2, secondary_y=True,
+                    showlegend=first_entry(shown, f"{name} · KL"),
                 )  # fmt: skip
         fig.update_yaxes(title_text="adherence", range=[-0.05, 1.05], row=r, col=1)
         fig.update_yaxes(title_text="with − without", row=r, col=2, secondary_y=False)
@@ -189,24 +185,33 @@ def forks_section(data) -> tuple[str, dict]:
         for c in cards
     )
     figs = {"fig-carried": carried_figure(carried)}
-    cols = ["model", "item", "policy", "fork_t", "records", "draws", "adherence_with",
-            "adherence_without", "dependence", "dependence_low", "dependence_high", "kl",
-            "reason"]  # fmt: skip
-    cols = [c for c in cols if c in carried.columns]
     html = (
         f'<div class="cards">{body}</div>'
         + figure("fig-carried", caption, figs["fig-carried"].layout.height)
         + "<h3>carried.csv</h3>"
-        + table(cols, carried[cols].itertuples(index=False))
+        + carried_table(carried)
     )
     arms = fork_viewer_html(data.forks or [], data.generations or [])
     return html + arms, figs
 
 
+def carried_table(carried: pd.DataFrame) -> str:
+    """carried.csv as a table, the dependence with its interval and n side by side."""
+    cols = ["model", "item", "policy", "fork_t", "records", "draws", "adherence_with",
+            "adherence_without", "dependence"]  # fmt: skip
+    cols = [c for c in cols if c in carried.columns]
+    tail = [c for c in ("kl", "reason") if c in carried.columns]
+    rows = [
+        [*(r[c] for c in cols), ci_cell(r, "dependence"), n_cell(r, "dependence"),
+         *(r[c] for c in tail)]
+        for r in carried.to_dict("records")
+    ]  # fmt: skip
+    return table([*cols, "95 % CI", "n", *tail], rows)
+
+
 def _prefix_tail(record: dict, t: int, chars: int = 240) -> str:
     """The end of the record's first t continuation tokens, as text (segment texts; inside a
     segment, placed in proportion to token offsets like the sample viewer)."""
-    from harness.report.viewer import char_of
 
     text = ""
     for seg in record.get("segments") or []:

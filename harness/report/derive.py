@@ -15,6 +15,7 @@ import pandas as pd
 from harness import results
 from harness.models import trained_name
 from harness.report.load import RunData
+from harness.scoring.adherence import adherence_curves, survival_curves
 
 CONDITION = list(results.CONDITION)
 # The plotted curves: a(t) and its interval bounds (low, high), n samples at t.
@@ -52,8 +53,6 @@ def adherence_curve(data: RunData) -> tuple[pd.DataFrame | None, str]:
         return _sorted(out.reindex(columns=CURVE_COLUMNS)), "adherence_curve.csv"
     windows = data.frame("windows.csv")
     if windows is not None:
-        from harness.scoring.adherence import adherence_curves
-
         out = adherence_curves(_windows_for_scoring(windows), n_boot=300)
         out = out.groupby([*CONDITION, "t"], as_index=False).agg(
             {"a": "mean", "a_low": "mean", "a_high": "mean", "n": "sum"}
@@ -68,8 +67,6 @@ def survival_curve(data: RunData) -> tuple[pd.DataFrame | None, str]:
     stored = data.frame("survival.csv")
     source = "survival.csv"
     if stored is None and data.frame("windows.csv") is not None:
-        from harness.scoring.adherence import survival_curves
-
         stored, source = (
             survival_curves(_windows_for_scoring(data.frame("windows.csv"))),
             "windows.csv",

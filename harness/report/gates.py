@@ -1,16 +1,39 @@
-"""The report's first section: the gate verdicts (gates.csv), one row per check, failures
-first-class; `harness run` exits 1 on the same failures."""
+"""The report's first section: the gate verdicts (gates.csv), one row per check, each with its
+interval and n; failed and undecided checks stand out (`harness run` exits 1 on either)."""
 
 from __future__ import annotations
 
+import math
+
+from harness.analysis.gates import gate_name, verdicts_of
 from harness.report.html import esc, fmt_num, note
 from harness.report.load import RunData
+from harness.report.terminal import gates_head
 
 NO_GATES = (
     "This run has no gates. Add `gates:` to the run config for pass/fail checks on the "
     "summary metrics: `harness run` then exits 1 when one fails and writes junit.xml for CI."
 )
-HEADERS = ["verdict", "check", "model", "value", "detail"]
+HEADERS = ["verdict", "check", "model", "estimate [interval]", "n", "samples to decide", "detail"]
+UNDECIDED_NOTE = (
+    "Undecided: the interval straddles the bound, so these samples cannot tell pass from fail; "
+    "it does not pass (exit code 1). 'Samples to decide' estimates how many would decide it."
+)
+
+
+def _number(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def interval_cell(row: dict) -> str:
+    """The estimate, with its interval when there is one: `0.95 [0.62, 1]`."""
+    value, low, high = (_number(row.get(k)) for k in ("value", "value_low", "value_high"))
+    if math.isnan(low) or math.isnan(high):
+        return fmt_num(value)
+    return f"{fmt_num(value)} [{fmt_num(low)}, {fmt_num(high)}]"
 
 
 def gates_section(data: RunData) -> tuple[str, dict]:
@@ -19,24 +42,26 @@ def gates_section(data: RunData) -> tuple[str, dict]:
         # header-only (a run without gates) or absent (an older run): no gates to show
         empty = data.problems.get("gates.csv", "the file has no rows") == "the file has no rows"
         return note(NO_GATES if empty else data.missing("gates.csv")), {}
-    from harness.analysis.gates import gate_name
-
-    passed = frame["passed"].map(lambda v: v is True or str(v).lower() == "true")
-    failed = int((~passed).sum())
-    if failed:
-        head = f"{failed} of {len(frame)} gate checks failed (exit code 1)."
+    verdicts = verdicts_of(frame)
+    if (verdicts == "pass").all():
+        head = f"All {len(verdicts)} gate checks passed."
     else:
-        head = f"All {len(frame)} gate checks passed."
+        head = gates_head(verdicts)
+        head = head[:1].upper() + head[1:] + " (exit code 1)."
     rows = []
-    for row, ok in zip(frame.to_dict("records"), passed, strict=True):
-        cells = ["PASS" if ok else "FAIL", gate_name(row), row["model"],
-                 fmt_num(float(row["value"])), row["detail"]]  # fmt: skip
+    for row, verdict in zip(frame.to_dict("records"), verdicts, strict=True):
+        n, needed = _number(row.get("n")), _number(row.get("samples_needed"))
+        cells = [verdict.upper(), gate_name(row), row["model"], interval_cell(row),
+                 "" if math.isnan(n) else f"{int(n)}",
+                 "" if math.isnan(needed) else f"about {int(needed)}", row["detail"]]  # fmt: skip
         tds = "".join(f"<td>{esc(c)}</td>" for c in cells)
-        rows.append(f'<tr class="gate-{"pass" if ok else "fail"}">{tds}</tr>')
+        rows.append(f'<tr class="gate-{esc(verdict)}">{tds}</tr>')
     heads = "".join(f"<th>{esc(h)}</th>" for h in HEADERS)
     table = (
         f'<div class="table-wrap"><table class="data"><thead><tr>{heads}</tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
-    verdict = "gates-fail" if failed else "gates-pass"
-    return f'<p class="{verdict}">{esc(head)}</p>' + table, {}
+    kind = "fail" if (verdicts == "fail").any() else "undecided"
+    kind = "pass" if (verdicts == "pass").all() else kind
+    extra = note(UNDECIDED_NOTE) if (verdicts == "undecided").any() else ""
+    return f'<p class="gates-{kind}">{esc(head)}</p>' + table + extra, {}

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from harness.analysis.powerlaw import fit_alpha, reference_curves
 from harness.models import is_untrained
 from harness.report.html import esc as label
 from harness.report.verdicts import policy_order
@@ -27,6 +28,15 @@ def color(i: int) -> str:
 def rgba(hex_color: str, alpha: float) -> str:
     r, g, b = (int(hex_color[k : k + 2], 16) for k in (1, 3, 5))
     return f"rgba({r},{g},{b},{alpha})"
+
+
+def first_entry(shown: set, name: str) -> bool:
+    """True the first time `name` is drawn in a figure: it gets the legend entry then, so a
+    line that only appears in a later panel (a policy of the conversation items only) is
+    named too, and no name is listed twice."""
+    first = name not in shown
+    shown.add(name)
+    return first
 
 
 def _layout(fig, height: int, **kw):
@@ -81,8 +91,6 @@ def fit_line(t: np.ndarray, d: np.ndarray, alpha: float, t_min: int = 16):
 def divergence_figure(div: pd.DataFrame, prompt_len: dict[str, int]):
     """Log-log rel_l2 per layer group and model, with display fits and reference curves."""
     from plotly.subplots import make_subplots
-
-    from harness.analysis.powerlaw import fit_alpha, reference_curves
 
     models = sorted(div["model"].unique(), key=lambda m: (is_untrained(m), m))
     fig = make_subplots(
@@ -171,6 +179,7 @@ def curve_figure(frame: pd.DataFrame, y: str, y_title: str, step: bool = False, 
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, shared_yaxes=True)
     colors = {p: color(k) for k, p in enumerate(policy_order(frame["policy"]))}
     shape = "hv" if step else "linear"
+    shown: set[str] = set()
     for k, (model, item) in enumerate(panels):
         r, c = divmod(k, cols)
         panel = frame[(frame["model"] == model) & (frame["item"] == item)]
@@ -190,7 +199,7 @@ def curve_figure(frame: pd.DataFrame, y: str, y_title: str, step: bool = False, 
             fig.add_scatter(
                 x=cond["t"], y=cond[y], mode="lines+markers", marker=dict(size=5),
                 line=dict(color=col, shape=shape), name=label(policy), legendgroup=policy,
-                showlegend=k == 0, row=r + 1, col=c + 1,
+                showlegend=first_entry(shown, policy), row=r + 1, col=c + 1,
                 hovertemplate=label(policy) + "<br>t=%{x}<br>%{y:.2f}<extra></extra>",
             )  # fmt: skip
     fig.update_yaxes(range=[-0.03, 1.03], title_text=y_title, col=1)

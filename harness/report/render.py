@@ -65,6 +65,8 @@ details.sample[data-fail="1"] summary { color:#a61e1e; }
 .gates-pass, .gate-pass td:first-child { color:#2b8a3e; font-weight:600; }
 .gates-fail, .gate-fail td:first-child { color:#a61e1e; font-weight:600; }
 .gate-fail { background:#fdecec; }
+.gates-undecided, .gate-undecided td:first-child { color:#9a6700; font-weight:600; }
+.gate-undecided { background:#fff8e1; }
 """
 
 DRAW_JS = """

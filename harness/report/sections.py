@@ -11,13 +11,15 @@ from harness.report.calibration import calibration_section
 from harness.report.carried import carried_cards, forks_section, linkage_sentences
 from harness.report.conversations import conversations_section
 from harness.report.gates import gates_section
-from harness.report.html import esc, figure, fmt_num, note, section, table
+from harness.report.html import esc, figure, note, section, table
 from harness.report.load import RunData
 from harness.report.verdicts import (
     Card,
     adherence_cards,
+    ci_cell,
     correlation_card,
     mechanism_card,
+    n_cell,
     predictor_card,
 )
 from harness.report.viewer import viewer_html
@@ -134,14 +136,13 @@ def policies(data: RunData) -> tuple[str, dict]:
     rows = [
         [
             r["model"], r["item"], r["policy"], r["metric"], r["value"], r.get("none_value"),
-            r.get("delta"),
-            f"[{fmt_num(r['delta_low'])}, {fmt_num(r['delta_high'])}]",
+            r.get("delta"), ci_cell(r, "delta"), n_cell(r, "delta"),
             f"{100 * r['token_overhead']:.1f} %" if "token_overhead" in r else "",
             str(r.get("pareto", "")),
         ]
         for r in frame.to_dict("records")
     ]  # fmt: skip
-    headers = ["model", "item", "policy", "metric", "value", "none", "delta", "95 % CI",
+    headers = ["model", "item", "policy", "metric", "value", "none", "delta", "95 % CI", "n",
                "overhead", "pareto"]  # fmt: skip
     fig = plots.pareto_figure(frame) if "token_overhead" in frame.columns else None
     html = (figure("fig-pareto", caption) if fig else "") + table(headers, rows)

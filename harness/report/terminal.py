@@ -9,18 +9,24 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.analysis.gates import gate_name, verdicts_of
+
 
 def _num(value, fmt: str = "{:.2f}") -> str:
     return "–" if value is None or pd.isna(value) else fmt.format(float(value))
 
 
 def _with_ci(row: pd.Series, base: str) -> str:
+    """`0.95 [0.41, 1.00] n=4`: the estimate, its interval as stored and the units it rests on
+    (`<base>_n`, else the row's `n`); `n=1, no interval` where none could be formed."""
     value, low, high = row.get(base), row.get(f"{base}_low"), row.get(f"{base}_high")
+    counts = [row.get(c) for c in (f"{base}_n", "n") if not pd.isna(row.get(c, float("nan")))]
+    n_text = f" n={int(counts[0])}" if counts else ""
     if value is None or pd.isna(value):
         return "–"
     if low is None or high is None or pd.isna(low) or pd.isna(high):
-        return _num(value)
-    return f"{float(value):.2f} [{float(low):.2f}, {float(high):.2f}]"
+        return _num(value) + (f"{n_text}, no interval" if n_text else "")
+    return f"{float(value):.2f} [{float(low):.2f}, {float(high):.2f}]{n_text}"
 
 
 def _half_life(row: pd.Series) -> str:
@@ -66,29 +72,48 @@ def read_gates(run_dir: Path) -> pd.DataFrame:
 
 
 def gates_failed(run_dir: Path) -> bool:
-    """True when some gate check of the run folder failed (`harness run` then exits 1)."""
+    """True when some gate check of the run folder did not pass, failed or undecided
+    (`harness run` and `harness gate` then exit 1: undecided never ships)."""
     gates = read_gates(run_dir)
-    return bool(len(gates)) and not gates["passed"].astype(bool).all()
+    return bool(len(gates)) and bool((verdicts_of(gates) != "pass").any())
+
+
+def gates_head(verdicts: pd.Series) -> str:
+    """`every gate check passed`, or the counts of the others: `1 of 4 gate checks failed,
+    2 undecided`."""
+    failed, undecided = int((verdicts == "fail").sum()), int((verdicts == "undecided").sum())
+    if not failed and not undecided:
+        return "every gate check passed"
+    parts = [f"{failed} failed"] if failed else []
+    parts += [f"{undecided} undecided"] if undecided else []
+    return f"{len(verdicts) - failed - undecided} of {len(verdicts)} gate checks passed, " + (
+        ", ".join(parts)
+    )
+
+
+VERDICT_MARKUP = {
+    "pass": "[green]PASS[/]",
+    "fail": "[bold red]FAIL[/]",
+    "undecided": "[bold yellow]UNDECIDED[/]",
+}
 
 
 def print_gates(run_dir: Path, console=None) -> None:
-    """One line per gate check, failures in red, under a count; nothing without gates."""
+    """One line per gate check (PASS, FAIL in red, UNDECIDED in yellow, each detail with the
+    interval and its n), under the counts; nothing without gates."""
     from rich.markup import escape
-
-    from harness.analysis.gates import gate_name
 
     gates = read_gates(run_dir)
     if gates.empty:
         return
     console = _console(console)
-    failed = int((~gates["passed"].astype(bool)).sum())
-    head = f"{failed} of {len(gates)} gate checks failed" if failed else "every gate check passed"
-    console.print(f"[bold]Gates:[/] {head} (gates.csv, junit.xml)")
+    verdicts = verdicts_of(gates)
+    console.print(f"[bold]Gates:[/] {gates_head(verdicts)} (gates.csv, junit.xml)")
     several = gates["model"].nunique() > 1
-    for row in gates.to_dict("records"):
-        verdict = "[green]PASS[/]" if row["passed"] else "[bold red]FAIL[/]"
+    for row, verdict in zip(gates.to_dict("records"), verdicts, strict=True):
         where = f" [{row['model']}]" if several else ""
-        console.print(f"  {verdict} {escape(gate_name(row) + where)}: {escape(row['detail'])}")
+        mark = VERDICT_MARKUP.get(verdict, escape(verdict))
+        console.print(f"  {mark} {escape(gate_name(row) + where)}: {escape(row['detail'])}")
 
 
 def print_summary(run_dir: Path, console=None) -> None:

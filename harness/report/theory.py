@@ -7,7 +7,7 @@ import pandas as pd
 
 from harness.models import is_untrained
 from harness.report.html import esc, figure, note
-from harness.report.plots import _layout, color
+from harness.report.plots import _layout, color, first_entry
 
 RELAY_CLAIM = (
     "Paper: in the relay model layer 1 decays exactly as P/(P+t); deeper layers carry "
@@ -73,6 +73,7 @@ def bias_figure(bias: pd.DataFrame):
         rows=1, cols=len(models), subplot_titles=[esc(m) for m in models], shared_yaxes=True
     )
     lams = sorted(bias["lam"].unique())
+    shown: set[str] = set()
     for col, model in enumerate(models, start=1):
         for k, lam in enumerate(lams):
             rows = bias[(bias["model"] == model) & (bias["lam"] == lam)].sort_values("layer")
@@ -84,7 +85,8 @@ def bias_figure(bias: pd.DataFrame):
             }  # fmt: skip
             fig.add_scatter(
                 x=rows["layer"], y=rows["alpha"], mode="lines+markers", name=f"lam = {lam:g}",
-                line=dict(color=color(k)), legendgroup=str(lam), showlegend=col == 1,
+                line=dict(color=color(k)), legendgroup=str(lam),
+                showlegend=first_entry(shown, str(lam)),
                 row=1, col=col, **err,
             )  # fmt: skip
     fig.add_hline(y=0.0, line=dict(color="#999", dash="dot"))

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from harness.models import is_untrained
 from harness.report.html import fmt_pct, fmt_t
+from harness.scoring.adherence import curve_metrics
 
 HOLD = 0.9  # adherence level a verdict calls "holds"
 MIN_OVERHEAD = 0.005  # below this a policy is said to cost nothing extra
@@ -34,6 +35,7 @@ class PolicyVerdict(BaseModel):
     half_life_censored: bool
     auc: float
     overhead: float  # (injected + restated) / generated; NaN when unknown
+    auc_ci: str = ""  # summary.csv's AUC interval with its n (`ci_text`), "" when not stored
 
     def cost(self) -> str:
         if math.isnan(self.overhead) or self.overhead < MIN_OVERHEAD:
@@ -78,7 +80,6 @@ def policy_verdict(
     stored_half_life: tuple[float, bool] | None = None,
 ) -> PolicyVerdict:
     """The verdict numbers of one a(t) curve (points in order of t)."""
-    from harness.scoring.adherence import curve_metrics
 
     keep = ~np.isnan(a)
     t, a = np.asarray(t, dtype=float)[keep], np.asarray(a, dtype=float)[keep]
@@ -107,6 +108,14 @@ def policy_verdict(
     )
 
 
+def _stored_auc_intervals(summary: pd.DataFrame | None) -> dict[tuple[str, str, str], str]:
+    if summary is None or "auc" not in summary.columns:
+        return {}
+    return {
+        (r["model"], r["item"], r["policy"]): ci_text(r, "auc") for r in summary.to_dict("records")
+    }
+
+
 def _stored_half_lives(summary: pd.DataFrame | None) -> dict[tuple[str, str, str], tuple]:
     if summary is None or "half_life" not in summary.columns:
         return {}
@@ -123,7 +132,7 @@ def adherence_cards(
     curve: pd.DataFrame, overhead: dict, summary: pd.DataFrame | None = None
 ) -> list[Card]:
     """One card per (model, item): how long each policy holds HOLD, and at what token cost."""
-    half_lives = _stored_half_lives(summary)
+    half_lives, auc_intervals = _stored_half_lives(summary), _stored_auc_intervals(summary)
     cards = []
     for (model, item), rows in curve.groupby(["model", "item"], sort=True):
         verdicts = []
@@ -137,7 +146,7 @@ def adherence_cards(
                     cond["a"].to_numpy(dtype=float),
                     overhead.get(key, math.nan),
                     half_lives.get(key),
-                )
+                ).model_copy(update={"auc_ci": auc_intervals.get(key, "")})
             )
         cards.append(Card(title=f"{item} · {model}", sentences=item_sentences(item, verdicts)))
     return cards
@@ -163,15 +172,67 @@ def item_sentences(item: str, verdicts: list[PolicyVerdict]) -> list[str]:
     leaders = [v for v in scored if v.auc == top]
     if len(scored) > 1 and top > 0 and len(leaders) == 1:  # a tie or all-zero names no winner
         best = leaders[0]
-        sentences.append(f"Highest adherence AUC: {best.policy} ({best.auc:.2f}){best.cost()}.")
+        sentences.append(
+            f"Highest adherence AUC: {best.policy} ({best.auc:.2f}{best.auc_ci}){best.cost()}."
+        )
     return sentences
 
 
-def _ci(row: dict, base: str) -> str:
-    low, high = row.get(f"{base}_low"), row.get(f"{base}_high")
-    if low is not None and high is not None and not (math.isnan(low) or math.isnan(high)):
-        return f" [{low:.2f}, {high:.2f}]"
-    return ""
+def _number(value) -> float:
+    try:
+        return math.nan if value is None else float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def interval_n(row: dict, base: str) -> float:
+    """The units an interval rests on: `<base>_n` where a row holds intervals over different
+    units, else the row's `n` (NaN when the file predates it)."""
+    for column in (f"{base}_n", "n", "n_samples"):
+        if not math.isnan(_number(row.get(column))):
+            return _number(row.get(column))
+    return math.nan
+
+
+def interval_bounds(row: dict, base: str) -> tuple[float, float]:
+    return _number(row.get(f"{base}_low")), _number(row.get(f"{base}_high"))
+
+
+def ci_text(row: dict, base: str, spec: str = ".2f", with_n: bool = True) -> str:
+    """The interval as stored, with its n: ` [0.41, 1.00], n = 4`. An interval that could not
+    be formed reads ` (n = 1: too small for an interval)`; a zero-width one (every resampled
+    value equal) is not passed off as certainty: ` [1.00, 1.00] (degenerate: percentile
+    bootstrap over n = 4)`, naming the method where the row stores one."""
+    low, high = interval_bounds(row, base)
+    n = interval_n(row, base)
+    n_text = "" if math.isnan(n) else f"n = {int(n)}"
+    if math.isnan(low) or math.isnan(high):
+        return f" ({n_text}: too small for an interval)" if n_text and n < 2 else ""
+    bounds = f" [{low:{spec}}, {high:{spec}}]"
+    if low == high:
+        method = row.get(f"{base}_method") or row.get("method")
+        over = " over ".join(str(x) for x in (method, n_text) if isinstance(x, str) and x)
+        return f"{bounds} (degenerate{': ' + over if over else ''}; n too small to show spread)"
+    return bounds + (f", {n_text}" if n_text and with_n else "")
+
+
+def ci_cell(row: dict, base: str, spec: str = ".3g") -> str:
+    """A table cell of the interval: `[0.41, 1]`, `n too small` where none could be formed, and
+    a zero-width interval flagged `degenerate` with its method (`ci_text` for sentences)."""
+    low, high = interval_bounds(row, base)
+    n = interval_n(row, base)
+    if math.isnan(low) or math.isnan(high):
+        return "n too small" if not math.isnan(n) and n < 2 else "–"
+    bounds = f"[{low:{spec}}, {high:{spec}}]"
+    if low == high:
+        method = row.get(f"{base}_method") or row.get("method")
+        return f"{bounds} degenerate" + (f" ({method})" if isinstance(method, str) else "")
+    return bounds
+
+
+def n_cell(row: dict, base: str) -> str:
+    n = interval_n(row, base)
+    return "" if math.isnan(n) else str(int(n))
 
 
 def mechanism_card(summary: pd.DataFrame | None, fits: pd.DataFrame | None) -> Card | None:
@@ -228,7 +289,8 @@ def correlation_card(
     if math.isnan(row["spearman"]):
         sentence = f"{lead} could not be estimated (too few conditions or no variation)."
     else:
-        sentence = f"{lead} = {row['spearman']:.2f}{_ci(row, 'spearman')}{p_text}."
+        band = ci_text(row, "spearman", with_n=False)  # n is in the lead already
+        sentence = f"{lead} = {row['spearman']:.2f}{band}{p_text}."
     within = within or [
         "No within-item coefficient was estimated (linkage.csv missing or empty): this "
         "cross-condition value may only reflect how the items differ."
@@ -253,7 +315,7 @@ def predictor_card(predictor: pd.DataFrame | None) -> Card | None:
         gain = signal["auroc"] - base["auroc"]
         card.sentences.append(
             f"{model}: violations predicted with AUROC {signal['auroc']:.2f}"
-            f"{_ci(signal, 'auroc')} from divergence and position vs {base['auroc']:.2f}"
-            f"{_ci(base, 'auroc')} from position alone ({gain:+.2f})."
+            f"{ci_text(signal, 'auroc')} from divergence and position vs {base['auroc']:.2f}"
+            f"{ci_text(base, 'auroc')} from position alone ({gain:+.2f})."
         )
     return card if card.sentences else None

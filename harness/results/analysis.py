@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from harness.results.base import CONDITION, ResultRow
 
 
@@ -206,11 +208,23 @@ class GateRow(ResultRow):
     policy: str
     item: str
     model: str
-    use: str
-    """`value`, `ci_low` or `ci_high`"""
+    use: Literal["interval", "value"]
+    """`interval` (min against `value_low`, max against `value_high`) or `value` (the point)"""
     value: float
+    """the metric's estimate in summary.csv (inf: censored, see Gates)"""
+    value_low: float
+    """summary.csv's `<metric>_low` (NaN: no interval)"""
+    value_high: float
+    """summary.csv's `<metric>_high` (NaN: no interval)"""
+    n: float
+    """the units the interval rests on (`<metric>_n`, else `n`, of summary.csv; NaN: unknown)"""
     min: float
     max: float
+    verdict: Literal["pass", "fail", "undecided"]
+    """`pass`, `fail` or `undecided` (the interval straddles a bound, or none was formed)"""
     passed: bool
+    """verdict = pass"""
+    samples_needed: float
+    """undecided checks: about how many samples would decide it (see Gates); NaN otherwise"""
     detail: str
     """the verdict in words"""

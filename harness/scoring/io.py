@@ -7,16 +7,25 @@ import functools
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.config import ScoringConfig, TaskSuite
+from harness.config import GenerationConfig, ScoringConfig, TaskSuite
 from harness.errors import UserError
+from harness.models import EMBEDDED_MODEL, resolve_model, trained_name
+from harness.scoring.adherence import (
+    adherence_curves,
+    adherence_summary,
+    summary_frame,
+    survival_curves,
+)
+from harness.scoring.inputs import read_records
+from harness.scoring.judge import JudgeDefaults, JudgeRunner, check_judges, judge_checks_of
+from harness.scoring.score import item_checks, item_index, rows_frame, score_records
+from harness.store import RunStore, write_csv
 
 
 @functools.cache
 def load_tokenizer(name: str | None):
     """The tokenizer of a zoo model (default: the embedded model), loaded once per process."""
     from transformers import AutoTokenizer
-
-    from harness.models import EMBEDDED_MODEL, resolve_model, trained_name
 
     # an untrained twin has its base's tokenizer: resolving the base skips the random init
     name = trained_name(name or EMBEDDED_MODEL)
@@ -26,12 +35,6 @@ def load_tokenizer(name: str | None):
 def adherence_frames(windows) -> dict:
     """The adherence files of a scored set of windows, by file name: per-condition metrics
     (adherence.csv), a(t) with CI bands (adherence_curve.csv), Kaplan-Meier (survival.csv)."""
-    from harness.scoring.adherence import (
-        adherence_curves,
-        adherence_summary,
-        summary_frame,
-        survival_curves,
-    )
 
     return {
         "adherence.csv": summary_frame(adherence_summary(windows)),
@@ -50,12 +53,6 @@ def score_files(
     """Validate everything, score, then write windows.csv, adherence.csv, adherence_curve.csv
     and survival.csv into `out`. Returns the written paths. Judge checks default to `model`
     (else the embedded model) on vLLM; their verdicts are cached under `out/cache/judge/`."""
-    from harness.config import GenerationConfig
-    from harness.models import EMBEDDED_MODEL
-    from harness.scoring.inputs import read_records
-    from harness.scoring.judge import JudgeDefaults, JudgeRunner, check_judges, judge_checks_of
-    from harness.scoring.score import item_checks, item_index, rows_frame, score_records
-    from harness.store import RunStore, write_csv
 
     index = item_index(suites)
     for _, item in index.values():

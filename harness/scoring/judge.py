@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.chat import ChatFormat
 from harness.checks.base import CheckResult
 from harness.checks.judge import (
     JUDGE_MAX_TOKENS,
@@ -36,8 +37,10 @@ from harness.checks.judge import (
     verdict_result,
 )
 from harness.config import GenerationConfig
+from harness.engines import GenerationRequest, SamplingSettings, make_engine
+from harness.engines.options import engine_options
 from harness.errors import UserError
-from harness.models import ResolvedModel
+from harness.models import ResolvedModel, resolve_model
 from harness.store import unit_key
 
 STAGE = "judge"
@@ -63,16 +66,12 @@ class JudgeTarget:
 
 
 def _default_resolve(name: str) -> ResolvedModel:
-    from harness.models import resolve_model
-
     return resolve_model(name)
 
 
 def judge_target(spec: JudgeSpec, defaults: JudgeDefaults, resolve: Resolve) -> JudgeTarget:
     """The spec with the run's defaults filled in: no engine = the run's engine with all its
     options; engine openai takes base_url / api_key_env from the spec, else from the run."""
-    from harness.stages.generate import generation_engine_options
-
     gen = defaults.generation
     if spec.engine is not None:
         gen = gen.model_copy(
@@ -84,7 +83,7 @@ def judge_target(spec: JudgeSpec, defaults: JudgeDefaults, resolve: Resolve) -> 
             }
         )
     model = resolve(spec.model or defaults.model)
-    options = generation_engine_options(gen)
+    options = engine_options(gen)
     if gen.engine == "openai":
         url = options.get("base_url") or os.environ.get("OPENAI_BASE_URL", "")
         identity = ("openai", url, gen.served_model or "", model.content_key)
@@ -100,8 +99,6 @@ def verdict_key(target: JudgeTarget, rule: str, text: str) -> str:
 
 
 def _judge_sampling():
-    from harness.engines import SamplingSettings
-
     return SamplingSettings(temperature=0.0, max_tokens=JUDGE_MAX_TOKENS)
 
 
@@ -159,7 +156,6 @@ class JudgeRunner:
     def _ask(self, target: JudgeTarget, rule: str, todo: dict[str, str]) -> dict[str, dict]:
         """Round 1 asks every text; round 2 asks the malformed ones again with a stricter
         reminder line; still malformed = undetermined. Verdicts are stored per round."""
-        from harness.engines import GenerationRequest
 
         engine, chat = self._engine(target)
         sampling = _judge_sampling()
@@ -186,11 +182,7 @@ class JudgeRunner:
 
     def _engine(self, target: JudgeTarget):
         if target not in self._engines:
-            from harness.chat import ChatFormat
-
-            factory = self._engine_factory
-            if factory is None:
-                from harness.engines import make_engine as factory
+            factory = self._engine_factory or make_engine
             model = self._resolve(target.model)
             engine = factory(target.engine, model.path, **dict(target.options))
             self._engines[target] = (engine, ChatFormat(engine.tokenizer))
@@ -249,7 +241,6 @@ def check_judges(
 ) -> None:
     """Pre-flight, before anything is written: every judge model resolves and has a chat
     template, every openai endpoint answers and serves the model. UserError naming the check."""
-    from harness.chat import ChatFormat
 
     resolve = resolve or _default_resolve
     seen: set[JudgeTarget] = set()
@@ -261,8 +252,6 @@ def check_judges(
             seen.add(target)
             model = resolve(target.model)
             if target.engine == "openai":
-                from harness.engines import make_engine
-
                 engine = make_engine("openai", model.path, **dict(target.options))
                 try:
                     ChatFormat(engine.tokenizer)

@@ -4,6 +4,17 @@ code checks, from the earlier outputs."""
 
 from __future__ import annotations
 
+from harness.analysis.calibration import judge_calibration
+from harness.analysis.carried import carried_frame
+from harness.analysis.conversations import conversation_summary, turn_curves
+from harness.analysis.correlation import correlate_alpha_behaviour
+from harness.analysis.linkage import linkage_frame
+from harness.analysis.policies import compare_policies
+from harness.analysis.predictor import predict_violations, window_features
+from harness.analysis.summary import default_layers, summarise_conditions, token_frame
+from harness.scoring.io import adherence_frames
+from harness.stages.forks import forked_records
+
 
 class AnalyseStage:
     """windows.csv, fits.csv, divergence.csv, nexttoken.csv and the records' token counts ->
@@ -16,14 +27,6 @@ class AnalyseStage:
 
     def run(self, ctx) -> dict:
         import pandas as pd
-
-        from harness.analysis.calibration import judge_calibration
-        from harness.analysis.correlation import correlate_alpha_behaviour
-        from harness.analysis.linkage import linkage_frame
-        from harness.analysis.policies import compare_policies
-        from harness.analysis.predictor import predict_violations, window_features
-        from harness.analysis.summary import default_layers, summarise_conditions, token_frame
-        from harness.scoring.io import adherence_frames
 
         bar = ctx.progress.bar("analyse", 1)
         windows, fits = ctx.frame("windows.csv"), ctx.frame("fits.csv")
@@ -47,8 +50,6 @@ class AnalyseStage:
         )
         turns = ctx.frame("turns.csv")
         if not turns.empty:  # conversations: adherence by turn, pressure effect
-            from harness.analysis.conversations import conversation_summary, turn_curves
-
             out["turn_adherence.csv"] = turn_curves(turns)
             out["conversations.csv"] = conversation_summary(turns, tokens)
         bar.finish()
@@ -57,8 +58,6 @@ class AnalyseStage:
 
 def carried_of(ctx, nexttoken):
     """carried.csv of a forking run (None when the run has no forks)."""
-    from harness.analysis.carried import carried_frame
-    from harness.stages.forks import forked_records
 
     forks = ctx.config.forks
     if forks is None:

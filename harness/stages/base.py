@@ -17,18 +17,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from harness.config import RunConfig, TaskSuite
+from harness.engines.pool import EnginePool
+from harness.models import ResolvedModel
+from harness.records import GenerationRecord
 from harness.results import RESULT_FILES, result_frame
+from harness.selection import Selected
+from harness.store import RunStore, atomic_write_text, write_csv
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: pandas and rich load where frames and bars are made
     import pandas as pd
     from rich.progress import Progress
-
-    from harness.config import RunConfig, TaskSuite
-    from harness.engines.pool import EnginePool
-    from harness.models import ResolvedModel
-    from harness.plan import Selected
-    from harness.records import GenerationRecord
-    from harness.store import RunStore
 
 # What a stage may return per file: a DataFrame (CSV), a list of pydantic models (JSON lines),
 # a dict (JSON) or a str (text). `write_output` picks the writer from the value's type.
@@ -118,8 +117,6 @@ class RunContext:
 
 
 def _engine_pool() -> EnginePool:
-    from harness.engines.pool import EnginePool
-
     return EnginePool()
 
 
@@ -135,8 +132,6 @@ def write_output(path: Path, value: Output) -> None:
     """The one writer of every run file, chosen by the value's type; always atomic."""
     import pandas as pd
     from pydantic import BaseModel
-
-    from harness.store import atomic_write_text, write_csv
 
     if isinstance(value, pd.DataFrame):
         row = RESULT_FILES.get(path.name)

@@ -3,6 +3,7 @@ fits.csv (written by `harness.analysis.fits`, the writer `harness probe` uses to
 
 from __future__ import annotations
 
+from harness.analysis.fits import FitMember, fit_table
 from harness.results import CONDITION, FitRow, result_frame
 
 IDENT = list(CONDITION)  # a fit group: one condition
@@ -14,8 +15,6 @@ class FitsStage:
     name = "fits"
 
     def run(self, ctx) -> dict:
-        from harness.analysis.fits import FitMember, fit_table
-
         by_key = {r.key: r for r in ctx.records}
         groups: dict[tuple[str, str, str], list[FitMember]] = {}
         for (model, rkey), arrays in sorted(ctx.curves.items()):

@@ -22,7 +22,10 @@ from harness.config import ForksConfig, RunConfig, policy_label
 from harness.engines.base import GenerationRequest, SamplingSettings
 from harness.records import GenerationRecord
 from harness.results import ForkRow, result_frame
+from harness.scoring.judge import JudgeDefaults, JudgeRunner
 from harness.scoring.score import item_checks, score_checks
+from harness.stages.generate import sampling_settings
+from harness.stages.probe import record_baseline_ids
 from harness.store import unit_key
 
 STAGE = "forks"
@@ -206,8 +209,6 @@ class ForksStage:
         return {"forks.jsonl": arms, "forks.csv": frame}
 
     def _model(self, ctx, model) -> tuple[list[ForkArm], list[dict]]:
-        from harness.scoring.judge import JudgeDefaults, JudgeRunner
-
         config: RunConfig = ctx.config
         forks = config.forks
         chosen = forked_records(forks, ctx.records_of(model.name))
@@ -227,8 +228,6 @@ class ForksStage:
 
 def _unit(ctx, model, group: list[GenerationRecord], judges) -> dict:
     """One (model, policy) unit from the store, or generated, scored and stored."""
-    from harness.stages.generate import sampling_settings
-    from harness.stages.probe import record_baseline_ids
 
     config: RunConfig = ctx.config
     forks, langs = config.forks, config.scoring.languages

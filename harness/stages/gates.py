@@ -10,15 +10,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
+from harness.analysis.gates import GATE_COLUMNS, evaluate_gates, junit_xml, read_summary
 from harness.config import RunConfig
 
 
 def gate_outputs(config: RunConfig, items: list[str], run_dir: Path) -> dict:
     """{"gates.csv": frame, "junit.xml": text} of `config`'s gates on run_dir/summary.csv."""
-    import pandas as pd
-
-    from harness.analysis.gates import GATE_COLUMNS, evaluate_gates, junit_xml, read_summary
-
     if config.gates:
         summary = read_summary(Path(run_dir) / "summary.csv")
         frame = evaluate_gates(config.gates, summary, items, list(config.models))

@@ -7,84 +7,26 @@ stored the moment its policy's samples are all finished.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable
 from dataclasses import asdict
 
-from harness.config import GenerationConfig, RunConfig, UserSimulator, policy_label
+from harness.chat import ChatFormat
+from harness.config import RunConfig
 from harness.engines import SamplingSettings, make_engine
+from harness.engines.options import engine_options
 from harness.engines.pool import EnginePool
-from harness.models import ResolvedModel
-from harness.plan import Selected
-from harness.policies import ChatFormat, SampleSpec, run_policies
-from harness.policies.base import SimulatorSpec
+from harness.models import ResolvedModel, resolve_model
+from harness.policies import policy_run, run_policies
 from harness.policies.conversation import Simulators
 from harness.records import GenerationRecord
+from harness.scoring import window_fails
+from harness.selection import Selected, policy_units, sample_specs, simulator_key
 from harness.store import RunStore, unit_key
 
 STAGE = "generate"
 
 
-def sample_seed(base: int, item_id: str, sample: int) -> int:
-    """Stable per (item, sample) and shared by every policy, so policies compare paired."""
-    digest = int(hashlib.sha256(item_id.encode()).hexdigest()[:6], 16)
-    return (base * 1_000_003 + digest * 101 + sample) % (2**31 - 1)
-
-
-def _specs(config: RunConfig, model: str, items: list[Selected], run_id: str) -> list[SampleSpec]:
-    # An item without a reminder is reminded of its system prompt, verbatim (the "repeat the
-    # system prompt" baseline); one without a restatement gets "", which `restate` refuses
-    # (check_generation).
-    return [
-        SampleSpec(
-            system=sel.item.system,
-            user=sel.item.user,
-            reminder=sel.item.reminder or sel.item.system,
-            restatement=sel.item.restatement or "",
-            seed=sample_seed(config.generation.seed, sel.item.id, sample),
-            meta={
-                "model": model,
-                "task": sel.suite,
-                "item": sel.item.id,
-                "sample": sample,
-                "run_id": run_id,
-            },
-            turns=[(turn.user, turn.pressure) for turn in sel.item.turns or []],
-            simulator=_simulator_spec(sel.item.user_simulator),
-        )
-        for sel in items
-        for sample in range(config.samples)
-    ]
-
-
-def _simulator_spec(sim: UserSimulator | None) -> SimulatorSpec | None:
-    if sim is None:
-        return None
-    return SimulatorSpec(sim.system, sim.turns, sim.max_tokens, simulator_key(sim))
-
-
-def simulator_key(sim: UserSimulator) -> str:
-    """ "" when the run's own engine plays the user, else what names the simulator's engine."""
-    where = (sim.model, sim.engine, sim.base_url, sim.served_model)
-    return "" if where == (None, None, None, None) else json.dumps(where)
-
-
-def policy_units(config: RunConfig, items: list[Selected]) -> list[tuple[object, list[Selected]]]:
-    """(policy spec, the items it runs on): every policy over every item, unless the config
-    has `conversation_policies`, which then take the conversation items from `policies`."""
-    if config.conversation_policies is None:
-        return [(spec, items) for spec in config.policies]
-    single = [sel for sel in items if not sel.item.is_conversation]
-    talks = [sel for sel in items if sel.item.is_conversation]
-    return [(spec, single) for spec in config.policies if single] + [
-        (spec, talks) for spec in config.conversation_policies if talks
-    ]
-
-
 def _violation_hook(config: RunConfig, items: list[Selected]):
-    from harness.scoring import window_fails
-
     by_id = {sel.item.id: sel.item for sel in items}
     languages = config.scoring.languages
 
@@ -92,28 +34,6 @@ def _violation_hook(config: RunConfig, items: list[Selected]):
         return window_fails(by_id[state.spec.meta["item"]], text, languages) is True
 
     return violates
-
-
-def engine_options(config: RunConfig) -> dict:
-    return generation_engine_options(config.generation)
-
-
-def generation_engine_options(gen: GenerationConfig) -> dict:
-    """`make_engine` options for this generation config (the judge's engines use them too)."""
-    if gen.engine == "vllm":
-        return {
-            "max_model_len": gen.max_model_len,
-            "tensor_parallel_size": gen.tensor_parallel_size,
-            "pipeline_parallel_size": gen.pipeline_parallel_size,
-        }
-    if gen.engine == "openai":
-        return {
-            "base_url": gen.base_url,
-            "api_key_env": gen.api_key_env,
-            "served_model": gen.served_model,
-            "max_model_len": gen.max_model_len,
-        }
-    return {"max_model_len": gen.max_model_len}
 
 
 def sampling_settings(config: RunConfig) -> SamplingSettings:
@@ -168,7 +88,7 @@ def generate_stage(
     gen = config.generation
     sampling = sampling_settings(config)
     units = policy_units(config, items)
-    unit_specs = [_specs(config, model.name, unit_items, run_id) for _, unit_items in units]
+    unit_specs = [sample_specs(config, model.name, unit_items, run_id) for _, unit_items in units]
     keys = [
         generation_key(config, model, spec, specs, unit_items)
         for (spec, unit_items), specs in zip(units, unit_specs, strict=True)
@@ -178,10 +98,12 @@ def generate_stage(
         if engines is not None:
             engine = engines.get(config, model)
         else:
-            engine = make_engine(gen.engine, model.path, **engine_options(config))
+            engine = make_engine(gen.engine, model.path, **engine_options(gen))
         chat = ChatFormat(engine.tokenizer)
         violates = _violation_hook(config, items)
-        groups = [(units[i][0].bind(gen.continue_on_eos, violates), unit_specs[i]) for i in missing]
+        groups = [
+            (policy_run(units[i][0], gen.continue_on_eos, violates), unit_specs[i]) for i in missing
+        ]
         simulators = Simulators(_simulator_factory(config, items))
 
         def store_group(index: int, records: list[GenerationRecord]) -> None:
@@ -206,7 +128,7 @@ def generate_stage(
     records = []
     for (spec, _), key in zip(units, keys, strict=True):
         rows = store.get(STAGE, key)
-        assert rows is not None, f"generation unit {policy_label(spec)} missing after run"
+        assert rows is not None, f"generation unit {spec.label} missing after run"
         # a unit may come from an earlier run of an edited config: it is this run's now
         records.extend(GenerationRecord.model_validate({**r, "run_id": run_id}) for r in rows)
     return records
@@ -222,8 +144,6 @@ def _simulator_factory(config: RunConfig, items: list[Selected]):
     }
 
     def factory(key: str):
-        from harness.models import resolve_model
-
         sim = sims[key]
         kind = sim.engine or ("openai" if sim.base_url else config.generation.engine)
         path = resolve_model(sim.model or config.models[0]).path
@@ -238,81 +158,6 @@ def _simulator_factory(config: RunConfig, items: list[Selected]):
         return engine, ChatFormat(engine.tokenizer)
 
     return factory
-
-
-def check_generation(config: RunConfig, items: list[Selected], model: ResolvedModel) -> None:
-    """Every error generation could hit, raised before the run folder exists: policies that do
-    not fit the chat template, empty reminder texts, `restate` on an item without a
-    restatement, prompts + budget beyond the context."""
-    import json
-
-    from transformers import AutoTokenizer
-
-    from harness.errors import UserError
-
-    tokenizer = AutoTokenizer.from_pretrained(model.path)
-    chat = ChatFormat(tokenizer)
-    model_config = json.loads((model.path / "config.json").read_text())
-    context = model_config.get("max_position_embeddings") or 2048
-    if config.generation.max_model_len:
-        context = min(context, config.generation.max_model_len)
-    budget = config.generation.max_tokens
-    for spec, unit_items in policy_units(config, items):
-        policy = spec.bind(config.generation.continue_on_eos, violates=lambda *_: False)
-        for sel in unit_items:
-            where = f"item '{sel.item.id}', policy '{policy_label(spec)}'"
-            if spec.name == "restate" and not sel.item.restatement:
-                fix = "add one to the suite, or drop the policy"
-                raise UserError(f"{where}: the item has no `restatement` ({fix})")
-            sample = _specs(config, model.name, [sel], "")[0]
-            if sel.item.is_conversation:
-                _check_conversation(config, chat, policy, spec, sample, context, where)
-                continue
-            if spec.between_turns:
-                raise UserError(
-                    f"{where}: reminders between turns need a conversation item (`turns` or "
-                    "`user_simulator`); list the policy under `conversation_policies`"
-                )
-            try:
-                prompt = chat.prompt_ids(sample.system, sample.user)
-                extra = policy.injection_budget(chat, sample, budget)
-            except UserError as exc:
-                raise UserError(f"{where}: {exc}") from None
-            if len(prompt) + budget + extra > context:
-                raise UserError(
-                    f"{where}: max_tokens {budget} (+{extra} injected, +{len(prompt)} prompt) "
-                    f"exceeds the model's context of {context} tokens"
-                )
-    specs = [*config.policies, *(config.conversation_policies or [])]
-    if any(s.name == "attention_bias" for s in specs) and config.generation.engine != "hf":
-        raise UserError("policy attention_bias needs generation.engine: hf")
-
-
-def _check_conversation(config, chat, policy, spec, sample, context: int, where: str) -> None:
-    """A conversation item under one policy: a between-turns rhythm, turn_tokens set, the
-    reminder renders at its placement, and the shortest possible conversation fits."""
-    from harness.errors import UserError
-    from harness.policies.conversation import conversation_floor
-
-    if getattr(spec, "every", None) is not None:
-        raise UserError(
-            f"{where}: a conversation is reminded between turns, not every N tokens: use "
-            "`every_turns` (periodic) or `on: turn` (adaptive), under `conversation_policies`"
-        )
-    if config.generation.turn_tokens is None:
-        raise UserError(
-            f"{where}: field 'generation.turn_tokens' is needed by conversations "
-            "(max new tokens per assistant turn)"
-        )
-    try:
-        need = conversation_floor(chat, policy, sample)
-    except UserError as exc:
-        raise UserError(f"{where}: {exc}") from None
-    if need > context:
-        raise UserError(
-            f"{where}: the conversation needs at least {need} tokens (prompt, every user turn "
-            f"and reminder, one token per reply) but the model's context is {context}"
-        )
 
 
 class GenerateStage:

@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from harness.analysis.powerlaw import fit_positions
+from harness.chat import TEMPLATE_DEFAULT, ChatFormat
 from harness.config import RunConfig
 from harness.models import ResolvedModel
 from harness.probes.backend import HfBackend, VllmBackend, cached_curves, open_backend
@@ -33,7 +35,6 @@ def record_baseline_ids(
 ) -> list[int]:
     """The record's chat with a baseline system prompt (`none`: no system turn, `default`: the
     template's default, `text`: `text`), rendered as generation renders it."""
-    from harness.chat import TEMPLATE_DEFAULT, ChatFormat
 
     system = {"none": None, "default": TEMPLATE_DEFAULT}.get(baseline, text)
     user = next(m["content"] for m in record.prompt_messages if m["role"] == "user")
@@ -114,8 +115,6 @@ def probe_stage(
 
 
 def grid_positions(total: int, t_min: int) -> np.ndarray:
-    from harness.analysis.powerlaw import fit_positions
-
     head = np.arange(1, min(16, total) + 1)
     tail = fit_positions(t_min, total) if total >= t_min else np.array([], dtype=int)
     return np.unique(np.concatenate([head, tail])).astype(int)

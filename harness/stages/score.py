@@ -11,6 +11,9 @@ from __future__ import annotations
 from harness.config import RunConfig, TaskSuite
 from harness.records import GenerationRecord
 from harness.results import TurnRow, WindowRow, result_frame
+from harness.scoring import item_index, score_records
+from harness.scoring.judge import JudgeDefaults, JudgeRunner
+from harness.scoring.turns import score_turns
 from harness.store import RunStore, unit_key
 
 STAGE = "score"
@@ -29,7 +32,6 @@ def score_stage(
     """windows.csv rows for all records; uncached records are scored in one batch. `model_key`:
     the content key of the model whose tokenizer cuts the windows; `judges`: the JudgeRunner
     the items' judge checks ask (needed only when there are any)."""
-    from harness.scoring import score_records
 
     def score(todo: list[GenerationRecord]) -> list[dict]:
         rows = score_records(todo, suites, tokenizer, config.scoring, judges)
@@ -48,7 +50,6 @@ def turns_stage(
     judges=None,
 ) -> list[dict]:
     """turns.csv rows of the conversation records; one cached unit (stage `turns`) each."""
-    from harness.scoring.turns import score_turns
 
     talks = [r for r in records if r.is_conversation]
 
@@ -65,7 +66,6 @@ def _cached_per_record(
     """One cached unit of rows per record: the uncached records scored in one `score` batch,
     each record's rows stored under its key, then every unit read back in record order with
     this run's id stamped (units are keyed by content, not run)."""
-    from harness.scoring import item_index
 
     index = item_index(suites)
     keys = [score_key(r, index[r.item][1], config, judges, stage, model_key) for r in records]
@@ -98,8 +98,6 @@ class ScoreStage:
     name = "score"
 
     def run(self, ctx) -> dict:
-        from harness.scoring.judge import JudgeDefaults, JudgeRunner
-
         bar = ctx.progress.bar("score", 1)
         rows: list[dict] = []
         turns: list[dict] = []

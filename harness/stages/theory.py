@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.analysis.powerlaw import fit_alpha
+from harness.analysis.relay import relay_csv_text, solve_relay
 from harness.config import RunConfig
 from harness.models import ResolvedModel
 from harness.probes.backend import HfBackend
@@ -21,8 +23,6 @@ STAGE = "bias"
 
 
 def relay_text(config: RunConfig) -> str | None:
-    from harness.analysis.relay import relay_csv_text, solve_relay
-
     spec = config.theory.relay
     if spec is None:
         return None
@@ -43,8 +43,6 @@ def bias_rows(
 ) -> list[dict]:
     """bias.csv rows: per probe model, lam and layer, alpha of rel_l2 pooled over the pairs."""
     from transformers import AutoTokenizer
-
-    from harness.analysis.powerlaw import fit_alpha
 
     chosen = bias_records(config, records)
     if not config.theory.bias_lams or not chosen:

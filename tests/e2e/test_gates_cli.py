@@ -20,6 +20,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow, pytest
 
 CONFIGS = Path(__file__).parent.parent / "data" / "configs"
 FAILING = "gates[1] token_overhead of periodic-16-user <= 0.05 on mini-fr"
+UNDECIDED = "gates[3] auc of none >= 0.5 on mini-fr"
 
 
 def _harness(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -50,29 +51,38 @@ def gated_run(tmp_path_factory, tiny_model_path):
     return folder, folder / "run", done
 
 
-def test_a_failing_gate_exits_1_and_is_shown_first_and_named_in_junit(gated_run):
+def test_failing_and_undecided_gates_exit_1_are_shown_first_and_named_in_junit(gated_run):
     _, run, done = gated_run
     assert done.returncode == 1, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     out = done.stdout
-    assert out.index("Gates: 2 of 5 gate checks failed") < out.index("adherence AUC")
+    head = "Gates: 3 of 6 gate checks passed, 2 failed, 1 undecided"
+    assert out.index(head) < out.index("adherence AUC")
     assert f"FAIL {FAILING}: token_overhead = " in out
+    assert f"UNDECIDED {UNDECIDED}: auc " in out and ", n = 2" in out
     gates = pd.read_csv(run / "gates.csv")
-    assert len(gates) == 5  # gates 0 and 1 on both items, gate 2 on mini-lower only
-    assert gates["passed"].tolist() == [True, True, False, False, True]
+    assert len(gates) == 6  # gates 0 and 1 on both items, gates 2 and 3 on one item each
+    assert gates["verdict"].tolist() == ["pass", "pass", "fail", "fail", "pass", "undecided"]
+    assert gates["passed"].tolist() == [True, True, False, False, True, False]
+    assert gates["n"].tolist() == [2] * 6
+    undecided = gates.iloc[5]
+    assert undecided["value_low"] < 0.5 <= undecided["value_high"]
+    assert undecided["samples_needed"] > 2
     root = ET.parse(run / "junit.xml").getroot()
-    assert root.get("tests") == "5" and root.get("failures") == "2"
+    assert root.get("tests") == "6" and root.get("failures") == "3"
     failures = {
         case.get("name"): case.find("failure").get("message")
         for case in root.iter("testcase")
         if case.find("failure") is not None
     }
-    assert set(failures) == {FAILING, FAILING.replace("mini-fr", "mini-lower")}
-    assert failures[FAILING].startswith("token_overhead = ")
+    assert set(failures) == {FAILING, FAILING.replace("mini-fr", "mini-lower"), UNDECIDED}
+    assert failures[FAILING].startswith("fail: token_overhead = ")
     assert "above max 0.05 [model tiny-random-llama]" in failures[FAILING]
+    assert failures[UNDECIDED].startswith("undecided: auc ")
     report = (run / "report.html").read_text()
     assert report.index('<section id="gates">') < report.index('<section id="verdicts">')
-    assert "2 of 5 gate checks failed" in report
+    assert "3 of 6 gate checks passed, 2 failed, 1 undecided (exit code 1)." in report
+    assert '<tr class="gate-undecided"><td>UNDECIDED</td>' in report
 
 
 def test_periodic_reminds_with_the_system_prompt_when_the_item_has_no_reminder(gated_run):
@@ -92,6 +102,7 @@ def test_harness_gate_rejudges_the_folder_without_recomputing(gated_run):
     summary = (run / "summary.csv").read_bytes()
     config = yaml.safe_load((folder / "tiny-gates.yaml").read_text())
     config["gates"][1]["max"] = 5.0  # every reminder-heavy run passes now
+    del config["gates"][3]  # and the undecided check is gone
     relaxed = folder / "relaxed.yaml"
     relaxed.write_text(yaml.safe_dump(config, sort_keys=False))
     done = _harness("gate", "run", "relaxed.yaml", cwd=folder)
@@ -102,6 +113,7 @@ def test_harness_gate_rejudges_the_folder_without_recomputing(gated_run):
     assert sorted(p.relative_to(run) for p in (run / "cache").rglob("*")) == cache
     assert (run / "summary.csv").read_bytes() == summary
     assert "All 5 gate checks passed." in (run / "report.html").read_text()
+    assert "verdict" in pd.read_csv(run / "gates.csv").columns
     # the original thresholds again: the same verdicts as the run wrote
     assert _harness("gate", "run", "tiny-gates.yaml", cwd=folder).returncode == 1
 

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from harness.probes.attention_bias import ATTENTION_NAME, attention_bias
+from harness.engines.attention_bias import ATTENTION_NAME, attention_bias
 
 pytestmark = pytest.mark.integration
 

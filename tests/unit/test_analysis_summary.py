@@ -150,14 +150,3 @@ def test_token_frame_from_records():
     ]  # fmt: skip
     frame = token_frame(records)
     assert frame.iloc[0][["generated", "injected", "restated"]].tolist() == [10, 2, 1]
-
-
-def test_package_reexports_the_table_builders():
-    import harness.analysis as analysis
-    from harness.analysis.policies import compare_policies
-
-    assert analysis.compare_policies is compare_policies
-    assert analysis.summarise_conditions is summarise_conditions
-    assert set(analysis._LAZY) <= set(analysis.__all__)
-    with pytest.raises(AttributeError):
-        analysis.no_such_name  # noqa: B018

@@ -245,4 +245,6 @@ def test_a_policy_has_one_label_in_config_records_and_reports():
     )  # fmt: skip
     labels = [policy_label(p) for p in config.policies]
     assert labels == ["attention_bias-1", "attention_bias-0.5", "periodic-128-inline"]
-    assert [p.bind(continue_on_eos=True).label for p in config.policies] == labels
+    from harness.policies import policy_run
+
+    assert [policy_run(p, continue_on_eos=True).label for p in config.policies] == labels

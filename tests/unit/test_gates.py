@@ -10,13 +10,22 @@ import math
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
 
-from harness.analysis.gates import evaluate_gates, junit_xml, read_summary
+from harness.analysis.gates import (
+    evaluate_gates,
+    junit_xml,
+    read_summary,
+    undecided_conditions,
+    widest_sample,
+)
 from harness.config import GateSpec, load_run_config
 from harness.errors import UserError
+from harness.stats import mean_interval
+from harness.stats import verdict as bound_verdict
 from harness.store import write_csv
 
 DATA = Path(__file__).parent.parent / "data" / "configs"
@@ -47,9 +56,20 @@ BAD_GATES = {
         "gates[0]: policy 'periodic-128-user' is not in the config's policies "
         "(none, restate, periodic-64-user)",
     ),
-    "ci of a metric without one": (
-        [{"metric": "final", "policy": "none", "min": 0.5, "use": "ci_low"}],
-        "gates[0]: metric 'final' has no CI, so use: ci_low is impossible",
+    "interval of a metric without one": (
+        [{"metric": "token_overhead", "policy": "none", "max": 0.5, "use": "interval"}],
+        "gates[0]: metric 'token_overhead' has no interval, so use: interval is impossible "
+        "(auc, half_life, alpha_mean have one); drop `use` or write `use: value`",
+    ),
+    "retired ci_low": (
+        [{"metric": "auc", "policy": "none", "min": 0.8, "use": "ci_low"}],
+        "gates[0]: use: ci_low is retired: gates read the interval by default (min against its "
+        "lower bound, max against its upper one; an interval across the bound is undecided), so "
+        "drop `use`, or write `use: value` to compare the point estimate",
+    ),
+    "retired ci_high": (
+        [{"metric": "half_life", "policy": "none", "max": 300, "use": "ci_high"}],
+        "gates[0]: use: ci_high is retired",
     ),
     "item not in the run": (
         [{"metric": "auc", "policy": "none", "min": 0.5, "items": ["mini-de"]}],
@@ -101,12 +121,13 @@ def test_gates_do_not_change_the_run_id(tmp_path):
 
 # ------------------------------------------------------------------------- evaluation
 def _summary(overrides: dict | None = None) -> pd.DataFrame:
-    """Two items x two policies of one model, written and read back as summary.csv is."""
+    """Two items x two policies of one model, 4 samples each, written and read back as
+    summary.csv is."""
     rows = []
     for item in ITEMS:
         for policy, auc, overhead in (("none", 0.6, 0.0), ("periodic-64-user", 0.9, 0.12)):
             rows.append({
-                "model": "m", "item": item, "policy": policy,
+                "model": "m", "item": item, "policy": policy, "n": 4,
                 "alpha_mean": 0.6, "alpha_mean_low": 0.5, "alpha_mean_high": 0.7,
                 "auc": auc, "auc_low": auc - 0.2, "auc_high": auc + 0.05,
                 "half_life": 193.0, "half_life_low": 129.0, "half_life_high": 321.0,
@@ -127,37 +148,154 @@ def _evaluate(tmp_path, gates: list[dict], summary: pd.DataFrame | None = None, 
     return evaluate_gates(specs, read_summary(tmp_path / "summary.csv"), ITEMS, list(models))
 
 
-def test_a_gate_is_checked_per_item_and_passes_or_fails_on_its_bound(tmp_path):
+def test_min_reads_the_lower_bound_max_the_upper_and_a_straddle_is_undecided(tmp_path):
+    # none: auc 0.6 [0.4, 0.65]; periodic-64-user: auc 0.9 [0.7, 0.95]; n = 4
+    gates = [
+        {"metric": "auc", "policy": "periodic-64-user", "min": 0.7},  # 0.7 >= 0.7: pass
+        {"metric": "auc", "policy": "none", "min": 0.7},  # 0.65 < 0.7: fail
+        {"metric": "auc", "policy": "none", "min": 0.5},  # 0.4 < 0.5 <= 0.65: undecided
+        {"metric": "auc", "policy": "periodic-64-user", "max": 0.95},  # pass
+        {"metric": "auc", "policy": "periodic-64-user", "max": 0.6},  # 0.7 > 0.6: fail
+        {"metric": "auc", "policy": "none", "max": 0.5},  # undecided
+        {"metric": "auc", "policy": "none", "min": 0.3, "max": 0.7},  # inside both: pass
+        {"metric": "auc", "policy": "none", "min": 0.5, "max": 0.99},  # straddles min
+    ]
+    out = _evaluate(tmp_path, gates, _summary({("mini-lower", "none", "auc_high"): 0.45}))
+    first = out[out["item"] == "mini-fr"]
+    assert first["verdict"].tolist() == [
+        "pass", "fail", "undecided", "pass", "fail", "undecided", "pass", "undecided",
+    ]  # fmt: skip
+    assert first["passed"].tolist() == [v == "pass" for v in first["verdict"]]
+    assert set(out["use"]) == {"interval"} and set(out["n"]) == {4}
+    assert first["value_low"].tolist()[:3] == pytest.approx([0.7, 0.4, 0.4])
+    assert first["value_high"].tolist()[:3] == pytest.approx([0.95, 0.65, 0.65])
+    assert first["detail"].tolist()[:3] == [
+        "auc 0.9 [0.7, 0.95], n = 4: lower bound 0.7 >= min 0.7",
+        "auc 0.6 [0.4, 0.65], n = 4: upper bound 0.65 below min 0.7",
+        "auc 0.6 [0.4, 0.65], n = 4: the interval straddles min 0.5: undecided; about "
+        f"{int(first['samples_needed'].iloc[2])} samples would decide it",
+    ]
+    assert first["detail"].iloc[4] == "auc 0.9 [0.7, 0.95], n = 4: lower bound 0.7 above max 0.6"
+    # mini-lower's none interval is [0.4, 0.45]: wholly below min 0.5, a fail now
+    assert out[out["item"] == "mini-lower"]["verdict"].iloc[2] == "fail"
+    decided = out["verdict"] != "undecided"
+    assert out.loc[decided, "samples_needed"].isna().all()
+    assert (out.loc[~decided, "samples_needed"] > 4).all()
+
+
+def test_four_of_four_passing_samples_no_longer_pass_auc_at_0_8(tmp_path, run_cli):
+    """The issue's case: 4 samples that each pass every window. The old `use: ci_low` gate
+    passed on the percentile bootstrap's [1, 1]; the stored interval now holds at n = 4, so the
+    gate is undecided, exits 1, and says how many samples would decide it."""
+    interval = mean_interval([1.0, 1.0, 1.0, 1.0], level=0.95, lower=0.0, upper=1.0)
+    assert interval.low < 0.8 <= interval.high == pytest.approx(1.0)
+    summary = _summary(
+        {(i, "none", c): v for i in ITEMS for c, v in
+         (("auc", 1.0), ("auc_low", interval.low), ("auc_high", interval.high))}
+    )  # fmt: skip
+    out = _evaluate(tmp_path, [{"metric": "auc", "policy": "none", "min": 0.8}], summary)
+    assert out["verdict"].tolist() == ["undecided", "undecided"] and not out["passed"].any()
+    needed = int(out["samples_needed"][0])
+    assert needed > 4
+    # at that many samples, all passing, the interval clears the bound; at 4 it did not
+    assert mean_interval([1.0] * needed, level=0.95, lower=0.0, upper=1.0).low >= 0.8
+    retired = _write_config(tmp_path, [{"metric": "auc", "policy": "none", "min": 0.8,
+                                        "use": "ci_low"}])  # fmt: skip
+    code, _, stderr = run_cli(["run", str(retired), "--out", str(tmp_path / "out")])
+    assert code == 2 and "use: ci_low is retired" in stderr and not (tmp_path / "out").exists()
+    run_dir, config = _finished_run(
+        tmp_path, [{"metric": "auc", "policy": "none", "min": 0.8}], summary
+    )
+    code, stdout, _ = run_cli(["gate", str(run_dir), str(config)])
+    assert code == 1
+    assert "Gates: 0 of 2 gate checks passed, 2 undecided" in stdout
+    assert "UNDECIDED gates[0] auc of none >= 0.8 on mini-fr: auc 1 [" in stdout
+
+
+def _decides(values, n: int, bound: float, side: str) -> bool:
+    """Whether `n` values repeating `values` give an interval on one side of `bound`."""
+    tiled = np.resize(np.asarray(values, dtype=float), n)
+    ci = mean_interval(tiled, level=0.95, lower=0.0, upper=1.0)
+    return bound_verdict(ci, bound, side) != "undecided"
+
+
+def test_samples_needed_projects_the_widest_sample_until_the_interval_decides(tmp_path):
+    out = _evaluate(tmp_path, [{"metric": "auc", "policy": "none", "min": 0.5}])
+    needed = int(out["samples_needed"][0])  # auc 0.6 at n = 4, straddling 0.5
+    wide = widest_sample(0.6, 4, 0.0, 1.0)
+    assert needed > 4 and _decides(wide, needed, 0.5, "min")
+    assert not _decides(wide, needed - 1, 0.5, "min")  # the first n that decides
+    tiled = np.resize(wide, needed)
+    assert mean_interval(tiled, level=0.95, lower=0.0, upper=1.0).low >= 0.5  # a pass
+    # the estimate on the wrong side of the bound: the samples that make it a fail
+    wider = _summary({("mini-fr", "none", "auc_high"): 0.9})
+    below = _evaluate(tmp_path, [{"metric": "auc", "policy": "none", "min": 0.7}], wider)
+    tiled = np.resize(wide, int(below["samples_needed"][0]))
+    assert mean_interval(tiled, level=0.95, lower=0.0, upper=1.0).high < 0.7
+    # a closer call needs more samples
+    closer = _evaluate(tmp_path, [{"metric": "auc", "policy": "none", "min": 0.55}])
+    assert closer["samples_needed"][0] > needed
+    # the estimate on the bound: no number of samples decides it
+    on = _evaluate(tmp_path, [{"metric": "auc", "policy": "none", "min": 0.6}])
+    assert math.isnan(on["samples_needed"][0])
+    assert on["detail"][0].endswith("not decided within 1024 samples at this estimate")
+    # not a bounded mean: no estimate, and the detail says why
+    half = _evaluate(tmp_path, [{"metric": "half_life", "policy": "none", "min": 150}])
+    assert half["verdict"][0] == "undecided" and math.isnan(half["samples_needed"][0])
+    assert half["detail"][0].endswith("half_life is not a bounded mean")
+
+
+def test_a_sequential_runs_interval_projects_with_a_confidence_sequence(tmp_path):
+    summary = _summary({(i, "none", "auc_method"): "betting-cs" for i in ITEMS})
+    summary.loc[summary["policy"] != "none", "auc_method"] = "betting"
+    gate = [{"metric": "auc", "policy": "none", "min": 0.5}]
+    fixed = _evaluate(tmp_path, gate)["samples_needed"][0]
+    anytime = _evaluate(tmp_path, gate, summary)["samples_needed"][0]
+    assert anytime > fixed  # valid at every look costs samples
+
+
+def test_widest_sample_keeps_the_mean_and_is_0_or_1_where_it_can():
+    assert widest_sample(0.75, 4, 0.0, 1.0).tolist() == [1.0, 1.0, 1.0, 0.0]
+    values = widest_sample(0.6, 4, 0.0, 1.0)
+    assert values.tolist() == pytest.approx([1.0, 1.0, 0.4, 0.0])
+    assert values.mean() == pytest.approx(0.6) and values.var() > np.full(4, 0.6).var() + 0.17
+    assert widest_sample(1.0, 3, 0.0, 1.0).tolist() == [1.0, 1.0, 1.0]
+    assert widest_sample(0.0, 3, 0.0, 1.0).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_no_interval_at_n_1_is_undecided_not_a_pass(tmp_path):
+    summary = _summary({("mini-fr", "none", c): v for c, v in
+                        (("n", 1), ("auc_low", math.nan), ("auc_high", math.nan))})  # fmt: skip
+    out = _evaluate(tmp_path, [{"metric": "auc", "policy": "none", "min": 0.1}], summary)
+    assert out["verdict"].tolist() == ["undecided", "pass"]
+    assert out["detail"][0].startswith("auc 0.6, n = 1: no interval (n too small): undecided")
+
+
+def test_use_value_is_a_point_comparison_and_says_so(tmp_path):
     summary = _summary({("mini-lower", "none", "auc"): 0.4})
-    out = _evaluate(tmp_path, [{"metric": "auc", "policy": "none", "min": 0.5}], summary)
-    assert out["item"].tolist() == ITEMS and out["passed"].tolist() == [True, False]
+    out = _evaluate(tmp_path, [{"metric": "auc", "policy": "none", "min": 0.5, "use": "value"}],
+                    summary)  # fmt: skip
+    assert out["verdict"].tolist() == ["pass", "fail"] and out["passed"].tolist() == [True, False]
     assert out["value"].tolist() == pytest.approx([0.6, 0.4])
-    assert out["detail"].tolist() == ["auc = 0.6, >= 0.5", "auc = 0.4, below min 0.5"]
+    assert out["detail"].tolist() == [
+        "auc = 0.6 (point value, its interval ignored), >= 0.5",
+        "auc = 0.4 (point value, its interval ignored), below min 0.5",
+    ]
     assert out["gate"].tolist() == [0, 0] and out["use"].tolist() == ["value", "value"]
     assert math.isnan(out["max"][0]) and out["min"][0] == 0.5
+    assert out["samples_needed"].isna().all()
 
 
-def test_max_bound_and_an_interval(tmp_path):
+def test_a_metric_without_an_interval_compares_its_value(tmp_path):
     gates = [
         {"metric": "token_overhead", "policy": "periodic-64-user", "max": 0.10},
         {"metric": "token_overhead", "policy": "periodic-64-user", "min": 0.05, "max": 0.2},
     ]
     out = _evaluate(tmp_path, gates)
-    assert out["passed"].tolist() == [False, False, True, True]
-    assert out["detail"][0] == "token_overhead = 0.12, above max 0.1"
-    assert out["detail"][2] == "token_overhead = 0.12, in [0.05, 0.2]"
-
-
-def test_use_ci_low_reads_the_lower_bound(tmp_path):
-    gates = [
-        {"metric": "auc", "policy": "periodic-64-user", "min": 0.8},
-        {"metric": "auc", "policy": "periodic-64-user", "min": 0.8, "use": "ci_low"},
-        {"metric": "half_life", "policy": "none", "min": 150, "use": "ci_low"},
-    ]
-    out = _evaluate(tmp_path, gates)
-    assert out["passed"].tolist() == [True, True, False, False, False, False]
-    assert out["value"][2] == pytest.approx(0.7) and out["value"][4] == 129
-    assert out["detail"][2] == "auc ci_low = 0.7, below min 0.8"
+    assert out["verdict"].tolist() == ["fail", "fail", "pass", "pass"]
+    assert set(out["use"]) == {"value"}
+    assert out["detail"][0] == "token_overhead = 0.12 (point value), above max 0.1"
+    assert out["detail"][2] == "token_overhead = 0.12 (point value), in [0.05, 0.2]"
 
 
 def test_censored_half_life_never_fell_so_it_passes_a_min_and_fails_a_max(tmp_path):
@@ -165,6 +303,8 @@ def test_censored_half_life_never_fell_so_it_passes_a_min_and_fails_a_max(tmp_pa
         {
             ("mini-fr", "none", "half_life"): math.nan,
             ("mini-fr", "none", "half_life_censored"): True,
+            ("mini-fr", "none", "half_life_low"): math.inf,  # no draw halved
+            ("mini-fr", "none", "half_life_high"): math.inf,
             ("mini-lower", "none", "half_life"): math.nan,  # censored, nothing ever adhered to
             ("mini-lower", "none", "half_life_censored"): True,
             ("mini-lower", "none", "auc"): 0.0,
@@ -172,24 +312,24 @@ def test_censored_half_life_never_fell_so_it_passes_a_min_and_fails_a_max(tmp_pa
     )
     gates = [
         {"metric": "half_life", "policy": "none", "min": 1024},
-        {"metric": "half_life", "policy": "none", "max": 1024},
+        {"metric": "half_life", "policy": "none", "max": 1024, "use": "value"},
     ]
     out = _evaluate(tmp_path, gates, summary)
-    assert out["passed"].tolist() == [True, False, False, False]
+    assert out["verdict"].tolist() == ["pass", "fail", "fail", "fail"]
     assert math.isinf(out["value"][0]) and math.isnan(out["value"][1])
     assert out["detail"][0] == (
-        "half_life = inf, >= 1024 (half_life never halved within the run (censored), so it "
-        "counts as infinite)"
+        "half_life inf [inf, inf], n = 4: lower bound inf >= min 1024 (half_life never halved "
+        "within the run (censored), so it counts as infinite)"
     )
     assert out["detail"][1].startswith("half_life adherence was 0 from the start")
-    assert out["detail"][2].startswith("half_life = inf, above max 1024")
+    assert out["detail"][2].startswith("half_life = inf (point value, its interval ignored), above")
 
 
 def test_undetermined_or_missing_values_fail(tmp_path):
     summary = _summary({("mini-fr", "none", "final"): math.nan})
     summary = summary[~((summary["item"] == "mini-lower") & (summary["policy"] == "none"))]
     out = _evaluate(tmp_path, [{"metric": "final", "policy": "none", "min": 0}], summary)
-    assert out["passed"].tolist() == [False, False]
+    assert out["verdict"].tolist() == ["fail", "fail"]
     assert out["detail"].tolist() == [
         "final undetermined (NaN): fails",
         "final no summary.csv row for this model, item and policy: fails",
@@ -197,34 +337,50 @@ def test_undetermined_or_missing_values_fail(tmp_path):
 
 
 def test_items_and_model_narrow_a_gate(tmp_path):
-    gates = [{"metric": "auc", "policy": "none", "min": 0.5, "items": ["mini-lower"]}]
+    gates = [{"metric": "auc", "policy": "none", "min": 0.3, "items": ["mini-lower"]}]
     out = _evaluate(tmp_path, gates, models=("m", "other"))
     assert list(zip(out["model"], out["item"], strict=True)) == [
         ("m", "mini-lower"), ("other", "mini-lower"),
     ]  # fmt: skip
-    assert out["passed"].tolist() == [True, False]  # "other" has no row: unverified fails
+    assert out["verdict"].tolist() == ["pass", "fail"]  # "other" has no row: unverified fails
     gates[0]["model"] = "m"
     assert _evaluate(tmp_path, gates, models=("m", "other"))["model"].tolist() == ["m"]
 
 
+def test_undecided_conditions_name_what_more_samples_could_decide(tmp_path):
+    gates = [
+        {"metric": "auc", "policy": "none", "min": 0.5},  # undecided on both items
+        {"metric": "auc", "policy": "periodic-64-user", "min": 0.5, "items": ["mini-fr"]},
+        {"metric": "auc", "policy": "periodic-64-user", "max": 0.9, "items": ["mini-lower"]},
+    ]
+    out = _evaluate(tmp_path, gates)
+    assert out["verdict"].tolist() == ["undecided", "undecided", "pass", "undecided"]
+    assert undecided_conditions(out) == {
+        ("m", "mini-fr", "none"), ("m", "mini-lower", "none"),
+        ("m", "mini-lower", "periodic-64-user"),
+    }  # fmt: skip
+    assert undecided_conditions(out.iloc[0:0]) == set()
+    assert undecided_conditions(pd.DataFrame()) == set()
+
+
 def test_a_summary_without_the_column_is_one_line(tmp_path):
     old = _summary().drop(columns=["half_life_low", "half_life_high"])
-    gate = [{"metric": "half_life", "policy": "none", "min": 1, "use": "ci_low"}]
+    gate = [{"metric": "half_life", "policy": "none", "min": 1}]
     with pytest.raises(UserError, match=r"gates\[0\]: summary.csv has no column 'half_life_low'"):
         _evaluate(tmp_path, gate, old)
 
 
 # ------------------------------------------------------------------------- junit.xml
-def test_junit_xml_has_one_testcase_per_check_and_failures_naming_metric_value_bound(tmp_path):
-    summary = _summary({("mini-lower", "none", "auc"): 0.4})
+def test_junit_xml_fails_fail_and_undecided_checks_and_says_which(tmp_path):
+    summary = _summary({("mini-lower", "none", "auc_high"): 0.45})
     gates = [
-        {"metric": "auc", "policy": "none", "min": 0.5},
-        {"metric": "token_overhead", "policy": "periodic-64-user", "max": 0.2},
+        {"metric": "auc", "policy": "none", "min": 0.5},  # mini-fr undecided, mini-lower fails
+        {"metric": "token_overhead", "policy": "periodic-64-user", "max": 0.2},  # pass
     ]
     root = ET.fromstring(junit_xml(_evaluate(tmp_path, gates, summary), "acme"))
-    assert root.tag == "testsuites" and root.get("tests") == "4" and root.get("failures") == "1"
+    assert root.tag == "testsuites" and root.get("tests") == "4" and root.get("failures") == "2"
     (suite,) = root.findall("testsuite")
-    assert suite.get("tests") == "4" and suite.get("failures") == "1"
+    assert suite.get("tests") == "4" and suite.get("failures") == "2"
     cases = suite.findall("testcase")
     assert [c.get("name") for c in cases] == [
         "gates[0] auc of none >= 0.5 on mini-fr",
@@ -233,9 +389,17 @@ def test_junit_xml_has_one_testcase_per_check_and_failures_naming_metric_value_b
         "gates[1] token_overhead of periodic-64-user <= 0.2 on mini-lower",
     ]
     assert all(c.get("classname") == "m" for c in cases)
-    failed = [c for c in cases if c.find("failure") is not None]
-    assert len(failed) == 1 and failed[0].get("name").endswith("on mini-lower")
-    assert failed[0].find("failure").get("message") == "auc = 0.4, below min 0.5 [model m]"
+    undecided, failed = (c.find("failure") for c in cases[:2])
+    assert cases[2].find("failure") is None and cases[3].find("failure") is None
+    assert undecided.get("type") == "gate-undecided"
+    assert undecided.get("message").startswith(
+        "undecided: auc 0.6 [0.4, 0.65], n = 4: the interval straddles min 0.5: undecided"
+    )
+    assert undecided.get("message").endswith("samples would decide it [model m]")
+    assert failed.get("type") == "gate-fail"
+    assert failed.get("message") == (
+        "fail: auc 0.6 [0.4, 0.45], n = 4: upper bound 0.45 below min 0.5 [model m]"
+    )
 
 
 def test_junit_xml_escapes_names_a_run_config_can_hold(tmp_path):
@@ -279,7 +443,8 @@ def test_harness_gate_rewrites_the_verdicts_and_exits_0_or_1(tmp_path, run_cli):
     run_dir, config = _finished_run(tmp_path, [gate])
     code, stdout, _ = run_cli(["gate", str(run_dir), str(config)])
     assert code == 1
-    assert "Gates: 2 of 2 gate checks failed" in stdout and "FAIL gates[0] token_overhead" in stdout
+    assert "Gates: 0 of 2 gate checks passed, 2 failed" in stdout
+    assert "FAIL gates[0] token_overhead" in stdout
     assert not pd.read_csv(run_dir / "gates.csv")["passed"].any()
     assert ET.parse(run_dir / "junit.xml").getroot().get("failures") == "2"
     _write_config(tmp_path, [{**gate, "max": 0.2}])  # a looser threshold, same run
@@ -313,16 +478,21 @@ def test_terminal_shows_the_gates_before_the_table(tmp_path):
 
     from harness.report.terminal import print_summary
 
-    summary = _summary({("mini-lower", "none", "auc"): 0.4})
+    summary = _summary({("mini-lower", "none", "auc_high"): 0.45})
     run_dir, config = _finished_run(tmp_path, [], summary)
-    gates = _evaluate(tmp_path, [{"metric": "auc", "policy": "none", "min": 0.5}], summary)
-    write_csv(gates, run_dir / "gates.csv")
+    gates = [{"metric": "auc", "policy": "none", "min": 0.5},
+             {"metric": "auc", "policy": "none", "min": 0.3}]  # fmt: skip
+    write_csv(_evaluate(tmp_path, gates, summary), run_dir / "gates.csv")
     console = Console(record=True, width=200)
     print_summary(run_dir, console)
     text = console.export_text()
-    assert text.index("Gates: 1 of 2 gate checks failed") < text.index("adherence AUC")
-    assert "PASS gates[0] auc of none >= 0.5 on mini-fr: auc = 0.6, >= 0.5" in text
-    assert "FAIL gates[0] auc of none >= 0.5 on mini-lower: auc = 0.4, below min 0.5" in text
+    assert text.index("Gates: 2 of 4 gate checks passed, 1 failed, 1 undecided") < text.index(
+        "adherence AUC"
+    )
+    assert "UNDECIDED gates[0] auc of none >= 0.5 on mini-fr: auc 0.6 [0.4, 0.65], n = 4: " in text
+    assert "FAIL gates[0] auc of none >= 0.5 on mini-lower: auc 0.6 [0.4, 0.45], n = 4: " in text
+    assert "PASS gates[1] auc of none >= 0.3 on mini-fr: auc 0.6 [0.4, 0.65], n = 4: " in text
+    assert "0.60 [0.40, 0.65] n=4" in text  # the summary table's intervals carry n too
 
 
 def test_report_section_lists_the_checks_escaped_and_says_when_there_are_none(tmp_path):
@@ -331,11 +501,13 @@ def test_report_section_lists_the_checks_escaped_and_says_when_there_are_none(tm
 
     model = "<img src=x onerror=alert(1)>"
     gates = _evaluate(
-        tmp_path, [{"metric": "auc", "policy": "none", "min": 0.7}], _summary().assign(model=model),
+        tmp_path, [{"metric": "auc", "policy": "none", "min": 0.5}], _summary().assign(model=model),
         (model,),
     )  # fmt: skip
     html, _ = gates_section(RunData(run_dir=tmp_path, frames={"gates.csv": gates}))
-    assert "2 of 2 gate checks failed" in html and html.count('<tr class="gate-fail">') == 2
+    assert "0 of 2 gate checks passed, 2 undecided (exit code 1)." in html
+    assert html.count('<tr class="gate-undecided"><td>UNDECIDED</td>') == 2
+    assert "<td>0.6 [0.4, 0.65]</td><td>4</td><td>about " in html
     assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
     empty, _ = gates_section(
         RunData(run_dir=tmp_path, problems={"gates.csv": "the file has no rows"})

@@ -10,6 +10,7 @@ from harness.policies import (
     PeriodicPolicy,
     RestatePolicy,
     SampleSpec,
+    policy_run,
     run_policies,
 )
 
@@ -64,9 +65,9 @@ def test_records_count_each_segment_once_and_match_what_was_stored():
         for i in range(2)
     ]
     groups = [
-        (NonePolicy(), specs),
-        (PeriodicPolicy(every=4, placement="inline"), specs),
-        (RestatePolicy(), specs),
+        (policy_run(NonePolicy()), specs),
+        (policy_run(PeriodicPolicy(every=4, placement="inline")), specs),
+        (policy_run(RestatePolicy()), specs),
     ]
     stored: dict[int, list] = {}  # what a store would have written, dumped at hand-over time
     handed: dict[int, list] = {}

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from harness.analysis.fits import REASON_ZERO
+from harness.engines.attention_bias import prompt_bias
 from harness.errors import UserError
-from harness.probes.attention_bias import prompt_bias
 from harness.probes.divergence import (
     PairDivergence,
     StateReducer,

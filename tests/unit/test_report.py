@@ -83,7 +83,15 @@ def test_self_contained_plotly_inlined_once_and_no_network(rendered):
     assert "<link" not in outside and "@import" not in outside and "cdn" not in outside.lower()
 
 
-def test_verdict_cards_match_the_designed_curves(rendered):
+def _stored_n(row: dict, base: str) -> str:
+    """The n a file stores for `base`'s interval ("" when it stores none), as text."""
+    for column in (f"{base}_n", "n"):
+        if column in row and not pd.isna(row[column]):
+            return str(int(row[column]))
+    return ""
+
+
+def test_verdict_cards_match_the_designed_curves(synthetic_run, rendered):
     cards = card_texts(rendered)
     french = cards["french · smollm2-135m-instruct"]
     # a(t) at window starts. none: 4/4 pass windows 0-2 (window 2 starts at t 65); periodic:
@@ -93,7 +101,18 @@ def test_verdict_cards_match_the_designed_curves(rendered):
         "french holds 90 % to t = 65 with none, to t = 185 with periodic-64-user at +14 % "
         "tokens, to the end (t = 237) with restate at +5 % tokens." in french
     )
-    assert "Highest adherence AUC: restate (1.00) at +5 % tokens." in french
+    # restate passes every window of its 4 samples: its AUC with the interval as stored and
+    # its n; a zero-width one (a percentile bootstrap's [1, 1]) is flagged, never bare
+    best = re.search(r"Highest adherence AUC: restate \(1\.00 (.*?)\) at \+5 % tokens\.", french)
+    assert best, french
+    summary = pd.read_csv(synthetic_run / "summary.csv")
+    row = summary[(summary["item"] == "french") & (summary["policy"] == "restate")].iloc[0]
+    bounds, n = f"[{row['auc_low']:.2f}, {row['auc_high']:.2f}]", _stored_n(row, "auc")
+    if row["auc_low"] < row["auc_high"]:
+        assert best.group(1) == bounds + (f", n = {n}" if n else "")
+    else:
+        assert best.group(1).startswith(f"{bounds} (degenerate"), best.group(1)
+        assert f"n = {n}" in best.group(1) if n else True
     pirate = cards["pirate · smollm2-135m-instruct"]
     # none starts at 2/4 and falls below 1/4 at window 4 (scoring's half-life, t_start 129).
     assert "with none it starts at 50 % and halves by t = 129" in pirate
@@ -132,7 +151,7 @@ def test_mechanism_correlation_and_predictor_cards(rendered):
     assert "(+0.08)" in cards["Early warning from divergence"]
 
 
-def test_prompt_or_text_cards_read_the_designed_dependence(rendered):
+def test_prompt_or_text_cards_read_the_designed_dependence(synthetic_run, rendered):
     cards = card_texts(rendered)
     french = cards["Prompt or text? french (smollm2-135m-instruct)"]
     assert (
@@ -149,8 +168,49 @@ def test_prompt_or_text_cards_read_the_designed_dependence(rendered):
     )
     assert (
         "restate: the prompt still changes behaviour at the last fork (t = 192): 90 % with it "
-        "vs 50 % without (dependence +0.40 [+0.20, +0.60])." in pirate
+        "vs 50 % without (dependence +0.40 [+0.20, +0.60]" in pirate
     )
+    carried = pd.read_csv(synthetic_run / "carried.csv")
+    n = _stored_n(carried.iloc[-1], "dependence")
+    assert f"[+0.20, +0.60]{f', n = {n}' if n else ''})." in pirate
+
+
+def test_tables_show_each_interval_with_its_n_and_flag_degenerate_ones(synthetic_run, rendered):
+    import html as html_lib
+
+    text = html_lib.unescape(rendered)
+    policies = text[text.index('<section id="policies">') : text.index('<section id="forks">')]
+    assert "<th>95 % CI</th><th>n</th>" in policies
+    for row in pd.read_csv(synthetic_run / "policies.csv").to_dict("records"):
+        bounds = f"[{row['delta_low']:.3g}, {row['delta_high']:.3g}]"
+        assert f"<td>{bounds}</td><td>{_stored_n(row, 'delta')}</td>" in policies, bounds
+    forks = text[text.index("<h3>carried.csv</h3>") :]
+    assert "<th>dependence</th><th>95 % CI</th><th>n</th>" in forks
+    carried = pd.read_csv(synthetic_run / "carried.csv")
+    last = carried[(carried["item"] == "pirate") & (carried["policy"] == "restate")].iloc[-1]
+    # pirate/restate at t = 192: +0.4 [0.2, 0.6]
+    assert f"<td>0.4</td><td>[0.2, 0.6]</td><td>{_stored_n(last, 'dependence')}</td>" in forks
+    # french/restate's stored [0, 0] is not shown as if it were certain
+    assert "<td>[0, 0] degenerate" in forks and "<td>[0, 0]</td>" not in forks
+
+
+def test_interval_text_says_when_n_is_too_small_or_the_interval_degenerate():
+    from harness.report.verdicts import ci_cell, ci_text
+
+    row = {"auc": 0.9, "auc_low": 0.41, "auc_high": 1.0, "n": 4}
+    assert ci_text(row, "auc") == " [0.41, 1.00], n = 4" and ci_cell(row, "auc") == "[0.41, 1]"
+    assert ci_text(row, "auc", with_n=False) == " [0.41, 1.00]"
+    one = {"auc": 1.0, "auc_low": float("nan"), "auc_high": float("nan"), "n": 1}
+    assert ci_text(one, "auc") == " (n = 1: too small for an interval)"
+    assert ci_cell(one, "auc") == "n too small"
+    flat = {"auc_low": 1.0, "auc_high": 1.0, "n": 4, "method": "percentile bootstrap"}
+    assert ci_text(flat, "auc") == (
+        " [1.00, 1.00] (degenerate: percentile bootstrap over n = 4; n too small to show spread)"
+    )
+    assert ci_cell(flat, "auc") == "[1, 1] degenerate (percentile bootstrap)"
+    # per-interval units win over the row's n (alpha rests on pairs, AUC on samples)
+    assert ci_text({**row, "auc_n": 8}, "auc").endswith("n = 8")
+    assert ci_text({"x_low": 0.1, "x_high": 0.2}, "x") == " [0.10, 0.20]"  # no n stored
 
 
 def test_alpha_card_never_shows_the_cross_condition_value_alone(rendered):
@@ -320,3 +380,55 @@ def test_degenerate_results_read_as_sentences_not_nan():
         ]
     )
     assert predictor_card(pred).sentences == ["m: AUROC not estimable (one class only)."]
+
+
+def _unnamed_lines(fig: dict) -> list[str]:
+    """Names of the drawn traces the legend names neither itself nor through a legend group
+    that has an entry (a CI band belongs to its line's group)."""
+    shown = [t for t in fig["data"] if t.get("showlegend", True) is not False]
+    names = {t.get("name") for t in shown}
+    groups = {t.get("legendgroup") for t in shown if t.get("legendgroup")}
+    return [
+        str(t.get("name"))
+        for t in fig["data"]
+        if t.get("name") not in names and t.get("legendgroup") not in groups
+    ]
+
+
+def test_every_multi_panel_legend_names_every_line(rendered):
+    panels = {k: f for k, f in figure_data(rendered).items() if "xaxis2" in f["layout"]}
+    assert {"fig-adherence", "fig-survival", "fig-carried", "fig-divergence"} <= set(panels)
+    for fig_id, fig in panels.items():
+        assert _unnamed_lines(fig) == [], fig_id
+
+
+def test_a_policy_drawn_only_in_a_later_panel_is_in_the_legend():
+    """The conversation item runs under between-turn policies the single replies do not: its
+    panel comes later, and its policies must still be named (the legend was the first
+    panel's)."""
+    from harness.report.carried import carried_figure
+    from harness.report.plots import curve_figure
+
+    curve = pd.DataFrame(
+        [("m", item, policy, t, 0.5, 0.4, 0.6)
+         for item, policies in (("a-single", ["none", "restate"]),
+                                ("b-conv", ["none", "periodic-every-2-turns-system"]))
+         for policy in policies for t in (1, 2, 3)],
+        columns=["model", "item", "policy", "t", "a", "low", "high"],
+    )  # fmt: skip
+    fig = curve_figure(curve, "a", "a(t)").to_plotly_json()
+    legend = [t["name"] for t in fig["data"] if t.get("showlegend", True) is not False]
+    assert sorted(legend) == ["none", "periodic-every-2-turns-system", "restate"]
+    carried = pd.DataFrame(
+        [("m", item, policy, t, 0.9, 0.5, 0.4, 0.1, 0.7, 0.2)
+         for item, policy in (("a", "none"), ("b", "none"), ("b", "restate")) for t in (0, 64)],
+        columns=["model", "item", "policy", "fork_t", "adherence_with", "adherence_without",
+                 "dependence", "dependence_low", "dependence_high", "kl"],
+    )  # fmt: skip
+    fig = carried_figure(carried).to_plotly_json()
+    legend = [t["name"] for t in fig["data"] if t.get("showlegend", True) is not False]
+    assert sorted(legend) == sorted(
+        f"{p} · {kind}" for p in ("none", "restate")
+        for kind in ("with", "without", "dependence", "KL")
+    )  # fmt: skip
+    assert _unnamed_lines(fig) == []

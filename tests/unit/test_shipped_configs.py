@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
-from harness.config import load_run_config, policy_label
+from harness.analysis.gates import evaluate_gates
+from harness.config import gate_use, load_run_config, policy_label
+from harness.stats import mean_interval
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_CONFIGS = ["quickstart.yaml", "policies.yaml", "gpu-example.yaml", "judge-calibration.yaml"]
@@ -67,6 +70,31 @@ def test_quickstart_stays_inside_its_budgets(quickstart):
         restated = len((item.restatement or "").encode())
         need = prompt + gen.max_tokens + reminders * reminder + restated
         assert need <= gen.max_model_len, item.id
+
+
+def test_quickstart_forks_at_4_positions_and_gates_one_condition_twice(quickstart):
+    config, _ = quickstart
+    # forks at 4 positions, each with its arm's tokens inside the 320 generated ones
+    assert len(config.forks.at) >= 4
+    assert max(config.forks.at) + config.forks.tokens <= config.generation.max_tokens
+    # two gates on one condition: a bound 4 samples can decide and one they cannot
+    assert [(g.metric, g.policy, g.min, gate_use(g)) for g in config.gates] == [
+        ("auc", "restate", 0.25, "interval"), ("auc", "restate", 0.8, "interval"),
+    ]  # fmt: skip
+
+
+def test_quickstart_gates_decide_one_and_not_the_other_at_4_samples(quickstart):
+    """The verdicts the quickstart's gates get when restate's 4 samples all comply (as the
+    embedded model's do): the exact binomial interval [0.40, 1] at n = 4."""
+    config, _ = quickstart
+    interval = mean_interval([1.0] * config.samples)
+    summary = pd.DataFrame([{
+        "model": config.models[0], "item": "fmt-lowercase-story", "policy": "restate",
+        "auc": 1.0, "auc_low": interval.low, "auc_high": interval.high, "auc_n": 4,
+    }])  # fmt: skip
+    gates = evaluate_gates(config.gates, summary, config.items, config.models)
+    assert gates["verdict"].tolist() == ["pass", "undecided"]
+    assert gates["samples_needed"].iloc[1] == 17  # 0.025 ** (1 / 17) >= 0.8 > 0.025 ** (1 / 16)
 
 
 def test_conversation_suite_covers_the_issue(monkeypatch):

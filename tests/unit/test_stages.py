@@ -83,8 +83,8 @@ def test_adaptive_generation_units_are_keyed_by_the_checks_that_trigger_them(tmp
     the checks) and reuse every other policy's."""
     from harness.config import load_run_config_and_suites
     from harness.models.zoo import ResolvedModel
-    from harness.plan import select_items
-    from harness.stages.generate import _specs, generation_key
+    from harness.selection import sample_specs, select_items
+    from harness.stages.generate import generation_key
 
     data = Path(__file__).parent.parent / "data" / "configs"
     suite = (data / "mini-suite.yaml").read_text()
@@ -100,7 +100,7 @@ def test_adaptive_generation_units_are_keyed_by_the_checks_that_trigger_them(tmp
     def keys() -> dict[str, str]:
         config, suites = load_run_config_and_suites(tmp_path / "run.yaml")
         items = select_items(config, suites)
-        specs = _specs(config, "m", items, "")
+        specs = sample_specs(config, "m", items, "")
         return {p.name: generation_key(config, model, p, specs, items) for p in config.policies}
 
     before = keys()

@@ -9,8 +9,8 @@ import yaml
 
 from harness.config import load_run_config_and_suites
 from harness.models.zoo import ResolvedModel
-from harness.plan import select_items
-from harness.stages.generate import _specs, generation_key
+from harness.selection import sample_specs, select_items
+from harness.stages.generate import generation_key
 
 DATA = Path(__file__).parent.parent / "data" / "configs"
 MODEL = ResolvedModel(name="m", source="tiny", path=Path("/nonexistent"), content_key="k")
@@ -19,7 +19,7 @@ MODEL = ResolvedModel(name="m", source="tiny", path=Path("/nonexistent"), conten
 def _keys(config_path: Path) -> dict[str, str]:
     config, suites = load_run_config_and_suites(config_path)
     items = select_items(config, suites)
-    specs = _specs(config, "m", items, "")
+    specs = sample_specs(config, "m", items, "")
     return {p.name: generation_key(config, MODEL, p, specs, items) for p in config.policies}
 
 
@@ -50,6 +50,6 @@ def test_an_item_without_texts_is_reminded_of_its_system_prompt(tmp_path):
     (tmp_path / "mini-suite.yaml").write_text(yaml.safe_dump(suite))
     (tmp_path / "run.yaml").write_text((DATA / "tiny-kill.yaml").read_text())
     config, suites = load_run_config_and_suites(tmp_path / "run.yaml")
-    specs = _specs(config, "m", select_items(config, suites), "")
+    specs = sample_specs(config, "m", select_items(config, suites), "")
     assert [s.reminder for s in specs] == [s.system for s in specs]
     assert specs[0].reminder == "Always answer in French." and specs[0].restatement == ""

@@ -1,0 +1,118 @@
+"""The policy specs of a run config (`policies:` and `conversation_policies:`): each policy's
+settings, validated here and only here, and `label`, the one name of a policy everywhere
+(records, manifest, reports). `harness.policies.run_policy_of(spec, ...)` builds the running
+policy (`harness.policies.library`), which reads its settings from the spec; `harness.config`
+re-exports these models."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from harness.checks.base import NonEmptyText
+from harness.schema import Strict
+
+Placement = Literal["system", "user", "inline"]
+
+
+class _Spec(Strict):
+    name: str
+
+    @property
+    def label(self) -> str:
+        return policy_label(self)
+
+    @property
+    def between_turns(self) -> bool:
+        """True when the policy reminds between the turns of a conversation."""
+        return False
+
+
+class NonePolicy(_Spec):
+    name: Literal["none"] = "none"
+
+
+class RestatePolicy(_Spec):
+    name: Literal["restate"] = "restate"
+
+
+class _Reminding(_Spec):
+    every: int | None = Field(None, gt=0)
+    placement: Placement = "user"
+    text: NonEmptyText | None = None  # None: the task item's reminder
+
+    def _check_rhythm(self, turn_rhythm: Any, what: str) -> None:
+        if (self.every is None) == (turn_rhythm is None):
+            raise ValueError(f"{self.name} needs exactly one of every (tokens) or {what}")
+        if turn_rhythm is not None and self.placement == "inline":
+            raise ValueError(f"{what} reminds between turns: placement system or user")
+
+
+class PeriodicPolicy(_Reminding):
+    """Within one reply: a reminder every `every` generated tokens. In a conversation: before
+    every `every_turns`-th user turn (turns 2..K; turn 1 is the prompt)."""
+
+    name: Literal["periodic"] = "periodic"
+    every_turns: int | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _one_rhythm(self) -> PeriodicPolicy:
+        self._check_rhythm(self.every_turns, "every_turns")
+        return self
+
+    @property
+    def between_turns(self) -> bool:
+        return self.every_turns is not None
+
+
+class AdaptivePolicy(_Reminding):
+    """Within one reply: every `every` tokens, remind when the last `every` tokens fail. In a
+    conversation (`on: turn`): remind before the user turn that follows a failing reply."""
+
+    name: Literal["adaptive"] = "adaptive"
+    on: Literal["turn"] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _yaml_on(cls, data: Any) -> Any:
+        # YAML 1.1 reads the bare key `on` as the boolean true
+        if isinstance(data, dict) and True in data:
+            data = {("on" if k is True else k): v for k, v in data.items()}
+        return data
+
+    @model_validator(mode="after")
+    def _one_rhythm(self) -> AdaptivePolicy:
+        self._check_rhythm(self.on, "on: turn")
+        return self
+
+    @property
+    def between_turns(self) -> bool:
+        return self.on is not None
+
+
+class AttentionBiasPolicy(_Spec):
+    name: Literal["attention_bias"] = "attention_bias"
+    lam: float = Field(ge=0)
+
+
+PolicySpec = Annotated[
+    NonePolicy | RestatePolicy | PeriodicPolicy | AdaptivePolicy | AttentionBiasPolicy,
+    Field(discriminator="name"),
+]
+POLICY_NAMES = ("none", "restate", "periodic", "adaptive", "attention_bias")
+
+
+def policy_label(policy: _Spec) -> str:
+    """Short stable label used in records and reports, e.g. `periodic-128-user`,
+    `attention_bias-1` (numbers as `:g` writes them, so lam 1.0 and 1 label alike); between
+    turns `periodic-turns2-user`, `adaptive-turn-user`."""
+    data = policy.model_dump(exclude_none=True)
+    name = data.pop("name")
+    data.pop("text", None)
+    if "every_turns" in data:
+        data = {"every": f"turns{data.pop('every_turns')}", **data}
+    if "on" in data:
+        data = {"on": data.pop("on"), **data}
+    values = (f"{v:g}" if isinstance(v, float) else str(v) for v in data.values())
+    return "-".join([name, *values])
