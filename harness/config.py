@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     Field,
     ValidationError,
     field_validator,
@@ -35,6 +36,7 @@ from harness.policy_specs import (
     RestatePolicy,
     policy_label,
 )
+from harness.sampling import SampleRange, sample_range
 from harness.schema import Strict
 from harness.suites import TaskItem, TaskSuite, UserSimulator, UserTurn
 from harness.userfiles import read_user_text
@@ -59,6 +61,8 @@ GATE_METRICS: dict[str, bool] = {
     "token_overhead": False,
     "alpha_mean": True,
 }
+# What a sequential run's loop can decide: alpha_mean needs the probe, which runs once after it.
+LOOP_METRICS = tuple(m for m in GATE_METRICS if m != "alpha_mean")
 GateBound = Annotated[float, Field(allow_inf_nan=False)]
 # Gates before three outcomes read one CI bound as a point; `interval` (the default) now reads
 # both: a config still naming them is told what to write instead (gate_problem).
@@ -230,7 +234,8 @@ class RunConfig(Strict):
     # Conversation items run under these when given (else under `policies`), so one config
     # compares within-reply policies on single replies and between-turn ones on conversations.
     conversation_policies: list[PolicySpec] | None = Field(None, min_length=1)
-    samples: int = Field(4, gt=0)
+    # an int: that many samples per condition; {min, max, batch?}: sample until the gates decide
+    samples: Annotated[int | SampleRange, BeforeValidator(sample_range)] = Field(4)
     generation: GenerationConfig = GenerationConfig()
     scoring: ScoringConfig = ScoringConfig()
     probe: ProbeConfig = ProbeConfig()
@@ -253,6 +258,32 @@ class RunConfig(Strict):
             raise ValueError(
                 f"scoring.window ({self.scoring.window}) is larger than "
                 f"generation.max_tokens ({self.generation.max_tokens})"
+            )
+        return self
+
+    @field_validator("samples")
+    @classmethod
+    def _positive(cls, value: int | SampleRange) -> int | SampleRange:
+        if isinstance(value, int) and value <= 0:
+            raise ValueError("Input should be greater than 0")
+        return value
+
+    @property
+    def sequential(self) -> SampleRange | None:
+        """The sample range of a run that samples until decided (None: a fixed count)."""
+        return self.samples if isinstance(self.samples, SampleRange) else None
+
+    @property
+    def first_samples(self) -> int:
+        """Samples every condition gets (the fixed count, or the range's min)."""
+        return self.samples.min if isinstance(self.samples, SampleRange) else self.samples
+
+    @model_validator(mode="after")
+    def _sequential_has_gates(self) -> RunConfig:
+        if self.sequential and not any(g.metric in LOOP_METRICS for g in self.gates):
+            raise ValueError(
+                "samples: {min, max} samples until the gates decide, but the config has no "
+                f"gate on {', '.join(LOOP_METRICS)} (add one, or give samples as a number)"
             )
         return self
 

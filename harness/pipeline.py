@@ -10,7 +10,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+from harness.analysis.gates import undecided_conditions
 from harness.plan import plan_run
+from harness.sequential import SamplePlan, gated_conditions
 from harness.stages.analyse import AnalyseStage
 from harness.stages.base import ProgressBars, RunContext, Stage, write_output
 from harness.stages.fits import FitsStage
@@ -37,13 +39,23 @@ STAGES: list[Stage] = [
     ReportStage(),
 ]
 
+# What a sequential run repeats after each batch of samples: the stages from samples to verdicts.
+LOOP: list[Stage] = [GenerateStage(), ScoreStage(), AnalyseStage(summary_only=True), GateStage()]
+
 
 def run_pipeline(
-    config_path: Path, out: Path | None = None, fresh: bool = False, show_progress: bool = True
+    config_path: Path,
+    out: Path | None = None,
+    fresh: bool = False,
+    show_progress: bool = True,
+    until_decided: bool = False,
+    max_samples: int | None = None,
 ) -> Path:
-    """Validate, then run every stage; returns the run folder."""
+    """Validate, then run every stage; returns the run folder. `until_decided`: sample until
+    the gates decide, from the config's samples up to `max_samples` per condition (as
+    `samples: {min, max}` does)."""
 
-    plan = plan_run(Path(config_path), out)
+    plan = plan_run(Path(config_path), out, until_decided, max_samples)
     with RunStore(plan.out_dir, fresh=fresh) as store:
         ctx = RunContext(
             config=plan.config,
@@ -57,12 +69,42 @@ def run_pipeline(
             probe_backends=plan.probe_backends,
             started=datetime.now(UTC).isoformat(timespec="seconds"),
         )
-        run_stages(ctx, STAGES, show_progress)
+        if plan.config.sequential:
+            run_sequential(ctx, show_progress)
+        else:
+            run_stages(ctx, STAGES, show_progress)
     return plan.out_dir
 
 
-def run_stages(ctx: RunContext, stages: list[Stage], show_progress: bool = True) -> None:
-    """Run each stage, write each file it returns (once), and time it."""
+def run_sequential(ctx: RunContext, show_progress: bool = True) -> None:
+    """Sample until decided (harness.sequential): LOOP over every batch so far, each look
+    adding a batch to the gated conditions still undecided; then every stage once over the
+    final records. Units are cached, so each look generates and scores only the new batch, and
+    a killed run replays its looks from the cache."""
+    items = [sel.item.id for sel in ctx.items]
+    plan = SamplePlan.start(ctx.config.sequential, gated_conditions(ctx.config, items))
+    try:
+        while True:
+            ctx.batches, ctx.records = list(plan.batches), []
+            # the engine stays open between looks: a CPU vLLM start costs ~1 min
+            run_stages(ctx, LOOP, show_progress, close_engines=False)
+            if not plan.step(undecided_conditions(ctx.outputs["gates.csv"])):
+                break
+    except BaseException:
+        ctx.engines.close()
+        raise
+    if ctx.config.forks is None:  # else the forks stage generates on it next
+        ctx.engines.close()
+    ctx.sequential = plan.manifest(sorted({(r.model, r.item, r.policy) for r in ctx.records}))
+    ctx.records, ctx.outputs = [], {}
+    run_stages(ctx, STAGES, show_progress)
+
+
+def run_stages(
+    ctx: RunContext, stages: list[Stage], show_progress: bool = True, close_engines: bool = True
+) -> None:
+    """Run each stage, write each file it returns (once), and time it (summed over the looks
+    of a sequential run)."""
     from rich.progress import Progress
 
     with Progress(transient=False, disable=not show_progress) as progress:
@@ -75,4 +117,5 @@ def run_stages(ctx: RunContext, stages: list[Stage], show_progress: bool = True)
                     write_output(ctx.out_dir / name, value)
                     ctx.outputs[name] = value
         finally:
-            ctx.engines.close()  # engines a generating stage left open (none on success)
+            if close_engines:
+                ctx.engines.close()  # engines a generating stage left open (none on success)

@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from harness.chat import ChatFormat
 from harness.config import RunConfig, TaskSuite, load_run_config_and_suites
 from harness.engines import make_engine
@@ -19,6 +21,7 @@ from harness.errors import UserError
 from harness.models import ResolvedModel, resolve_model, untrained_name
 from harness.policies import policy_run
 from harness.policies.conversation import conversation_floor
+from harness.sampling import SampleRange
 from harness.scoring.judge import JudgeDefaults, check_judges, judge_checks_of
 from harness.selection import Selected, policy_units, sample_specs, select_items
 
@@ -35,10 +38,46 @@ class RunPlan:
     probe_backends: dict[str, str] = field(default_factory=dict)  # probe model -> vllm | hf
 
 
-def plan_run(config_path: Path, out: Path | None = None) -> RunPlan:
+# `--until-decided` without `--max-samples`: up to this many samples per condition
+DEFAULT_MAX_SAMPLES = 64
+
+
+def until_decided(config: RunConfig, path: Path, max_samples: int | None) -> RunConfig:
+    """The config sampling until decided (`harness run --until-decided`): min = its samples
+    (or its range's min), max = `max_samples`, else its range's max, else 64."""
+    current = config.sequential
+    low = current.min if current else config.samples
+    high = max_samples or (current.max if current else DEFAULT_MAX_SAMPLES)
+    where = f"{path}: --until-decided"
+    if low < 2:
+        raise UserError(f"{where}: samples {low} is below 2 (an interval needs two samples)")
+    if low > high:
+        raise UserError(f"{where}: samples {low} is more than --max-samples {high}")
+    batch = current.batch if current else None
+    fields = {name: getattr(config, name) for name in type(config).model_fields}
+    try:
+        return RunConfig.model_validate(
+            {**fields, "samples": SampleRange(min=low, max=high, batch=batch)}
+        )
+    except ValidationError as exc:
+        raise UserError(
+            f"{where}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}"
+        ) from None
+
+
+def plan_run(
+    config_path: Path,
+    out: Path | None = None,
+    sample_until_decided: bool = False,
+    max_samples: int | None = None,
+) -> RunPlan:
     """Validate the whole run; raises `UserError` before anything is written."""
     config_path = Path(config_path)
     config, suites = load_run_config_and_suites(config_path)
+    if sample_until_decided:
+        config = until_decided(config, config_path, max_samples)
+    elif max_samples is not None:
+        raise UserError("--max-samples needs --until-decided")
     items = select_items(config, suites)
     out_dir = Path(out or config.out or Path("reports") / config.name)
     if out_dir.exists() and not out_dir.is_dir():

@@ -10,8 +10,9 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-from harness.config import RunConfig, TaskItem, TaskSuite, UserSimulator
+from harness.config import RunConfig, TaskItem, TaskSuite, UserSimulator, policy_label
 from harness.policies.base import SampleSpec, SimulatorSpec
+from harness.sequential import SampleBatch
 
 
 @dataclass(frozen=True)
@@ -51,10 +52,30 @@ def sample_seed(base: int, item_id: str, sample: int) -> int:
     return (base * 1_000_003 + digest * 101 + sample) % (2**31 - 1)
 
 
+def batch_units(
+    config: RunConfig, model: str, items: list[Selected], batches: list[SampleBatch]
+) -> list[tuple[object, list[Selected], range]]:
+    """(policy spec, items, sample indices) of every generation unit: per batch, each policy
+    over the items whose condition the batch covers (a fixed run: one batch, every item)."""
+    units = []
+    for batch in batches:
+        for spec, unit_items in policy_units(config, items):
+            label = policy_label(spec)
+            chosen = [sel for sel in unit_items if batch.covers((model, sel.item.id, label))]
+            if chosen:
+                units.append((spec, chosen, range(batch.start, batch.stop)))
+    return units
+
+
 def sample_specs(
-    config: RunConfig, model: str, items: list[Selected], run_id: str
+    config: RunConfig,
+    model: str,
+    items: list[Selected],
+    run_id: str,
+    samples: range | None = None,
 ) -> list[SampleSpec]:
-    """Every sample of `items` for one model, in item x sample order."""
+    """Every sample of `items` for one model (`samples`, default the first
+    `config.first_samples`), in item x sample order."""
     # An item without a reminder is reminded of its system prompt, verbatim (the "repeat the
     # system prompt" baseline); one without a restatement gets "", which `restate` refuses
     # (check_generation).
@@ -76,7 +97,7 @@ def sample_specs(
             simulator=_simulator_spec(sel.item.user_simulator),
         )
         for sel in items
-        for sample in range(config.samples)
+        for sample in samples or range(config.first_samples)
     ]
 
 

@@ -24,6 +24,7 @@ import pandas as pd
 
 from harness import results
 from harness.scoring.adherence import adherence_summary, summary_frame, window_passes
+from harness.stats import mean_interval
 
 CONDITION = list(results.CONDITION)
 POOLED = "all"
@@ -151,7 +152,20 @@ def _alpha_table(fits: pd.DataFrame, layers: Sequence[int]) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------- behaviour
-def _behaviour_table(windows: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
+def _shim_anytime_auc(frame: pd.DataFrame, w: pd.DataFrame) -> pd.DataFrame:
+    # SHIM until branch `stats` lands: AUC interval = anytime CS over per-sample AUCs
+    passes = window_passes(w)
+    per_sample = passes.groupby(["model", "item", "policy", "sample"])["passed"].mean()
+    for i, row in frame.iterrows():
+        values = per_sample.loc[(row["model"], row["item"], row["policy"])].sort_index()
+        ci = mean_interval(values.to_numpy(), level=0.95, lower=0, upper=1, anytime=True)
+        frame.loc[i, ["auc_low", "auc_high"]] = [ci.low, ci.high]
+    return frame
+
+
+def _behaviour_table(
+    windows: pd.DataFrame, n_boot: int, seed: int, anytime: bool = False
+) -> pd.DataFrame:
     cols = [*CONDITION, *BEHAVIOUR_COLUMNS]
     if windows is None or windows.empty:
         return pd.DataFrame(columns=cols)
@@ -159,6 +173,8 @@ def _behaviour_table(windows: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFr
     frame = summary_frame(adherence_summary(w, n_boot=n_boot, seed=seed))
     if frame.empty:
         return pd.DataFrame(columns=cols)
+    if anytime:
+        frame = _shim_anytime_auc(frame, w)
     n = (frame["failures"] + frame["censored"]).astype(float)
     frame["survival_censored_share"] = frame["censored"] / n.where(n > 0, math.nan)
     # Items are unique across suites, so dropping `task` merges nothing.
@@ -173,8 +189,10 @@ def summarise_conditions(
     *,
     n_boot: int = 1000,
     seed: int = 0,
+    anytime: bool = False,
 ) -> pd.DataFrame:
     """summary.csv: one row per condition seen in any input, columns `summary_columns(layers)`.
+    anytime: intervals valid at every look of a sequential run (harness.sequential).
 
     layers: hidden-state indices reported as alpha_L<k> (default: middle and last). A condition
     with no divergence (probe off, or the untrained twin which generates nothing) keeps NaN in
@@ -184,7 +202,7 @@ def summarise_conditions(
     layers = list(default_layers(fits) if layers is None else layers)
     tables = [
         _alpha_table(fits, layers),
-        _behaviour_table(windows, n_boot, seed),
+        _behaviour_table(windows, n_boot, seed, anytime),
         tokens_by_condition(generations_tokens)
         if generations_tokens is not None and not generations_tokens.empty
         else pd.DataFrame(columns=[*CONDITION, *TOKEN_COLUMNS]),

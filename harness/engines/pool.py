@@ -19,7 +19,8 @@ class EnginePool:
 
     def get(self, config, model) -> Engine:
         """The run's generation engine for `model` (`config.generation`), started on first use."""
-        if model.name not in self._open:
+        # a vLLM engine is shared per process: a judge on the same model may have closed it
+        if model.name not in self._open or getattr(self._open[model.name], "closed", False):
             gen = config.generation
             self._open[model.name] = make_engine(gen.engine, model.path, **engine_options(gen))
         return self._open[model.name]

@@ -221,6 +221,12 @@ class VllmEngine:
                 core.abort_request(list(running))
             raise
 
+    @property
+    def closed(self) -> bool:
+        """Closed by whoever shared it (a judge on the generation model closes it after the
+        score stage): an engine pool then starts a new one."""
+        return "_llm" not in self.__dict__
+
     def close(self) -> None:
         for key, engine in list(_ENGINES.items()):
             if engine is self:

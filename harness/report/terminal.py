@@ -1,10 +1,12 @@
 """The terminal summary that ends `harness run`: the gate verdicts first (what CI acts on),
-then one row per (model, item, policy) with adherence AUC and its CI, half-life, token
-overhead and alpha, then the report's path."""
+then how a sequential run sampled, one row per (model, item, policy) with adherence AUC and its
+CI, half-life, token overhead and alpha, then the report's path."""
 
 from __future__ import annotations
 
+import json
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -116,6 +118,28 @@ def print_gates(run_dir: Path, console=None) -> None:
         console.print(f"  {mark} {escape(gate_name(row) + where)}: {escape(row['detail'])}")
 
 
+def sampling_line(run_dir: Path) -> str:
+    """How a sequential run sampled (manifest.json `sequential`): "" for a fixed count."""
+    path = Path(run_dir) / "manifest.json"
+    record = json.loads(path.read_text()).get("sequential") if path.is_file() else None
+    if not record:
+        return ""
+    counts = Counter(c["stopped"] for c in record["conditions"])
+    taken = [c["samples"] for c in record["conditions"] if c["stopped"] == "decided"]
+    spread = (
+        ""
+        if not taken
+        else f" at {min(taken)}" + (f"-{max(taken)}" if max(taken) > min(taken) else "")
+    )
+    parts = [f"{counts['decided']} decided{spread}"]
+    if counts["max reached"]:
+        parts.append(f"{counts['max reached']} still undecided at max {record['max']}")
+    if counts["not gated"]:
+        parts.append(f"{counts['not gated']} not gated (kept {record['min']})")
+    looks = ", ".join(map(str, record["looks"]))
+    return f"Sampled until decided (looks at {looks} samples): " + "; ".join(parts)
+
+
 def print_summary(run_dir: Path, console=None) -> None:
     """Print the gate verdicts and the summary table of a finished run folder, then the
     report's path."""
@@ -123,6 +147,8 @@ def print_summary(run_dir: Path, console=None) -> None:
 
     console = _console(console)
     print_gates(run_dir, console)
+    if line := sampling_line(run_dir):
+        console.print(line, markup=False)
     path = Path(run_dir) / "summary.csv"
     summary = pd.read_csv(path) if path.is_file() else pd.DataFrame()
     models = sorted(summary[summary["auc"].notna()]["model"].unique()) if len(summary) else []
@@ -139,4 +165,6 @@ def print_summary(run_dir: Path, console=None) -> None:
     print(f"report: {Path(run_dir) / 'report.html'}", flush=True)
 
 
-__all__ = ["gates_failed", "print_gates", "print_summary", "read_gates", "summary_rows"]
+__all__ = [
+    "gates_failed", "print_gates", "print_summary", "read_gates", "sampling_line", "summary_rows",
+]  # fmt: skip

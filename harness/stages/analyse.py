@@ -25,16 +25,27 @@ class AnalyseStage:
 
     name = "analyse"
 
+    def __init__(self, summary_only: bool = False) -> None:
+        # a sequential run's looks need summary.csv alone (the gates read it); the other
+        # files come once, from the final records
+        self.summary_only = summary_only
+
     def run(self, ctx) -> dict:
         import pandas as pd
 
         bar = ctx.progress.bar("analyse", 1)
         windows, fits = ctx.frame("windows.csv"), ctx.frame("fits.csv")
         tokens = token_frame(ctx.records)
-        out: dict = dict(adherence_frames(windows))
         layers = default_layers(fits) if not fits.empty else []
-        summary = summarise_conditions(fits if not fits.empty else None, windows, tokens, layers)
-        out["summary.csv"] = summary
+        # a sequential run looks at its gates after every batch: anytime-valid intervals
+        anytime = ctx.config.sequential is not None
+        summary = summarise_conditions(
+            fits if not fits.empty else None, windows, tokens, layers, anytime=anytime
+        )
+        if self.summary_only:
+            bar.finish()
+            return {"summary.csv": summary}
+        out: dict = {**adherence_frames(windows), "summary.csv": summary}
         out["correlation.csv"] = correlate_alpha_behaviour(summary)
         divergence, nexttoken = ctx.frame("divergence.csv"), ctx.frame("nexttoken.csv")
         features = window_features(windows, divergence, nexttoken, layers)

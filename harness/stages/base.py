@@ -23,11 +23,13 @@ from harness.models import ResolvedModel
 from harness.records import GenerationRecord
 from harness.results import RESULT_FILES, result_frame
 from harness.selection import Selected
+from harness.sequential import SampleBatch
 from harness.store import RunStore, atomic_write_text, write_csv
 
 if TYPE_CHECKING:  # annotations only: pandas and rich load where frames and bars are made
     import pandas as pd
     from rich.progress import Progress
+
 
 # What a stage may return per file: a DataFrame (CSV), a list of pydantic models (JSON lines),
 # a dict (JSON) or a str (text). `write_output` picks the writer from the value's type.
@@ -82,6 +84,9 @@ class RunContext:
     outputs: dict[str, Output] = field(default_factory=dict)  # file name -> value written
     timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds
     started: str = ""
+    # the samples to generate (sequential runs, harness.sequential); empty: config.samples
+    batches: list[SampleBatch] = field(default_factory=list)
+    sequential: dict = field(default_factory=dict)  # manifest.json's record of the looks
     engines: EnginePool = field(default_factory=lambda: _engine_pool())
     _tokenizers: dict[str, Any] = field(default_factory=dict)
 
@@ -113,7 +118,8 @@ class RunContext:
         try:
             yield
         finally:
-            self.timings[name] = round(time.perf_counter() - start, 2)
+            # summed: a sequential run runs its first stages once per look
+            self.timings[name] = round(self.timings.get(name, 0) + time.perf_counter() - start, 2)
 
 
 def _engine_pool() -> EnginePool:

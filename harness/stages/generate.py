@@ -20,7 +20,8 @@ from harness.policies import policy_run, run_policies
 from harness.policies.conversation import Simulators
 from harness.records import GenerationRecord
 from harness.scoring import window_fails
-from harness.selection import Selected, policy_units, sample_specs, simulator_key
+from harness.selection import Selected, batch_units, sample_specs, simulator_key
+from harness.sequential import SampleBatch, fixed_batches
 from harness.store import RunStore, unit_key
 
 STAGE = "generate"
@@ -81,17 +82,19 @@ def generate_stage(
     run_id: str,
     progress: Callable[[int], None] | None = None,
     engines: EnginePool | None = None,
+    batches: list[SampleBatch] | None = None,
 ) -> list[GenerationRecord]:
     """Records of every (policy, item, sample) for one model, from cache or freshly made.
     With `engines`, the engine comes from (and stays open in) that pool for a later stage;
-    without, it is closed when generation ends."""
+    without, it is closed when generation ends. `batches`: the samples of a sequential run
+    (default: the config's fixed count); each batch's (model, policy) is a unit of its own."""
     gen = config.generation
     sampling = sampling_settings(config)
-    units = policy_units(config, items)
-    unit_specs = [sample_specs(config, model.name, unit_items, run_id) for _, unit_items in units]
+    units = batch_units(config, model.name, items, batches or fixed_batches(config))
+    unit_specs = [sample_specs(config, model.name, sel, run_id, rng) for _, sel, rng in units]
     keys = [
         generation_key(config, model, spec, specs, unit_items)
-        for (spec, unit_items), specs in zip(units, unit_specs, strict=True)
+        for (spec, unit_items, _), specs in zip(units, unit_specs, strict=True)
     ]
     missing = [i for i, key in enumerate(keys) if not store.has(STAGE, key)]
     if missing:
@@ -126,11 +129,15 @@ def generate_stage(
             if engines is None:
                 engine.close()
     records = []
-    for (spec, _), key in zip(units, keys, strict=True):
+    for (spec, _, _), key in zip(units, keys, strict=True):
         rows = store.get(STAGE, key)
         assert rows is not None, f"generation unit {spec.label} missing after run"
         # a unit may come from an earlier run of an edited config: it is this run's now
         records.extend(GenerationRecord.model_validate({**r, "run_id": run_id}) for r in rows)
+    if len(batches or ()) > 1:  # a sequential run lists them as a fixed one would
+        order = {label: i for i, label in enumerate(config.policy_labels())}
+        place = {sel.item.id: i for i, sel in enumerate(items)}
+        records.sort(key=lambda r: (order[r.policy], place[r.item], r.sample))
     return records
 
 
@@ -168,11 +175,12 @@ class GenerateStage:
     def run(self, ctx) -> dict:
         config = ctx.config
         for model in ctx.models:
-            units = policy_units(config, ctx.items)
-            total = sum(len(unit_items) for _, unit_items in units) * config.samples
+            units = batch_units(config, model.name, ctx.items, ctx.batches or fixed_batches(config))
+            total = sum(len(unit_items) * len(rng) for _, unit_items, rng in units)
             bar = ctx.progress.bar(f"generate {model.name}", total * config.generation.max_tokens)
             with ctx.timed(f"generate {model.name}"):
-                # the forks stage generates next: it keeps this engine (one start per model)
+                # the forks stage generates next, a sequential run's next look too: they keep
+                # this engine (one start per model)
                 ctx.records += generate_stage(
                     ctx.store,
                     config,
@@ -180,7 +188,8 @@ class GenerateStage:
                     ctx.items,
                     ctx.run_id,
                     progress=bar.update,
-                    engines=ctx.engines if config.forks else None,
+                    engines=ctx.engines if config.forks or config.sequential else None,
+                    batches=ctx.batches,
                 )
             bar.finish()
         return {"generations.jsonl": ctx.records}

@@ -42,7 +42,9 @@ def record_baseline_ids(
 
 
 def probed_records(config: RunConfig, records: list[GenerationRecord]) -> list[GenerationRecord]:
-    limit = config.probe.samples
+    """The first `probe.samples` samples of each condition; in a sequential run without it,
+    the first `min`, so every condition is probed on as many pairs however long it sampled."""
+    limit = config.probe.samples or (config.first_samples if config.sequential else None)
     return [r for r in records if limit is None or r.sample < limit]
 
 

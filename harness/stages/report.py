@@ -52,14 +52,20 @@ class ManifestStage:
             },
             # the backend that computed each probe model's curves (auto resolved)
             "probe_backends": dict(ctx.probe_backends) if config.probe.enabled else {},
-            "seeds": {"generation": config.generation.seed, "samples": config.samples},
+            "seeds": {"generation": config.generation.seed, "samples": _samples(config)},
             # LD_PRELOAD and thread binding of the vLLM CPU engine processes (empty otherwise)
             "engine_runtime": _engine_runtime(),
             "timings": dict(ctx.timings),
             "started": ctx.started,
             "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         }
+        if ctx.sequential:  # the samples each condition took and why it stopped
+            manifest["sequential"] = ctx.sequential
         return {"manifest.json": manifest}
+
+
+def _samples(config) -> int | dict:
+    return config.samples if isinstance(config.samples, int) else config.samples.model_dump()
 
 
 class ReportStage:

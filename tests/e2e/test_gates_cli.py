@@ -64,7 +64,8 @@ def test_failing_and_undecided_gates_exit_1_are_shown_first_and_named_in_junit(g
     assert len(gates) == 6  # gates 0 and 1 on both items, gates 2 and 3 on one item each
     assert gates["verdict"].tolist() == ["pass", "pass", "fail", "fail", "pass", "undecided"]
     assert gates["passed"].tolist() == [True, True, False, False, True, False]
-    assert gates["n"].tolist() == [2] * 6
+    assert gates["n"].isna().tolist() == [True] * 4 + [False] * 2  # a point value has no n
+    assert gates["n"].iloc[4:].tolist() == [2, 2]  # the AUC intervals rest on 2 samples each
     undecided = gates.iloc[5]
     assert undecided["value_low"] < 0.5 <= undecided["value_high"]
     assert undecided["samples_needed"] > 2

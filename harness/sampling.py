@@ -1,0 +1,56 @@
+"""How many samples a run takes: `samples: N`, or `samples: {min, max, batch?}` to sample until
+the gates decide (docs/architecture.md, "Sampling until decided"; the looks themselves are
+`harness.sequential`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, ValidationError, model_validator
+
+from harness.schema import Strict
+
+
+class SampleRange(Strict):
+    """Sample until the gates decide (docs/architecture.md, "Sampling until decided"): every
+    condition gets `min` samples, then the conditions whose gates are still undecided get more,
+    a batch at a time, up to `max`."""
+
+    # an interval cannot be formed from one sample, so a first look needs at least two
+    min: int = Field(ge=2)
+    max: int = Field(gt=0)
+    # samples added to an open condition per batch; None: double its samples (min, 2 min, ...)
+    batch: int | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SampleRange:
+        if self.min > self.max:
+            raise ValueError(f"min {self.min} is greater than max {self.max}")
+        return self
+
+
+def sample_range(value: Any) -> Any:
+    """`samples: {min, max}` -> SampleRange with its own message (pydantic would report the
+    int branch of the union first)."""
+    if isinstance(value, SampleRange) or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a number of samples or {{min, max}}, got {value!r}")
+    try:
+        return SampleRange.model_validate(value)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(part) for part in err["loc"])
+        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        msg = msg.removeprefix("Value error, ")
+        raise ValueError(f"{where}: {msg}" if where else msg) from None
+
+
+def schedule(samples: SampleRange) -> list[int]:
+    """The sample counts at which a condition is looked at: min, then doubling (or + batch),
+    the last one max."""
+    counts = [samples.min]
+    while counts[-1] < samples.max:
+        step = samples.batch or counts[-1]
+        counts.append(min(counts[-1] + step, samples.max))
+    return counts
