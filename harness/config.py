@@ -55,8 +55,8 @@ __all__ = [
 GATE_METRICS: dict[str, bool] = {
     "auc": True,
     "half_life": True,
-    "final": False,
-    "survival_median": False,
+    "final": True,
+    "survival_median": True,
     "survival_censored_share": False,
     "token_overhead": False,
     "alpha_mean": True,
@@ -210,6 +210,16 @@ class ForksConfig(Strict):
         return self
 
 
+class StatsConfig(Strict):
+    """Every interval the harness writes (docs/architecture.md, "Statistics"): its level, the
+    draws of what is still bootstrapped, and whether the gate-able adherence intervals are
+    confidence sequences (valid however often a sequential run looks)."""
+
+    level: float = Field(0.95, gt=0, lt=1)
+    draws: int = Field(2000, ge=100)  # pooled alpha fits, pooled kappa, predictor AUROC
+    anytime: bool = False
+
+
 class RelaySpec(Strict):
     prompt_len: int = Field(32, gt=0)
     layers: int = Field(4, gt=0, le=128)
@@ -242,6 +252,7 @@ class RunConfig(Strict):
     theory: TheoryConfig = TheoryConfig()
     gates: list[GateSpec] = Field(default_factory=list)
     forks: ForksConfig | None = None
+    stats: StatsConfig = StatsConfig()
     out: Path | None = None
 
     @field_validator("policies", "conversation_policies", mode="before")

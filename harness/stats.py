@@ -129,6 +129,20 @@ def mean_interval(
     )
 
 
+def binomial_interval(
+    k: np.ndarray, n: np.ndarray, *, level: float = DEFAULT_LEVEL
+) -> tuple[np.ndarray, np.ndarray]:
+    """Clopper-Pearson (low, high) of k passes in n, elementwise (the beta quantiles scipy's
+    exact `proportion_ci` uses); NaN where n == 0."""
+    alpha = 1 - check_level(level)
+    k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        low = np.where(k > 0, stats.beta.ppf(alpha / 2, k, n - k + 1), 0.0)
+        high = np.where(k < n, stats.beta.ppf(1 - alpha / 2, k + 1, n - k), 1.0)
+    empty = n <= 0
+    return np.where(empty, np.nan, low), np.where(empty, np.nan, high)
+
+
 def paired_interval(
     a: Sequence[float] | np.ndarray,
     b: Sequence[float] | np.ndarray,
@@ -197,6 +211,29 @@ def _beta_binomial_cs(x: np.ndarray, alpha: float) -> tuple[float, float]:
     log_null = k * np.log(m)[None, :] + (t - k) * np.log1p(-m)[None, :]
     rejected = (log_mix - log_null).max(axis=0) >= math.log(1 / alpha)
     return _outward(_grid(), rejected)
+
+
+def correlation_interval(
+    r: float, n: int, *, kind: Literal["pearson", "spearman"], level: float = DEFAULT_LEVEL
+) -> Interval:
+    """Fisher-z interval of a correlation over n units: tanh(atanh(r) +- z / sqrt(n - 3))
+    for Pearson (exact under bivariate normality as n grows, the usual small-n choice), with
+    Bonett & Wright's variance (1 + r^2 / 2) / (n - 3) for Spearman (Psychometrika 2000).
+    A Spearman rho of +-1 (reached with positive probability at small n) is centred at the
+    nearest other attainable value, 1 - 12 / (n (n^2 - 1)) (one adjacent swap), so the
+    interval is not the degenerate [1, 1]. n < 4 or a NaN r: no interval (NaN ends, a method
+    that says why)."""
+    level = check_level(level)
+    if n < 4 or not math.isfinite(r):
+        return none_interval(r, n, "n < 4" if n < 4 else "no correlation")
+    var = (1 + r * r / 2) / (n - 3) if kind == "spearman" else 1 / (n - 3)
+    z = stats.norm.ppf((1 + level) / 2) * math.sqrt(var)
+    cap = 1 - 12 / (n * (n * n - 1)) if kind == "spearman" else 1 - 1e-12
+    centre = math.atanh(max(min(r, cap), -cap))
+    method = "fisher-z (bonett-wright)" if kind == "spearman" else "fisher-z"
+    low = -1.0 if r <= -cap else math.tanh(centre - z)  # an observed +-1 keeps its own end
+    high = 1.0 if r >= cap else math.tanh(centre + z)
+    return Interval(float(r), low, high, int(n), method)
 
 
 def verdict(

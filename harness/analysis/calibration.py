@@ -14,9 +14,16 @@ gives
   rule. Pooled marginals would credit a judge that only tracks which rule it is asked about
   (say, "fail" on every rule that mostly fails) with agreement it does not have.
 
-CIs: percentile bootstrap over records (a record's windows are drawn together: windows of one
-sample are not independent), n_boot draws from a generator seeded seed + row index; NaN when
-fewer than max(10, n_boot / 2) draws are finite. Rows: one per (model, item, judge check, code
+Intervals (harness.stats), the record being the unit (windows of one sample are not
+independent): accuracy, the bounded-mean interval of the per-record shares of agreeing windows
+(exact binomial when each record agrees everywhere or nowhere); kappa of one rule, the range
+of (p_o - p_e) / (1 - p_e) over the box of simultaneous intervals for p_o and the two pass
+rates (each per-record bounded-mean, at level 1 - alpha/3, Bonferroni): kappa rises with p_o
+and falls with p_e, and p_e is bilinear in the rates, so the box's corners bound it
+("projection"); clipped to [-1, 1]. kappa pooled over rules: percentile bootstrap over records
+(`harness.stats.bootstrap_interval`, approximate, so its method says so). Where records have
+different numbers of windows the intervals are those of the per-record means, the point
+values the pooled shares. Rows: one per (model, item, judge check, code
 check), then one pooled row per model (item = judge = code = `all`) over every meeting, when
 the model has more than one such pair (kappa stratified by rule, see above).
 """
@@ -29,6 +36,14 @@ import numpy as np
 import pandas as pd
 
 from harness.results import SAMPLE, TASK_CONDITION, CalibrationRow, result_frame
+from harness.stats import (
+    DEFAULT_DRAWS,
+    DEFAULT_LEVEL,
+    Interval,
+    bootstrap_interval,
+    mean_interval,
+    none_interval,
+)
 
 COLUMNS = CalibrationRow.columns()
 RECORD = [*TASK_CONDITION, *SAMPLE]  # a record as windows.csv names it
@@ -110,15 +125,47 @@ def _record_tables(group: pd.DataFrame) -> np.ndarray:
     return tables
 
 
-def _interval(draws: np.ndarray, n_boot: int, ci: float) -> tuple[float, float]:
-    finite = draws[np.isfinite(draws)]
-    if len(finite) < max(10, n_boot / 2):
-        return math.nan, math.nan
-    low, high = np.percentile(finite, [50 * (1 - ci), 50 * (1 + ci)])
-    return float(low), float(high)
+def _record_rates(tables: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per record (R,): share of agreeing windows, judge pass rate, code pass rate."""
+    both_pass, judge_only, code_only, both_fail = np.moveaxis(tables.sum(axis=1), -1, 0)
+    n = both_pass + judge_only + code_only + both_fail
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (
+            (both_pass + both_fail) / n,
+            (both_pass + judge_only) / n,
+            (both_pass + code_only) / n,
+        )
 
 
-def calibration_row(labels: dict, group: pd.DataFrame, n_boot: int, ci: float, seed: int):
+def _kappa(p_o: float, p_e: float) -> float:
+    return (p_o - p_e) / (1 - p_e) if p_e < 1 - 1e-12 else -math.inf
+
+
+def kappa_projection(tables: np.ndarray, kappa: float, level: float) -> Interval:
+    """kappa of one rule bounded over the box of simultaneous intervals (module docstring)."""
+    observed, judge, code = _record_rates(tables)
+    third = 1 - (1 - level) / 3
+    po, pj, pc = (mean_interval(v, level=third) for v in (observed, judge, code))
+    corners = [
+        x * y + (1 - x) * (1 - y) for x in (pj.low, pj.high) for y in (pc.low, pc.high)
+    ]  # p_e at the box's corners: its extremes (bilinear)
+    low = max(-1.0, _kappa(po.low, max(corners)))
+    high = min(1.0, max(-1.0, _kappa(po.high, min(corners))))
+    return Interval(kappa, low, high, po.n, f"projection ({po.method}, bonferroni over 3)")
+
+
+def _kappa_bootstrap(tables, kappa: float, level: float, draws: int, seed: int) -> Interval:
+    rng = np.random.default_rng(seed)
+    # how often each record is drawn, per draw: (draws, records)
+    weights = rng.multinomial(len(tables), np.full(len(tables), 1 / len(tables)), size=draws)
+    _, boot = stratified_agreement(np.einsum("br,rsk->bsk", weights.astype(float), tables))
+    return bootstrap_interval(
+        kappa, boot, n=len(tables), level=level, min_finite=max(10, draws // 2),
+        method="percentile-bootstrap over records (approximate)",
+    )  # fmt: skip
+
+
+def calibration_row(labels: dict, group: pd.DataFrame, level: float, draws: int, seed: int):
     """One calibration.csv row for these meetings (see the module docstring)."""
     decided = group.dropna(subset=["judge_pass", "code_pass"])
     tables = _record_tables(decided)
@@ -129,28 +176,28 @@ def calibration_row(labels: dict, group: pd.DataFrame, n_boot: int, ci: float, s
         **labels, "n": int(total.sum()), "n_records": len(tables),
         "agree_pass": int(total[0]), "agree_fail": int(total[3]),
         "judge_only_pass": int(total[1]), "code_only_pass": int(total[2]),
-        "undetermined": len(group) - len(decided), "accuracy": accuracy, "kappa": kappa,
-        "accuracy_low": math.nan, "accuracy_high": math.nan,
-        "kappa_low": math.nan, "kappa_high": math.nan, "reason": "",
+        "undetermined": len(group) - len(decided), "reason": "",
     }  # fmt: skip
     if row["n"] == 0:
-        return {**row, "reason": "no window where both checks decided"}
+        nothing = none_interval(math.nan, 0, "no window where both checks decided")
+        return {**row, **nothing.row("accuracy"), **nothing.row("kappa"),
+                "reason": "no window where both checks decided"}  # fmt: skip
+    acc = mean_interval(_record_rates(tables)[0], level=level)
+    row |= {**acc.row("accuracy"), "accuracy": accuracy}
     if math.isnan(kappa):
         row["reason"] = "kappa undefined: both checks gave the same verdict on every window"
-    if len(tables) < 2:
-        return {**row, "reason": row["reason"] or "one record: no bootstrap CI"}
-    rng = np.random.default_rng(seed)
-    # how often each record is drawn, per draw: (n_boot, records)
-    weights = rng.multinomial(len(tables), np.full(len(tables), 1 / len(tables)), size=n_boot)
-    draws = np.einsum("br,rsk->bsk", weights.astype(np.float64), tables)
-    draws_accuracy, draws_kappa = stratified_agreement(draws)
-    row["accuracy_low"], row["accuracy_high"] = _interval(draws_accuracy, n_boot, ci)
-    row["kappa_low"], row["kappa_high"] = _interval(draws_kappa, n_boot, ci)
-    return row
+        return {**row, **none_interval(kappa, len(tables), "kappa undefined").row("kappa")}
+    if tables.shape[1] == 1:
+        return {**row, **kappa_projection(tables, kappa, level).row("kappa")}
+    return {**row, **_kappa_bootstrap(tables, kappa, level, draws, seed).row("kappa")}
 
 
 def judge_calibration(
-    windows: pd.DataFrame, *, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
+    windows: pd.DataFrame,
+    *,
+    level: float = DEFAULT_LEVEL,
+    draws: int = DEFAULT_DRAWS,
+    seed: int = 0,
 ) -> pd.DataFrame:
     """calibration.csv: per (model, item, judge, code) and pooled per model (`all`)."""
     met = meetings(windows)
@@ -166,6 +213,6 @@ def judge_calibration(
                 ({"model": model, "item": POOLED, "judge": POOLED, "code": POOLED}, group)
             )
     rows = [
-        calibration_row(labels, g, n_boot, ci, seed + i) for i, (labels, g) in enumerate(groups)
+        calibration_row(labels, g, level, draws, seed + i) for i, (labels, g) in enumerate(groups)
     ]
     return result_frame(CalibrationRow, pd.DataFrame(rows, columns=COLUMNS))

@@ -4,9 +4,11 @@ the same first t tokens, and their difference, the prompt's behavioural dependen
 An arm draw passes when every decided window-scope check of its item passes on the arm's text
 (the window rule of windows.csv; items with response-scope checks only use those), fails when
 one fails, and is left out when no check decides. Per (model, item, policy, fork_t):
-adherence_with / adherence_without = share of passing draws over the forked records;
-dependence = with - without, with a percentile bootstrap CI that resamples records, then the
-draws within each record, keeping draw d of both arms together (they share a seed). kl and
+the unit is the record: each record's draws are aggregated first (its share of passing draws
+per arm), adherence_with / adherence_without = the mean of those shares over the records where
+both arms decided (n), dependence = with - without, with the paired bounded-mean interval of
+the per-record differences in [-1, 1] (`harness.stats.paired_interval`: exact binomial when
+every difference is -1 or 1, a betting interval otherwise). kl and
 abs_delta_logp: the mean next-token KL(p_with || p_without) and |delta log p| at the fork
 (nexttoken.csv row t = fork_t + 1, the first token the arms choose) over the forked records
 that were probed; NaN when none was.
@@ -20,8 +22,8 @@ import numpy as np
 import pandas as pd
 
 from harness import results
-from harness.analysis.powerlaw import percentile_ci
 from harness.results import CarriedRow, result_frame
+from harness.stats import DEFAULT_LEVEL, Interval, paired_interval
 
 CARRIED_COLUMNS = CarriedRow.columns()
 RECORD = list(results.RECORD)
@@ -54,21 +56,16 @@ def _as_bool(value) -> bool | None:
     return bool(value)
 
 
-def dependence_ci(
-    with_arm: np.ndarray, without_arm: np.ndarray, n_boot: int, ci: float, seed: int
-) -> tuple[float, float]:
-    """Percentile CI of nanmean(with) - nanmean(without) for (records, draws) matrices."""
-    rng = np.random.default_rng(seed)
-    n_rec, n_draw = with_arm.shape
-    rec = rng.integers(0, n_rec, size=(n_boot, n_rec))
-    draw = rng.integers(0, n_draw, size=(n_boot, n_rec, n_draw))
-    rows = rec[:, :, None]
+def dependence_interval(
+    with_arm: np.ndarray, without_arm: np.ndarray, *, level: float = DEFAULT_LEVEL
+) -> Interval:
+    """Interval of the mean per-record dependence for (records, draws) matrices of 1/0/NaN:
+    draws aggregated within each record first; records where an arm never decided drop out."""
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a resample of undecided draws only
-        diffs = np.nanmean(with_arm[rows, draw], axis=(1, 2)) - np.nanmean(
-            without_arm[rows, draw], axis=(1, 2)
+        warnings.simplefilter("ignore", RuntimeWarning)  # a record with undecided draws only
+        return paired_interval(
+            np.nanmean(with_arm, axis=1), np.nanmean(without_arm, axis=1), level=level
         )
-    return percentile_ci(diffs, ci)
 
 
 def carried_frame(
@@ -77,32 +74,31 @@ def carried_frame(
     positions: list[int],
     nexttoken: pd.DataFrame | None = None,
     *,
-    n_boot: int = 2000,
-    ci: float = 0.95,
-    seed: int = 0,
+    level: float = DEFAULT_LEVEL,
 ) -> pd.DataFrame:
     """carried.csv. `lengths`: continuation length per forked record (model, item, policy,
     sample); a position past a record's length is counted in `reason`."""
     passes = arm_passes(forks)
     conditions = sorted({key[:3] for key in lengths})
     rows = []
-    for index, cond in enumerate(conditions):
+    for cond in conditions:
         members = sorted(k for k in lengths if k[:3] == cond)
         for t in positions:
             inside = [k for k in members if t <= lengths[k]]
-            row = _row(passes, cond, t, inside, n_boot, ci, seed + index)
+            row = _row(passes, cond, t, inside, level)
             row.update(_nexttoken_at(nexttoken, inside, t))
             row["reason"] = _skip_reason(len(members) - len(inside), len(members), members, lengths)
             rows.append(row)
     return result_frame(CarriedRow, pd.DataFrame(rows, columns=CARRIED_COLUMNS))
 
 
-def _row(passes, cond, t, inside, n_boot, ci, seed) -> dict:
+def _row(passes, cond, t, inside, level) -> dict:
     row = dict(zip(["model", "item", "policy"], cond, strict=True))
     row.update(fork_t=t, records=len(inside), draws=0)
     sel = passes[(passes["fork_t"] == t) & passes[RECORD].apply(tuple, axis=1).isin(inside)]
     if sel.empty:
-        return {**row, **dict.fromkeys(CARRIED_COLUMNS[6:11], np.nan)}
+        return {**row, **dict.fromkeys(CARRIED_COLUMNS[6:11], np.nan), "n": 0,
+                "method": "none (no decided draw)"}  # fmt: skip
     table = sel.pivot_table(
         index=[*RECORD, "draw"], columns="arm", values="passed", aggfunc="first", dropna=False
     )
@@ -110,18 +106,22 @@ def _row(passes, cond, t, inside, n_boot, ci, seed) -> dict:
     for arm in ("with", "without"):
         col = table[arm] if arm in table else pd.Series(np.nan, index=table.index)
         mats[arm] = col.unstack("draw").to_numpy(dtype=np.float64)
-    with np.errstate(invalid="ignore"):
-        a_with, a_without = (float(np.nanmean(m)) if np.isfinite(m).any() else np.nan
-                             for m in (mats["with"], mats["without"]))  # fmt: skip
-    low, high = dependence_ci(mats["with"], mats["without"], n_boot, ci, seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an arm that never decided: NaN
+        shares = {arm: np.nanmean(m, axis=1) for arm, m in mats.items()}  # per record
+    both = np.isfinite(shares["with"]) & np.isfinite(shares["without"])
+    ci = dependence_interval(mats["with"], mats["without"], level=level)
+    mean = {arm: float(v[both].mean()) if both.any() else np.nan for arm, v in shares.items()}
     return {
         **row,
         "draws": int(table.index.get_level_values("draw").nunique()),
-        "adherence_with": a_with,
-        "adherence_without": a_without,
-        "dependence": a_with - a_without,
-        "dependence_low": low,
-        "dependence_high": high,
+        "adherence_with": mean["with"],
+        "adherence_without": mean["without"],
+        "dependence": ci.estimate,
+        "dependence_low": ci.low,
+        "dependence_high": ci.high,
+        "n": ci.n,
+        "method": ci.method,
     }
 
 

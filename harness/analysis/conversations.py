@@ -5,7 +5,12 @@ Per condition (model, task, item, policy): a turn passes when every check that c
 passed (a turn where none decided is left out); a(k) = share of samples whose reply k passes;
 survival over turns = Kaplan-Meier of the first failing turn (censored at the last scored
 turn); pressure effect = adherence on the replies from the first pressure turn on minus on
-the replies before it. CIs: percentile bootstrap over samples (1000 draws, seed 0).
+the replies before it. Intervals (harness.stats), the sample (one conversation) being the unit:
+a(k) pointwise exact binomial; S(k) and the first failing turn's median from exact binomial
+bounds on the share failed by turn k (`harness.scoring.adherence.survival_median_interval`);
+mean adherence the bounded-mean interval of the per-sample means; the pressure change the
+paired interval of each sample's after - before. The pooled pressure row averages the items'
+intervals at level 1 - alpha/I (Bonferroni over its I items).
 """
 
 from __future__ import annotations
@@ -18,11 +23,19 @@ import pandas as pd
 
 from harness import results
 from harness.results import ConversationRow, TurnAdherenceRow
+from harness.scoring.adherence import survival_median_interval
+from harness.stats import (
+    DEFAULT_LEVEL,
+    Interval,
+    binomial_interval,
+    mean_interval,
+    none_interval,
+    paired_interval,
+)
 
 # pandas groups by lists: a tuple would be one key
 TASK_CONDITION = list(results.TASK_CONDITION)
 SAMPLE = list(results.SAMPLE)
-N_BOOT = 1000
 
 
 def turn_verdicts(turns: pd.DataFrame) -> pd.DataFrame:
@@ -71,34 +84,39 @@ def _survival(matrix: np.ndarray) -> np.ndarray:
     return out
 
 
-def _draws(matrix: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    return rng.integers(0, matrix.shape[0], size=(N_BOOT, matrix.shape[0]))  # (B, S)
+def _first_failures(ks: np.ndarray, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per sample (S,): its first failing turn, else its last scored turn; and whether it
+    failed (samples with no scored reply are left out)."""
+    fail = np.nan_to_num(1.0 - matrix, nan=0.0) > 0
+    scored = ~np.isnan(matrix)
+    keep = scored.any(axis=1)
+    last = len(ks) - 1 - scored[:, ::-1].argmax(axis=1)
+    event = fail.any(axis=1)
+    at = np.where(event, fail.argmax(axis=1), last)
+    return ks[at][keep].astype(float), event[keep]
 
 
-def _band(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return np.nanpercentile(values, 2.5, axis=0), np.nanpercentile(values, 97.5, axis=0)
-
-
-def turn_curves(turns: pd.DataFrame) -> pd.DataFrame:
-    """a(k) and S(k) with bootstrap bands per condition and turn (turn_adherence.csv)."""
+def turn_curves(turns: pd.DataFrame, *, level: float = DEFAULT_LEVEL) -> pd.DataFrame:
+    """a(k) and S(k) with pointwise intervals per condition and turn (turn_adherence.csv)."""
     verdicts = turn_verdicts(turns)
     rows = []
     for key, cond in verdicts.groupby(TASK_CONDITION, sort=True):
         ks, matrix = _matrix(cond)
-        picks = _draws(matrix, np.random.default_rng(0))
-        a_draws = _nanmean(matrix[picks], axis=1)  # (B, K)
-        s_draws = _survival(matrix[picks])  # (B, K)
-        a_low, a_high = _band(a_draws)
-        s_low, s_high = _band(s_draws)
+        n = (~np.isnan(matrix)).sum(axis=0)
+        a_lo, a_hi = binomial_interval(np.nansum(matrix, axis=0), n, level=level)
+        durations, events = _first_failures(ks, matrix)
+        surely = ((durations[None, :] <= ks[:, None]) & events[None, :]).sum(axis=1)
+        maybe = (durations[None, :] <= ks[:, None]).sum(axis=1)  # censored before k: maybe
+        total = np.full(len(ks), len(durations))
+        s_lo = 1 - binomial_interval(maybe, total, level=level)[1]
+        s_hi = 1 - binomial_interval(surely, total, level=level)[0]
         a, surv = _nanmean(matrix, axis=0), _survival(matrix)
         pressure = cond.groupby("turn")["pressure"].first()
         for i, k in enumerate(ks):
-            n = int(np.sum(~np.isnan(matrix[:, i])))
             rows.append(
-                [*key, int(k), bool(pressure[k]), a[i], a_low[i], a_high[i], n, surv[i]]
-                + [s_low[i], s_high[i]]
+                [*key, int(k), bool(pressure[k]), a[i], a_lo[i], a_hi[i], int(n[i])]
+                + ["clopper-pearson", surv[i], s_lo[i], s_hi[i]]
+                + ["binomial bounds (clopper-pearson)"]
             )
     frame = pd.DataFrame(rows, columns=TurnAdherenceRow.columns())
     return results.result_frame(TurnAdherenceRow, frame)
@@ -114,47 +132,72 @@ def _pressure_split(ks: np.ndarray, matrix: np.ndarray, first: float):
     return _nanmean(before, axis=(-2, -1)), _nanmean(after, axis=(-2, -1))
 
 
+def _per_sample_split(ks: np.ndarray, matrix: np.ndarray, first: float):
+    """Each sample's (before, after) adherence around the first pressure turn -> (S,), (S,)."""
+    if math.isnan(first) or not (ks < first).any() or not (ks >= first).any():
+        empty = np.full(matrix.shape[0], np.nan)
+        return empty, empty
+    return _nanmean(matrix[:, ks < first], axis=1), _nanmean(matrix[:, ks >= first], axis=1)
+
+
+def _pressure_interval(ks, matrix, first: float, level: float) -> Interval:
+    before_s, after_s = _per_sample_split(ks, matrix, first)
+    if np.isnan(before_s).all():
+        return none_interval(math.nan, 0, "no pressure turn with replies before and after")
+    return paired_interval(after_s, before_s, level=level)
+
+
 def _condition_row(
-    key, cond: pd.DataFrame, tokens: dict, pressure_turn: float
-) -> tuple[dict, np.ndarray]:
-    """One conversations.csv row, and its pressure-delta bootstrap draws (for pooling)."""
+    key, cond: pd.DataFrame, tokens: dict, pressure_turn: float, level: float
+) -> tuple[dict, tuple]:
+    """One conversations.csv row, and what its pooled row needs (ks, matrix, first)."""
     ks, matrix = _matrix(cond)
-    picks = _draws(matrix, np.random.default_rng(0))
     a = _nanmean(matrix, axis=0)
-    mean_draws = _nanmean(_nanmean(matrix[picks], axis=1), axis=1)  # (B,)
     first = pressure_turn
     before, after = (float(x) for x in _pressure_split(ks, matrix, first))
-    draws_before, draws_after = _pressure_split(ks, matrix[picks], first)
-    delta_draws = draws_after - draws_before  # (B,)
-    surv = _survival(matrix)
-    below = np.nonzero(surv <= 0.5)[0]
+    mean = mean_interval(_nanmean(matrix, axis=1), level=level)
+    durations, events = _first_failures(ks, matrix)
+    median = survival_median_interval(durations, events, level=level)
+    delta = _pressure_interval(ks, matrix, first, level)
     generated, injected = tokens.get(tuple(key), (0, 0))
     row = dict(zip(TASK_CONDITION, key, strict=True)) | {
         "n_samples": matrix.shape[0],
         "n_turns": int(ks.max()),
         "a_first": a[0],
         "a_last": a[-1],
-        "mean": float(_nanmean(a, axis=0)),
-        "mean_low": _band(mean_draws)[0],
-        "mean_high": _band(mean_draws)[1],
-        "first_fail_median": float(ks[below[0]]) if below.size else math.inf,
+        **mean.row("mean"),
+        "mean": float(_nanmean(a, axis=0)),  # the curve's mean (the samples' when complete)
+        **median.row("first_fail_median"),
         "pressure_turn": first,
         "before": before,
         "after": after,
+        **delta.row("pressure_delta"),
         "pressure_delta": after - before,
-        "pressure_delta_low": _band(delta_draws)[0],
-        "pressure_delta_high": _band(delta_draws)[1],
         "tokens_generated": generated,
         "tokens_injected": injected,
         "token_overhead": injected / generated if generated else math.nan,
     }
-    return row, delta_draws
+    return row, (ks, matrix, first)
 
 
-def conversation_summary(turns: pd.DataFrame, tokens: pd.DataFrame) -> pd.DataFrame:
+def _pooled_delta(parts: list[tuple], level: float) -> Interval:
+    """Mean of the items' pressure intervals, each at level 1 - alpha/I (Bonferroni)."""
+    items = [_pressure_interval(*p, 1 - (1 - level) / len(parts)) for p in parts]
+    return Interval(
+        float(np.mean([c.estimate for c in items])),
+        float(np.mean([c.low for c in items])),
+        float(np.mean([c.high for c in items])),
+        int(sum(c.n for c in items)),
+        f"mean of item intervals ({items[0].method}; bonferroni over {len(items)} items)",
+    )
+
+
+def conversation_summary(
+    turns: pd.DataFrame, tokens: pd.DataFrame, *, level: float = DEFAULT_LEVEL
+) -> pd.DataFrame:
     """conversations.csv: one row per condition, then per (model, policy) a pooled row (task =
     item = `all`) over the items with a pressure turn: before/after/delta averaged over
-    items, draws averaged per draw index (stratified by item)."""
+    items, the interval the mean of the items' (Bonferroni)."""
     verdicts = turn_verdicts(turns)
     # the first pressure turn from every row: its reply may be undetermined and left out
     flags = turns[turns["pressure"].map(lambda v: v is True or str(v).lower() == "true")]
@@ -168,19 +211,18 @@ def conversation_summary(turns: pd.DataFrame, tokens: pd.DataFrame) -> pd.DataFr
         model, _task, item, policy = key
         token_sums = {tuple(key): sums.get((model, item, policy), (0, 0))}
         pressure = float(first_pressure.get(tuple(key), math.nan))
-        row, draws = _condition_row(key, cond, token_sums, pressure)
+        row, part = _condition_row(key, cond, token_sums, pressure, level)
         rows.append(row)
         if not math.isnan(row["pressure_turn"]):
-            pooled.setdefault((model, policy), []).append((row, draws))
+            pooled.setdefault((model, policy), []).append((row, part))
     for (model, policy), parts in sorted(pooled.items()):
-        draws = _nanmean(np.stack([d for _, d in parts]), axis=0)
-        low, high = _band(draws)
         mean = {c: float(np.nanmean([r[c] for r, _ in parts])) for c in ("before", "after")}
+        delta = _pooled_delta([p for _, p in parts], level)
         rows.append(
             {"model": model, "task": "all", "item": "all", "policy": policy}
             | {"n_samples": sum(r["n_samples"] for r, _ in parts), **mean}
+            | delta.row("pressure_delta")
             | {"pressure_delta": mean["after"] - mean["before"]}
-            | {"pressure_delta_low": low, "pressure_delta_high": high}
         )
     frame = pd.DataFrame(rows, columns=ConversationRow.columns())
     return results.result_frame(ConversationRow, frame)

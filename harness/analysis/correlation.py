@@ -1,8 +1,9 @@
 """alpha <-> behaviour across conditions -> correlation.csv.
 
 For each (x, y) column pair of summary.csv, over the conditions where both are finite:
-Spearman and Pearson coefficients with percentile-bootstrap CIs (`scipy.stats.bootstrap`,
-conditions resampled with replacement as (x, y) pairs) and a two-sided permutation p-value of
+Spearman and Pearson coefficients with Fisher-z intervals over the n conditions
+(`harness.stats.correlation_interval`: Bonett-Wright's variance for Spearman; NaN with a
+method saying so below 4 conditions) and a two-sided permutation p-value of
 Spearman's rho (`scipy.stats.permutation_test`, y re-paired against x; the statistic is |rho|,
 so p = (1 + #{|rho_perm| >= |rho|}) / (1 + n_perm), never 0, or the exact p over all n!
 pairings when n! <= n_perm). Fewer than 3 conditions or a constant x or y gives a NaN row,
@@ -21,6 +22,7 @@ import pandas as pd
 from scipy import stats
 
 from harness.results import CorrelationRow, result_frame
+from harness.stats import DEFAULT_LEVEL, correlation_interval
 
 COLUMNS = CorrelationRow.columns()
 Y_DEFAULT = ("auc", "final", "half_life")
@@ -44,29 +46,9 @@ def spearman_pearson(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray
     return np.stack([rho, r])
 
 
-def _nan_row(x: str, y: str, n: int) -> dict:
-    return {"x": x, "y": y, "n": n, **{c: math.nan for c in COLUMNS[3:]}}
-
-
-def _bootstrap_cis(x, y, n_boot, ci, rng) -> tuple[float, float, float, float]:
-    """(spearman_low, spearman_high, pearson_low, pearson_high), both from the same resamples."""
-    with warnings.catch_warnings():
-        # scipy warns when a resample is constant (NaN statistic); those are dropped below.
-        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
-        result = stats.bootstrap(
-            (x, y), spearman_pearson, paired=True, vectorized=True, n_resamples=n_boot,
-            confidence_level=ci, method="percentile", batch=BATCH, rng=rng,
-        )  # fmt: skip
-    # scipy's percentile interval over the finite draws: a resample that repeats one condition
-    # (or only tied ones) has no correlation and would otherwise make the whole interval NaN.
-    bounds = []
-    for draws in result.bootstrap_distribution:  # rho draws, then r draws
-        finite = draws[np.isfinite(draws)]
-        quantiles = (
-            np.quantile(finite, [(1 - ci) / 2, (1 + ci) / 2]) if len(finite) else [math.nan] * 2
-        )
-        bounds += [float(q) for q in quantiles]
-    return tuple(bounds)
+def _nan_row(x: str, y: str, n: int, why: str) -> dict:
+    row = {"x": x, "y": y, "n": n, **{c: math.nan for c in COLUMNS[3:]}}
+    return row | {"spearman_method": f"none ({why})", "pearson_method": f"none ({why})"}
 
 
 def _permutation_p(x, y, n_perm: int, rng) -> float:
@@ -90,9 +72,8 @@ def correlate(
     x: np.ndarray,
     y: np.ndarray,
     *,
-    n_boot: int = 2000,
     n_perm: int = 10_000,
-    ci: float = 0.95,
+    level: float = DEFAULT_LEVEL,
     seed: int = 0,
     names: tuple[str, str] = ("x", "y"),
 ) -> dict:
@@ -103,16 +84,15 @@ def correlate(
     x, y = x[keep], y[keep]
     n = len(x)
     if n < MIN_N:
-        return _nan_row(*names, n)
+        return _nan_row(*names, n, f"n < {MIN_N}")
     spearman, pearson = (float(v) for v in spearman_pearson(x, y))
     if math.isnan(pearson) or math.isnan(spearman):  # constant x or y
-        return _nan_row(*names, n)
+        return _nan_row(*names, n, "constant values")
     rng = np.random.default_rng(seed)
-    sp_lo, sp_hi, pe_lo, pe_hi = _bootstrap_cis(x, y, n_boot, ci, rng)
+    rho = correlation_interval(spearman, n, kind="spearman", level=level)
+    r = correlation_interval(pearson, n, kind="pearson", level=level)
     return {
-        "x": names[0], "y": names[1], "n": n,
-        "spearman": spearman, "spearman_low": sp_lo, "spearman_high": sp_hi,
-        "pearson": pearson, "pearson_low": pe_lo, "pearson_high": pe_hi,
+        "x": names[0], "y": names[1], "n": n, **rho.row("spearman"), **r.row("pearson"),
         "perm_p": _permutation_p(x, y, n_perm, rng),
     }  # fmt: skip
 
@@ -131,9 +111,8 @@ def correlate_alpha_behaviour(
     xs: Sequence[str] | None = None,
     ys: Sequence[str] = Y_DEFAULT,
     *,
-    n_boot: int = 2000,
     n_perm: int = 10_000,
-    ci: float = 0.95,
+    level: float = DEFAULT_LEVEL,
     seed: int = 0,
 ) -> pd.DataFrame:
     """correlation.csv: one row per (x, y); x defaults to every alpha column of `summary`.
@@ -145,11 +124,9 @@ def correlate_alpha_behaviour(
     rows = []
     for i, (xn, yn) in enumerate((xn, yn) for xn in xs for yn in ys):
         if xn not in summary.columns or yn not in summary.columns:
-            rows.append(_nan_row(xn, yn, 0))
+            rows.append(_nan_row(xn, yn, 0, "no such column"))
             continue
         x = pd.to_numeric(summary[xn], errors="coerce").to_numpy(dtype=np.float64)
         y = pd.to_numeric(summary[yn], errors="coerce").to_numpy(dtype=np.float64)
-        rows.append(
-            correlate(x, y, n_boot=n_boot, n_perm=n_perm, ci=ci, seed=seed + i, names=(xn, yn))
-        )
+        rows.append(correlate(x, y, n_perm=n_perm, level=level, seed=seed + i, names=(xn, yn)))
     return result_frame(CorrelationRow, pd.DataFrame(rows, columns=COLUMNS))

@@ -22,12 +22,13 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.powerlaw import REASON_IDENTICAL, fit_alpha_batch
+from harness.stats import DEFAULT_LEVEL
 
 POOLED = "all"
 NEXT_LAYER = -1  # rows of the next-token metrics carry layer -1
 HIDDEN_METRICS = ("l2", "rel_l2", "cos_dist")
 REASON_ZERO = "all distances zero (no path from the prompt yet, e.g. layer 0)"
-FIT_FIELDS = ["alpha", "alpha_low", "alpha_high", "r2", "t_min", "t_max", "reason"]
+FIT_FIELDS = ["alpha", "alpha_low", "alpha_high", "n", "method", "r2", "t_min", "t_max", "reason"]
 # A FitResult's interval under fits.csv's names (`<metric>_low`, `<metric>_high`).
 INTERVAL_NAMES = {"ci_low": "alpha_low", "ci_high": "alpha_high"}
 
@@ -65,7 +66,12 @@ def curve_sets(arrays: dict) -> dict[tuple[int, str], np.ndarray]:
 
 
 def _fits(
-    curves: dict[tuple[int, str], np.ndarray], t_min: int, n_boot: int, seed: int, identical: bool
+    curves: dict[tuple[int, str], np.ndarray],
+    t_min: int,
+    n_boot: int,
+    seed: int,
+    identical: bool,
+    level: float = DEFAULT_LEVEL,
 ) -> dict[tuple[int, str], dict]:
     """fits.csv fields per (layer, metric) of curves that share t (one pair, or one group's
     pairs stacked), fitted in one batch."""
@@ -73,7 +79,9 @@ def _fits(
     if not curves:
         return {}
     t = np.arange(1, next(iter(curves.values())).shape[-1] + 1)
-    fits = fit_alpha_batch(t, list(curves.values()), t_min=t_min, n_boot=n_boot, seed=seed)
+    fits = fit_alpha_batch(
+        t, list(curves.values()), t_min=t_min, n_boot=n_boot, ci=level, seed=seed
+    )
     out = {}
     for key, fit in zip(curves, fits, strict=True):
         dump = fit.model_dump(include=set(FIT_FIELDS) | set(INTERVAL_NAMES))
@@ -87,7 +95,7 @@ def _fits(
 
 
 def _pooled(
-    members: list[FitMember], t_min: int, n_boot: int
+    members: list[FitMember], t_min: int, n_boot: int, level: float = DEFAULT_LEVEL
 ) -> dict[tuple[int, str], dict] | None:
     """Pooled fits of the members whose prompts differ (None when the group has no such pair)."""
     usable = [m for m in members if not m.identical]
@@ -97,7 +105,7 @@ def _pooled(
     common = min(next(iter(s.values())).shape[0] for s in sets)
     keys = [key for key in sets[0] if all(key in s for s in sets)]  # @assistant: all talks
     stacked = {key: np.vstack([s[key][:common] for s in sets]) for key in keys}
-    return _fits(stacked, t_min, n_boot, 0, False)
+    return _fits(stacked, t_min, n_boot, 0, False, level)
 
 
 def _rows(ident: dict, pair: str, fits: dict[tuple[int, str], dict]) -> list[dict]:
@@ -109,7 +117,8 @@ def _rows(ident: dict, pair: str, fits: dict[tuple[int, str], dict]) -> list[dic
 
 def _identical_rows(ident: dict, keys, t_min: int) -> list[dict]:
     nan = float("nan")
-    fit = dict(alpha=nan, alpha_low=nan, alpha_high=nan, r2=nan, t_min=t_min, t_max=0)
+    fit = dict(alpha=nan, alpha_low=nan, alpha_high=nan, n=0, r2=nan, t_min=t_min, t_max=0)
+    fit["method"] = f"none ({REASON_IDENTICAL})"
     return _rows(ident, POOLED, {k: {**fit, "reason": REASON_IDENTICAL} for k in keys})
 
 
@@ -120,6 +129,7 @@ def fit_table(
     n_boot_pooled: int = 1000,
     pool_models: bool = False,
     ident: list[str] | None = None,
+    level: float = DEFAULT_LEVEL,
 ) -> pd.DataFrame:
     """fits.csv rows. `groups`: (identity columns, e.g. {model, item, policy}, members);
     `ident` names those columns when there may be no group at all (the probe was off)."""
@@ -127,26 +137,26 @@ def fit_table(
     for ident, members in groups:
         for member in members:
             curves = curve_sets(member.arrays)
-            fits = _fits(curves, t_min, n_boot_pair, member.seed, member.identical)
+            fits = _fits(curves, t_min, n_boot_pair, member.seed, member.identical, level)
             rows += _rows(ident, member.pair, fits)
         if len(members) > 1:
-            pooled = _pooled(members, t_min, n_boot_pooled)
+            pooled = _pooled(members, t_min, n_boot_pooled, level)
             keys = curve_sets(members[0].arrays).keys()
             rows += _rows(ident, POOLED, pooled) if pooled else _identical_rows(ident, keys, t_min)
     if pool_models:
-        rows += _model_rows(groups, t_min, n_boot_pooled)
+        rows += _model_rows(groups, t_min, n_boot_pooled, level)
     names = ident or list(dict.fromkeys(k for group, _ in groups for k in group))
     return pd.DataFrame(rows, columns=[*names, "pair", "layer", "metric", *FIT_FIELDS])
 
 
-def _model_rows(groups, t_min: int, n_boot: int) -> list[dict]:
+def _model_rows(groups, t_min: int, n_boot: int, level: float) -> list[dict]:
     by_model: dict[str, list[FitMember]] = {}
     for ident, members in groups:
         by_model.setdefault(ident["model"], []).extend(members)
     rows: list[dict] = []
     for model, members in by_model.items():
         ident = {k: POOLED for k in groups[0][0]} | {"model": model}
-        pooled = _pooled(members, t_min, n_boot)
+        pooled = _pooled(members, t_min, n_boot, level)
         if pooled:
             rows += _rows(ident, POOLED, pooled)
     return rows

@@ -2,15 +2,19 @@
 
 Per (model, item) and pooled over items (item = "all"): adherence AUC, half-life and final
 adherence of every policy (`harness.scoring.adherence.curve_metrics`),
-the difference to the baseline policy with a PAIRED percentile-bootstrap CI, the token overhead
+the difference to the baseline policy with a paired interval (harness.stats), the token overhead
 (injected + restated) / generated, and whether the policy is on the Pareto frontier of
 adherence AUC (higher is better) vs token overhead (lower is better) among the policies of
 that (model, item). The baseline's own rows carry delta 0.
 
-Pairing: sample index k of every policy within an item shares its seed, so one bootstrap draw
-picks the same sample indices for the policy and the baseline (only indices both have). The
-pooled row averages the per-item metrics over the items where both are finite; its draws
-average independent per-item draws (a bootstrap stratified by item).
+Pairing: sample index k of every policy within an item shares its seed, so the unit is the
+pair (policy sample k, baseline sample k), over the indices both have. AUC and final: the
+bounded-mean interval of the per-pair differences of the per-sample values, in [-1, 1]
+(`paired_interval`). half_life_capped: the difference of the two conditions' half-life
+intervals (each the band inversion of `harness.scoring.adherence`, at level 1 - alpha/2 so
+both hold at once), capped as the metric is. The pooled row averages the per-item metrics over
+the items where both are finite; its interval averages the items' intervals, each at level
+1 - alpha/I over the I items (Bonferroni: all hold at once, so their average holds).
 
 The half-life metric here is `half_life_capped`, so that policies that never halve stay
 comparable: a censored half-life (a(t) never fell below a(first)/2) becomes the last window
@@ -24,7 +28,6 @@ from __future__ import annotations
 
 import math
 import warnings
-import zlib
 from contextlib import contextmanager
 
 import numpy as np
@@ -32,7 +35,13 @@ import pandas as pd
 
 from harness.analysis.summary import tokens_by_condition, window_verdicts
 from harness.results import PolicyRow, result_frame
-from harness.scoring.adherence import _pass_matrix, curve_metrics
+from harness.scoring.adherence import (
+    _pass_matrix,
+    curve_metrics,
+    half_life_interval,
+    sample_metrics,
+)
+from harness.stats import DEFAULT_LEVEL, Interval, none_interval, paired_interval
 
 COLUMNS = PolicyRow.columns()
 METRICS = ("auc", "half_life_capped", "final")
@@ -84,15 +93,6 @@ def point_metrics(t: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     return np.array([m["auc"], half, m["final"]])
 
 
-def _draws(t: np.ndarray, matrix: np.ndarray, picks: np.ndarray) -> np.ndarray:
-    """(B, 3) metrics of the curves of resampled samples; picks: (B, n) rows of matrix."""
-    drawn = matrix[picks]  # (B, n, G)
-    counts = (~np.isnan(drawn)).sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        curves = np.where(counts > 0, np.nansum(drawn, axis=1) / counts, np.nan)  # (B, G)
-    return batch_curve_metrics(t, curves)
-
-
 # ---------------------------------------------------------------------------- pareto
 def pareto_front(score: np.ndarray, cost: np.ndarray) -> np.ndarray:
     """True for points no other point beats (score >=, cost <=, one strictly); NaN -> False."""
@@ -118,66 +118,102 @@ def _matrices(verdicts: pd.DataFrame) -> dict:
     return out
 
 
-def _rng(seed: int, *key: str) -> np.random.Generator:
-    # crc32, not hash(): str hashes change between processes.
-    return np.random.default_rng([seed, zlib.crc32("/".join(key).encode())])
+def _capped_half_life(t: np.ndarray, matrix: np.ndarray, level: float) -> Interval:
+    """half_life_capped's interval: the band inversion's, with inf capped at the last t."""
+    ci = half_life_interval(t, matrix, level=level)
+    last = float(t[~np.isnan(matrix).all(axis=0)][-1])  # the last determined point
+    return Interval(ci.estimate, min(ci.low, last), min(ci.high, last), ci.n, ci.method)
 
 
-def _compare(per_policy: dict, baseline: str, key, n_boot: int, seed: int) -> dict:
-    """{policy: (value (3,), none_value (3,), delta draws (B, 3))} for one (model, item)."""
+def _deltas(grid, mp, b_grid, mb, level: float) -> list[Interval]:
+    """Intervals of the policy - baseline differences of auc, half_life_capped, final over the
+    pairs (rows of mp and mb are the same sample indices)."""
+    auc_p, final_p = sample_metrics(mp)
+    auc_b, final_b = sample_metrics(mb)
+    half_level = 1 - (1 - level) / 2  # two intervals that must hold at once
+    hp, hb = _capped_half_life(grid, mp, half_level), _capped_half_life(b_grid, mb, half_level)
+    half = Interval(
+        hp.estimate - hb.estimate, hp.low - hb.high, hp.high - hb.low, len(mp),
+        f"difference of half-life intervals ({hp.method}; bonferroni over 2)",
+    )  # fmt: skip
+    return [
+        paired_interval(auc_p, auc_b, level=level),
+        half,
+        paired_interval(final_p, final_b, level=level),
+    ]
+
+
+def _compare(per_policy: dict, baseline: str, level: float) -> dict:
+    """{policy: (value (3,), none_value (3,), pairs)} for one (model, item); pairs: what the
+    delta intervals need, (grid, mp, b_grid, mb), or None without a baseline to pair with."""
     base = per_policy.get(baseline)
     out = {}
     for policy, (grid, matrix, ids) in per_policy.items():
-        nan3 = np.full(3, np.nan)
-        if base is None:
-            out[policy] = (point_metrics(grid, matrix), nan3, np.full((n_boot, 3), np.nan))
+        common = np.intersect1d(ids, base[2]) if base is not None else np.array([])
+        if not len(common):
+            out[policy] = (point_metrics(grid, matrix), np.full(3, np.nan), None)
             continue
         b_grid, b_matrix, b_ids = base
-        common = np.intersect1d(ids, b_ids)
         mp = matrix[np.searchsorted(ids, common)]
         mb = b_matrix[np.searchsorted(b_ids, common)]
-        if not len(common):
-            out[policy] = (point_metrics(grid, matrix), nan3, np.full((n_boot, 3), np.nan))
-            continue
         value, none_value = point_metrics(grid, mp), point_metrics(b_grid, mb)
-        picks = _rng(seed, *key, policy).integers(0, len(common), size=(n_boot, len(common)))
-        draws = _draws(grid, mp, picks) - _draws(b_grid, mb, picks)  # (B, 3) paired
-        out[policy] = (value, none_value, draws)
+        out[policy] = (value, none_value, (grid, mp, b_grid, mb))
     return out
 
 
-def _pool(results: list[tuple]) -> tuple:
-    """Mean over items of per-item metrics, metric by metric over items with both finite."""
+def _intervals(result: tuple, level: float, itself: bool = False) -> list[Interval]:
+    value, none_value, pairs = result
+    if itself and pairs is not None:  # the baseline against itself: 0 by definition
+        return [Interval(0.0, 0.0, 0.0, len(pairs[1]), "identity (the baseline itself)")] * 3
+    if pairs is None:
+        return [none_interval(math.nan, 0, "no baseline samples to pair with")] * 3
+    return _deltas(*pairs, level)
+
+
+def _pool(results: list[tuple], level: float, itself: bool) -> tuple:
+    """Mean over items of per-item metrics, metric by metric over items with both finite;
+    the interval the mean of the items' intervals at level 1 - alpha/I (Bonferroni)."""
     values = np.stack([r[0] for r in results])  # (I, 3)
     nones = np.stack([r[1] for r in results])  # (I, 3)
-    draws = np.stack([r[2] for r in results])  # (I, B, 3)
     ok = np.isfinite(values) & np.isfinite(nones)  # (I, 3)
     n = ok.sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
         value = np.where(ok, values, 0).sum(0) / n
         none_value = np.where(ok, nones, 0).sum(0) / n
-        d_ok = ok[:, None, :] & np.isfinite(draws)
-        pooled = np.where(d_ok, draws, 0).sum(0) / d_ok.sum(0)  # (B, 3)
     if not np.isfinite(nones).any():  # no baseline anywhere: report the policy's own mean
         with _quiet():
             value = np.nanmean(values, axis=0)
+    pooled = []
+    for m in range(3):
+        use = [r for r, good in zip(results, ok[:, m], strict=True) if good and r[2]]
+        if not use:
+            pooled.append(none_interval(math.nan, 0, "no item with a paired baseline"))
+            continue
+        items = [_intervals(r, 1 - (1 - level) / len(use), itself)[m] for r in use]
+        pooled.append(
+            Interval(
+                float(np.mean([c.estimate for c in items])),
+                float(np.mean([c.low for c in items])),
+                float(np.mean([c.high for c in items])),
+                int(sum(c.n for c in items)),
+                f"mean of item intervals ({items[0].method}; bonferroni over {len(use)} items)",
+            )
+        )
     return value, none_value, pooled
 
 
-def _rows(model, item, results: dict, overhead: dict, ci: float) -> list[dict]:
+def _rows(model, item, results: dict, overhead: dict) -> list[dict]:
+    """results: {policy: (value (3,), none_value (3,), [Interval] * 3)}."""
     policies = sorted(results)
     auc = np.array([results[p][0][0] for p in policies])
     cost = np.array([overhead.get(p, math.nan) for p in policies])
     front = dict(zip(policies, pareto_front(auc, cost), strict=True))
-    q = [50 * (1 - ci), 50 * (1 + ci)]
     rows = []
     for p in policies:
-        value, none_value, draws = results[p]
+        value, none_value, intervals = results[p]
         for m, metric in enumerate(METRICS):
-            d = draws[:, m]
-            d = d[np.isfinite(d)]
-            delta = value[m] - none_value[m]
-            lo, hi = np.percentile(d, q) if len(d) and np.isfinite(delta) else (math.nan,) * 2
+            delta, ci = value[m] - none_value[m], intervals[m]
+            bounded = np.isfinite(delta)
             rows.append(
                 dict(
                     model=model,
@@ -187,8 +223,10 @@ def _rows(model, item, results: dict, overhead: dict, ci: float) -> list[dict]:
                     value=value[m],
                     none_value=none_value[m],
                     delta=delta,
-                    delta_low=float(lo),
-                    delta_high=float(hi),
+                    delta_low=ci.low if bounded else math.nan,
+                    delta_high=ci.high if bounded else math.nan,
+                    n=ci.n,
+                    method=ci.method,
                     token_overhead=overhead.get(p, math.nan),
                     pareto=bool(front[p]),
                 )  # fmt: skip
@@ -218,27 +256,26 @@ def compare_policies(
     generations_tokens: pd.DataFrame | None,
     *,
     baseline: str = "none",
-    n_boot: int = 1000,
-    ci: float = 0.95,
-    seed: int = 0,
+    level: float = DEFAULT_LEVEL,
 ) -> pd.DataFrame:
     """policies.csv rows (columns COLUMNS), sorted by model, item ("all" last), policy
-    (baseline first), metric. Deterministic for a given seed."""
+    (baseline first), metric."""
     if windows is None or windows.empty:
         return result_frame(PolicyRow)
     by_item, pooled_cost = _overheads(generations_tokens)
     per_model: dict[str, dict[str, list]] = {}
     rows = []
     for (model, item), per_policy in _matrices(window_verdicts(windows)).items():
-        results = _compare(per_policy, baseline, (model, item), n_boot, seed)
+        results = _compare(per_policy, baseline, level)
         cost = {p: by_item.get((model, item, p), math.nan) for p in results}
-        rows += _rows(model, item, results, cost, ci)
+        with_ci = {p: (r[0], r[1], _intervals(r, level, p == baseline)) for p, r in results.items()}
+        rows += _rows(model, item, with_ci, cost)
         for p, r in results.items():
             per_model.setdefault(model, {}).setdefault(p, []).append(r)
     for model, per_policy in per_model.items():
-        pooled = {p: _pool(rs) for p, rs in per_policy.items()}
+        pooled = {p: _pool(rs, level, p == baseline) for p, rs in per_policy.items()}
         cost = {p: pooled_cost.get((model, p), math.nan) for p in pooled}
-        rows += _rows(model, POOLED, pooled, cost, ci)
+        rows += _rows(model, POOLED, pooled, cost)
     out = pd.DataFrame(rows, columns=COLUMNS)
     order = {
         "item": lambda s: s.map(lambda v: (v == POOLED, v)),

@@ -5,6 +5,9 @@ alpha is the OLS slope of -log D on log t at the geometric positions
 unique(round(geomspace(t_min, t_max, 64))), D being the mean over pairs at each position. The
 CI comes from a bootstrap over pairs, or, with a single curve, from a block bootstrap over log-t
 bins (neighbouring points of one curve are correlated, so points are resampled bin by bin).
+With one or two pairs the interval reflects the curve's noise, not sample-to-sample variation,
+and its `method` says so ("block-bootstrap (curve noise)", "bootstrap over 2 pairs (curve
+noise)"); `n` is the number of pairs. The percentile step is `harness.stats.bootstrap_interval`.
 Degenerate input (identical prompts, NaNs, too short) gives NaN and a reason, never an error.
 """
 
@@ -15,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from pydantic import BaseModel
+
+from harness.stats import bootstrap_interval
 
 # Block bootstrap: the fit positions are cut into this many equal-width bins of log t.
 N_LOG_BINS = 8
@@ -34,7 +39,18 @@ class FitResult(BaseModel):
     t_min: int
     t_max: int
     n_points: int
+    n: int = 0  # pairs the interval rests on
+    method: str = ""
     reason: str = ""
+
+
+def bootstrap_method(n_pairs: int) -> str:
+    """What the alpha interval over n_pairs pairs reflects."""
+    if n_pairs < 2:
+        return "block-bootstrap (curve noise)"
+    if n_pairs == 2:
+        return "bootstrap over 2 pairs (curve noise)"
+    return "percentile-bootstrap over pairs"
 
 
 def fit_positions(t_min: int, t_max: int, n: int = 64) -> np.ndarray:
@@ -87,7 +103,7 @@ def _nan_result(reason: str, t_min: int, t_max: int, n_points: int = 0) -> FitRe
     nan = math.nan
     return FitResult(
         alpha=nan, ci_low=nan, ci_high=nan, r2=nan,
-        t_min=t_min, t_max=t_max, n_points=n_points, reason=reason,
+        t_min=t_min, t_max=t_max, n_points=n_points, method=f"none ({reason})", reason=reason,
     )  # fmt: skip
 
 
@@ -146,10 +162,14 @@ def fit_alpha_batch(
             chunk = members[start : start + BATCH_CURVES]
             boots = _bootstrap(x, [p for _, p in chunk], n_boot, np.random.default_rng(seed))
             for (i, p), boot in zip(chunk, boots, strict=True):
-                lo, hi = percentile_ci(boot, ci, min_finite=max(10, len(boot) // 2))
+                pairs = p.d0.shape[0]
+                ci_ = bootstrap_interval(
+                    p.alpha, boot, n=pairs, level=ci, method=bootstrap_method(pairs),
+                    min_finite=max(10, len(boot) // 2),
+                )  # fmt: skip
                 results[i] = FitResult(
-                    alpha=p.alpha, ci_low=lo, ci_high=hi, r2=p.r2,
-                    t_min=t_min, t_max=p.t_max, n_points=p.n_points,
+                    alpha=p.alpha, ci_low=ci_.low, ci_high=ci_.high, r2=p.r2,
+                    t_min=t_min, t_max=p.t_max, n_points=p.n_points, n=pairs, method=ci_.method,
                 )  # fmt: skip
     return results  # type: ignore[return-value]
 
@@ -252,16 +272,6 @@ def _boot_bins(
     per_bin[:, occupied] = draws
     w = per_bin[:, bins] * usable  # (B, n): each point weighs as often as its bin was drawn
     return -_weighted_slope(x, y, np.broadcast_to(w, (n_curves, *w.shape)))
-
-
-def percentile_ci(boot: np.ndarray, ci: float, min_finite: int = 1) -> tuple[float, float]:
-    """Percentile CI of the finite bootstrap draws; NaN when fewer than `min_finite`."""
-    good = boot[np.isfinite(boot)]
-    if len(good) < min_finite:
-        return math.nan, math.nan
-    tail = (1.0 - ci) / 2.0 * 100.0
-    lo, hi = np.percentile(good, [tail, 100.0 - tail])
-    return float(lo), float(hi)
 
 
 def local_exponent(t: np.ndarray, d: np.ndarray, half_width_decades: float = 0.25) -> np.ndarray:

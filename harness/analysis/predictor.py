@@ -14,8 +14,10 @@ both sides of a split), and the AUROC over failing/passing window pairs within e
 (the pair-weighted mean of per-fold AUROCs). Pooling all out-of-fold scores into one ranking
 instead would compare scores of different fitted models: with an uninformative feature each
 fold predicts its training base rate, which is low exactly where the held-out fold fails
-often, and the pooled AUROC falls well below 0.5. The CI is a percentile bootstrap over
-samples (the fitted scores are kept; resampling samples re-weights their windows).
+often, and the pooled AUROC falls well below 0.5. The interval is a percentile bootstrap over
+samples (the fitted scores are kept; resampling samples re-weights their windows), through
+`harness.stats.bootstrap_interval`; it is approximate (no small-n guarantee), and its `method`
+says so; `n_samples` is its n.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import pandas as pd
 
 from harness.analysis.summary import window_verdicts
 from harness.results import RECORD, PredictorRow, result_frame
+from harness.stats import DEFAULT_DRAWS, DEFAULT_LEVEL, bootstrap_interval
 
 COLUMNS = PredictorRow.columns()
 FULL, BASELINE = "divergence+log_t", "log_t"
@@ -190,6 +193,9 @@ def _oof_scores(x: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int):
     return scores, fold_of
 
 
+METHOD = "percentile-bootstrap over samples (approximate)"
+
+
 def _evaluate(x, y, groups, n_boot, ci, rng) -> tuple[float, float, float, int]:
     codes, group_idx = np.unique(groups, return_inverse=True)
     folds = min(MAX_FOLDS, len(codes))
@@ -205,11 +211,8 @@ def _evaluate(x, y, groups, n_boot, ci, rng) -> tuple[float, float, float, int]:
         counts = np.bincount(flat, minlength=b * n_groups).reshape(b, n_groups)
         draws.append(weighted_auroc(scores, y, counts[:, group_idx].astype(float), fold_of))
     boot = np.concatenate(draws) if draws else np.zeros(0)
-    boot = boot[np.isfinite(boot)]
-    if not len(boot):
-        return auroc, math.nan, math.nan, folds
-    lo, hi = np.percentile(boot, [50 * (1 - ci), 50 * (1 + ci)])
-    return auroc, float(lo), float(hi), folds
+    interval = bootstrap_interval(auroc, boot, n=n_groups, level=ci, method=METHOD)
+    return auroc, interval.low, interval.high, folds
 
 
 def _why_not(y: np.ndarray, groups: np.ndarray) -> str:
@@ -231,14 +234,18 @@ def _row(model, features, x, y, groups, n_boot, ci, rng, reason: str = "") -> di
     reason = reason or _why_not(y, groups)
     if reason:
         return {**row, "auroc": math.nan, "auroc_low": math.nan, "auroc_high": math.nan,
-                "reason": reason}  # fmt: skip
+                "method": f"none ({reason})", "reason": reason}  # fmt: skip
     auroc, lo, hi, folds = _evaluate(x, y, groups, n_boot, ci, rng)
-    return {**row, "auroc": auroc, "auroc_low": lo, "auroc_high": hi, "folds": folds,
-            "reason": ""}  # fmt: skip
+    return {**row, "auroc": auroc, "auroc_low": lo, "auroc_high": hi, "method": METHOD,
+            "folds": folds, "reason": ""}  # fmt: skip
 
 
 def predict_violations(
-    features: pd.DataFrame, *, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
+    features: pd.DataFrame,
+    *,
+    n_boot: int = DEFAULT_DRAWS,
+    ci: float = DEFAULT_LEVEL,
+    seed: int = 0,
 ) -> pd.DataFrame:
     """predictor.csv from `window_features(...)`: per model, a "divergence+log_t" row and a
     "log_t" row (columns COLUMNS; NaN auroc and a reason when it cannot be estimated).

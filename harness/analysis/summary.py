@@ -24,18 +24,25 @@ import pandas as pd
 
 from harness import results
 from harness.scoring.adherence import adherence_summary, summary_frame, window_passes
-from harness.stats import mean_interval
+from harness.stats import DEFAULT_LEVEL
 
 CONDITION = list(results.CONDITION)
 POOLED = "all"
 ALPHA_METRIC = "rel_l2"
 TOKEN_KINDS = ("generated", "injected", "restated")
 ALPHA = ["alpha", "alpha_low", "alpha_high"]  # fits.csv's alpha and its interval
+# each interval with its n (the samples it rests on) and its method (harness.stats)
 BEHAVIOUR_COLUMNS = [
-    "auc", "auc_low", "auc_high", "half_life", "half_life_low", "half_life_high",
-    "half_life_censored", "final",
-    "survival_median", "survival_censored_share",
+    "n",
+    "auc", "auc_low", "auc_high", "auc_n", "auc_method",
+    "half_life", "half_life_low", "half_life_high", "half_life_n", "half_life_method",
+    "half_life_censored",
+    "final", "final_low", "final_high", "final_n", "final_method",
+    "survival_median", "survival_median_low", "survival_median_high", "survival_median_n",
+    "survival_median_method", "survival_censored_share",
 ]  # fmt: skip
+TEXT_COLUMNS = [c for c in BEHAVIOUR_COLUMNS if c.endswith("_method")]
+COUNT_COLUMNS = ["n"] + [c for c in BEHAVIOUR_COLUMNS if c.endswith("_n")]
 TOKEN_COLUMNS = ["tokens_generated", "tokens_injected", "tokens_restated", "token_overhead"]
 
 
@@ -152,29 +159,15 @@ def _alpha_table(fits: pd.DataFrame, layers: Sequence[int]) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------- behaviour
-def _shim_anytime_auc(frame: pd.DataFrame, w: pd.DataFrame) -> pd.DataFrame:
-    # SHIM until branch `stats` lands: AUC interval = anytime CS over per-sample AUCs
-    passes = window_passes(w)
-    per_sample = passes.groupby(["model", "item", "policy", "sample"])["passed"].mean()
-    for i, row in frame.iterrows():
-        values = per_sample.loc[(row["model"], row["item"], row["policy"])].sort_index()
-        ci = mean_interval(values.to_numpy(), level=0.95, lower=0, upper=1, anytime=True)
-        frame.loc[i, ["auc_low", "auc_high"]] = [ci.low, ci.high]
-    return frame
-
-
-def _behaviour_table(
-    windows: pd.DataFrame, n_boot: int, seed: int, anytime: bool = False
-) -> pd.DataFrame:
+def _behaviour_table(windows: pd.DataFrame, level: float, anytime: bool) -> pd.DataFrame:
     cols = [*CONDITION, *BEHAVIOUR_COLUMNS]
     if windows is None or windows.empty:
         return pd.DataFrame(columns=cols)
     w = scoring_rows(windows)
-    frame = summary_frame(adherence_summary(w, n_boot=n_boot, seed=seed))
+    frame = summary_frame(adherence_summary(w, level=level, anytime=anytime))
     if frame.empty:
         return pd.DataFrame(columns=cols)
-    if anytime:
-        frame = _shim_anytime_auc(frame, w)
+    frame = frame.rename(columns={"n_samples": "n"})  # the samples every interval rests on
     n = (frame["failures"] + frame["censored"]).astype(float)
     frame["survival_censored_share"] = frame["censored"] / n.where(n > 0, math.nan)
     # Items are unique across suites, so dropping `task` merges nothing.
@@ -187,8 +180,7 @@ def summarise_conditions(
     generations_tokens: pd.DataFrame | None,
     layers: Sequence[int] | None = None,
     *,
-    n_boot: int = 1000,
-    seed: int = 0,
+    level: float = DEFAULT_LEVEL,
     anytime: bool = False,
 ) -> pd.DataFrame:
     """summary.csv: one row per condition seen in any input, columns `summary_columns(layers)`.
@@ -196,13 +188,13 @@ def summarise_conditions(
 
     layers: hidden-state indices reported as alpha_L<k> (default: middle and last). A condition
     with no divergence (probe off, or the untrained twin which generates nothing) keeps NaN in
-    the columns it lacks.
+    the columns it lacks. anytime: the adherence intervals are confidence sequences.
     """
     fits = fits if fits is not None else pd.DataFrame()
     layers = list(default_layers(fits) if layers is None else layers)
     tables = [
         _alpha_table(fits, layers),
-        _behaviour_table(windows, n_boot, seed, anytime),
+        _behaviour_table(windows, level, anytime),
         tokens_by_condition(generations_tokens)
         if generations_tokens is not None and not generations_tokens.empty
         else pd.DataFrame(columns=[*CONDITION, *TOKEN_COLUMNS]),
@@ -213,7 +205,8 @@ def summarise_conditions(
         out = out.merge(t.astype({c: str for c in CONDITION}), on=CONDITION, how="left")
     out = out.reindex(columns=summary_columns(layers))
     if not out.empty:
-        counts = TOKEN_COLUMNS[:-1]
-        floats = [c for c in out.columns if c not in (*CONDITION, "half_life_censored", *counts)]
+        counts = TOKEN_COLUMNS[:-1] + COUNT_COLUMNS
+        kept = (*CONDITION, "half_life_censored", *TEXT_COLUMNS, *counts)
+        floats = [c for c in out.columns if c not in kept]
         out = out.astype({**{c: float for c in floats}, **{c: "Int64" for c in counts}})
     return results.result_frame(results.SummaryRow, out)

@@ -17,10 +17,13 @@ FILES = ("turn_adherence.csv", "conversations.csv", "turns.csv")
 
 
 def _interval(row: dict, base: str) -> str:
+    """`value [low, high] (n = N)` as stored; the value alone where no interval was formed."""
     low, high = row.get(f"{base}_low"), row.get(f"{base}_high")
     if low is None or high is None or pd.isna(low) or pd.isna(high):
         return fmt_num(row.get(base))
-    return f"{fmt_num(row.get(base))} [{fmt_num(low)}, {fmt_num(high)}]"
+    n = row.get(f"{base}_n")
+    size = "" if n is None or pd.isna(n) else f" (n = {int(n)})"
+    return f"{fmt_num(row.get(base))} [{fmt_num(low)}, {fmt_num(high)}]{size}"
 
 
 def _pct(value) -> str:
@@ -37,13 +40,15 @@ def _turn_figures(curve: pd.DataFrame) -> tuple[str, dict]:
     html = figure(
         "fig-turn-adherence",
         "a(k): share of samples whose reply to user turn k passes every check that could "
-        "decide (each reply scored whole), per policy, with its 95 % bootstrap band over "
-        "samples. Turn 1 answers the prompt; later turns follow scripted or simulated users.",
+        "decide (each reply scored whole), per policy, with its 95 % exact binomial band "
+        "(pointwise) over samples. Turn 1 answers the prompt; later turns follow scripted "
+        "or simulated users.",
         fig_a.layout.height,
     ) + figure(
         "fig-turn-survival",
         "Kaplan-Meier over turns: share of samples with no failing reply up to turn k "
-        "(censored at the last scored reply), with a 95 % bootstrap band.",
+        "(censored at the last scored reply), with a 95 % pointwise band (exact binomial bounds "
+        "on the share failed by turn k).",
         fig_s.layout.height,
     )
     return html, {"fig-turn-adherence": fig_a, "fig-turn-survival": fig_s}

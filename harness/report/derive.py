@@ -53,7 +53,7 @@ def adherence_curve(data: RunData) -> tuple[pd.DataFrame | None, str]:
         return _sorted(out.reindex(columns=CURVE_COLUMNS)), "adherence_curve.csv"
     windows = data.frame("windows.csv")
     if windows is not None:
-        out = adherence_curves(_windows_for_scoring(windows), n_boot=300)
+        out = adherence_curves(_windows_for_scoring(windows))
         out = out.groupby([*CONDITION, "t"], as_index=False).agg(
             {"a": "mean", "a_low": "mean", "a_high": "mean", "n": "sum"}
         )  # tasks merged: an item id is unique across suites

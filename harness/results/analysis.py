@@ -25,15 +25,32 @@ class SummaryRow(ResultRow):
     alpha_mean_low: float
     """mean of the layers' alpha_low"""
     alpha_mean_high: float
+    n: int | None
+    """samples with a decided window, the units of the adherence intervals (empty for twins:
+    alpha only)"""
     auc: float
     auc_low: float
     auc_high: float
+    auc_n: int | None
+    """samples the interval rests on"""
+    auc_method: str | None
+    """the interval's method (docs/architecture.md, "Statistics")"""
     half_life: float
     half_life_low: float
     half_life_high: float
+    half_life_n: int | None
+    half_life_method: str | None
     half_life_censored: bool | None
     final: float
+    final_low: float
+    final_high: float
+    final_n: int | None
+    final_method: str | None
     survival_median: float
+    survival_median_low: float
+    survival_median_high: float
+    survival_median_n: int | None
+    survival_median_method: str | None
     survival_censored_share: float
     """share of samples that never failed"""
     tokens_generated: int | None
@@ -58,9 +75,12 @@ class CorrelationRow(ResultRow):
     spearman: float
     spearman_low: float
     spearman_high: float
+    spearman_method: str
+    """the interval's method (docs/architecture.md, "Statistics"); n is its n"""
     pearson: float
     pearson_low: float
     pearson_high: float
+    pearson_method: str
     perm_p: float
     """permutation p-value of the Spearman coefficient"""
 
@@ -78,6 +98,8 @@ class PredictorRow(ResultRow):
     """cross-validated AUROC of the window-violation predictor"""
     auroc_low: float
     auroc_high: float
+    method: str
+    """the interval's method; its n is n_samples"""
     n_windows: int
     n_samples: int
     """samples (the folds group by sample)"""
@@ -106,6 +128,10 @@ class PolicyRow(ResultRow):
     """value - none_value"""
     delta_low: float
     delta_high: float
+    n: int
+    """pairs (sample k of the policy and of `none`) the interval rests on"""
+    method: str
+    """the interval's method (docs/architecture.md, "Statistics")"""
     token_overhead: float
     pareto: bool
     """on the Pareto front of (auc, token overhead)"""
@@ -130,7 +156,7 @@ class CalibrationRow(ResultRow):
     n: int
     """windows both decided"""
     n_records: int
-    """records those windows come from (the units of the bootstrap)"""
+    """records those windows come from (the units of the intervals)"""
     agree_pass: int
     agree_fail: int
     judge_only_pass: int
@@ -140,10 +166,16 @@ class CalibrationRow(ResultRow):
     accuracy: float
     accuracy_low: float
     accuracy_high: float
+    accuracy_n: int
+    """records the interval rests on"""
+    accuracy_method: str
+    """the interval's method (docs/architecture.md, "Statistics")"""
     kappa: float
     """Cohen's kappa"""
     kappa_low: float
     kappa_high: float
+    kappa_n: int
+    kappa_method: str
     reason: str
 
 
@@ -158,17 +190,21 @@ class CarriedRow(ResultRow):
     policy: str
     fork_t: int
     records: int
-    """forked records (the units of the bootstrap)"""
+    """forked records"""
     draws: int
     """draws per arm and record"""
     adherence_with: float
-    """share of passing draws of arm `with` over the forked records"""
+    """mean over the records (n) of each record's share of passing draws of arm `with`"""
     adherence_without: float
-    """share of passing draws of arm `without` over the forked records"""
+    """the same for arm `without`"""
     dependence: float
     """adherence_with - adherence_without"""
     dependence_low: float
     dependence_high: float
+    n: int
+    """records with both arms decided: the units of the interval"""
+    method: str
+    """the interval's method (docs/architecture.md, "Statistics")"""
     kl: float
     """mean next-token KL(p_with || p_without) at the fork"""
     abs_delta_logp: float
@@ -194,6 +230,8 @@ class LinkageRow(ResultRow):
     spearman: float
     spearman_low: float
     spearman_high: float
+    method: str
+    """the interval's method (docs/architecture.md, "Statistics")"""
 
 
 class GateRow(ResultRow):

@@ -48,6 +48,7 @@ SHARED_DOCS = {
     "reason": "why a value is missing or undetermined; empty otherwise",
     "metric": "the metric the row measures",
     "n": "the units the row's intervals rest on",
+    "method": 'the method of the row\'s interval (docs/architecture.md, "Statistics")',
     "fork_t": "continuation tokens both arms share before they continue (see Forks)",
     "auc": "mean of a(t) over the condition's grid points",
     "half_life": "first t where a(t) < a(first) / 2; NaN when censored",
@@ -74,7 +75,13 @@ SHARED_DOCS = {
     "min": "the gate's lower bound (NaN: none)", "max": "the gate's upper bound (NaN: none)",
 }  # fmt: skip
 # An interval bound's doc (the one interval convention: `<metric>_low`, `<metric>_high`).
-BOUND_DOCS = {"low": "lower bound of {}'s interval", "high": "upper bound of {}'s interval"}
+# `<metric>_n` and `<metric>_method`: the units and the method of that interval (harness.stats).
+BOUND_DOCS = {
+    "low": "lower bound of {}'s interval",
+    "high": "upper bound of {}'s interval",
+    "n": "units {}'s interval rests on",
+    "method": 'method of {}\'s interval (docs/architecture.md, "Statistics")',
+}
 
 _KINDS = {str: "str", int: "int", float: "float", bool: "bool"}
 

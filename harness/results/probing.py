@@ -74,6 +74,11 @@ class FitRow(ResultRow):
     """the power-law exponent: metric ~ t^-alpha; NaN when degenerate"""
     alpha_low: float
     alpha_high: float
+    n: int
+    """pairs the interval rests on (1: a single curve)"""
+    method: str
+    """the interval's method: `block-bootstrap (curve noise)` or `bootstrap over 2 pairs (curve
+    noise)` where it reflects one or two curves' noise, not sample-to-sample variation"""
     r2: float
     """R^2 of the log-log fit"""
     t_min: int

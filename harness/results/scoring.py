@@ -100,7 +100,7 @@ class AdherenceRow(ResultRow):
     item: str
     policy: str
     n_samples: int
-    """samples with a decided window (the units of the bootstrap)"""
+    """samples with a decided window (the units of every interval in the row)"""
     n_points: int
     """grid points of a(t): the window starts seen in the condition"""
     a_first: float
@@ -109,19 +109,32 @@ class AdherenceRow(ResultRow):
     """mean of a(t) over the grid points"""
     auc_low: float
     auc_high: float
+    auc_n: int
+    """samples the AUC interval rests on"""
+    auc_method: str
+    """the interval's method (docs/architecture.md, "Statistics")"""
     half_life: float
     """first t where a(t) < a_first / 2; NaN when censored"""
     half_life_low: float
-    """inf where most draws never halve; NaN when no draw has a(first) > 0"""
+    """inf: the band says a(t) never halved within the run"""
     half_life_high: float
+    """inf: a(t) may never halve within the run"""
+    half_life_n: int
+    half_life_method: str
     half_life_censored: bool
     """a(t) never fell below half its first value within the run"""
     final: float
     """mean a(t) over the last quarter of the grid points"""
+    final_low: float
+    final_high: float
+    final_n: int
+    final_method: str
     survival_median: float
     """Kaplan-Meier median time to the first failing window; inf when fewer than half fail"""
     survival_median_low: float
     survival_median_high: float
+    survival_median_n: int
+    survival_median_method: str
     failures: int
     """samples with a failing window"""
     censored: int
@@ -145,6 +158,8 @@ class AdherenceCurveRow(ResultRow):
     a_high: float
     n: int
     """samples with a decided window covering t"""
+    method: str
+    """the interval's method (pointwise)"""
 
 
 class SurvivalRow(ResultRow):
@@ -163,6 +178,10 @@ class SurvivalRow(ResultRow):
     """S(t): share of samples with no failing window up to t"""
     survival_low: float
     survival_high: float
+    n: int
+    """samples of the condition"""
+    method: str
+    """the band's method (pointwise)"""
 
 
 class TurnAdherenceRow(ResultRow):
@@ -184,10 +203,14 @@ class TurnAdherenceRow(ResultRow):
     a_high: float
     n: int
     """samples whose reply k was decided"""
+    a_method: str
+    """a(k)'s interval method (pointwise)"""
     survival: float
     """S(k): share of samples with no failing reply up to turn k"""
     survival_low: float
     survival_high: float
+    survival_method: str
+    """S(k)'s band method (pointwise)"""
 
 
 class ConversationRow(ResultRow):
@@ -201,7 +224,7 @@ class ConversationRow(ResultRow):
     item: str
     policy: str
     n_samples: int
-    """samples (the units of the bootstrap)"""
+    """samples (conversations: the units of the intervals)"""
     n_turns: int | None
     """the last turn scored; empty in pooled rows"""
     a_first: float
@@ -210,8 +233,15 @@ class ConversationRow(ResultRow):
     """mean of a(k) over the turns"""
     mean_low: float
     mean_high: float
+    mean_n: int | None
+    mean_method: str | None
+    """the interval's method (docs/architecture.md, "Statistics")"""
     first_fail_median: float
     """first turn where S(k) <= 0.5; inf if never"""
+    first_fail_median_low: float
+    first_fail_median_high: float
+    first_fail_median_n: int | None
+    first_fail_median_method: str | None
     pressure_turn: float
     """the condition's first pressure turn; NaN without one"""
     before: float
@@ -222,6 +252,8 @@ class ConversationRow(ResultRow):
     """after - before"""
     pressure_delta_low: float
     pressure_delta_high: float
+    pressure_delta_n: int | None
+    pressure_delta_method: str | None
     tokens_generated: int | None
     tokens_injected: int | None
     token_overhead: float

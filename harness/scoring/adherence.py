@@ -5,21 +5,29 @@ check that could decide passed (undetermined checks are ignored; a window where 
 is left out).
 a(t) = share of samples whose window covering t passes, evaluated at the window starts seen in
 the condition; AUC = mean of a over those points; half-life = first t where
-a(t) < a(first window)/2 (censored if never), with a percentile-bootstrap CI over samples;
-final = mean a over the last quarter of the
-points; survival = time (t_start) to the first failing window, Kaplan-Meier, censored at the
-last window's t_end for samples that never fail.
+a(t) < a(first window)/2 (censored if never); final = mean a over the last quarter of the
+points; survival = time (t_start) to the first failing window, censored at the last window's
+t_end for samples that never fail; its median is the Kaplan-Meier median.
+
+Intervals (harness.stats; docs/architecture.md, "Statistics"), the sample being the unit:
+a(t) pointwise exact binomial; AUC and final the bounded-mean interval of the per-sample
+values (exact binomial when each is 0 or 1, a betting interval otherwise); half-life by
+inverting a simultaneous band of a(t); survival median from exact binomial bounds on the share
+failed by t. `anytime=True` makes each a confidence sequence (valid under optional stopping,
+samples in the order of their index).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
 
 from harness import results
 from harness.results import AdherenceCurveRow, AdherenceRow, SurvivalRow, result_frame
+from harness.stats import DEFAULT_LEVEL, Interval, binomial_interval, mean_interval, none_interval
 
 # pandas groups by lists: a tuple would be one key
 TASK_CONDITION = list(results.TASK_CONDITION)
@@ -40,54 +48,66 @@ def window_passes(windows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _pass_matrix(cond: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(grid t (G,), matrix (S, G) of 1/0/NaN: sample s's window covering t passes)."""
+    """(grid t (G,), matrix (S, G) of 1/0/NaN: sample s's window covering t passes; where a
+    sample's windows overlap, its later row wins)."""
     grid = np.sort(cond["t_start"].unique())
-    samples = list(cond.groupby(RUN_SAMPLE, sort=True))
-    matrix = np.full((len(samples), len(grid)), np.nan)
-    for s, (_, rows) in enumerate(samples):
-        for start, end, ok in rows[["t_start", "t_end", "passed"]].itertuples(index=False):
-            covered = (grid >= start) & (grid <= end)
-            matrix[s, covered] = float(ok)
+    groups = cond.groupby(RUN_SAMPLE, sort=True)
+    sample = groups.ngroup().to_numpy()
+    first = np.searchsorted(grid, cond["t_start"].to_numpy(), side="left")
+    stop = np.searchsorted(grid, cond["t_end"].to_numpy(), side="right")
+    span = np.maximum(stop - first, 0)
+    rows = np.repeat(np.arange(len(cond)), span)
+    cols = np.repeat(first, span) + np.arange(span.sum()) - np.repeat(np.cumsum(span) - span, span)
+    matrix = np.full((groups.ngroups, len(grid)), np.nan)
+    matrix[sample[rows], cols] = cond["passed"].to_numpy(dtype=float)[rows]
     return grid, matrix
 
 
-def _bootstrap(matrix: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """(n_boot, G) a(t) curves from samples drawn with replacement."""
-    picks = rng.integers(0, matrix.shape[0], size=(n_boot, matrix.shape[0]))  # (B, S)
-    draws = matrix[picks]  # (B, S, G)
-    with np.errstate(invalid="ignore"), _quiet():
-        return np.nanmean(draws, axis=1)  # (B, G)
-
-
-class _quiet:
-    def __enter__(self):
-        import warnings
-
-        self._ctx = warnings.catch_warnings()
-        self._ctx.__enter__()
+def _nanmean(x: np.ndarray, axis: int) -> np.ndarray:
+    with warnings.catch_warnings():  # all-NaN slices are expected NaNs here
         warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(x, axis=axis)
 
-    def __exit__(self, *exc):
-        return self._ctx.__exit__(*exc)
+
+def point_band(
+    matrix: np.ndarray, *, level: float, anytime: bool = False, points: int = 1
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """(low (G,), high (G,), method) of a(t) at each point, over the samples covering it;
+    `points` > 1: Bonferroni over that many points, so the band holds at all of them at once."""
+    adjusted = 1 - (1 - level) / points
+    if not anytime:
+        covered = ~np.isnan(matrix)
+        k, n = np.nansum(matrix, axis=0), covered.sum(axis=0)
+        low, high = binomial_interval(k, n, level=adjusted)
+        method = "clopper-pearson"
+    else:
+        cis = [mean_interval(col, level=adjusted, anytime=True) for col in matrix.T]
+        low, high = np.array([c.low for c in cis]), np.array([c.high for c in cis])
+        method = "beta-binomial-cs"
+    return low, high, method if points == 1 else f"{method}, bonferroni over {points} points"
 
 
 def adherence_curves(
-    windows: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
+    windows: pd.DataFrame, *, level: float = DEFAULT_LEVEL, anytime: bool = False
 ) -> pd.DataFrame:
-    """a(t) per condition with percentile-bootstrap bands over samples.
+    """a(t) per condition with pointwise intervals over samples.
 
     Columns: AdherenceCurveRow's (n: samples with a window covering t).
     """
-    rng = np.random.default_rng(seed)
     frames = []
     for key, cond in window_passes(windows).groupby(TASK_CONDITION, sort=True):
         grid, matrix = _pass_matrix(cond)
-        with _quiet():
-            a = np.nanmean(matrix, axis=0)
-            boots = _bootstrap(matrix, n_boot, rng)
-            low, high = np.nanpercentile(boots, [50 * (1 - ci), 50 * (1 + ci)], axis=0)
-        n = (~np.isnan(matrix)).sum(axis=0)
-        frame = pd.DataFrame({"t": grid, "a": a, "a_low": low, "a_high": high, "n": n})
+        low, high, method = point_band(matrix, level=level, anytime=anytime)
+        frame = pd.DataFrame(
+            {
+                "t": grid,
+                "a": _nanmean(matrix, 0),
+                "a_low": low,
+                "a_high": high,
+                "n": (~np.isnan(matrix)).sum(axis=0),
+                "method": method,
+            }  # fmt: skip
+        )
         for col, value in zip(TASK_CONDITION, key, strict=True):
             frame.insert(TASK_CONDITION.index(col), col, value)
         frames.append(frame)
@@ -112,114 +132,184 @@ def curve_metrics(t: np.ndarray, a: np.ndarray) -> dict[str, float | bool]:
     )
 
 
-def half_life_draws(t: np.ndarray, curves: np.ndarray) -> np.ndarray:
-    """The half-life of each of many a(t) curves (B, G), NaN where undetermined -> (B,).
-
-    inf for a curve that never falls below half its first determined value (it never halved
-    within the run: larger than any t seen), NaN for an empty curve or one whose first value
-    is 0 (nothing to halve), as `curve_metrics` leaves those censored.
-    """
-    valid = ~np.isnan(curves)
-    a = np.where(valid, curves, 0.0)
-    first = np.take_along_axis(a, valid.argmax(axis=1)[:, None], axis=1)[:, 0]
-    below = valid & (a < first[:, None] / 2)
-    half = np.where(below.any(axis=1), t[below.argmax(axis=1)], np.inf)
-    return np.where(valid.any(axis=1) & (first > 0), half, np.nan)
+def sample_metrics(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-sample AUC and final (S,): the mean of the sample's verdicts over the curve's points
+    (its last quarter for final), NaN for a sample with none there. Their means are the
+    curve's AUC and final when every sample covers every point."""
+    keep = ~np.isnan(_nanmean(matrix, 0))
+    m = matrix[:, keep]
+    quarter = max(1, math.ceil(m.shape[1] / 4))
+    return _nanmean(m, 1), _nanmean(m[:, -quarter:], 1)
 
 
-def half_life_band(t: np.ndarray, curves: np.ndarray, ci: float) -> tuple[float, float]:
-    """Percentile CI of the half-life over bootstrap curves. The bounds are drawn values
-    (method lower/higher: a half-life is a grid t, and inf, a draw that never halved, must not
-    enter an interpolation)."""
-    draws = half_life_draws(t, curves)
-    if np.isnan(draws).all():
-        return math.nan, math.nan
-    low = np.nanpercentile(draws, 50 * (1 - ci), method="lower")
-    high = np.nanpercentile(draws, 50 * (1 + ci), method="higher")
-    return float(low), float(high)
+def half_life_interval(
+    t: np.ndarray, matrix: np.ndarray, *, level: float, anytime: bool = False
+) -> Interval:
+    """Half-life interval by inverting a simultaneous band [L, U] of a(t) over its points t0 <
+    t1 < ...: on the band, a(t) cannot have halved before the first t with L(t) < U(t0)/2 (the
+    low end), and has surely halved by the first t with U(t) < L(t0)/2 (the high end; inf when
+    no t is sure). inf at the low end: the band says it never halved within the run."""
+    a = _nanmean(matrix, 0)
+    keep = ~np.isnan(a)
+    t, m = t[keep], matrix[:, keep]
+    est = curve_metrics(t, a[keep])["half_life"] if len(t) else math.nan
+    n = int((~np.isnan(m)).any(axis=1).sum()) if len(t) else 0
+    if len(t) == 0:
+        return none_interval(math.nan, 0, "no determined window")
+    low, high, method = point_band(m, level=level, anytime=anytime, points=len(t))
+    maybe = np.nonzero(low[1:] < high[0] / 2)[0]
+    surely = np.nonzero(high[1:] < low[0] / 2)[0]
+    lo = float(t[1:][maybe[0]]) if len(maybe) else math.inf
+    hi = float(t[1:][surely[0]]) if len(surely) else math.inf
+    return Interval(float(est), lo, hi, n, f"band inversion ({method})")
 
 
 def first_failures(passes: pd.DataFrame) -> pd.DataFrame:
     """Per sample: duration (t_start of its first failing window, else last t_end) and event."""
-    rows = []
-    for key, sample in passes.groupby(TASK_CONDITION + RUN_SAMPLE, sort=True):
-        sample = sample.sort_values("t_start")
-        failed = sample[~sample["passed"]]
-        if len(failed):
-            rows.append((*key, float(failed["t_start"].iloc[0]), True))
-        else:
-            rows.append((*key, float(sample["t_end"].max()), False))
-    return pd.DataFrame(rows, columns=[*TASK_CONDITION, *RUN_SAMPLE, "duration", "event"])
+    keys = TASK_CONDITION + RUN_SAMPLE
+    p = passes.sort_values([*keys, "t_start"])
+    fail_start = p["t_start"].where(~p["passed"])
+    grouped = pd.DataFrame({"fail": fail_start, "end": p["t_end"]}).groupby(
+        [p[k] for k in keys], sort=True, dropna=False
+    )
+    agg = grouped.agg(fail=("fail", "min"), end=("end", "max")).reset_index()
+    event = agg["fail"].notna()
+    agg["duration"] = np.where(event, agg["fail"], agg["end"]).astype(float)
+    agg["event"] = event.to_numpy()
+    return agg[[*TASK_CONDITION, *RUN_SAMPLE, "duration", "event"]]
 
 
-def _kaplan_meier(durations: pd.Series, events: pd.Series, ci: float):
-    from lifelines import KaplanMeierFitter
+def kaplan_meier(durations: np.ndarray, events: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(event times, S(t) just after each) of the product-limit estimator."""
+    times = np.unique(durations[events])
+    at_risk = (durations[None, :] >= times[:, None]).sum(axis=1)
+    died = (durations[None, :] == times[:, None]) & events[None, :]
+    return times, np.cumprod(1 - died.sum(axis=1) / at_risk)
 
-    kmf = KaplanMeierFitter(alpha=1 - ci)
-    kmf.fit(durations, event_observed=events)
-    return kmf
+
+def _failed_bounds(durations, events, times) -> tuple[np.ndarray, np.ndarray]:
+    """Per t: samples surely failed by t, and those that may have (a sample censored before t
+    may or may not have failed by t) -> (k_low, k_high) of shape (T,)."""
+    by_t = durations[None, :] <= times[:, None]
+    return (by_t & events[None, :]).sum(axis=1), by_t.sum(axis=1)
 
 
-def survival_curves(windows: pd.DataFrame, ci: float = 0.95) -> pd.DataFrame:
-    """Kaplan-Meier S(t) per condition: SurvivalRow's columns."""
+def survival_median_interval(
+    durations: np.ndarray, events: np.ndarray, *, level: float, anytime: bool = False
+) -> Interval:
+    """Kaplan-Meier median with an interval from bounds on F(t) = P(fail by t) at each observed
+    time: F(t) >= L(t) (failures counted, censored as not failed) and F(t) <= U(t) (censored
+    before t as failed). The median is > every t with U(t) < 1/2 and <= the first t with
+    L(t) >= 1/2 (inf if none). Fixed n: exact binomial bounds; the counts only grow with t,
+    so one pointwise interval suffices (the order-statistic interval when nothing is censored
+    early). anytime: confidence sequences, Bonferroni over the times."""
+    durations, events = np.asarray(durations, float), np.asarray(events, bool)
+    n = len(durations)
+    if n == 0:
+        return none_interval(math.nan, 0, "no sample")
+    times, surv = kaplan_meier(durations, events)
+    below = np.nonzero(surv <= 0.5)[0]
+    est = float(times[below[0]]) if len(below) else math.inf
+    grid = np.unique(durations)
+    k_low, k_high = _failed_bounds(durations, events, grid)
+    if anytime:
+        level_t = 1 - (1 - level) / len(grid)  # samples in their given (arrival) order
+        f_low = [_cs(durations <= t, events, level_t, True) for t in grid]
+        f_high = [_cs(durations <= t, events, level_t, False) for t in grid]
+        low_f, high_f = np.array(f_low), np.array(f_high)
+        method = f"binomial bounds (beta-binomial-cs, bonferroni over {len(grid)} times)"
+    else:
+        low_f = binomial_interval(k_low, np.full(len(grid), n), level=level)[0]
+        high_f = binomial_interval(k_high, np.full(len(grid), n), level=level)[1]
+        method = "binomial bounds (clopper-pearson)"
+    # the last time before U(t) first reaches 1/2 (all of them if it never does), else 0
+    reach = np.nonzero(high_f >= 0.5)[0]
+    first = reach[0] if len(reach) else len(grid)
+    lo = float(grid[first - 1]) if first > 0 else 0.0
+    over = np.nonzero(low_f >= 0.5)[0]
+    hi = float(grid[over[0]]) if len(over) else math.inf
+    return Interval(est, lo, hi, n, method)
+
+
+def _cs(by_t: np.ndarray, events: np.ndarray, level: float, surely: bool) -> float:
+    """One end of the CS of F(t): low end from sure failures, high end from possible ones."""
+    ci = mean_interval((by_t & events) if surely else by_t, level=level, anytime=True)
+    return ci.low if surely else ci.high
+
+
+def _condition_summary(
+    key, cond: pd.DataFrame, surv: pd.DataFrame, level: float, anytime: bool
+) -> AdherenceRow:
+    grid, matrix = _pass_matrix(cond)
+    metrics = curve_metrics(grid, _nanmean(matrix, 0))
+    auc_s, final_s = sample_metrics(matrix)
+    auc = mean_interval(auc_s, level=level, anytime=anytime)
+    final = mean_interval(final_s, level=level, anytime=anytime)
+    half = half_life_interval(grid, matrix, level=level, anytime=anytime)
+    durations, events = surv["duration"].to_numpy(float), surv["event"].to_numpy(bool)
+    median = survival_median_interval(durations, events, level=level, anytime=anytime)
+    fields: dict = {}
+    for name, ci in (
+        ("auc", auc),
+        ("final", final),
+        ("half_life", half),
+        ("survival_median", median),
+    ):
+        fields.update(ci.row(name))
+    # the curve's own point values (equal to the per-sample means when every sample covers
+    # every point); half_life is the curve's too
+    fields.update(metrics)
+    return AdherenceRow(
+        **dict(zip(TASK_CONDITION, map(str, key), strict=True)),
+        n_samples=matrix.shape[0],
+        n_points=len(grid),
+        failures=int(events.sum()),
+        censored=int((~events).sum()),
+        **fields,
+    )
+
+
+def adherence_summary(
+    windows: pd.DataFrame, *, level: float = DEFAULT_LEVEL, anytime: bool = False
+) -> list[AdherenceRow]:
+    """AUC, final, half-life and survival median with their intervals, per condition.
+    anytime=True: every interval a confidence sequence (for sampling until decided)."""
+    passes = window_passes(windows)
+    durations = first_failures(passes)
+    by_condition = dict(iter(durations.groupby(TASK_CONDITION, sort=True)))
+    return [
+        _condition_summary(key, cond, by_condition[key], level, anytime)
+        for key, cond in passes.groupby(TASK_CONDITION, sort=True)
+    ]
+
+
+def survival_curves(windows: pd.DataFrame, *, level: float = DEFAULT_LEVEL) -> pd.DataFrame:
+    """Kaplan-Meier S(t) per condition: model, task, item, policy, t, survival, survival_low,
+    survival_high, n, method. The band is pointwise: 1 - the binomial bounds on F(t) of
+    `survival_median_interval` (exact when no sample is censored before t)."""
     frames = []
     for key, cond in first_failures(window_passes(windows)).groupby(TASK_CONDITION, sort=True):
-        kmf = _kaplan_meier(cond["duration"], cond["event"], ci)
-        band = kmf.confidence_interval_survival_function_
+        d, e = cond["duration"].to_numpy(float), cond["event"].to_numpy(bool)
+        times, surv = kaplan_meier(d, e)
+        times, surv = np.concatenate([[0.0], times]), np.concatenate([[1.0], surv])
+        k_low, k_high = _failed_bounds(d, e, times)
+        n = np.full(len(times), len(d))
+        low = 1 - binomial_interval(k_high, n, level=level)[1]
+        high = 1 - binomial_interval(k_low, n, level=level)[0]
         frame = pd.DataFrame(
             {
-                "t": kmf.survival_function_.index.to_numpy(),
-                "survival": kmf.survival_function_.iloc[:, 0].to_numpy(),
-                "survival_low": band.iloc[:, 0].to_numpy(),
-                "survival_high": band.iloc[:, 1].to_numpy(),
-            }
+                "t": times,
+                "survival": surv,
+                "survival_low": low,
+                "survival_high": high,
+                "n": n,
+                "method": "binomial bounds (clopper-pearson)",
+            }  # fmt: skip
         )
         for col, value in zip(TASK_CONDITION, key, strict=True):
             frame.insert(TASK_CONDITION.index(col), col, value)
         frames.append(frame)
     return result_frame(SurvivalRow, pd.concat(frames, ignore_index=True) if frames else ())
-
-
-def adherence_summary(
-    windows: pd.DataFrame, n_boot: int = 1000, ci: float = 0.95, seed: int = 0
-) -> list[AdherenceRow]:
-    """AUC and half-life (with bootstrap CIs), final adherence and survival median per condition."""
-    from lifelines.utils import median_survival_times
-
-    rng = np.random.default_rng(seed)
-    passes = window_passes(windows)
-    durations = first_failures(passes)
-    out = []
-    for key, cond in passes.groupby(TASK_CONDITION, sort=True):
-        grid, matrix = _pass_matrix(cond)
-        with _quiet():
-            metrics = curve_metrics(grid, np.nanmean(matrix, axis=0))
-            boots = _bootstrap(matrix, n_boot, rng)  # (B, G)
-            auc_low, auc_high = np.nanpercentile(
-                np.nanmean(boots, axis=1), [50 * (1 - ci), 50 * (1 + ci)]
-            )
-            half_life_low, half_life_high = half_life_band(grid, boots, ci)
-        surv = durations.set_index(TASK_CONDITION).loc[[key]]
-        kmf = _kaplan_meier(surv["duration"], surv["event"], ci)
-        median_ci = median_survival_times(kmf.confidence_interval_).to_numpy().ravel()
-        out.append(
-            AdherenceRow(
-                **dict(zip(TASK_CONDITION, map(str, key), strict=True)),
-                n_samples=matrix.shape[0],
-                n_points=len(grid),
-                auc_low=float(auc_low),
-                auc_high=float(auc_high),
-                half_life_low=half_life_low,
-                half_life_high=half_life_high,
-                survival_median=float(kmf.median_survival_time_),
-                survival_median_low=float(median_ci[0]),
-                survival_median_high=float(median_ci[1]),
-                failures=int(surv["event"].sum()),
-                censored=int((~surv["event"].astype(bool)).sum()),
-                **metrics,
-            )
-        )
-    return out
 
 
 def summary_frame(summaries: list[AdherenceRow]) -> pd.DataFrame:

@@ -32,14 +32,15 @@ def load_tokenizer(name: str | None):
     return AutoTokenizer.from_pretrained(resolve_model(name).path)
 
 
-def adherence_frames(windows) -> dict:
+def adherence_frames(windows, *, level: float = 0.95, anytime: bool = False) -> dict:
     """The adherence files of a scored set of windows, by file name: per-condition metrics
-    (adherence.csv), a(t) with CI bands (adherence_curve.csv), Kaplan-Meier (survival.csv)."""
+    (adherence.csv), a(t) with CI bands (adherence_curve.csv), Kaplan-Meier (survival.csv).
+    anytime: the intervals are confidence sequences (harness.stats)."""
 
     return {
-        "adherence.csv": summary_frame(adherence_summary(windows)),
-        "adherence_curve.csv": adherence_curves(windows),
-        "survival.csv": survival_curves(windows),
+        "adherence.csv": summary_frame(adherence_summary(windows, level=level, anytime=anytime)),
+        "adherence_curve.csv": adherence_curves(windows, level=level, anytime=anytime),
+        "survival.csv": survival_curves(windows, level=level),
     }
 
 

@@ -34,35 +34,41 @@ class AnalyseStage:
         import pandas as pd
 
         bar = ctx.progress.bar("analyse", 1)
+        st = ctx.config.stats  # one level and number of draws for every interval
         windows, fits = ctx.frame("windows.csv"), ctx.frame("fits.csv")
         tokens = token_frame(ctx.records)
         layers = default_layers(fits) if not fits.empty else []
         # a sequential run looks at its gates after every batch: anytime-valid intervals
-        anytime = ctx.config.sequential is not None
+        anytime = st.anytime or ctx.config.sequential is not None
         summary = summarise_conditions(
-            fits if not fits.empty else None, windows, tokens, layers, anytime=anytime
-        )
+            fits if not fits.empty else None, windows, tokens, layers,
+            level=st.level, anytime=anytime,
+        )  # fmt: skip
         if self.summary_only:
             bar.finish()
             return {"summary.csv": summary}
-        out: dict = {**adherence_frames(windows), "summary.csv": summary}
-        out["correlation.csv"] = correlate_alpha_behaviour(summary)
+        out: dict = {
+            **adherence_frames(windows, level=st.level, anytime=anytime),
+            "summary.csv": summary,
+        }
+        out["correlation.csv"] = correlate_alpha_behaviour(summary, level=st.level)
         divergence, nexttoken = ctx.frame("divergence.csv"), ctx.frame("nexttoken.csv")
         features = window_features(windows, divergence, nexttoken, layers)
-        out["predictor.csv"] = predict_violations(features)
-        out["policies.csv"] = compare_policies(windows, tokens)
-        out["calibration.csv"] = judge_calibration(windows)
+        out["predictor.csv"] = predict_violations(features, n_boot=st.draws, ci=st.level)
+        out["policies.csv"] = compare_policies(windows, tokens, level=st.level)
+        out["calibration.csv"] = judge_calibration(windows, level=st.level, draws=st.draws)
         carried = carried_of(ctx, nexttoken)
         if carried is not None:
             out["carried.csv"] = carried
         no_forks = pd.DataFrame()
         out["linkage.csv"] = linkage_frame(
-            fits, windows, out["correlation.csv"], carried if carried is not None else no_forks
-        )
+            fits, windows, out["correlation.csv"], carried if carried is not None else no_forks,
+            level=st.level,
+        )  # fmt: skip
         turns = ctx.frame("turns.csv")
         if not turns.empty:  # conversations: adherence by turn, pressure effect
-            out["turn_adherence.csv"] = turn_curves(turns)
-            out["conversations.csv"] = conversation_summary(turns, tokens)
+            out["turn_adherence.csv"] = turn_curves(turns, level=st.level)
+            out["conversations.csv"] = conversation_summary(turns, tokens, level=st.level)
         bar.finish()
         return out
 
@@ -75,4 +81,5 @@ def carried_of(ctx, nexttoken):
         return None
     records = forked_records(forks, ctx.records)
     lengths = {(r.model, r.item, r.policy, r.sample): len(r.continuation_ids) for r in records}
-    return carried_frame(ctx.frame("forks.csv"), lengths, list(forks.at), nexttoken)
+    level = ctx.config.stats.level
+    return carried_frame(ctx.frame("forks.csv"), lengths, list(forks.at), nexttoken, level=level)

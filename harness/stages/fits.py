@@ -29,7 +29,12 @@ class FitsStage:
             for (model, item, policy), members in sorted(groups.items())
         ]
         bar = ctx.progress.bar("fits", 1)
-        fits = fit_table(table, ctx.config.probe.t_min, pool_models=True, ident=IDENT)
+        st = ctx.config.stats
+        # per-pair fits (one curve's noise, ~100 curves a pair) take at most 200 draws
+        fits = fit_table(
+            table, ctx.config.probe.t_min, n_boot_pair=min(st.draws, 200),
+            n_boot_pooled=st.draws, pool_models=True, ident=IDENT, level=st.level,
+        )  # fmt: skip
         fits = result_frame(FitRow, fits)
         bar.finish()
         return {"fits.csv": fits}

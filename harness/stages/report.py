@@ -45,6 +45,8 @@ class ManifestStage:
             "name": config.name,
             "config": json.loads(config.model_dump_json()),
             "policies": config.policy_labels(),
+            # the level and draws of every interval written (docs/architecture.md, "Statistics")
+            "stats": config.stats.model_dump(),
             "versions": package_versions(),
             "models": {
                 m.name: {"path": str(m.path), "content_key": m.content_key, "source": m.source}

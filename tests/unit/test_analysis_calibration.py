@@ -51,7 +51,7 @@ def test_kappa_matches_sklearn_on_random_verdicts():
     rng = np.random.default_rng(3)
     code = rng.random(200) < 0.6
     judge = np.where(rng.random(200) < 0.75, code, ~code)
-    row = judge_calibration(windows_from(list(zip(judge, code, strict=True))), n_boot=200)
+    row = judge_calibration(windows_from(list(zip(judge, code, strict=True))))
     expected = cohen_kappa_score(judge, code)
     assert row.loc[0, "kappa"] == pytest.approx(expected)
     assert row.loc[0, "accuracy"] == pytest.approx(np.mean(judge == code))
@@ -124,7 +124,9 @@ def test_judge_and_code_meet_only_on_the_same_record_and_window():
 
 def test_one_record_or_one_verdict_everywhere_says_why():
     one = judge_calibration(windows_from(table_pairs(3, 1, 0, 1), per_record=10)).iloc[0]
-    assert one["reason"] == "one record: no bootstrap CI" and math.isnan(one["kappa_low"])
+    # one record is one unit: the intervals are formed, and say they know nothing
+    assert one["reason"] == "" and (one["kappa_low"], one["kappa_high"]) == (-1.0, 1.0)
+    assert one["kappa_n"] == one["accuracy_n"] == 1 and one["kappa_method"].startswith("projection")
     same = judge_calibration(windows_from(table_pairs(10, 0, 0, 0))).iloc[0]
     assert math.isnan(same["kappa"]) and same["accuracy"] == 1.0
     assert same["reason"].startswith("kappa undefined")

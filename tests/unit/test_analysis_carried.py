@@ -9,7 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.analysis.carried import arm_passes, carried_frame, dependence_ci, settled_from
+from harness.analysis.carried import (
+    arm_passes,
+    carried_frame,
+    dependence_interval,
+    settled_from,
+)
 from harness.analysis.linkage import linkage_frame, sample_alpha_auc, within_items
 
 MODEL, ITEM, POLICY = "m", "fr", "none"
@@ -33,21 +38,24 @@ def _lengths(*lengths: int) -> dict:
 
 
 def test_prompt_dependence_then_carried_by_text():
-    forks = _forks(
-        {
-            (0, 0, "with"): [True, True], (0, 0, "without"): [False, False],
-            (1, 0, "with"): [True, True], (1, 0, "without"): [False, False],
-            (0, 64, "with"): [True, True], (0, 64, "without"): [True, True],
-            (1, 64, "with"): [True, True], (1, 64, "without"): [True, True],
-        }
-    )  # fmt: skip
-    carried = carried_frame(forks, _lengths(100, 100), [0, 64])
+    verdicts = {}
+    for s in range(8):  # 8 records: at 0 the prompt decides every draw, at 64 nothing does
+        verdicts |= {(s, 0, "with"): [True, True], (s, 0, "without"): [False, False]}
+        verdicts |= {(s, 64, "with"): [True, True], (s, 64, "without"): [True, True]}
+    carried = carried_frame(_forks(verdicts), _lengths(*[100] * 8), [0, 64])
     first, second = carried.to_dict("records")
     assert (first["adherence_with"], first["adherence_without"], first["dependence"]) == (1, 0, 1)
-    assert (first["dependence_low"], first["dependence_high"]) == (1, 1)
-    assert (first["records"], first["draws"]) == (2, 2)
-    assert second["dependence"] == 0 and second["dependence_low"] == second["dependence_high"] == 0
+    # 8 records each +1: exact binomial on [-1, 1]
+    assert first["dependence_low"] == pytest.approx(-1 + 2 * 0.025 ** (1 / 8))
+    assert first["dependence_high"] == 1 and first["method"] == "clopper-pearson"
+    assert (first["records"], first["draws"], first["n"]) == (8, 2, 8)
+    assert second["dependence"] == 0 and second["dependence_low"] < 0 < second["dependence_high"]
     assert settled_from(carried) == 64
+    # 2 records x 2 draws (the quickstart's) cannot tell: no degenerate [1, 1]
+    two = carried_frame(
+        _forks({k: v for k, v in verdicts.items() if k[0] < 2}), _lengths(100, 100), [0]
+    )
+    assert two.loc[0, "dependence_low"] < 0 and two.loc[0, "n"] == 2
 
 
 def test_dependence_ci_resamples_paired_draws():
@@ -61,18 +69,19 @@ def test_dependence_ci_resamples_paired_draws():
     assert row["adherence_with"] == pytest.approx(0.75)
     assert row["adherence_without"] == pytest.approx(0.25)
     assert row["dependence"] == pytest.approx(0.5)
-    # every paired difference is 0 or 1, so no resample can go below 0 or above 1
-    assert 0 <= row["dependence_low"] < 0.5 < row["dependence_high"] <= 1
+    # the unit is the record: two records with dependence 0.5 each
+    assert row["n"] == 2 and row["method"] == "betting"
+    assert -1 <= row["dependence_low"] < 0.5 < row["dependence_high"] <= 1
 
 
 def test_dependence_ci_contains_truth_for_a_constant_shift():
     rng = np.random.default_rng(1)
     with_arm = (rng.random((40, 8)) < 0.8).astype(float)
     without_arm = (rng.random((40, 8)) < 0.3).astype(float)
-    low, high = dependence_ci(with_arm, without_arm, n_boot=2000, ci=0.95, seed=0)
+    ci = dependence_interval(with_arm, without_arm)
     point = with_arm.mean() - without_arm.mean()
-    assert low < point < high
-    assert low < 0.5 < high and high - low < 0.25
+    assert ci.low < point < ci.high and ci.estimate == pytest.approx(point) and ci.n == 40
+    assert ci.low < 0.5 < ci.high and ci.width < 0.35
 
 
 def test_position_past_a_record_is_skipped_with_a_reason():
@@ -152,7 +161,7 @@ def test_within_item_coefficients_cancel_where_the_cross_item_one_would_not():
     up = [(0.1, 0.25), (0.2, 0.5), (0.3, 0.75), (0.4, 1.0)]
     down = [(0.5, 1.0), (0.6, 0.75), (0.7, 0.5), (0.8, 0.25)]
     fits, windows = _fits_and_windows({"a": up, "b": down})
-    rows = within_items(sample_alpha_auc(fits, windows), n_boot=500, ci=0.95, seed=0)
+    rows = within_items(sample_alpha_auc(fits, windows), level=0.95)
     by = {(r["kind"], r["item"]): r for r in rows}
     assert by[("alpha_auc_item", "a")]["spearman"] == pytest.approx(1.0)
     assert by[("alpha_auc_item", "b")]["spearman"] == pytest.approx(-1.0)
@@ -170,9 +179,14 @@ def test_linkage_keeps_the_cross_condition_coefficient_beside_and_kl_vs_dependen
         dict(model=MODEL, item="a", policy="none", fork_t=[0, 32, 64, 128],
              kl=[0.3, 0.05, 0.02, 0.01], dependence=[0.5, 0.2, 0.0, -0.1])
     )  # fmt: skip
-    link = linkage_frame(fits, windows, correlation, carried, n_boot=200)
+    link = linkage_frame(fits, windows, correlation, carried)
     kinds = link.set_index("kind")
     assert kinds.loc["alpha_auc_across", "spearman"] == 0.7
     assert kinds.loc["alpha_auc_item", "spearman"] == pytest.approx(1.0)
     assert kinds.loc["kl_dependence_item", "spearman"] == pytest.approx(1.0)
     assert kinds.loc["kl_dependence_item", "n"] == 4
+    # 4 positions: the Fisher-z interval of a perfect rank order (n >= 4), not [1, 1]
+    assert kinds.loc["kl_dependence_item", "spearman_low"] < 1
+    assert kinds.loc["kl_dependence_item", "method"] == "fisher-z (bonett-wright)"
+    # 3 samples: no interval, and the method says why
+    assert kinds.loc["alpha_auc_item", "method"] == "none (n < 4)"

@@ -21,7 +21,9 @@ def test_perfect_monotone_relation():
     x = np.linspace(0.2, 1.5, 10)
     row = correlate(x, np.exp(3 * x), n_perm=10_000)
     assert row["spearman"] == pytest.approx(1.0)
-    assert row["spearman_low"] == pytest.approx(1.0) and row["spearman_high"] == pytest.approx(1)
+    # a perfect rank order of 10 conditions: not the degenerate [1, 1]
+    assert 0.85 < row["spearman_low"] < 0.99 and row["spearman_high"] == pytest.approx(1)
+    assert row["spearman_method"] == "fisher-z (bonett-wright)"
     assert row["pearson"] < 1.0  # monotone but not linear
     assert row["perm_p"] < 0.01
     assert row["perm_p"] == pytest.approx(1 / 10_001)  # no permutation of 10 values reaches 1
@@ -38,7 +40,7 @@ def test_values_match_scipy_and_ci_covers_estimate():
     rng = np.random.default_rng(5)
     x = rng.normal(size=40)
     y = 0.6 * x + rng.normal(size=40)
-    row = correlate(x, y, n_boot=2000)
+    row = correlate(x, y)
     assert row["pearson"] == pytest.approx(pearsonr(x, y)[0])
     assert row["spearman"] == pytest.approx(spearmanr(x, y)[0])
     assert row["spearman_low"] < row["spearman"] < row["spearman_high"]
@@ -93,7 +95,8 @@ def test_tied_conditions_still_give_an_interval():
 def test_degenerate_rows_are_nan(x, y, n):
     row = correlate(np.array(x), np.array(y))
     assert row["n"] == n
-    assert all(math.isnan(row[c]) for c in COLUMNS[3:])
+    assert all(math.isnan(row[c]) for c in COLUMNS[3:] if not c.endswith("_method"))
+    assert row["spearman_method"].startswith("none (") and row["pearson_method"].startswith("none")
 
 
 def test_vectorised_coefficients_are_nan_for_constant_rows():
@@ -122,7 +125,7 @@ def _summary_frame():
 
 
 def test_table_over_summary_columns():
-    out = correlate_alpha_behaviour(_summary_frame(), n_perm=2000, n_boot=500)
+    out = correlate_alpha_behaviour(_summary_frame(), n_perm=2000)
     assert list(out.columns) == COLUMNS
     assert out[["x", "y"]].values.tolist() == [
         [x, y] for x in ("alpha_mean", "alpha_L15") for y in ("auc", "final", "half_life")
@@ -136,8 +139,8 @@ def test_table_over_summary_columns():
 
 def test_table_deterministic_and_handles_empty_and_missing_columns():
     frame = _summary_frame()
-    a = correlate_alpha_behaviour(frame, n_perm=500, n_boot=200, seed=4)
-    b = correlate_alpha_behaviour(frame, n_perm=500, n_boot=200, seed=4)
+    a = correlate_alpha_behaviour(frame, n_perm=500, seed=4)
+    b = correlate_alpha_behaviour(frame, n_perm=500, seed=4)
     pd.testing.assert_frame_equal(a, b)
     empty = correlate_alpha_behaviour(frame.iloc[:0])
     assert len(empty) == 6 and empty["n"].eq(0).all()
@@ -145,3 +148,17 @@ def test_table_deterministic_and_handles_empty_and_missing_columns():
     assert len(missing) == 1 and math.isnan(missing.loc[0, "spearman"])
     none = correlate_alpha_behaviour(pd.DataFrame({"auc": [1.0]}))
     assert none.empty and list(none.columns) == COLUMNS
+
+
+def test_correlation_interval_needs_four_conditions():
+    from harness.stats import correlation_interval
+
+    three = correlation_interval(0.5, 3, kind="pearson")
+    assert math.isnan(three.low) and three.method == "none (n < 4)"
+    # Fisher z by hand: tanh(atanh(0.5) -+ 1.96 / sqrt(17))
+    twenty = correlation_interval(0.5, 20, kind="pearson")
+    half = 1.959964 / math.sqrt(17)
+    assert twenty.low == pytest.approx(math.tanh(math.atanh(0.5) - half), rel=1e-5)
+    assert twenty.high == pytest.approx(math.tanh(math.atanh(0.5) + half), rel=1e-5)
+    wider = correlation_interval(0.5, 20, kind="spearman")
+    assert wider.low < twenty.low and wider.high > twenty.high

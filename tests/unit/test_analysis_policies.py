@@ -16,6 +16,7 @@ from harness.analysis.policies import (
     point_metrics,
 )
 from harness.scoring.adherence import curve_metrics
+from harness.stats import mean_interval
 
 from .test_analysis_frames import tokens_frame, windows_frame
 
@@ -35,11 +36,17 @@ def _get(out, item, policy, metric):
 def test_always_pass_vs_always_fail_gives_delta_one():
     conds = _conds(policies=("none", "restate"))
     windows = windows_frame(conds, passed=lambda m, i, p, s, w: p == "restate")
-    out = compare_policies(windows, tokens_frame(conds), n_boot=500)
+    out = compare_policies(windows, tokens_frame(conds))
     assert list(out.columns) == COLUMNS
     auc = _get(out, "fr", "restate", "auc")
     assert (auc["value"], auc["none_value"], auc["delta"]) == (1.0, 0.0, 1.0)
-    assert auc["delta_low"] == 1.0 and auc["delta_high"] == 1.0  # CI excludes 0
+    # 4 pairs, each +1: exact binomial on [-1, 1], so 4 pairs cannot exclude 0 (6 would)
+    assert auc["delta_low"] == pytest.approx(-1 + 2 * 0.025**0.25) and auc["delta_high"] == 1.0
+    assert (auc["n"], auc["method"]) == (4, "clopper-pearson")
+    six = compare_policies(
+        windows_frame(conds, n_samples=6, passed=lambda m, i, p, s, w: p == "restate"), None
+    )
+    assert _get(six, "fr", "restate", "auc")["delta_low"] > 0
     assert _get(out, "fr", "restate", "final")["delta"] == 1.0
     # none never passes: a(first) = 0, nothing to halve -> NaN; restate never halves -> the
     # last window start (a lower bound).
@@ -55,10 +62,15 @@ def test_paired_ci_narrower_than_unpaired_spread():
         return window < sample + 1 + (policy == "restate")
 
     conds = _conds(policies=("none", "restate"))
-    out = compare_policies(windows_frame(conds, n_samples=6, passed=passed), None, n_boot=500)
+    out = compare_policies(windows_frame(conds, n_samples=6, passed=passed), None)
     auc = _get(out, "fr", "restate", "auc")
-    assert auc["delta"] == pytest.approx(1 / 8)
-    assert auc["delta_low"] == pytest.approx(1 / 8) and auc["delta_high"] == pytest.approx(1 / 8)
+    assert auc["delta"] == pytest.approx(1 / 8) and auc["method"] == "betting"
+    assert auc["delta_low"] < 1 / 8 < auc["delta_high"]
+    # pairing pays: narrower than the two conditions' own intervals combined
+    arms = [mean_interval([(min(s + 1 + extra, 8)) / 8 for s in range(6)]) for extra in (1, 0)]
+    assert auc["delta_high"] - auc["delta_low"] < arms[0].high - arms[1].low - (
+        arms[0].low - arms[1].high
+    )
     assert math.isnan(auc["token_overhead"]) and not auc["pareto"]  # no token counts
 
 
@@ -67,9 +79,9 @@ def test_noisy_delta_ci_covers_the_estimate_and_baseline_rows_are_zero():
     conds = _conds(items=("fr", "de"))
     share = {"none": 0.3, "restate": 0.9, "periodic-64-user": 0.6}
     windows = windows_frame(
-        conds, n_samples=8, passed=lambda m, i, p, s, w: bool(rng.random() < share[p])
+        conds, n_samples=24, passed=lambda m, i, p, s, w: bool(rng.random() < share[p])
     )
-    out = compare_policies(windows, tokens_frame(conds), n_boot=1000, seed=1)
+    out = compare_policies(windows, tokens_frame(conds))
     for item in ("fr", "de", "all"):
         row = _get(out, item, "restate", "auc")
         assert row["delta_low"] <= row["delta"] <= row["delta_high"]
@@ -92,10 +104,10 @@ def test_pairing_uses_sample_index_common_to_both():
     conds = _conds(policies=("none", "restate"))
     windows = windows_frame(conds, n_samples=4, passed=lambda m, i, p, s, w: p == "restate")
     windows = windows[~((windows["policy"] == "none") & (windows["sample"] == 3))]
-    out = compare_policies(windows, None, n_boot=200)
+    out = compare_policies(windows, None)
     assert _get(out, "fr", "restate", "auc")["delta"] == 1.0
     only_restate = windows[windows["policy"] == "restate"]
-    alone = compare_policies(only_restate, None, n_boot=50)
+    alone = compare_policies(only_restate, None)
     row = _get(alone, "fr", "restate", "auc")
     assert row["value"] == 1.0 and math.isnan(row["none_value"]) and math.isnan(row["delta"])
 
@@ -110,7 +122,7 @@ def test_token_overhead_and_pareto():
     tokens = tokens_frame(
         conds, injected=injected.get, restated=lambda p: 20 if p == "restate" else 0
     )
-    out = compare_policies(windows, tokens, n_boot=100)
+    out = compare_policies(windows, tokens)
     periodic = _get(out, "all", "periodic-64-user", "auc")
     assert periodic["token_overhead"] == pytest.approx(100 / 512)
     assert _get(out, "fr", "restate", "auc")["token_overhead"] == pytest.approx(20 / 512)
@@ -159,20 +171,18 @@ def test_degenerate_inputs():
     assert empty.empty and list(empty.columns) == COLUMNS
     undetermined = windows_frame(_conds(), passed=lambda *a: None)
     assert compare_policies(undetermined, None).empty
-    one = compare_policies(windows_frame(_conds(policies=("none",)), n_samples=1), None, n_boot=20)
+    one = compare_policies(windows_frame(_conds(policies=("none",)), n_samples=1), None)
     assert set(one["item"]) == {"fr", "all"} and one["delta"].eq(0).all()
 
 
-def test_deterministic_for_a_seed_and_independent_of_other_policies():
+def test_deterministic_and_independent_of_other_policies():
     rng = np.random.default_rng(9)
     windows = windows_frame(_conds(), passed=lambda *a: bool(rng.random() < 0.5))
-    a = compare_policies(windows, None, n_boot=300, seed=2)
-    pd.testing.assert_frame_equal(a, compare_policies(windows, None, n_boot=300, seed=2))
-    fewer = compare_policies(
-        windows[windows["policy"] != "periodic-64-user"], None, n_boot=300, seed=2
-    )
+    a = compare_policies(windows, None)
+    pd.testing.assert_frame_equal(a, compare_policies(windows, None))
+    fewer = compare_policies(windows[windows["policy"] != "periodic-64-user"], None)
     row_a, row_b = _get(a, "fr", "restate", "auc"), _get(fewer, "fr", "restate", "auc")
-    assert row_a["delta_low"] == row_b["delta_low"]  # per-policy generators
+    assert row_a["delta_low"] == row_b["delta_low"]
 
 
 def test_half_life_means_one_thing_per_name_across_summary_and_policies():
@@ -184,7 +194,7 @@ def test_half_life_means_one_thing_per_name_across_summary_and_policies():
     # none: passes in windows 0-2 only, so it halves at window 3; restate: always passes
     windows = windows_frame(conds, passed=lambda m, i, p, s, w: p == "restate" or w < 3)
     tokens = tokens_frame(conds)
-    policies = compare_policies(windows, tokens, n_boot=50)
+    policies = compare_policies(windows, tokens)
     summary = summarise_conditions(None, windows, tokens, []).set_index("policy")
     assert "half_life" not in set(policies["metric"])
     capped = _get(policies, "fr", "restate", "half_life_capped")["value"]

@@ -43,7 +43,10 @@ def test_adherence_by_turn_and_survival_over_turns():
     # first failures: s0 at 3, s1 at 4, s2 at 2, s3 never (censored at 4)
     assert curve["survival"].tolist() == pytest.approx([1.0, 0.75, 0.5, 0.25])
     assert (curve["a_low"] <= curve["a"]).all() and (curve["a"] <= curve["a_high"]).all()
-    assert curve.loc[0, "a_low"] == curve.loc[0, "a_high"] == 1.0
+    # 4 of 4 pass at turn 1: exact binomial, not [1, 1]
+    assert curve.loc[0, "a_low"] == pytest.approx(0.025**0.25) and curve.loc[0, "a_high"] == 1
+    assert (curve["survival_low"] <= curve["survival"]).all()
+    assert (curve["survival"] <= curve["survival_high"]).all()
 
 
 def test_pressure_split_pooling_and_token_overhead():
@@ -54,6 +57,9 @@ def test_pressure_split_pooling_and_token_overhead():
     assert row["before"] == pytest.approx(7 / 8) and row["after"] == pytest.approx(4 / 7)
     assert row["pressure_delta"] == pytest.approx(4 / 7 - 7 / 8)
     assert row["pressure_delta_low"] <= row["pressure_delta"] <= row["pressure_delta_high"]
+    assert row["pressure_delta_n"] == 4 and row["pressure_delta_method"] == "betting"
+    assert row["mean_low"] <= row["mean"] <= row["mean_high"] and row["mean_n"] == 4
+    assert row["first_fail_median_n"] == 4
     assert row["first_fail_median"] == 3 and row["pressure_turn"] == 3
     assert row["token_overhead"] == pytest.approx(20 / 400)
     assert row["mean"] == pytest.approx((1 + 0.75 + 2 / 3 + 0.5) / 4)

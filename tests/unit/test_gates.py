@@ -59,7 +59,8 @@ BAD_GATES = {
     "interval of a metric without one": (
         [{"metric": "token_overhead", "policy": "none", "max": 0.5, "use": "interval"}],
         "gates[0]: metric 'token_overhead' has no interval, so use: interval is impossible "
-        "(auc, half_life, alpha_mean have one); drop `use` or write `use: value`",
+        "(auc, half_life, final, survival_median, alpha_mean have one); drop `use` or write "
+        "`use: value`",
     ),
     "retired ci_low": (
         [{"metric": "auc", "policy": "none", "min": 0.8, "use": "ci_low"}],
@@ -132,7 +133,9 @@ def _summary(overrides: dict | None = None) -> pd.DataFrame:
                 "auc": auc, "auc_low": auc - 0.2, "auc_high": auc + 0.05,
                 "half_life": 193.0, "half_life_low": 129.0, "half_life_high": 321.0,
                 "half_life_censored": False, "final": auc - 0.1,
-                "survival_median": 257.0, "survival_censored_share": 0.25,
+                "final_low": auc - 0.3, "final_high": auc + 0.05,
+                "survival_median": 257.0, "survival_median_low": 129.0,
+                "survival_median_high": math.inf, "survival_censored_share": 0.25,
                 "tokens_generated": 512, "tokens_injected": int(512 * overhead),
                 "tokens_restated": 0, "token_overhead": overhead,
             })  # fmt: skip

@@ -79,7 +79,7 @@ def test_every_interval_is_metric_low_and_metric_high():
 
 def test_result_frame_orders_the_declared_columns_and_checks_every_cell():
     row = {"model": "m", "task": "d", "item": "x", "policy": "none", "t": 1}
-    row |= {"a": 0.5, "a_low": 0.25, "a_high": 0.75, "n": 4}
+    row |= {"a": 0.5, "a_low": 0.25, "a_high": 0.75, "n": 4, "method": "clopper-pearson"}
     frame = result_frame(AdherenceCurveRow, [dict(reversed(list(row.items())))])
     assert list(frame.columns) == AdherenceCurveRow.columns()
     assert frame.iloc[0].to_dict() == row
@@ -119,7 +119,7 @@ def test_the_docs_tables_are_generated_from_the_models():
 
 def test_the_report_reads_a_file_through_its_model(tmp_path):
     row = {"model": "m", "task": "d", "item": "007", "policy": "none", "t": 1}
-    row |= {"a": 0.5, "a_low": 0.25, "a_high": 0.75, "n": 4}
+    row |= {"a": 0.5, "a_low": 0.25, "a_high": 0.75, "n": 4, "method": "clopper-pearson"}
     path = tmp_path / "adherence_curve.csv"
     result_frame(AdherenceCurveRow, [row]).to_csv(path, index=False)
     frame, problem = read_result(path, AdherenceCurveRow)

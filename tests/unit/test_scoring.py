@@ -162,17 +162,22 @@ def test_adherence_curve_auc_half_life_final():
             3: [True, True, None, False],  # undetermined window left out at t = 129
         }
     )
-    curve = adherence_curves(frame, n_boot=200)
+    curve = adherence_curves(frame)
     assert curve["t"].tolist() == [1, 65, 129, 193]
     assert curve["a"].tolist() == pytest.approx([1.0, 0.75, 1 / 3, 0.0])
     assert curve["n"].tolist() == [4, 4, 3, 4]
-    assert (curve["a_low"] <= curve["a"] + 1e-12).all()
-    assert (curve["a"] <= curve["a_high"] + 1e-12).all()
-    (summary,) = adherence_summary(frame, n_boot=200)
+    assert (curve["a_low"] <= curve["a"]).all() and (curve["a"] <= curve["a_high"]).all()
+    # pointwise exact binomial: 4 of 4 at t = 1, 0 of 4 at t = 193
+    assert curve["a_low"].iloc[0] == pytest.approx(0.025**0.25)
+    assert curve["a_high"].iloc[-1] == pytest.approx(1 - 0.025**0.25)
+    assert set(curve["method"]) == {"clopper-pearson"}
+    (summary,) = adherence_summary(frame)
     assert summary.auc == pytest.approx((1 + 0.75 + 1 / 3 + 0) / 4)
     assert summary.half_life == 129 and not summary.half_life_censored
     assert summary.final == 0.0
     assert summary.auc_low <= summary.auc <= summary.auc_high
+    assert summary.auc_method == "betting" and summary.auc_n == 4  # per-sample AUCs in (0, 1)
+    assert summary.final_method == "clopper-pearson" and summary.final_high < 0.61
 
 
 def test_half_life_censored_when_never_halved():
@@ -188,39 +193,53 @@ def test_survival_kaplan_meier_median_and_censoring():
     durations = first_failures(window_passes(frame))
     assert durations.sort_values("sample")["duration"].tolist() == [65, 129, 256, 1]
     assert durations.sort_values("sample")["event"].tolist() == [True, True, False, True]
-    (summary,) = adherence_summary(frame, n_boot=50)
+    (summary,) = adherence_summary(frame)
     # KM: S drops to 3/4 at 1, 2/4 at 65 -> median 65
     assert summary.survival_median == 65 and summary.failures == 3 and summary.censored == 1
+    # 4 samples cannot bound the median: F(t) <= 1/2 is never excluded, F(t) < 1/2 neither
+    assert (summary.survival_median_low, summary.survival_median_high) == (0.0, math.inf)
     curve = survival_curves(frame)
     assert curve["survival"].iloc[-1] == pytest.approx(0.25)
+    assert (curve["survival_low"] <= curve["survival"]).all()
+    assert (curve["survival"] <= curve["survival_high"]).all()
 
 
-def test_half_life_draws_inf_when_never_halved_nan_when_nothing_to_halve():
-    from harness.scoring.adherence import half_life_draws
-
-    t = np.array([1, 65, 129, 193])
-    curves = np.array(
-        [
-            [1.0, 0.75, 1 / 3, 0.0],  # halves at 129
-            [np.nan, 0.8, 0.6, 0.5],  # first determined value 0.8: never below 0.4
-            [0.0, 0.5, 1.0, 1.0],  # starts at 0: nothing to halve
-            [np.nan] * 4,
-        ]
-    )
-    draws = half_life_draws(t, curves)
-    assert draws[0] == 129 and math.isinf(draws[1])
-    assert math.isnan(draws[2]) and math.isnan(draws[3])
+def test_survival_median_order_statistic_interval():
+    # 20 samples failing at windows 0..19 in turn (one each), none censored: the exact
+    # distribution-free median interval is [x_(6), x_(15)] (P(Bin(20, 1/2) <= 5) = 0.021)
+    frame = _windows_frame({s: [True] * s + [False] for s in range(20)}, width=1)
+    (summary,) = adherence_summary(frame)
+    starts = [k + 1 for k in range(20)]  # t_start of window k is k * 1 + 1
+    assert summary.survival_median == starts[9]
+    assert (summary.survival_median_low, summary.survival_median_high) == (starts[4], starts[14])
+    assert summary.survival_median_method == "binomial bounds (clopper-pearson)"
 
 
-def test_half_life_ci_brackets_the_estimate_and_is_open_ended_when_draws_never_halve():
+def test_sticky_four_of_four_does_not_clear_a_high_bound():
+    # the case: 4 of 4 samples pass every window; a gate `auc low >= 0.8` must not pass
+    (summary,) = adherence_summary(_windows_frame({s: [True] * 4 for s in range(4)}))
+    assert summary.auc == 1.0 and summary.auc_method == "clopper-pearson"
+    assert summary.auc_low == pytest.approx(0.025**0.25) and summary.auc_low < 0.8
+    (seq,) = adherence_summary(_windows_frame({s: [True] * 4 for s in range(4)}), anytime=True)
+    assert seq.auc_method == "beta-binomial-cs" and seq.auc_low < summary.auc_low
+
+
+def test_half_life_interval_inverts_a_simultaneous_band():
     halving = _windows_frame({s: [True, True, s % 2 == 0, False] for s in range(8)})
-    (summary,) = adherence_summary(halving, n_boot=400)
+    (summary,) = adherence_summary(halving)
     assert summary.half_life == 193 and not summary.half_life_censored
-    assert summary.half_life_low <= 193 <= summary.half_life_high
-    assert {summary.half_life_low, summary.half_life_high} <= {65.0, 129.0, 193.0, math.inf}
-    # 5 of 8 samples hold throughout: the mean curve never halves; draws where most of the
-    # failing samples are picked do halve, so the lower bound is finite, the upper infinite.
+    # a(129) = 1/2 may be below a(1)/2 on the band; nothing is surely halved with 8 samples
+    assert summary.half_life_low == 129 and math.isinf(summary.half_life_high)
+    assert summary.half_life_method.startswith("band inversion (clopper-pearson, bonferroni")
+    # 5 of 8 samples hold throughout: never halves; the band allows a halving at 193
     mostly_holding = _windows_frame({s: [True, True, True, s >= 3] for s in range(8)})
-    (summary,) = adherence_summary(mostly_holding, n_boot=400)
+    (summary,) = adherence_summary(mostly_holding)
     assert summary.half_life_censored and math.isnan(summary.half_life)
     assert summary.half_life_low == 193 and math.isinf(summary.half_life_high)
+    # 64 samples that all fail from the third window: decided at 129 exactly
+    decided = _windows_frame({s: [True, True, False, False] for s in range(64)})
+    (summary,) = adherence_summary(decided)
+    assert (summary.half_life_low, summary.half_life, summary.half_life_high) == (129,) * 3
+    # never halving for sure: the band keeps a(t) above a(first)/2 everywhere
+    (summary,) = adherence_summary(_windows_frame({s: [True] * 4 for s in range(64)}))
+    assert math.isinf(summary.half_life_low) and math.isinf(summary.half_life_high)

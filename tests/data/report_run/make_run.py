@@ -147,7 +147,10 @@ def _adherence_curve(windows: pd.DataFrame) -> pd.DataFrame:
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     g = g.assign(a_low=(centre - half).clip(0, 1), a_high=(centre + half).clip(0, 1))
-    return g.drop(columns="window")
+    return g.drop(columns="window").assign(method="wilson")
+
+
+BOOT = "percentile-bootstrap over pairs"
 
 
 def _write(out: Path, row, frame: pd.DataFrame, float_format: str | None = None) -> None:
@@ -192,7 +195,7 @@ def build_run(out: Path) -> Path:
         fh.writelines(json.dumps(r) + "\n" for r in records)
     windows = pd.DataFrame(rows)
     _write(out, WindowRow, windows)
-    adh = summary_frame(adherence_summary(windows, n_boot=200))
+    adh = summary_frame(adherence_summary(windows))
     _write(out, AdherenceRow, adh, "%.4g")
     _write(out, AdherenceCurveRow, _adherence_curve(windows), "%.4g")
     _write(out, DivergenceRow, _divergence(), "%.4g")
@@ -204,13 +207,14 @@ def build_run(out: Path) -> Path:
         inj = sum(x["tokens"]["injected"] for x in recs)
         res = sum(x["tokens"]["restated"] for x in recs)
         alpha = 0.65 - 0.1 * r.auc
+        intervals = {
+            c: getattr(r, c) for c in SummaryRow.columns() if c in AdherenceRow.model_fields
+        }
         summary.append({
+            **intervals,
+            "n": r.n_samples,
             "model": MODEL, "item": r.item, "policy": r.policy, "alpha_mean": alpha,
-            "alpha_mean_low": alpha - 0.05, "alpha_mean_high": alpha + 0.05, "auc": r.auc,
-            "auc_low": r.auc_low, "auc_high": r.auc_high, "half_life": r.half_life,
-            "half_life_low": r.half_life_low, "half_life_high": r.half_life_high,
-            "half_life_censored": r.half_life_censored, "final": r.final,
-            "survival_median": r.survival_median,
+            "alpha_mean_low": alpha - 0.05, "alpha_mean_high": alpha + 0.05,
             "survival_censored_share": r.censored / (r.censored + r.failures),
             "tokens_generated": gen,
             "tokens_injected": inj, "tokens_restated": res, "token_overhead": (inj + res) / gen,
@@ -219,22 +223,22 @@ def build_run(out: Path) -> Path:
     _write(out, SummaryRow, summary, "%.4g")
 
     fits = [
-        (m, item, policy, "all", layer, "rel_l2", a, a - 0.05, a + 0.05, 0.98, 16, 256, "")
+        (m, item, policy, "all", layer, "rel_l2", a, a - 0.05, a + 0.05, 4, BOOT, 0.98, 16, 256, "")
         for m, alphas in ((MODEL, ALPHA_TRAINED), (TWIN, ALPHA_TWIN))
         for item in ITEMS for policy in POLICIES for layer, a in alphas.items()
     ] + [  # the per-model pooled rows the report reads
-        (m, "all", "all", "all", layer, "rel_l2", a, a - 0.05, a + 0.05, 0.98, 16, 256, "")
+        (m, "all", "all", "all", layer, "rel_l2", a, a - 0.05, a + 0.05, 8, BOOT, 0.98, 16, 256, "")
         for m, alphas in ((MODEL, ALPHA_TRAINED), (TWIN, ALPHA_TWIN)) for layer, a in alphas.items()
     ]  # fmt: skip
     _write(out, FitRow, pd.DataFrame(fits, columns=FitRow.columns()))
     _write(out, CorrelationRow, pd.DataFrame([{
         "x": "alpha_mean", "y": "auc", "n": 6, "spearman": -0.71, "spearman_low": -0.95,
-        "spearman_high": 0.1, "pearson": -0.68, "pearson_low": -0.93, "pearson_high": 0.2,
-        "perm_p": 0.11,
+        "spearman_high": 0.1, "spearman_method": "fisher-z (bonett-wright)", "pearson": -0.68,
+        "pearson_low": -0.93, "pearson_high": 0.2, "pearson_method": "fisher-z", "perm_p": 0.11,
     }]))  # fmt: skip
     _write(out, PredictorRow, pd.DataFrame([
-        (MODEL, "divergence+log_t", 0.74, 0.62, 0.85, 192, 24, 40, 4, ""),
-        (MODEL, "log_t", 0.66, 0.55, 0.77, 192, 24, 40, 4, ""),
+        (MODEL, "divergence+log_t", 0.74, 0.62, 0.85, BOOT, 192, 24, 40, 4, ""),
+        (MODEL, "log_t", 0.66, 0.55, 0.77, BOOT, 192, 24, 40, 4, ""),
     ], columns=PredictorRow.columns()))  # fmt: skip
 
     pol = []
@@ -246,7 +250,7 @@ def build_run(out: Path) -> Path:
             best = max(best, r.auc)
             delta = r.auc - none["auc"]
             pol.append((MODEL, item, r.policy, "auc", r.auc, none["auc"], delta, delta - 0.1,
-                        delta + 0.1, r.token_overhead, pareto))  # fmt: skip
+                        delta + 0.1, SAMPLES, "betting", r.token_overhead, pareto))  # fmt: skip
     _write(out, PolicyRow, pd.DataFrame(pol, columns=PolicyRow.columns()))
 
     write_relay_csv(solve_relay(32, 3, 10_000), out / "relay.csv")
@@ -296,17 +300,18 @@ def _forks(out: Path) -> None:
                 "model": MODEL, "item": item, "policy": policy, "fork_t": t, "records": 2,
                 "draws": 4, "adherence_with": with_[i], "adherence_without": without[i],
                 "dependence": with_[i] - without[i], "dependence_low": cis[i][0],
-                "dependence_high": cis[i][1], "kl": 0.3 / (1 + t), "abs_delta_logp": 0.1,
+                "dependence_high": cis[i][1], "n": 2, "method": "betting",
+                "kl": 0.3 / (1 + t), "abs_delta_logp": 0.1,
                 "reason": "",
             })  # fmt: skip
     _write(out, CarriedRow, pd.DataFrame(rows))
     nan = float("nan")
     _write(out, LinkageRow, pd.DataFrame([
-        ("alpha_auc_item", MODEL, "french", "alpha", "auc", 12, 1, 0.55, nan, nan),
-        ("alpha_auc_item", MODEL, "pirate", "alpha", "auc", 12, 1, 0.35, nan, nan),
-        ("alpha_auc_within", MODEL, "", "alpha", "auc", 24, 2, 0.45, 0.12, 0.7),
-        ("alpha_auc_across", "", "", "alpha_mean", "auc", 6, nan, -0.71, -0.95, 0.1),
-        ("kl_dependence_item", MODEL, "french", "kl", "dependence", 8, 1, 0.8, nan, nan),
+        ("alpha_auc_item", MODEL, "french", "alpha", "auc", 12, 1, 0.55, nan, nan, "none (x)"),
+        ("alpha_auc_item", MODEL, "pirate", "alpha", "auc", 12, 1, 0.35, nan, nan, "none (x)"),
+        ("alpha_auc_within", MODEL, "", "alpha", "auc", 24, 2, 0.45, 0.12, 0.7, "fisher-z"),
+        ("alpha_auc_across", "", "", "alpha_mean", "auc", 6, nan, -0.71, -0.95, 0.1, "fisher-z"),
+        ("kl_dependence_item", MODEL, "french", "kl", "dependence", 8, 1, 0.8, nan, nan, "x"),
     ], columns=LinkageRow.columns()))  # fmt: skip
     arms = [
         {"model": MODEL, "item": "french", "policy": "none", "sample": 0, "fork_t": 64,
