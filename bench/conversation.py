@@ -56,14 +56,17 @@ def _specs(n: int, turns: int):
 def conversation_cost(engine, n: int, turns: int, turn_tokens: int) -> tuple[float, int, int]:
     """(seconds, tokens processed without cache hits, ideal tokens) for n conversations."""
     from harness.engines import SamplingSettings
-    from harness.policies import ChatFormat, run_policies
-    from harness.policies.library import NonePolicy
+    from harness.policies import ChatFormat, NonePolicy, policy_run, run_policies
 
     chat = ChatFormat(engine.tokenizer)
     settings = SamplingSettings(temperature=0.7, max_tokens=turns * turn_tokens)
     start = time.perf_counter()
     [records] = run_policies(
-        [(NonePolicy(), _specs(n, turns))], engine, chat, settings, turn_tokens=turn_tokens
+        [(policy_run(NonePolicy()), _specs(n, turns))],
+        engine,
+        chat,
+        settings,
+        turn_tokens=turn_tokens,
     )
     seconds = time.perf_counter() - start
     processed = sum(r.tokens.processed_uncached or r.tokens.processed for r in records)

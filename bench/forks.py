@@ -31,8 +31,7 @@ VARIANTS = [  # label, engine options, prime
 
 def make_records(engine, n: int, tokens: int):
     from harness.engines import SamplingSettings
-    from harness.policies import ChatFormat, SampleSpec, run_policy
-    from harness.policies.library import NonePolicy
+    from harness.policies import ChatFormat, NonePolicy, SampleSpec, policy_run, run_policy
 
     chat = ChatFormat(engine.tokenizer)
     topics = ["a lighthouse keeper", "a city of glass", "a dragon who bakes", "a lost robot"]
@@ -46,7 +45,7 @@ def make_records(engine, n: int, tokens: int):
         for i in range(n)
     ]
     settings = SamplingSettings(temperature=0.7, top_p=0.95, max_tokens=tokens)
-    return run_policy(NonePolicy(continue_on_eos=True), engine, chat, specs, settings)
+    return run_policy(policy_run(NonePolicy(), continue_on_eos=True), engine, chat, specs, settings)
 
 
 def fork_cost(engine, records, forks, prime: bool) -> dict:

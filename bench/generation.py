@@ -39,14 +39,13 @@ def _specs(n: int):
 
 def throughput(engine, n: int, tokens: int) -> float:
     from harness.engines import SamplingSettings
-    from harness.policies import ChatFormat, run_policy
-    from harness.policies.library import NonePolicy
+    from harness.policies import ChatFormat, NonePolicy, policy_run, run_policy
 
     chat = ChatFormat(engine.tokenizer)
     # greedy: transformers batches sampled requests only when they share a seed (one RNG per
     # batch), so sampling would time it one request at a time; greedy batches fully on both
     settings = SamplingSettings(temperature=0, max_tokens=tokens)
-    policy = NonePolicy(continue_on_eos=True)  # every sample runs to the full budget
+    policy = policy_run(NonePolicy(), continue_on_eos=True)  # every sample runs to the full budget
     start = time.perf_counter()
     records = run_policy(policy, engine, chat, _specs(n), settings)
     seconds = time.perf_counter() - start
@@ -58,15 +57,14 @@ def periodic_cost(engine, n: int, tokens: int) -> dict:
     the tokens each computed (prompt - prefix-cache hits + generated, summed over rounds): the
     token side of where periodic's extra time goes."""
     from harness.engines import SamplingSettings
-    from harness.policies import ChatFormat, run_policy
-    from harness.policies.library import NonePolicy, PeriodicPolicy
+    from harness.policies import ChatFormat, NonePolicy, PeriodicPolicy, policy_run, run_policy
 
     chat = ChatFormat(engine.tokenizer)
     settings = SamplingSettings(temperature=0.7, max_tokens=tokens)
     out = {}
     for name, policy in (
-        ("none", NonePolicy(continue_on_eos=True)),
-        ("periodic", PeriodicPolicy(128, "user", continue_on_eos=True)),
+        ("none", policy_run(NonePolicy(), continue_on_eos=True)),
+        ("periodic", policy_run(PeriodicPolicy(every=128, placement="user"), continue_on_eos=True)),
     ):
         start = time.perf_counter()
         records = run_policy(policy, engine, chat, _specs(n), settings)

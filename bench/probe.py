@@ -46,13 +46,13 @@ def _setup(model_name: str, tokens: int, with_model: bool = True):
     from transformers import AutoTokenizer
 
     from harness.models import resolve_model
-    from harness.probes.experiment import load_hf
+    from harness.probes.backend import HfBackend
     from harness.probes.pairs import encode_text
 
-    if with_model:
-        model, tokenizer = load_hf(model_name)
-    else:  # the vllm backend: its engine holds the weights, this process only the head
-        model, tokenizer = None, AutoTokenizer.from_pretrained(resolve_model(model_name).path)
+    path = resolve_model(model_name).path
+    # the vllm backend: its engine holds the weights, this process only the head
+    model = HfBackend(path).model() if with_model else None
+    tokenizer = AutoTokenizer.from_pretrained(path)
     a, b = encode_text(tokenizer, PROMPT_A), encode_text(tokenizer, PROMPT_B)
     g = torch.Generator().manual_seed(0)
     cont = torch.randint(100, 40000, (tokens,), generator=g).tolist()
@@ -195,9 +195,11 @@ def _child(model_name: str, tokens: int, chunk: int, what: str) -> dict | str:
 
 
 def rss_table(model_name: str, token_list: list[int], chunk: int) -> None:
-    from harness.probes.experiment import load_hf
+    from transformers import AutoConfig
 
-    cfg = load_hf(model_name)[0].config
+    from harness.models import resolve_model
+
+    cfg = AutoConfig.from_pretrained(resolve_model(model_name).path)
     kv_heads = cfg.num_key_value_heads
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     how = f"chunk {chunk} over a KV cache" if chunk else "whole sequence, no KV cache"

@@ -37,7 +37,7 @@ from harness.policy_specs import (
     policy_label,
 )
 from harness.sampling import SampleRange, sample_range
-from harness.schema import Strict, added_field
+from harness.schema import Strict
 from harness.suites import TaskItem, TaskSuite, UserSimulator, UserTurn
 from harness.userfiles import read_user_text
 
@@ -139,7 +139,7 @@ class GenerationConfig(Strict):
     max_model_len: int | None = Field(None, gt=0)
     # Conversations: max new tokens per assistant turn (a turn ends at EOS or here);
     # max_tokens stays the conversation's total budget of generated tokens.
-    turn_tokens: int | None = added_field(gt=0)
+    turn_tokens: int | None = Field(None, gt=0)
 
     @model_validator(mode="after")
     def _turn_fits(self) -> GenerationConfig:
@@ -243,7 +243,7 @@ class RunConfig(Strict):
     policies: list[PolicySpec] = Field(min_length=1)
     # Conversation items run under these when given (else under `policies`), so one config
     # compares within-reply policies on single replies and between-turn ones on conversations.
-    conversation_policies: list[PolicySpec] | None = added_field(min_length=1)
+    conversation_policies: list[PolicySpec] | None = Field(None, min_length=1)
     # an int: that many samples per condition; {min, max, batch?}: sample until the gates decide
     samples: Annotated[int | SampleRange, BeforeValidator(sample_range)] = Field(4)
     generation: GenerationConfig = GenerationConfig()
@@ -324,13 +324,11 @@ class RunConfig(Strict):
         return self
 
     def run_id(self) -> str:
-        """First 12 hex of sha256 of the config JSON. Gates are left out: they judge results
-        without changing them, so editing a threshold keeps the run (and configs without
-        gates keep the id they had before gates existed). Likewise an absent `forks`."""
+        """First 12 hex of sha256 of the config JSON, every field in it but `gates`: a gate
+        judges results without changing them, so editing a threshold keeps the run."""
         import hashlib
 
-        exclude = {"gates"} | ({"forks"} if self.forks is None else set())
-        text = self.model_dump_json(exclude=exclude)
+        text = self.model_dump_json(exclude={"gates"})
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

@@ -14,13 +14,12 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from harness.chat import ChatFormat
-from harness.config import RunConfig, TaskSuite, load_run_config_and_suites, policy_label
+from harness.config import RunConfig, TaskSuite, load_run_config_and_suites
 from harness.engines import make_engine
 from harness.engines.options import engine_options
 from harness.errors import UserError
-from harness.models import ResolvedModel, resolve_model
-from harness.policies import make_policy
-from harness.policies.base import reminder_ids
+from harness.models import ResolvedModel, resolve_model, untrained_name
+from harness.policies import policy_run
 from harness.policies.conversation import conversation_floor
 from harness.sampling import SampleRange
 from harness.scoring.judge import JudgeDefaults, check_judges, judge_checks_of
@@ -96,7 +95,7 @@ def plan_run(
         for model in models:
             _check_probe_layers(config, model)
     twins = (
-        {m.name: resolve_model(f"untrained:{m.name}") for m in models if m.source != "untrained"}
+        {m.name: resolve_model(untrained_name(m.name)) for m in models if m.source != "untrained"}
         if config.probe.enabled and config.probe.untrained_twin
         else {}
     )
@@ -122,9 +121,9 @@ def check_generation(config: RunConfig, items: list[Selected], model: ResolvedMo
         context = min(context, config.generation.max_model_len)
     budget = config.generation.max_tokens
     for spec, unit_items in policy_units(config, items):
-        policy = make_policy(spec, config.generation.continue_on_eos, violates=lambda *_: False)
+        policy = policy_run(spec, config.generation.continue_on_eos, violates=lambda *_: False)
         for sel in unit_items:
-            where = f"item '{sel.item.id}', policy '{policy_label(spec)}'"
+            where = f"item '{sel.item.id}', policy '{spec.label}'"
             if spec.name == "restate" and not sel.item.restatement:
                 fix = "add one to the suite, or drop the policy"
                 raise UserError(f"{where}: the item has no `restatement` ({fix})")
@@ -132,16 +131,13 @@ def check_generation(config: RunConfig, items: list[Selected], model: ResolvedMo
             if sel.item.is_conversation:
                 _check_conversation(config, chat, policy, spec, sample, context, where)
                 continue
-            if getattr(spec, "between_turns", False):
+            if spec.between_turns:
                 raise UserError(
                     f"{where}: reminders between turns need a conversation item (`turns` or "
                     "`user_simulator`); list the policy under `conversation_policies`"
                 )
             try:
                 prompt = chat.prompt_ids(sample.system, sample.user)
-                placement = getattr(spec, "placement", None)
-                if placement:
-                    reminder_ids(chat, placement, spec.text or sample.reminder, None)
                 extra = policy.injection_budget(chat, sample, budget)
             except UserError as exc:
                 raise UserError(f"{where}: {exc}") from None

@@ -1,43 +1,64 @@
-"""The policy specs of a run config (`policies:` and `conversation_policies:`), and the label
-that names each policy everywhere: records, manifest, reports. `harness.policies.make_policy`
-builds the running policy from a spec; `harness.config` re-exports these models."""
+"""The policy specs of a run config (`policies:` and `conversation_policies:`): each policy's
+settings, validated here and only here, and `label`, the one name of a policy everywhere
+(records, manifest, reports). `harness.policies.run_policy_of(spec, ...)` builds the running
+policy (`harness.policies.library`), which reads its settings from the spec; `harness.config`
+re-exports these models."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Field, model_validator
 
 from harness.checks.base import NonEmptyText
-from harness.schema import Strict, added_field
+from harness.schema import Strict
 
 Placement = Literal["system", "user", "inline"]
 
 
-class NonePolicy(Strict):
-    name: Literal["none"]
+class _Spec(Strict):
+    name: str
+
+    @property
+    def label(self) -> str:
+        return policy_label(self)
+
+    @property
+    def between_turns(self) -> bool:
+        """True when the policy reminds between the turns of a conversation."""
+        return False
 
 
-class RestatePolicy(Strict):
-    name: Literal["restate"]
+class NonePolicy(_Spec):
+    name: Literal["none"] = "none"
 
 
-class PeriodicPolicy(Strict):
-    """Within one reply: a reminder every `every` generated tokens. In a conversation: before
-    every `every_turns`-th user turn (turns 2..K; turn 1 is the prompt)."""
+class RestatePolicy(_Spec):
+    name: Literal["restate"] = "restate"
 
-    name: Literal["periodic"]
+
+class _Reminding(_Spec):
     every: int | None = Field(None, gt=0)
     placement: Placement = "user"
     text: NonEmptyText | None = None  # None: the task item's reminder
-    every_turns: int | None = added_field(gt=0)
+
+    def _check_rhythm(self, turn_rhythm: Any, what: str) -> None:
+        if (self.every is None) == (turn_rhythm is None):
+            raise ValueError(f"{self.name} needs exactly one of every (tokens) or {what}")
+        if turn_rhythm is not None and self.placement == "inline":
+            raise ValueError(f"{what} reminds between turns: placement system or user")
+
+
+class PeriodicPolicy(_Reminding):
+    """Within one reply: a reminder every `every` generated tokens. In a conversation: before
+    every `every_turns`-th user turn (turns 2..K; turn 1 is the prompt)."""
+
+    name: Literal["periodic"] = "periodic"
+    every_turns: int | None = Field(None, gt=0)
 
     @model_validator(mode="after")
     def _one_rhythm(self) -> PeriodicPolicy:
-        if (self.every is None) == (self.every_turns is None):
-            raise ValueError("periodic needs exactly one of every (tokens) or every_turns")
-        if self.every_turns is not None and self.placement == "inline":
-            raise ValueError("every_turns reminds between turns: placement system or user")
+        self._check_rhythm(self.every_turns, "every_turns")
         return self
 
     @property
@@ -45,15 +66,12 @@ class PeriodicPolicy(Strict):
         return self.every_turns is not None
 
 
-class AdaptivePolicy(Strict):
+class AdaptivePolicy(_Reminding):
     """Within one reply: every `every` tokens, remind when the last `every` tokens fail. In a
     conversation (`on: turn`): remind before the user turn that follows a failing reply."""
 
-    name: Literal["adaptive"]
-    every: int | None = Field(None, gt=0)
-    placement: Placement = "user"
-    text: NonEmptyText | None = None
-    on: Literal["turn"] | None = added_field()
+    name: Literal["adaptive"] = "adaptive"
+    on: Literal["turn"] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -65,10 +83,7 @@ class AdaptivePolicy(Strict):
 
     @model_validator(mode="after")
     def _one_rhythm(self) -> AdaptivePolicy:
-        if (self.every is None) == (self.on is None):
-            raise ValueError("adaptive needs exactly one of every (tokens) or on: turn")
-        if self.on is not None and self.placement == "inline":
-            raise ValueError("on: turn reminds between turns: placement system or user")
+        self._check_rhythm(self.on, "on: turn")
         return self
 
     @property
@@ -76,8 +91,8 @@ class AdaptivePolicy(Strict):
         return self.on is not None
 
 
-class AttentionBiasPolicy(Strict):
-    name: Literal["attention_bias"]
+class AttentionBiasPolicy(_Spec):
+    name: Literal["attention_bias"] = "attention_bias"
     lam: float = Field(ge=0)
 
 
@@ -88,7 +103,7 @@ PolicySpec = Annotated[
 POLICY_NAMES = ("none", "restate", "periodic", "adaptive", "attention_bias")
 
 
-def policy_label(policy: BaseModel) -> str:
+def policy_label(policy: _Spec) -> str:
     """Short stable label used in records and reports, e.g. `periodic-128-user`,
     `attention_bias-1` (numbers as `:g` writes them, so lam 1.0 and 1 label alike); between
     turns `periodic-turns2-user`, `adaptive-turn-user`."""

@@ -78,7 +78,7 @@ def sample_specs(
     `config.first_samples`), in item x sample order."""
     # An item without a reminder is reminded of its system prompt, verbatim (the "repeat the
     # system prompt" baseline); one without a restatement gets "", which `restate` refuses
-    # (check_generation). Items with both texts keep their specs, hence their cache keys.
+    # (check_generation).
     return [
         SampleSpec(
             system=sel.item.system,

@@ -21,26 +21,37 @@ from typing import Any
 from harness.atomic import atomic_write_bytes, atomic_write_text
 from harness.errors import UserError
 
-# Bump a stage's version when its output for the same inputs changes.
-# probe and bias 2: whole-sequence forward and float32 next-token gaps (values move by ~1e-6)
+# Bump a stage's version when its output for the same inputs changes. All at 2 (probe and
+# bias 3) since every key took the one shape of `unit_key`.
 # judge: the verdict cache (how a verdict is parsed and stored; the rubric prompt has its own
 # RUBRIC_VERSION in the key)
 STAGE_VERSIONS = {
-    "generate": 1,
-    "score": 1,
-    "turns": 1,
-    "probe": 2,
-    "bias": 2,
-    "probe-cli": 1,
-    "judge": 1,
-    "forks": 1,
+    "generate": 2,
+    "score": 2,
+    "turns": 2,
+    "probe": 3,
+    "bias": 3,
+    "probe-cli": 2,
+    "judge": 2,
+    "forks": 2,
 }
 
 
-def content_key(stage: str, *parts: Any) -> str:
-    """sha256 of the canonical JSON of the parts, namespaced by stage and its version."""
+def unit_key(stage: str, *, model: Any, inputs: Any, params: Any) -> str:
+    """The key of one cached unit, one shape for every stage: first 32 hex of sha256 of the
+    canonical JSON of the stage and its version, `model` (the content key of the model that
+    computes the unit), `inputs` (the content it reads: record keys, prompt ids, texts) and
+    `params` (every setting its result depends on, seeds included; None where one does not
+    apply). Never the run id, the run folder or a time, so a unit is found again by any run
+    that would compute the same thing."""
     payload = json.dumps(
-        [stage, STAGE_VERSIONS.get(stage, 1), *parts],
+        {
+            "stage": stage,
+            "version": STAGE_VERSIONS[stage],
+            "model": model,
+            "inputs": inputs,
+            "params": params,
+        },
         sort_keys=True,
         default=str,
         separators=(",", ":"),

@@ -9,7 +9,7 @@ from pydantic import BeforeValidator, Field, model_validator
 
 from harness.checks import CheckSpec
 from harness.checks.base import NonEmptyText
-from harness.schema import Strict, added_field
+from harness.schema import Strict
 
 
 class UserTurn(Strict):
@@ -55,12 +55,11 @@ class TaskItem(Strict):
     restatement: NonEmptyText | None = None
     tags: list[str] = Field(default_factory=list)
     # Conversations: scripted user turns 2..K, then simulated ones (docs/architecture.md,
-    # "Conversations"). Unset on single-reply items, whose dumps (and score keys) stay as
-    # they were.
-    turns: list[Annotated[UserTurn, BeforeValidator(_turn_shorthand)]] | None = added_field(
-        min_length=1
+    # "Conversations"); both unset on single-reply items.
+    turns: list[Annotated[UserTurn, BeforeValidator(_turn_shorthand)]] | None = Field(
+        None, min_length=1
     )
-    user_simulator: UserSimulator | None = added_field()
+    user_simulator: UserSimulator | None = None
 
     @property
     def is_conversation(self) -> bool:

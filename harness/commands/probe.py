@@ -68,6 +68,12 @@ def probe_command(
         help="Continuation tokens per forward over a KV cache; 0 = one whole-sequence forward "
         "(fastest; activations of one layer at a time).",
     ),
+    tensor_parallel_size: int = typer.Option(
+        1, "--tensor-parallel-size", help="--backend vllm: GPUs per layer (as in a run config)."
+    ),
+    pipeline_parallel_size: int = typer.Option(
+        1, "--pipeline-parallel-size", help="--backend vllm: pipeline stages of layers."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of --continuation generate."),
     n_boot: int = typer.Option(1000, "--n-boot", help="Bootstrap resamples of each alpha CI."),
     fresh: bool = typer.Option(
@@ -75,11 +81,14 @@ def probe_command(
     ),
 ) -> None:
     """Hidden-state divergence between two prompts that share one continuation, per layer."""
+    from harness.models import is_untrained, parse_model_name, untrained_name  # lazy: CLI start-up
     from harness.probes.experiment import ProbeRequest  # lazy: loads torch
     from harness.probes.pairs import PairSpec, load_pairs, read_text_arg  # lazy: CLI start-up
 
     if tokens <= 0 or t_min <= 0 or chunk < 0:
         raise UserError("--tokens and --t-min must be positive, --chunk 0 or positive")
+    if tensor_parallel_size <= 0 or pipeline_parallel_size <= 0:
+        raise UserError("--tensor-parallel-size and --pipeline-parallel-size must be positive")
     if tokens < t_min:
         raise UserError(f"--tokens {tokens} is shorter than --t-min {t_min}: nothing to fit")
     if generator == "auto":
@@ -115,11 +124,9 @@ def probe_command(
     if compare is not None:
         if compare != "untrained":
             raise UserError(f"--compare supports only 'untrained', got '{compare}'")
-        if model.startswith("untrained:"):
+        if is_untrained(model):
             raise UserError("--compare untrained needs a trained --model")
-        models.append(f"untrained:{model}")
-    from harness.models import parse_model_name  # lazy: CLI start-up
-
+        models.append(untrained_name(model))
     for name in models:
         parse_model_name(name)
     if backend == "auto":
@@ -128,6 +135,7 @@ def probe_command(
         models=models, pairs=specs, continuation=continuation, tokens=tokens,
         layers=layers, t_min=t_min, lams=_parse_lams(attention_bias), chunk=chunk or None,
         seed=seed, n_boot=n_boot, backend=backend, generator=generator,
+        tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size,
     )  # fmt: skip
     _run(request, out, fresh)
 

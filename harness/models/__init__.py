@@ -13,10 +13,14 @@ from harness.models.zoo import (
     EMBEDDED_MODEL,
     ModelInfo,
     ResolvedModel,
+    is_untrained,
     list_models,
     model_info,
     parse_model_name,
     resolve_model,
+    split_untrained,
+    trained_name,
+    untrained_name,
 )
 
 __all__ = [
@@ -24,8 +28,12 @@ __all__ = [
     "EMBEDDED_MODEL",
     "ModelInfo",
     "ResolvedModel",
+    "is_untrained",
     "list_models",
     "model_info",
     "parse_model_name",
     "resolve_model",
+    "split_untrained",
+    "trained_name",
+    "untrained_name",
 ]

@@ -16,7 +16,8 @@ from harness.paths import models_cache
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 TINY_MODELS = {"tiny-random-llama": "llama", "tiny-random-qwen2": "qwen2"}
-BUILTIN_MODELS = [EMBEDDED_MODEL, f"untrained:{EMBEDDED_MODEL}", *TINY_MODELS]
+UNTRAINED_PREFIX = "untrained:"
+BUILTIN_MODELS = [EMBEDDED_MODEL, UNTRAINED_PREFIX + EMBEDDED_MODEL, *TINY_MODELS]
 DEFAULT_UNTRAINED_SEED = 0
 # Bump when a builder changes what it writes, so old cache folders are not reused.
 TINY_BUILD_VERSION = 1
@@ -50,18 +51,44 @@ class ParsedName(BaseModel):
     seed: int | None = None
 
 
+def split_untrained(name: str) -> tuple[str, int] | None:
+    """(base, seed) of an `untrained:<base>[@seed]` name, None for any other name; reads the
+    name alone (the base is not checked: `parse_model_name` does that), so it also serves
+    names read back from a run's files."""
+    match = _UNTRAINED.match(name.strip())
+    if match is None:
+        return None
+    seed = int(match["seed"]) if match["seed"] is not None else DEFAULT_UNTRAINED_SEED
+    return match["base"], seed
+
+
+def untrained_name(base: str) -> str:
+    """The name of `base`'s untrained twin (default seed)."""
+    return UNTRAINED_PREFIX + base
+
+
+def is_untrained(name: str) -> bool:
+    return split_untrained(name) is not None
+
+
+def trained_name(name: str) -> str:
+    """The trained model behind a name: the base of an untrained twin, else the name itself
+    (a twin shares its base's tokenizer and prompts)."""
+    untrained = split_untrained(name)
+    return untrained[0] if untrained else name
+
+
 def parse_model_name(name: str) -> ParsedName:
     """Classify a model name without touching the disk cache or loading anything."""
     name = name.strip()
     if not name:
         raise UserError("model name is empty")
-    match = _UNTRAINED.match(name)
-    if match:
-        base = match["base"]
-        if base.startswith("untrained:"):
+    untrained = split_untrained(name)
+    if untrained:
+        base, seed = untrained
+        if is_untrained(base):
             raise UserError(f"model '{name}': 'untrained:' cannot be nested")
         parse_model_name(base)  # the base must itself be a valid name
-        seed = int(match["seed"]) if match["seed"] is not None else DEFAULT_UNTRAINED_SEED
         return ParsedName(kind="untrained", name=name, base=base, seed=seed)
     if name == EMBEDDED_MODEL:
         return ParsedName(kind="embedded", name=name)
@@ -101,7 +128,7 @@ def _cache_folder(parsed: ParsedName) -> tuple[Path | None, str]:
             base_key = _local_key(resolve_model(parsed.base or "").path)
         slug = re.sub(r"[^\w.-]+", "_", base_key)[-48:]
         return models_cache() / f"untrained-{slug}-seed{parsed.seed}", (
-            f"untrained:{base_key}@{parsed.seed}"
+            f"{UNTRAINED_PREFIX}{base_key}@{parsed.seed}"
         )
     return None, ""
 

@@ -18,6 +18,7 @@ from harness.engines.base import (
     SamplingSettings,
 )
 from harness.errors import UserError
+from harness.policy_specs import PolicySpec
 from harness.records import Segment, TokenCounts
 
 CONTINUE_TEXT = "Continue."
@@ -93,11 +94,24 @@ class SampleState:
 
 
 class Policy:
-    """Base: generate to the budget in one round. Subclasses change the round length, the
-    start of the assistant turn, and what is injected between rounds."""
+    """A running policy: its `spec` (`harness.policy_specs`: the settings, validated when the
+    config loaded, and the label) with the run's `continue_on_eos` (a `Continue.` turn at EOS
+    until the budget is spent). Base: generate to the budget in one round; the policies of
+    `harness.policies.library` change the round length, the start of the assistant turn, and
+    what is injected between rounds."""
 
-    label = "none"
-    continue_on_eos = False
+    placement = "user"  # where a reminder goes; the reminding policies take their spec's
+
+    def __init__(self, spec: PolicySpec, continue_on_eos: bool = False) -> None:
+        self.spec, self.continue_on_eos = spec, continue_on_eos
+
+    @property
+    def label(self) -> str:
+        return self.spec.label
+
+    @property
+    def between_turns(self) -> bool:
+        return self.spec.between_turns
 
     def prepare(self, chat: ChatFormat, engine: Engine, states: list[SampleState]) -> None:
         """Hook run once before the first round (checks, restatement, engine set-up)."""
@@ -114,11 +128,9 @@ class Policy:
         return 0
 
     def turn_reminder(self, chat: ChatFormat, state: SampleState) -> str | None:
-        """Conversations: the reminder to add before user turn `state.turn + 1` (None: none).
-        Called once per turn, after the reply to `state.turn` ended."""
+        """Conversations: the reminder to add before user turn `state.turn + 1` (None: none),
+        at `placement`. Called once per turn, after the reply to `state.turn` ended."""
         return None
-
-    placement = "user"  # where turn_reminder's text goes: a system turn or the user message
 
 
 def reminder_ids(chat: ChatFormat, placement: str, text: str, last: int | None) -> list[int]:

@@ -185,7 +185,7 @@ def conversation_floor(chat: ChatFormat, policy: Policy, spec) -> int:
     scripted user turn with a reminder before it (when the policy may remind), a one-token
     simulated message per simulated turn, and one token per reply. Raises UserError when a
     turn cannot be rendered (e.g. placement system without a system role)."""
-    reminder = policy._text(spec) if getattr(policy, "every_turns", None) else None
+    reminder = policy.reminder_text(spec) if policy.between_turns else None
     size = len(chat.prompt_ids(spec.system, spec.user)) + spec.n_turns
     if policy.label == "restate":
         size += len(chat.encode(spec.restatement))

@@ -1,4 +1,10 @@
-"""The policies: none, restate, periodic, adaptive, attention_bias."""
+"""The running policies: none, restate, periodic, adaptive, attention_bias.
+
+Each runs one spec of `harness.policy_specs` (`NoneRun` runs a `NonePolicy`, ...) and reads
+its settings from it: the spec validated them when the config loaded and names the policy
+(`label`), so nothing here checks or labels again. `policy_run(spec, continue_on_eos,
+violates)` builds the one for a spec.
+"""
 
 from __future__ import annotations
 
@@ -9,22 +15,25 @@ from harness.engines.base import Engine, PromptBias
 from harness.errors import UserError
 from harness.policies.base import Policy, SampleSpec, SampleState, reminder_ids
 from harness.policies.conversation import reply_text
+from harness.policy_specs import (
+    AdaptivePolicy,
+    AttentionBiasPolicy,
+    NonePolicy,
+    PeriodicPolicy,
+    PolicySpec,
+    RestatePolicy,
+)
 
 # (sample state, text of the last window) -> True when the window violates the task's checks
 ViolationHook = Callable[[SampleState, str], bool]
 
 
-class NonePolicy(Policy):
-    label = "none"
-
-    def __init__(self, continue_on_eos: bool = False) -> None:
-        self.continue_on_eos = continue_on_eos
+class NoneRun(Policy):
+    """One round to the budget (`Continue.` turns at EOS with continue_on_eos)."""
 
 
-class RestatePolicy(NonePolicy):
+class RestateRun(Policy):
     """The assistant turn starts with the item's restatement, which the model continues."""
-
-    label = "restate"
 
     def prepare(self, chat: ChatFormat, engine: Engine, states: list[SampleState]) -> None:
         for state in states:
@@ -39,102 +48,86 @@ class RestatePolicy(NonePolicy):
         return len(chat.encode(spec.restatement))
 
 
-class PeriodicPolicy(NonePolicy):
-    """Every `every` generated tokens, inject the reminder into every unfinished sample; in a
-    conversation (`every_turns`), before every `every_turns`-th user turn."""
+class _RemindingRun(Policy):
+    """What periodic and adaptive share: the reminder (the spec's `text`, else the item's) at
+    the spec's `placement`, every `every` generated tokens within one reply, or between the
+    turns of a conversation when `turn_due`."""
 
-    def __init__(
-        self,
-        every: int | None,
-        placement: str = "user",
-        text: str | None = None,
-        continue_on_eos: bool = False,
-        every_turns: int | None = None,
-    ) -> None:
-        if (every is None) == (every_turns is None):
-            raise UserError(f"policy {self.kind}: give exactly one rhythm (every or every_turns)")
-        if (every or every_turns) <= 0:
-            raise UserError(f"policy every={every or every_turns}: must be a positive number")
-        if placement not in ("system", "user", "inline"):
-            raise UserError(f"unknown placement '{placement}' (expected system, user or inline)")
-        if text is not None and not text.strip():
-            raise UserError("policy reminder text is empty")
-        super().__init__(continue_on_eos)
-        self.every, self.placement, self.text = every, placement, text
-        self.every_turns = every_turns
-        rhythm = every if every is not None else f"turns{every_turns}"
-        self.label = f"{self.kind}-{rhythm}-{placement}"
+    spec: PeriodicPolicy | AdaptivePolicy
 
-    kind = "periodic"
+    @property
+    def placement(self) -> str:
+        return self.spec.placement
 
-    def _text(self, spec: SampleSpec) -> str:
-        text = self.text or spec.reminder
+    def reminder_text(self, spec: SampleSpec) -> str:
+        text = self.spec.text or spec.reminder
         if not text.strip():
-            raise UserError(f"policy '{self.kind}': reminder text is empty")
+            raise UserError(f"policy '{self.spec.name}': reminder text is empty")
         return text
+
+    def turn_due(self, chat: ChatFormat, state: SampleState) -> bool:
+        raise NotImplementedError
+
+    def turn_reminder(self, chat: ChatFormat, state: SampleState) -> str | None:
+        if not self.between_turns or not self.turn_due(chat, state):
+            return None
+        return self.reminder_text(state.spec)
 
     def prepare(self, chat: ChatFormat, engine: Engine, states: list[SampleState]) -> None:
         for state in states:  # fail before generating: bad placement / empty text
-            reminder_ids(chat, self.placement, self._text(state.spec), None)
+            reminder_ids(chat, self.placement, self.reminder_text(state.spec), None)
 
     def round_tokens(self, state: SampleState, remaining: int) -> int:
-        if self.every is None:  # a between-turns policy never cuts a reply
+        every = self.spec.every
+        if every is None:  # a between-turns policy never cuts a reply
             return remaining
         # next boundary at the next multiple of `every` generated tokens
-        return min(self.every - state.generated % self.every, remaining)
+        return min(every - state.generated % every, remaining)
 
     def due(self, state: SampleState) -> bool:
-        if self.every is None:
-            return False
-        return state.generated > 0 and state.generated % self.every == 0
+        every = self.spec.every
+        return every is not None and state.generated > 0 and state.generated % every == 0
 
-    def turn_reminder(self, chat: ChatFormat, state: SampleState) -> str | None:
-        # user turns count from 1 (the prompt's): remind before turns k, 2k, 3k, ...
-        if self.every_turns is None or (state.turn + 1) % self.every_turns:
-            return None
-        return self._text(state.spec)
-
-    def inject(self, chat: ChatFormat, states: list[SampleState]) -> dict[int, list[int]]:
-        return {
-            i: reminder_ids(chat, self.placement, self._text(s.spec), s.continuation[-1])
-            for i, s in enumerate(states)
-            if self.due(s)
-        }
+    def _reminder_ids(self, chat: ChatFormat, state: SampleState) -> list[int]:
+        text = self.reminder_text(state.spec)
+        return reminder_ids(chat, self.placement, text, state.continuation[-1])
 
     def injection_budget(self, chat: ChatFormat, spec: SampleSpec, max_tokens: int) -> int:
-        if self.every is None:  # conversations are checked by `conversation_floor`
+        if self.spec.every is None:  # conversations are checked by `conversation_floor`
             return 0
-        per = len(reminder_ids(chat, self.placement, self._text(spec), None)) + 1
-        return per * (max_tokens // self.every)
+        per = len(reminder_ids(chat, self.placement, self.reminder_text(spec), None)) + 1
+        return per * (max_tokens // self.spec.every)
 
 
-class AdaptivePolicy(PeriodicPolicy):
-    """Every `every` tokens score the last window; remind only the samples that violate. In a
-    conversation (`on_turn`): score each reply whole, and remind before the next user turn
-    after a failing one."""
+class PeriodicRun(_RemindingRun):
+    """Every `every` generated tokens, the reminder into every unfinished sample; in a
+    conversation (`every_turns`), before every `every_turns`-th user turn."""
 
-    kind = "adaptive"
+    spec: PeriodicPolicy
+
+    def turn_due(self, chat: ChatFormat, state: SampleState) -> bool:
+        # user turns count from 1 (the prompt's): remind before turns k, 2k, 3k, ...
+        return (state.turn + 1) % self.spec.every_turns == 0
+
+    def inject(self, chat: ChatFormat, states: list[SampleState]) -> dict[int, list[int]]:
+        return {i: self._reminder_ids(chat, s) for i, s in enumerate(states) if self.due(s)}
+
+
+class AdaptiveRun(_RemindingRun):
+    """Every `every` tokens score the last `every` generated tokens (`violates`), and remind
+    only the samples that violate; in a conversation (`on: turn`), score each reply whole and
+    remind before the user turn after a failing one."""
+
+    spec: AdaptivePolicy
 
     def __init__(
-        self,
-        every: int | None,
-        violates: ViolationHook,
-        placement: str = "user",
-        text: str | None = None,
-        continue_on_eos: bool = False,
-        on_turn: bool = False,
+        self, spec: AdaptivePolicy, continue_on_eos: bool, violates: ViolationHook
     ) -> None:
-        if on_turn:  # the base class wants one rhythm: a turn-by-turn one here
-            super().__init__(None, placement, text, continue_on_eos, every_turns=1)
-            self.label = f"{self.kind}-turn-{placement}"
-        else:
-            super().__init__(every, placement, text, continue_on_eos)
+        super().__init__(spec, continue_on_eos)
         self.violates = violates
 
-    def turn_reminder(self, chat: ChatFormat, state: SampleState) -> str | None:
-        if self.every_turns is None or not self.violates(state, reply_text(state, chat)):
-            return None
-        return self._text(state.spec)
+    def turn_due(self, chat: ChatFormat, state: SampleState) -> bool:
+        return self.violates(state, reply_text(state, chat))
 
     def inject(self, chat: ChatFormat, states: list[SampleState]) -> dict[int, list[int]]:
         out = {}
@@ -146,32 +139,44 @@ class AdaptivePolicy(PeriodicPolicy):
                 for seg in state.segments
                 if seg.kind == "generated"
                 for tok in state.continuation[seg.start : seg.end]
-            ][-self.every :]
+            ][-self.spec.every :]
             if self.violates(state, chat.tokenizer.decode(window, skip_special_tokens=True)):
-                out[i] = reminder_ids(
-                    chat, self.placement, self._text(state.spec), state.continuation[-1]
-                )
+                out[i] = self._reminder_ids(chat, state)
         return out
 
 
-class AttentionBiasPolicy(NonePolicy):
+class AttentionBiasRun(Policy):
     """Adds lam * log((P + t) / P) to the attention logits of the system-prompt keys."""
 
-    def __init__(self, lam: float, continue_on_eos: bool = False) -> None:
-        if lam < 0:
-            raise UserError(f"policy attention_bias lam={lam}: must be >= 0")
-        super().__init__(continue_on_eos)
-        self.lam = lam
-        self.label = f"attention_bias-{lam:g}"
+    spec: AttentionBiasPolicy
 
     def prepare(self, chat: ChatFormat, engine: Engine, states: list[SampleState]) -> None:
         if engine.name != "hf":
             raise UserError(
                 "policy attention_bias needs generation.engine: hf (vLLM kernels take no bias)"
             )
-
         for state in states:
             if not state.spec.system:
                 raise UserError("policy attention_bias needs a system prompt to bias toward")
             prefix = chat.system_prefix_len(state.spec.system, state.spec.user)
-            state.bias = PromptBias(lam=self.lam, prefix_len=prefix)
+            state.bias = PromptBias(lam=self.spec.lam, prefix_len=prefix)
+
+
+_RUNS: dict[type, type[Policy]] = {
+    NonePolicy: NoneRun,
+    RestatePolicy: RestateRun,
+    PeriodicPolicy: PeriodicRun,
+    AttentionBiasPolicy: AttentionBiasRun,
+}
+
+
+def policy_run(
+    spec: PolicySpec, continue_on_eos: bool = False, violates: ViolationHook | None = None
+) -> Policy:
+    """The running policy of a spec, with the run's settings: `continue_on_eos`, and for
+    adaptive `violates`, the items' window check it reminds on."""
+    if isinstance(spec, AdaptivePolicy):
+        if violates is None:
+            raise UserError("policy adaptive needs the task's checks to score windows")
+        return AdaptiveRun(spec, continue_on_eos, violates)
+    return _RUNS[type(spec)](spec, continue_on_eos)

@@ -17,16 +17,10 @@ from pydantic import BaseModel, Field
 
 from harness.analysis.fits import FitMember
 from harness.analysis.fits import fit_table as write_fits
-from harness.engines.vllm_engine import config_context
 from harness.errors import UserError
-from harness.models import resolve_model
-from harness.probes.checkpoint import load_probe_model
-from harness.probes.divergence import (
-    PairDivergence,
-    n_hidden_states,
-    pair_divergence,
-    resolve_layers,
-)
+from harness.models import ResolvedModel, resolve_model
+from harness.probes.backend import HfBackend, VllmBackend, cached_curves
+from harness.probes.divergence import PairDivergence, resolve_layers
 from harness.probes.pairs import (
     PairSpec,
     file_continuation,
@@ -34,8 +28,8 @@ from harness.probes.pairs import (
     generate_continuations_vllm,
     pair_prompt_ids,
 )
-from harness.probes.vllm_backend import get_vllm_probe, model_depth, vllm_support
-from harness.store import RunStore, content_key, get_arrays, put_arrays
+from harness.probes.vllm_backend import model_depth, vllm_support
+from harness.store import RunStore, unit_key
 
 
 class ProbeRequest(BaseModel):
@@ -51,6 +45,8 @@ class ProbeRequest(BaseModel):
     seed: int = 0
     n_boot: int = Field(1000, gt=0)
     backend: Literal["vllm", "hf"] = "hf"  # resolved: `auto` is the command's to decide
+    tensor_parallel_size: int = Field(1, gt=0)  # the vllm backend's engine
+    pipeline_parallel_size: int = Field(1, gt=0)
 
 
 @dataclass
@@ -70,18 +66,18 @@ class _Prepared:
 
 class UnitCache:
     """Resumable units of a probe under `<out>/cache` (a RunStore): each pair's continuation and
-    each (model, lam, pair) curve set, keyed by content. A killed probe re-run with the same
-    --out redoes only the unit in flight, and writes the same rows as an uninterrupted one
-    (every curve goes through the store, float64 exact). The folder is created only when the
-    first unit is about to run, i.e. after every input check passed."""
+    each (model, lam, pair) curve set, keyed by content (`unit_key`). A killed probe re-run
+    with the same --out redoes only the unit in flight, and writes the same rows as an
+    uninterrupted one (every curve goes through the store, float64 exact). The folder is
+    created only when the first unit is about to run, i.e. after every input check passed."""
 
     STAGE = "probe-cli"
 
     def __init__(self, root: Path | None, fresh: bool = False) -> None:
         self.root, self.fresh = root, fresh
-        self._store: Any = None
+        self._store: RunStore | None = None
 
-    def _open(self) -> Any:
+    def store(self) -> RunStore | None:
         if self._store is None and self.root is not None:
             self._store = RunStore(self.root, fresh=self.fresh).__enter__()
         return self._store
@@ -91,77 +87,37 @@ class UnitCache:
             self._store.__exit__(None, None, None)
             self._store = None
 
-    def continuation(self, parts: list) -> list[int] | None:
-        store = self._open()
-        return None if store is None else store.get(self.STAGE, content_key(self.STAGE, *parts))
+    def key(self, model_key: str, inputs: list, params: dict) -> str:
+        return unit_key(self.STAGE, model=model_key, inputs=inputs, params=params)
 
-    def keep_continuation(self, parts: list, ids: list[int]) -> None:
-        store = self._open()
+    def continuation(self, key: str) -> list[int] | None:
+        store = self.store()
+        return None if store is None else store.get(self.STAGE, key)
+
+    def keep_continuation(self, key: str, ids: list[int]) -> None:
+        store = self.store()
         if store is not None:
-            store.put(self.STAGE, content_key(self.STAGE, *parts), ids)
+            store.put(self.STAGE, key, ids)
 
-    def curves(self, parts: list, compute: Callable[[], PairDivergence]) -> PairDivergence:
-        store = self._open()
-        if store is None:
-            return compute()
-        key = content_key(self.STAGE, "curves", *parts)
-        arrays = get_arrays(store, self.STAGE, key)
-        if arrays is None:
-            arrays = compute().to_arrays()
-            put_arrays(store, self.STAGE, key, arrays)
-        return PairDivergence.from_arrays(arrays)
+    def curves(self, key: str, compute: Callable[[], PairDivergence]) -> PairDivergence:
+        return PairDivergence.from_arrays(cached_curves(self.store(), self.STAGE, key, compute))
 
 
-def load_hf(name: str) -> tuple[Any, Any]:
+def _model_facts(path: Path, vllm: bool) -> tuple[Any, int]:
+    """(tokenizer, depth L) without loading weights; on vllm, fails when it cannot probe."""
     from transformers import AutoTokenizer
 
-    path = resolve_model(name).path
-    return load_probe_model(path), AutoTokenizer.from_pretrained(path)
+    if vllm:
+        why = vllm_support(path)
+        if why:
+            raise UserError(f"--backend vllm cannot probe {path.name}: {why}")
+    return AutoTokenizer.from_pretrained(path), model_depth(path)
 
 
-def _config_only(name: str) -> tuple[Any, Any]:
-    """(object with .config, tokenizer) without loading weights: the vLLM path needs no HF model."""
-    from types import SimpleNamespace
+def _context(path: Path) -> int | None:
+    from transformers import AutoConfig
 
-    from transformers import AutoConfig, AutoTokenizer
-
-    path = resolve_model(name).path
-    return SimpleNamespace(config=AutoConfig.from_pretrained(path)), AutoTokenizer.from_pretrained(
-        path
-    )
-
-
-def _vllm_depth(path: Path) -> int:
-    why = vllm_support(path)
-    if why:
-        raise UserError(f"--backend vllm cannot probe {path.name}: {why}")
-    return model_depth(path)
-
-
-class _VllmOnDemand:
-    """The vllm backend's engine for one model, started at the first uncached pair (sized for
-    the longest pair) and closed after the model's last."""
-
-    def __init__(self, path: Path, request: ProbeRequest, prepared: _Prepared) -> None:
-        self.path, self.request = path, request
-        self.layers = resolve_layers(request.layers, model_depth(path) + 1)
-        self.longest = max(
-            max(len(a), len(b)) + len(prepared.continuations[name])
-            for name, (a, b) in prepared.ids.items()
-        )
-        self._probe: Any = None
-        self._started = False
-
-    def pair_divergence(self, a: list[int], b: list[int], cont: list[int]) -> PairDivergence:
-        layers = self.layers
-        if self._probe is None:
-            room = min(self.longest + 1, config_context(self.path))  # + 1: the generated token
-            self._probe, self._started = get_vllm_probe(self.path, layers, max_model_len=room)
-        return self._probe.pair_divergence(a, b, cont, layers)
-
-    def close(self) -> None:
-        if self._probe is not None and self._started:  # an engine found running stays
-            self._probe.close()
+    return getattr(AutoConfig.from_pretrained(path), "max_position_embeddings", None)
 
 
 def _fit_continuation(ids: list[int], request: ProbeRequest, where: str, notes: list[str]) -> list:
@@ -177,35 +133,33 @@ def _fit_continuation(ids: list[int], request: ProbeRequest, where: str, notes: 
 
 
 def prepare(
-    model: Any,
     tokenizer: Any,
     request: ProbeRequest,
     notes: list[str],
-    cache: UnitCache | None = None,
-    model_key: str = "",
+    cache: UnitCache,
+    model: ResolvedModel,
+    hf: HfBackend | None,
     progress: Callable[[str], None] = lambda _msg: None,
-    model_path: Path | None = None,
 ) -> _Prepared:
-    """Token ids of every pair and its continuation, all checked before any probe runs."""
-    cache = cache or UnitCache(None)
+    """Token ids of every pair and its continuation, all checked before any probe runs;
+    `hf` writes the continuations of --generator hf (its model loaded only then)."""
     ids = {spec.name: pair_prompt_ids(tokenizer, spec) for spec in request.pairs}
-    _loaded: dict[str, list[int]] = {}
-    context = getattr(model.config, "max_position_embeddings", None)
+    context = _context(model.path)
     for name, (a, b) in ids.items():
-        longest = max(len(a), len(b)) + request.t_min
-        if context is not None and longest > context:
+        if context is not None and max(len(a), len(b)) + request.t_min > context:
             raise UserError(
                 f"pair '{name}': prompt of {max(len(a), len(b))} tokens + t_min exceeds the "
                 f"model's context of {context}"
             )
+    loaded: dict[str, list[int]] = {}
     conts: dict[str, list[int]] = {}
     for spec in request.pairs:
         source = spec.continuation or request.continuation
         if source != "generate":
-            if source not in _loaded:
+            if source not in loaded:
                 ids_c = file_continuation(tokenizer, source)
-                _loaded[source] = _fit_continuation(ids_c, request, source, notes)
-            conts[spec.name] = _loaded[source]
+                loaded[source] = _fit_continuation(ids_c, request, source, notes)
+            conts[spec.name] = loaded[source]
     for name, (a, b) in ids.items():
         total = max(len(a), len(b)) + len(conts.get(name, [0] * request.tokens))
         if context is not None and total > context:
@@ -213,35 +167,47 @@ def prepare(
                 f"pair '{name}': prompt + continuation = {total} tokens exceeds the model's "
                 f"context of {context}"
             )
-    wanted = [name for name in ids if name not in conts]
-    parts = {
-        name: ["continuation", request.generator, model_key, ids[name][0], request.tokens,
-               request.seed]
-        for name in wanted
-    }  # fmt: skip
-    samples = {name: cache.continuation(parts[name]) for name in wanted}
-    todo = [name for name in wanted if samples[name] is None]
-    if todo and request.generator == "vllm":
-        progress(f"generating {request.tokens} tokens for {len(todo)} pair(s) on vLLM")
-        batch = generate_continuations_vllm(
-            model_path, [ids[name][0] for name in todo], request.tokens, seed=request.seed
-        )
-        for name, sample in zip(todo, batch, strict=True):
-            cache.keep_continuation(parts[name], sample)
-            samples[name] = sample
-    else:
-        for name in todo:  # kept pair by pair: a killed run keeps the pairs already sampled
-            progress(f"generating {request.tokens} tokens for pair {name}")
-            samples[name] = generate_continuation(model, ids[name][0], request.tokens, request.seed)
-            cache.keep_continuation(parts[name], samples[name])
+    wanted = {name: ids[name][0] for name in ids if name not in conts}
+    samples = _sampled(wanted, request, cache, model, hf, progress)
     for name in wanted:
         conts[name] = _fit_continuation(samples[name], request, f"pair '{name}'", notes)
     return _Prepared(ids=ids, continuations=conts)
 
 
+def _sampled(
+    prompts: dict[str, list[int]],
+    request: ProbeRequest,
+    cache: UnitCache,
+    model: ResolvedModel,
+    hf: HfBackend | None,
+    progress: Callable[[str], None],
+) -> dict[str, list[int]]:
+    """--continuation generate: each pair's sampled continuation of prompt A, from the cache
+    or generated (on vLLM all in one batch; on hf pair by pair)."""
+    params = {"generator": request.generator, "tokens": request.tokens, "seed": request.seed}
+    keys = {name: cache.key(model.content_key, [a], params) for name, a in prompts.items()}
+    samples = {name: cache.continuation(key) for name, key in keys.items()}
+    todo = [name for name in prompts if samples[name] is None]
+    if todo and request.generator == "vllm":
+        progress(f"generating {request.tokens} tokens for {len(todo)} pair(s) on vLLM")
+        batch = generate_continuations_vllm(
+            model.path, [prompts[name] for name in todo], request.tokens, seed=request.seed
+        )
+        for name, sample in zip(todo, batch, strict=True):
+            cache.keep_continuation(keys[name], sample)
+            samples[name] = sample
+    elif todo:
+        assert hf is not None, "--generator hf runs with --backend hf"
+        for name in todo:  # kept pair by pair: a killed run keeps the pairs already sampled
+            progress(f"generating {request.tokens} tokens for pair {name}")
+            sample = generate_continuation(hf.model(), prompts[name], request.tokens, request.seed)
+            cache.keep_continuation(keys[name], sample)
+            samples[name] = sample
+    return samples
+
+
 def run_probe(
     request: ProbeRequest,
-    loader: Callable[[str], tuple[Any, Any]] = load_hf,
     progress: Callable[[str], None] = lambda _msg: None,
     cache: UnitCache | None = None,
 ) -> ProbeTables:
@@ -256,43 +222,55 @@ def run_probe(
         raise UserError("--attention-bias needs --backend hf (the bias is a transformers hook)")
     if vllm and request.continuation == "generate" and request.generator == "hf":
         raise UserError("--backend vllm loads no transformers model: use --generator vllm")
-
     for model_name in request.models:
-        model, tokenizer = _config_only(model_name) if vllm else loader(model_name)
-        resolved = resolve_model(model_name)
+        model = resolve_model(model_name)
         # an unsupported architecture or a bad layer index fails before any pair
-        depth = _vllm_depth(resolved.path) if vllm else n_hidden_states(model) - 1
+        tokenizer, depth = _model_facts(model.path, vllm)
         resolve_layers(request.layers, depth + 1)
-        model_key = resolved.content_key
+        hf = None if vllm else HfBackend(model.path, request.chunk)
         if prepared is None:
-            prepared = prepare(
-                model, tokenizer, request, notes, cache, model_key, progress, resolved.path
-            )
-        probe = _VllmOnDemand(resolved.path, request, prepared) if vllm else None
+            prepared = prepare(tokenizer, request, notes, cache, model, hf, progress)
+        backend = hf or VllmBackend(
+            model.path, _longest(prepared), request.tensor_parallel_size,
+            request.pipeline_parallel_size,
+        )  # fmt: skip
         try:
-            for lam in request.lams if request.lams is not None else [None]:
-                for spec in request.pairs:
-                    a, b = prepared.ids[spec.name]
-                    cont = prepared.continuations[spec.name]
-                    tag = f"lam={lam} " if lam is not None else ""
-                    progress(f"{model_name} {tag}pair {spec.name}")
-                    if probe is not None:
-                        compute = partial(probe.pair_divergence, a, b, cont)
-                    else:
-                        compute = partial(
-                            pair_divergence, model, a, b, cont,
-                            layers=request.layers, chunk=request.chunk, lam=lam,
-                        )  # fmt: skip
-                    parts = [model_key, request.backend, a, b, cont, request.layers, lam]
-                    curves.append((model_name, lam, spec.name, cache.curves(parts, compute)))
+            curves += _model_curves(request, prepared, cache, model, backend, progress)
         finally:
-            if probe is not None:
-                probe.close()
-        del model
+            backend.close()
     tables = build_tables(curves, request)
     tables.notes.extend(notes)
     tables.continuations = prepared.continuations if prepared else {}
     return tables
+
+
+def _longest(prepared: _Prepared) -> int:
+    return max(
+        max(len(a), len(b)) + len(prepared.continuations[name])
+        for name, (a, b) in prepared.ids.items()
+    )
+
+
+def _model_curves(
+    request: ProbeRequest,
+    prepared: _Prepared,
+    cache: UnitCache,
+    model: ResolvedModel,
+    backend: HfBackend | VllmBackend,
+    progress: Callable[[str], None],
+) -> list[tuple[str, float | None, str, PairDivergence]]:
+    """Every (lam, pair) curve set of one model, each from the cache or computed."""
+    out = []
+    for lam in request.lams if request.lams is not None else [None]:
+        for spec in request.pairs:
+            a, b = prepared.ids[spec.name]
+            cont = prepared.continuations[spec.name]
+            progress(f"{model.name} {f'lam={lam} ' if lam is not None else ''}pair {spec.name}")
+            compute = partial(backend.curves, a, b, cont, request.layers, lam)
+            params = {"backend": request.backend, "layers": request.layers, "lam": lam}
+            key = cache.key(model.content_key, [a, b, cont], params)
+            out.append((model.name, lam, spec.name, cache.curves(key, compute)))
+    return out
 
 
 def build_tables(

@@ -8,8 +8,8 @@ import math
 
 import pandas as pd
 
+from harness.models import is_untrained
 from harness.report import plots
-from harness.report.derive import is_untrained
 from harness.report.html import esc, figure, fmt_num, note, table
 from harness.report.load import RunData
 

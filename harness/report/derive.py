@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from harness import results
+from harness.models import trained_name
 from harness.report.load import RunData
 from harness.scoring.adherence import adherence_curves, survival_curves
 
@@ -100,18 +101,14 @@ def token_overhead(data: RunData) -> dict[tuple[str, str, str], float]:
 
 def prompt_length(data: RunData, model: str) -> int:
     """Median prompt length in tokens of the model's generations (P of the bound curve)."""
-    base = model.removeprefix("untrained:").split("@", 1)[0]
+    base = trained_name(model)
     lengths = [
         len(r.get("prompt_ids") or [])
         for r in data.generations or []
-        if str(r.get("model", "")).removeprefix("untrained:").split("@", 1)[0] == base
+        if trained_name(str(r.get("model", ""))) == base
     ]
     lengths = [n for n in lengths if n]
     return int(np.median(lengths)) if lengths else 1
-
-
-def is_untrained(model: str) -> bool:
-    return model.startswith("untrained:")
 
 
 def alpha_by_layer(data: RunData) -> tuple[pd.DataFrame | None, str]:

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.powerlaw import fit_alpha, reference_curves
-from harness.report.derive import is_untrained
+from harness.models import is_untrained
 from harness.report.html import esc as label
 from harness.report.verdicts import policy_order
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.report.derive import is_untrained
+from harness.models import is_untrained
 from harness.report.html import esc, figure, note
 from harness.report.plots import _layout, color, first_entry
 

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel
 
+from harness.models import is_untrained
 from harness.report.html import fmt_pct, fmt_t
 from harness.scoring.adherence import curve_metrics
 
@@ -256,8 +257,8 @@ def mechanism_card(summary: pd.DataFrame | None, fits: pd.DataFrame | None) -> C
         + "; ".join(parts)
         + " (mean over layers 1..L and conditions)."
     )
-    trained = [a for m, (a, _) in per_model.items() if not m.startswith("untrained:")]
-    untrained = [a for m, (a, _) in per_model.items() if m.startswith("untrained:")]
+    trained = [a for m, (a, _) in per_model.items() if not is_untrained(m)]
+    untrained = [a for m, (a, _) in per_model.items() if is_untrained(m)]
     if trained and untrained:
         gap = np.mean(trained) - np.mean(untrained)
         speed = (

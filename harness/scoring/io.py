@@ -9,7 +9,7 @@ from pathlib import Path
 
 from harness.config import GenerationConfig, ScoringConfig, TaskSuite
 from harness.errors import UserError
-from harness.models import EMBEDDED_MODEL, resolve_model
+from harness.models import EMBEDDED_MODEL, resolve_model, trained_name
 from harness.scoring.adherence import (
     adherence_curves,
     adherence_summary,
@@ -27,9 +27,8 @@ def load_tokenizer(name: str | None):
     """The tokenizer of a zoo model (default: the embedded model), loaded once per process."""
     from transformers import AutoTokenizer
 
-    name = name or EMBEDDED_MODEL
-    if name.startswith("untrained:"):  # same tokenizer as the trained model; skip the init
-        name = name.removeprefix("untrained:").split("@", 1)[0]
+    # an untrained twin has its base's tokenizer: resolving the base skips the random init
+    name = trained_name(name or EMBEDDED_MODEL)
     return AutoTokenizer.from_pretrained(resolve_model(name).path)
 
 

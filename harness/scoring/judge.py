@@ -7,11 +7,12 @@ generation engine) to a `JudgeTarget`, creates that target's engine on first nee
 pass ends (`close`, or leaving the `with` block): an idle vLLM engine keeps its CPU workers
 spinning.
 
-Verdicts are cached in the run's store as `cache/judge/<key>.json`, key = `content_key("judge",
-RUBRIC_VERSION, judge identity, rule, text)`: the identity is (engine, model content key) for
-a local judge and (openai, base URL, served model, tokenizer content key) for an endpoint. So
-a resumed run, or a re-run of an edited config into the same folder, never asks a judge twice
-about the same text, even when the score unit of the record was invalidated by another change.
+Verdicts are cached in the run's store as `cache/judge/<key>.json`, key = `unit_key("judge")`
+of model = the judge's identity, inputs = [rule, text], params = {rubric: RUBRIC_VERSION}; the
+identity is (engine, model content key) for a local judge and (openai, base URL, served
+model, tokenizer content key) for an endpoint. So a resumed run, or a re-run of an edited
+config into the same folder, never asks a judge twice about the same text, even when the
+score unit of the record was invalidated by another change.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from harness.engines import GenerationRequest, SamplingSettings, make_engine
 from harness.engines.options import engine_options
 from harness.errors import UserError
 from harness.models import ResolvedModel, resolve_model
-from harness.store import content_key
+from harness.store import unit_key
 
 STAGE = "judge"
 Resolve = Callable[[str], ResolvedModel]
@@ -93,7 +94,8 @@ def judge_target(spec: JudgeSpec, defaults: JudgeDefaults, resolve: Resolve) -> 
 
 def verdict_key(target: JudgeTarget, rule: str, text: str) -> str:
     """The verdict cache key: rubric version, judge identity, rule and text (nothing else)."""
-    return content_key(STAGE, RUBRIC_VERSION, list(target.identity), rule, text)
+    params = {"rubric": RUBRIC_VERSION}
+    return unit_key(STAGE, model=list(target.identity), inputs=[rule, text], params=params)
 
 
 def _judge_sampling():

@@ -26,7 +26,7 @@ from harness.scoring.judge import JudgeDefaults, JudgeRunner
 from harness.scoring.score import item_checks, score_checks
 from harness.stages.generate import sampling_settings
 from harness.stages.probe import record_baseline_ids
-from harness.store import content_key
+from harness.store import unit_key
 
 STAGE = "forks"
 ARMS = ("with", "without")
@@ -91,20 +91,18 @@ def fork_requests(
     return out
 
 
-def unit_key(model, records, baselines, forks: ForksConfig, sampling, engine: str, scoring) -> str:
+def fork_key(model, records, baselines, forks: ForksConfig, sampling, engine: str, scoring) -> str:
     """Everything a unit's arms and rows depend on. `scoring`: what the arms are scored
     against: the items (checks included), the candidate languages and the judges' identities."""
     settings = forks.model_dump(exclude={"records", "policies", "baseline", "baseline_text"})
-    return content_key(
-        STAGE,
-        model.content_key,
-        [r.key for r in records],
-        baselines,
-        settings,
-        sampling.model_dump(exclude={"max_tokens", "seed"}),
-        engine,
-        scoring,
-    )
+    params = {
+        "forks": settings,
+        "sampling": sampling.model_dump(exclude={"max_tokens", "seed"}),
+        "engine": engine,
+        "scoring": scoring,
+    }
+    inputs = {"records": [r.key for r in records], "baselines": baselines}
+    return unit_key(STAGE, model=model.content_key, inputs=inputs, params=params)
 
 
 @dataclass
@@ -243,7 +241,7 @@ def _unit(ctx, model, group: list[GenerationRecord], judges) -> dict:
         langs,
         judges.identities(c for item in mine for c in item_checks(item, langs)),
     ]
-    key = unit_key(model, group, base, forks, sampling, config.generation.engine, scoring)
+    key = fork_key(model, group, base, forks, sampling, config.generation.engine, scoring)
     unit = ctx.store.get(STAGE, key)
     if unit is None:
         engine = ctx.engines.get(config, model)

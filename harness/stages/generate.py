@@ -11,18 +11,18 @@ from collections.abc import Callable
 from dataclasses import asdict
 
 from harness.chat import ChatFormat
-from harness.config import RunConfig, policy_label
+from harness.config import RunConfig
 from harness.engines import SamplingSettings, make_engine
 from harness.engines.options import engine_options
 from harness.engines.pool import EnginePool
 from harness.models import ResolvedModel, resolve_model
-from harness.policies import make_policy, run_policies
+from harness.policies import policy_run, run_policies
 from harness.policies.conversation import Simulators
 from harness.records import GenerationRecord
 from harness.scoring import window_fails
 from harness.selection import Selected, batch_units, sample_specs, simulator_key
 from harness.sequential import SampleBatch, fixed_batches
-from harness.store import RunStore, content_key
+from harness.store import RunStore, unit_key
 
 STAGE = "generate"
 
@@ -42,31 +42,36 @@ def sampling_settings(config: RunConfig) -> SamplingSettings:
     return SamplingSettings(temperature=gen.temperature, top_p=gen.top_p, max_tokens=gen.max_tokens)
 
 
-def unit_key(config: RunConfig, model: ResolvedModel, policy, specs, items) -> str:
+def generation_key(config: RunConfig, model: ResolvedModel, policy, specs, items) -> str:
     """One (model, policy) unit: everything its records depend on. The adaptive policy also
-    depends on the items' checks (they decide when it injects), so its key holds them."""
+    depends on the items' checks (they decide when it injects), and conversations on
+    `turn_tokens`; where a part does not apply it is None, so the key keeps its shape."""
     gen = config.generation
-    sampling = sampling_settings(config)
-    # Single replies keep the key they had before conversations existed.
-    item_key = [
-        (s.meta["item"], s.system, s.user, s.reminder, s.restatement, s.seed)
-        + ((s.turns, s.simulator and asdict(s.simulator)) if s.conversation else ())
+    samples = [
+        {
+            "item": s.meta["item"],
+            "system": s.system,
+            "user": s.user,
+            "reminder": s.reminder,
+            "restatement": s.restatement,
+            "seed": s.seed,
+            "turns": s.turns,
+            "simulator": s.simulator and asdict(s.simulator),
+        }
         for s in specs
     ]
     talks = any(s.conversation for s in specs)
     checks = [[c.model_dump() for c in sel.item.checks] for sel in items]
-    return content_key(
-        STAGE,
-        model.content_key,
-        policy.model_dump(),
-        item_key,
-        sampling.model_dump(),
-        gen.engine,
-        gen.continue_on_eos,
-        config.scoring.languages,
-        *([checks] if policy.name == "adaptive" else []),
-        *([{"turn_tokens": gen.turn_tokens}] if talks else []),
-    )
+    params = {
+        "policy": policy.model_dump(),
+        "sampling": sampling_settings(config).model_dump(),
+        "engine": gen.engine,
+        "continue_on_eos": gen.continue_on_eos,
+        "languages": config.scoring.languages,
+        "checks": checks if policy.name == "adaptive" else None,
+        "turn_tokens": gen.turn_tokens if talks else None,
+    }
+    return unit_key(STAGE, model=model.content_key, inputs=samples, params=params)
 
 
 def generate_stage(
@@ -88,7 +93,7 @@ def generate_stage(
     units = batch_units(config, model.name, items, batches or fixed_batches(config))
     unit_specs = [sample_specs(config, model.name, sel, run_id, rng) for _, sel, rng in units]
     keys = [
-        unit_key(config, model, spec, specs, unit_items)
+        generation_key(config, model, spec, specs, unit_items)
         for (spec, unit_items, _), specs in zip(units, unit_specs, strict=True)
     ]
     missing = [i for i, key in enumerate(keys) if not store.has(STAGE, key)]
@@ -100,8 +105,7 @@ def generate_stage(
         chat = ChatFormat(engine.tokenizer)
         violates = _violation_hook(config, items)
         groups = [
-            (make_policy(units[i][0], gen.continue_on_eos, violates), unit_specs[i])
-            for i in missing
+            (policy_run(units[i][0], gen.continue_on_eos, violates), unit_specs[i]) for i in missing
         ]
         simulators = Simulators(_simulator_factory(config, items))
 
@@ -127,7 +131,7 @@ def generate_stage(
     records = []
     for (spec, _, _), key in zip(units, keys, strict=True):
         rows = store.get(STAGE, key)
-        assert rows is not None, f"generation unit {policy_label(spec)} missing after run"
+        assert rows is not None, f"generation unit {spec.label} missing after run"
         # a unit may come from an earlier run of an edited config: it is this run's now
         records.extend(GenerationRecord.model_validate({**r, "run_id": run_id}) for r in rows)
     if len(batches or ()) > 1:  # a sequential run lists them as a fixed one would

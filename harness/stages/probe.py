@@ -15,11 +15,11 @@ import numpy as np
 from harness.analysis.powerlaw import fit_positions
 from harness.chat import TEMPLATE_DEFAULT, ChatFormat
 from harness.config import RunConfig
-from harness.engines.vllm_engine import config_context
 from harness.models import ResolvedModel
+from harness.probes.backend import HfBackend, VllmBackend, cached_curves, open_backend
 from harness.records import GenerationRecord
 from harness.results import DivergenceRow, NextTokenRow, result_frame
-from harness.store import RunStore, content_key, get_arrays, put_arrays
+from harness.store import RunStore, unit_key
 
 STAGE = "probe"
 METRICS = ("l2", "rel_l2", "cos_dist")
@@ -48,91 +48,33 @@ def probed_records(config: RunConfig, records: list[GenerationRecord]) -> list[G
     return [r for r in records if limit is None or r.sample < limit]
 
 
-class ModelOnDemand:
-    """The hf backend: a transformers model loaded on first use, so a fully cached stage loads
-    nothing (float32 on CPU, bf16 over the GPUs on CUDA: `checkpoint.load_probe_model`)."""
-
-    def __init__(self, model: ResolvedModel) -> None:
-        self.model = model
-        self._loaded = None
-
-    def get(self):
-        if self._loaded is None:
-            from harness.probes.checkpoint import load_probe_model  # lazy: loads torch
-
-            self._loaded = load_probe_model(self.model.path)
-        return self._loaded
-
-    def curves(self, ids_a, ids_b, cont, layers, lam=None):
-        from harness.probes.divergence import pair_divergence  # lazy: loads torch
-
-        return pair_divergence(self.get(), ids_a, ids_b, cont, layers, lam=lam)
-
-    def close(self) -> None:
-        self._loaded = None
-
-
-class VllmOnDemand:
-    """The vllm backend: a probing engine started on first use (or a running one that fits),
-    sized for the longest pair of the stage (prompt + continuation + the one generated
-    token, in steps of 256), closed when the model is done if it was started here."""
-
-    def __init__(self, model: ResolvedModel, config: RunConfig, longest: int) -> None:
-        self.model, self.config = model, config
-        # never past the model's context: a pair that does not fit fails in check_inputs
-        self.max_model_len = min(-(-(longest + 1) // 256) * 256, config_context(model.path))
-        self._probe = None
-        self._started = False
-
-    def curves(self, ids_a, ids_b, cont, layers, lam=None):
-        from harness.probes.vllm_backend import get_vllm_probe  # lazy: loads torch
-
-        assert lam is None, "attention bias runs on the hf backend"
-        if self._probe is None:
-            gen = self.config.generation
-            self._probe, self._started = get_vllm_probe(
-                self.model.path,
-                layers,
-                max_model_len=self.max_model_len,
-                tensor_parallel_size=gen.tensor_parallel_size,
-                pipeline_parallel_size=gen.pipeline_parallel_size,
-            )
-        return self._probe.pair_divergence(ids_a, ids_b, cont, layers)
-
-    def close(self) -> None:
-        # vLLM's idle CPU workers keep spinning: free the cores for the stages after this one
-        if self._probe is not None and self._started:
-            self._probe.close()
-        self._probe = None
-
-
 def probe_key(
     model: ResolvedModel, record: GenerationRecord, base: list[int], layers, backend: str
 ) -> str:
-    """A probe unit's key; the vllm backend's units apart (its numbers differ in the last
-    float32 digits), hf units keyed as before the backend existed."""
-    extra = [backend] if backend != "hf" else []
-    return content_key(STAGE, model.content_key, record.key, base, layers, *extra)
+    """A probe unit's key: the record against its baseline prompt, on one backend (the vllm
+    backend's numbers differ from hf's in the last float32 digits)."""
+    params = {"layers": layers, "backend": backend}
+    return unit_key(STAGE, model=model.content_key, inputs=[record.key, base], params=params)
 
 
-def cached_pair_curves(
+def record_curves(
     store: RunStore,
     stage: str,
     key: str,
-    source: ModelOnDemand | VllmOnDemand,
+    backend: HfBackend | VllmBackend,
     record: GenerationRecord,
     base: list[int],
     layers: list[int] | None,
     lam: float | None = None,
 ) -> dict:
-    """The pair's curves from the store, or computed by `source` (record prompt vs baseline,
-    over the record's own continuation ids) and stored as one .npz unit."""
-    arrays = get_arrays(store, stage, key)
-    if arrays is None:
-        result = source.curves(record.prompt_ids, base, record.continuation_ids, layers, lam)
-        arrays = result.to_arrays(hidden_dtype=np.float32)
-        put_arrays(store, stage, key, arrays)
-    return arrays
+    """The record's curves (its prompt vs the baseline, over its own continuation ids) from
+    the store, or computed by `backend` and stored as one .npz unit (hidden-state metrics in
+    float32: the stages read them as stored)."""
+
+    def compute():
+        return backend.curves(record.prompt_ids, base, record.continuation_ids, layers, lam)
+
+    return cached_curves(store, stage, key, compute, hidden_dtype=np.float32)
 
 
 def probe_stage(
@@ -153,16 +95,18 @@ def probe_stage(
         backend = (backends or {}).get(model.name, "hf")
         tokenizer = AutoTokenizer.from_pretrained(model.path)
         pairs = [(r, baseline_ids(config, tokenizer, r)) for r in probed_records(config, records)]
-        if backend == "vllm":
-            longest = max((max(len(r.prompt_ids), len(b)) + len(r.continuation_ids)
-                           for r, b in pairs), default=0)  # fmt: skip
-            source: ModelOnDemand | VllmOnDemand = VllmOnDemand(model, config, longest)
-        else:
-            source = ModelOnDemand(model)
+        longest = max((max(len(r.prompt_ids), len(b)) + len(r.continuation_ids)
+                       for r, b in pairs), default=0)  # fmt: skip
+        gen = config.generation
+        source = open_backend(
+            backend, model.path, longest,
+            tensor_parallel_size=gen.tensor_parallel_size,
+            pipeline_parallel_size=gen.pipeline_parallel_size,
+        )  # fmt: skip
         try:
             for record, base in pairs:
                 key = probe_key(model, record, base, layers, backend)
-                curves[(model.name, record.key)] = cached_pair_curves(
+                curves[(model.name, record.key)] = record_curves(
                     store, STAGE, key, source, record, base, layers
                 )
                 if progress:

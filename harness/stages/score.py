@@ -14,7 +14,7 @@ from harness.results import TurnRow, WindowRow, result_frame
 from harness.scoring import item_index, score_records
 from harness.scoring.judge import JudgeDefaults, JudgeRunner
 from harness.scoring.turns import score_turns
-from harness.store import RunStore, content_key
+from harness.store import RunStore, unit_key
 
 STAGE = "score"
 TURNS = "turns"  # the per-reply scores of conversations, one unit per record
@@ -26,16 +26,18 @@ def score_stage(
     suites: list[TaskSuite],
     records: list[GenerationRecord],
     tokenizer,
+    model_key: str,
     judges=None,
 ) -> list[dict]:
-    """windows.csv rows for all records; uncached records are scored in one batch. `judges`:
-    the JudgeRunner the items' judge checks ask (needed only when there are any)."""
+    """windows.csv rows for all records; uncached records are scored in one batch. `model_key`:
+    the content key of the model whose tokenizer cuts the windows; `judges`: the JudgeRunner
+    the items' judge checks ask (needed only when there are any)."""
 
     def score(todo: list[GenerationRecord]) -> list[dict]:
         rows = score_records(todo, suites, tokenizer, config.scoring, judges)
         return [row.model_dump(mode="json") for row in rows]
 
-    return _cached_per_record(store, STAGE, config, suites, records, judges, score)
+    return _cached_per_record(store, STAGE, config, suites, records, judges, score, model_key)
 
 
 def turns_stage(
@@ -44,6 +46,7 @@ def turns_stage(
     suites: list[TaskSuite],
     records: list[GenerationRecord],
     tokenizer,
+    model_key: str,
     judges=None,
 ) -> list[dict]:
     """turns.csv rows of the conversation records; one cached unit (stage `turns`) each."""
@@ -54,16 +57,18 @@ def turns_stage(
         rows = score_turns(todo, suites, tokenizer, config.scoring, judges)
         return [row.model_dump() for row in rows]
 
-    return _cached_per_record(store, TURNS, config, suites, talks, judges, score)
+    return _cached_per_record(store, TURNS, config, suites, talks, judges, score, model_key)
 
 
-def _cached_per_record(store, stage, config, suites, records, judges, score) -> list[dict]:
+def _cached_per_record(
+    store, stage, config, suites, records, judges, score, model_key: str
+) -> list[dict]:
     """One cached unit of rows per record: the uncached records scored in one `score` batch,
     each record's rows stored under its key, then every unit read back in record order with
     this run's id stamped (units are keyed by content, not run)."""
 
     index = item_index(suites)
-    keys = [_unit_key(r, index[r.item][1], config, judges, stage) for r in records]
+    keys = [score_key(r, index[r.item][1], config, judges, stage, model_key) for r in records]
     todo = [(r, k) for r, k in zip(records, keys, strict=True) if not store.has(stage, k)]
     if todo:
         by_record: dict[tuple, list[dict]] = {}
@@ -77,11 +82,14 @@ def _cached_per_record(store, stage, config, suites, records, judges, score) -> 
     return [{**row, "run_id": run_id} for key in keys for row in store.get(stage, key) or []]
 
 
-def _unit_key(record: GenerationRecord, item, config: RunConfig, judges, stage: str = STAGE) -> str:
+def score_key(
+    record: GenerationRecord, item, config: RunConfig, judges, stage: str, model_key: str
+) -> str:
+    """One record's scores: its content, its item (checks included), the scoring settings and
+    the identities of the judges its judge checks ask (none: an empty list)."""
     judge_ids = judges.identities(item.checks) if judges is not None else []
-    # Only items with judge checks carry the extra part: other units keep their keys.
-    extra = [judge_ids] if judge_ids else []
-    return content_key(stage, record.key, item.model_dump(), config.scoring.model_dump(), *extra)
+    params = {"scoring": config.scoring.model_dump(), "judges": judge_ids}
+    return unit_key(stage, model=model_key, inputs=[record.key, item.model_dump()], params=params)
 
 
 class ScoreStage:
@@ -98,8 +106,17 @@ class ScoreStage:
             for model in ctx.models:
                 records = ctx.records_of(model.name)
                 tokenizer = ctx.tokenizer(model)
-                rows += score_stage(ctx.store, ctx.config, ctx.suites, records, tokenizer, judges)
-                turns += turns_stage(ctx.store, ctx.config, ctx.suites, records, tokenizer, judges)
+                args = (
+                    ctx.store,
+                    ctx.config,
+                    ctx.suites,
+                    records,
+                    tokenizer,
+                    model.content_key,
+                    judges,
+                )
+                rows += score_stage(*args)
+                turns += turns_stage(*args)
         bar.finish()
         windows = result_frame(WindowRow, rows)
         keys = ["model", "item", "policy", "sample", "window", "check"]

@@ -13,10 +13,11 @@ from harness.analysis.powerlaw import fit_alpha
 from harness.analysis.relay import relay_csv_text, solve_relay
 from harness.config import RunConfig
 from harness.models import ResolvedModel
+from harness.probes.backend import HfBackend
 from harness.records import GenerationRecord
 from harness.results import BiasRow, result_frame
-from harness.stages.probe import ModelOnDemand, baseline_ids, cached_pair_curves
-from harness.store import RunStore, content_key
+from harness.stages.probe import baseline_ids, record_curves
+from harness.store import RunStore, unit_key
 
 STAGE = "bias"
 
@@ -50,7 +51,7 @@ def bias_rows(
     rows = []
     for model in models:
         tokenizer = AutoTokenizer.from_pretrained(model.path)
-        on_demand = ModelOnDemand(model)
+        on_demand = HfBackend(model.path)
         for lam in config.theory.bias_lams:
             curves = []
             for record in chosen:
@@ -59,9 +60,10 @@ def bias_rows(
                     curves.append(plain[(model.name, rkey)])
                     continue
                 base = baseline_ids(config, tokenizer, record)
-                key = content_key(STAGE, model.content_key, rkey, base, lam, layers)
+                params = {"layers": layers, "lam": lam, "backend": on_demand.name}
+                key = unit_key(STAGE, model=model.content_key, inputs=[rkey, base], params=params)
                 curves.append(
-                    cached_pair_curves(store, STAGE, key, on_demand, record, base, layers, lam)
+                    record_curves(store, STAGE, key, on_demand, record, base, layers, lam)
                 )
             common = min(c["rel_l2"].shape[1] for c in curves)
             t = np.arange(1, common + 1)

@@ -15,8 +15,7 @@ import pytest
 import yaml
 
 from harness.engines import SamplingSettings, make_engine
-from harness.policies import ChatFormat, SampleSpec, run_policy
-from harness.policies.library import PeriodicPolicy
+from harness.policies import ChatFormat, PeriodicPolicy, SampleSpec, policy_run, run_policy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow]
 CONFIGS = Path(__file__).parent.parent / "data" / "configs"
@@ -83,7 +82,7 @@ def test_periodic_policy_through_a_served_model(vllm_server, embedded_model_path
         )
         for i in range(2)
     ]
-    policy = PeriodicPolicy(every=24, placement="user", continue_on_eos=True)
+    policy = policy_run(PeriodicPolicy(every=24, placement="user"), continue_on_eos=True)
     records = run_policy(
         policy, engine, chat, specs, SamplingSettings(temperature=0.7, max_tokens=72)
     )

@@ -162,7 +162,7 @@ def test_generated_continuation_is_shared_with_the_untrained_twin(tmp_path):
 def test_killed_probe_resumes_from_its_units(inputs, tmp_path, monkeypatch, run_cli):
     """A probe that dies on its third curve set keeps the two finished ones; the re-run computes
     only the rest and writes exactly the files of an uninterrupted run."""
-    import harness.probes.experiment as experiment
+    import harness.probes.divergence as divergence
 
     args = ["probe", "--model", "tiny-random-llama", "--pairs", str(inputs / "pairs.yaml"),
             "--continuation", "generate", "--generator", "hf", "--tokens", "40", "--layers", "2,4",
@@ -170,15 +170,15 @@ def test_killed_probe_resumes_from_its_units(inputs, tmp_path, monkeypatch, run_
     code, _, err = run_cli([*args, "--out", str(tmp_path / "whole")])
     assert code == 0, err
 
-    real, calls = experiment.pair_divergence, []
+    real, calls = divergence.pair_divergence, []
 
     def dies_on_third(*a, **k):
-        calls.append(k.get("lam"))
+        calls.append(a)
         if len(calls) == 3:
             raise KeyboardInterrupt  # as a user's Ctrl-C mid-probe
         return real(*a, **k)
 
-    monkeypatch.setattr(experiment, "pair_divergence", dies_on_third)
+    monkeypatch.setattr(divergence, "pair_divergence", dies_on_third)
     out = tmp_path / "resumed"
     code, _, err = run_cli([*args, "--out", str(out)])
     assert code == 130  # Ctrl-C: exit 128 + SIGINT

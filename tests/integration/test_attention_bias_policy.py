@@ -7,8 +7,14 @@ import pytest
 
 from harness.engines import SamplingSettings
 from harness.errors import UserError
-from harness.policies import ChatFormat, SampleSpec, run_policy
-from harness.policies.library import AttentionBiasPolicy, NonePolicy
+from harness.policies import (
+    AttentionBiasPolicy,
+    ChatFormat,
+    NonePolicy,
+    SampleSpec,
+    policy_run,
+    run_policy,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -30,9 +36,13 @@ def _specs():
 def test_lam_zero_equals_plain_and_lam_one_differs(tiny_hf_engine):
     chat = ChatFormat(tiny_hf_engine.tokenizer)
     greedy = SamplingSettings(temperature=0, max_tokens=24)
-    plain = run_policy(NonePolicy(), tiny_hf_engine, chat, _specs(), greedy)
-    zero = run_policy(AttentionBiasPolicy(0.0), tiny_hf_engine, chat, _specs(), greedy)
-    strong = run_policy(AttentionBiasPolicy(4.0), tiny_hf_engine, chat, _specs(), greedy)
+    plain = run_policy(policy_run(NonePolicy()), tiny_hf_engine, chat, _specs(), greedy)
+    zero = run_policy(
+        policy_run(AttentionBiasPolicy(lam=0.0)), tiny_hf_engine, chat, _specs(), greedy
+    )
+    strong = run_policy(
+        policy_run(AttentionBiasPolicy(lam=4.0)), tiny_hf_engine, chat, _specs(), greedy
+    )
     assert [r.continuation_ids for r in zero] == [r.continuation_ids for r in plain]
     assert [r.continuation_ids for r in strong] != [r.continuation_ids for r in plain]
     assert strong[0].policy == "attention_bias-4"
@@ -54,7 +64,11 @@ def test_attention_bias_needs_the_hf_engine(tiny_hf_engine):
     chat = ChatFormat(tiny_hf_engine.tokenizer)
     with pytest.raises(UserError, match="needs generation.engine: hf"):
         run_policy(
-            AttentionBiasPolicy(1.0), NotHf(), chat, _specs(), SamplingSettings(max_tokens=4)
+            policy_run(AttentionBiasPolicy(lam=1.0)),
+            NotHf(),
+            chat,
+            _specs(),
+            SamplingSettings(max_tokens=4),
         )
 
 
@@ -66,11 +80,14 @@ def test_biased_and_plain_groups_share_one_run(tiny_hf_engine):
     chat = ChatFormat(tiny_hf_engine.tokenizer)
     greedy = SamplingSettings(temperature=0, max_tokens=16)
     plain, biased = run_policies(
-        [(NonePolicy(), _specs()), (AttentionBiasPolicy(4.0), _specs())],
+        [(policy_run(NonePolicy()), _specs()),
+         (policy_run(AttentionBiasPolicy(lam=4.0)), _specs())],
         tiny_hf_engine, chat, greedy,
     )  # fmt: skip
-    alone_plain = run_policy(NonePolicy(), tiny_hf_engine, chat, _specs(), greedy)
-    alone_biased = run_policy(AttentionBiasPolicy(4.0), tiny_hf_engine, chat, _specs(), greedy)
+    alone_plain = run_policy(policy_run(NonePolicy()), tiny_hf_engine, chat, _specs(), greedy)
+    alone_biased = run_policy(
+        policy_run(AttentionBiasPolicy(lam=4.0)), tiny_hf_engine, chat, _specs(), greedy
+    )
     assert [r.continuation_ids for r in plain] == [r.continuation_ids for r in alone_plain]
     assert [r.continuation_ids for r in biased] == [r.continuation_ids for r in alone_biased]
     assert [r.continuation_ids for r in biased] != [r.continuation_ids for r in plain]

@@ -11,8 +11,7 @@ import pytest
 from harness.chat import TEMPLATE_DEFAULT, ChatFormat
 from harness.config import ProbeConfig, load_run_config
 from harness.engines import GenerationResult, SamplingSettings
-from harness.policies import SampleSpec, run_policy
-from harness.policies.library import NonePolicy
+from harness.policies import NonePolicy, SampleSpec, policy_run, run_policy
 from harness.probes.pairs import DEFAULT_SYSTEM, NO_SYSTEM, PairSpec, pair_prompt_ids
 from harness.stages.probe import baseline_ids
 
@@ -57,9 +56,9 @@ def tokenizer(embedded_model_path):
 def _generated(tokenizer, system: str | None):
     spec = SampleSpec(system=system, user=USER, seed=0, meta={"item": "x"})
     chat = ChatFormat(tokenizer)
-    return run_policy(NonePolicy(), OneWordEngine(), chat, [spec], SamplingSettings(max_tokens=4))[
-        0
-    ]
+    return run_policy(
+        policy_run(NonePolicy()), OneWordEngine(), chat, [spec], SamplingSettings(max_tokens=4)
+    )[0]
 
 
 def _config(baseline: str):

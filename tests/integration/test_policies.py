@@ -7,12 +7,15 @@ import pytest
 
 from harness.engines import SamplingSettings
 from harness.errors import UserError
-from harness.policies import ChatFormat, SampleSpec, run_policy
-from harness.policies.library import (
+from harness.policies import (
     AdaptivePolicy,
+    ChatFormat,
     NonePolicy,
     PeriodicPolicy,
     RestatePolicy,
+    SampleSpec,
+    policy_run,
+    run_policy,
 )
 
 pytestmark = pytest.mark.integration
@@ -43,7 +46,7 @@ def test_periodic_user_injects_exactly_every_k_generated_tokens(vllm_engine):
     chat = ChatFormat(vllm_engine.tokenizer)
     settings = SamplingSettings(temperature=0.7, max_tokens=96)
     # continue_on_eos keeps every sample running to the full budget
-    policy = PeriodicPolicy(every=32, placement="user", continue_on_eos=True)
+    policy = policy_run(PeriodicPolicy(every=32, placement="user"), continue_on_eos=True)
     records = run_policy(policy, vllm_engine, chat, _specs(), settings)
     reminder = chat.turn_ids("user", f"Reminder: {REMINDER} Continue.", None)
     for record in records:
@@ -70,7 +73,7 @@ def test_periodic_user_injects_exactly_every_k_generated_tokens(vllm_engine):
 def test_restate_prefills_the_assistant_turn(vllm_engine):
     chat = ChatFormat(vllm_engine.tokenizer)
     records = run_policy(
-        RestatePolicy(),
+        policy_run(RestatePolicy()),
         vllm_engine,
         chat,
         _specs(1),
@@ -92,7 +95,7 @@ def test_adaptive_reminds_only_violating_samples(vllm_engine):
         seen_windows.append(window_text)
         return state.spec.meta["sample"] == 0  # only sample 0 "violates"
 
-    policy = AdaptivePolicy(every=16, violates=violates, continue_on_eos=True)
+    policy = policy_run(AdaptivePolicy(every=16), continue_on_eos=True, violates=violates)
     records = run_policy(
         policy, vllm_engine, chat, _specs(2), SamplingSettings(temperature=0.7, max_tokens=48)
     )
@@ -104,7 +107,7 @@ def test_adaptive_reminds_only_violating_samples(vllm_engine):
 def test_same_seed_same_tokens(vllm_engine):
     chat = ChatFormat(vllm_engine.tokenizer)
     settings = SamplingSettings(temperature=0.8, max_tokens=40)
-    policy = PeriodicPolicy(every=20, placement="inline")
+    policy = policy_run(PeriodicPolicy(every=20, placement="inline"))
     first = run_policy(policy, vllm_engine, chat, _specs(2, seed=5), settings)
     again = run_policy(policy, vllm_engine, chat, _specs(2, seed=5), settings)
     assert [r.continuation_ids for r in first] == [r.continuation_ids for r in again]
@@ -114,8 +117,8 @@ def test_same_seed_same_tokens(vllm_engine):
 def test_greedy_none_same_tokens_on_vllm_and_hf(vllm_engine, hf_engine):
     chat = ChatFormat(vllm_engine.tokenizer)
     settings = SamplingSettings(temperature=0, max_tokens=48)
-    on_vllm = run_policy(NonePolicy(), vllm_engine, chat, _specs(1), settings)[0]
-    on_hf = run_policy(NonePolicy(), hf_engine, chat, _specs(1), settings)[0]
+    on_vllm = run_policy(policy_run(NonePolicy()), vllm_engine, chat, _specs(1), settings)[0]
+    on_hf = run_policy(policy_run(NonePolicy()), hf_engine, chat, _specs(1), settings)[0]
     assert on_vllm.continuation_ids == on_hf.continuation_ids
     assert on_vllm.engine == "vllm" and on_hf.engine == "hf"
 
@@ -124,7 +127,7 @@ def test_max_tokens_beyond_context_is_a_clear_error(vllm_engine):
     chat = ChatFormat(vllm_engine.tokenizer)
     with pytest.raises(UserError, match="exceeds the context of 4096 tokens"):
         run_policy(
-            NonePolicy(),
+            policy_run(NonePolicy()),
             vllm_engine,
             chat,
             _specs(1),

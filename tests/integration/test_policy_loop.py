@@ -6,8 +6,17 @@ from __future__ import annotations
 import pytest
 
 from harness.engines import GenerationResult, SamplingSettings
-from harness.policies import ChatFormat, SampleSpec, run_policies, run_policy
-from harness.policies.library import AdaptivePolicy, NonePolicy, PeriodicPolicy, RestatePolicy
+from harness.policies import (
+    AdaptivePolicy,
+    ChatFormat,
+    NonePolicy,
+    PeriodicPolicy,
+    RestatePolicy,
+    SampleSpec,
+    policy_run,
+    run_policies,
+    run_policy,
+)
 
 pytestmark = pytest.mark.integration
 WORD = 1234  # a plain token id the scripted engine emits
@@ -65,7 +74,7 @@ def _specs(n: int) -> list[SampleSpec]:
 def test_periodic_offsets_and_accounting(chat):
     engine = ScriptedEngine(chat.tokenizer)
     records = run_policy(
-        PeriodicPolicy(every=10, placement="user"), engine, chat, _specs(2),
+        policy_run(PeriodicPolicy(every=10, placement="user")), engine, chat, _specs(2),
         SamplingSettings(max_tokens=35),
     )  # fmt: skip
     reminder = chat.turn_ids("user", "Reminder: Be brief. Continue.", None)
@@ -90,7 +99,11 @@ def test_eos_continue_turn_is_a_segment_and_budget_is_generated_tokens(chat):
     # sample 0's first round (seed 0 * 7919 + 0 = 0) ends with EOS after 4 tokens
     engine = ScriptedEngine(chat.tokenizer, eos_at={0: 4})
     records = run_policy(
-        NonePolicy(continue_on_eos=True), engine, chat, _specs(2), SamplingSettings(max_tokens=20)
+        policy_run(NonePolicy(), continue_on_eos=True),
+        engine,
+        chat,
+        _specs(2),
+        SamplingSettings(max_tokens=20),
     )
     first = records[0]
     assert [(s.kind, s.source) for s in first.segments] == [
@@ -100,8 +113,8 @@ def test_eos_continue_turn_is_a_segment_and_budget_is_generated_tokens(chat):
     continue_ids = first.continuation_ids[first.segments[1].start : first.segments[1].end]
     assert chat.tokenizer.decode(continue_ids).startswith("\n<|im_start|>user\nContinue.")
     assert first.tokens.generated == 20
-    stopped = run_policy(NonePolicy(), ScriptedEngine(chat.tokenizer, {0: 4}), chat, _specs(1),
-                         SamplingSettings(max_tokens=20))[0]  # fmt: skip
+    stopped = run_policy(policy_run(NonePolicy()), ScriptedEngine(chat.tokenizer, {0: 4}), chat,
+                         _specs(1), SamplingSettings(max_tokens=20))[0]  # fmt: skip
     assert stopped.finish_reason == "stop" and stopped.tokens.generated == 4
 
 
@@ -109,13 +122,13 @@ def test_merged_groups_share_batches_and_match_separate_runs(chat):
     settings = SamplingSettings(max_tokens=30)
     engine = ScriptedEngine(chat.tokenizer)
     merged = run_policies(
-        [(NonePolicy(), _specs(2)), (PeriodicPolicy(every=10), _specs(2)),
-         (RestatePolicy(), _specs(2))],
+        [(policy_run(NonePolicy()), _specs(2)), (policy_run(PeriodicPolicy(every=10)), _specs(2)),
+         (policy_run(RestatePolicy()), _specs(2))],
         engine, chat, settings,
     )  # fmt: skip
     assert engine.batches == [6, 2, 2]  # none and restate finish in round one
-    alone = run_policy(PeriodicPolicy(every=10), ScriptedEngine(chat.tokenizer), chat, _specs(2),
-                       settings)  # fmt: skip
+    alone = run_policy(policy_run(PeriodicPolicy(every=10)), ScriptedEngine(chat.tokenizer), chat,
+                       _specs(2), settings)  # fmt: skip
     assert [r.continuation_ids for r in merged[1]] == [r.continuation_ids for r in alone]
     assert merged[2][0].segments[0].kind == "restatement"
     assert merged[2][0].tokens.restated == len(chat.encode("Sure:"))
@@ -129,8 +142,8 @@ def test_adaptive_reads_only_generated_text_of_the_last_window(chat):
         return state.spec.meta["sample"] == 1
 
     records = run_policy(
-        AdaptivePolicy(every=8, violates=violates), ScriptedEngine(chat.tokenizer), chat,
-        _specs(2), SamplingSettings(max_tokens=24),
+        policy_run(AdaptivePolicy(every=8), violates=violates), ScriptedEngine(chat.tokenizer),
+        chat, _specs(2), SamplingSettings(max_tokens=24),
     )  # fmt: skip
     assert [sum(s.source == "reminder" for s in r.segments) for r in records] == [0, 2]
     word = chat.tokenizer.decode([WORD])
@@ -168,11 +181,14 @@ def test_continuous_batching_gives_the_records_of_the_round_loop(chat):
             return state.spec.seed % 2 == 0
 
         return [
-            (NonePolicy(continue_on_eos=True), _specs(3)),
-            (RestatePolicy(continue_on_eos=True), _specs(3)),
-            (PeriodicPolicy(every=16, continue_on_eos=True), _specs(3)),
-            (AdaptivePolicy(every=8, violates=violates, continue_on_eos=True), _specs(3)),
-            (PeriodicPolicy(None, "system", every_turns=2), _conversation_specs(2)),
+            (policy_run(NonePolicy(), continue_on_eos=True), _specs(3)),
+            (policy_run(RestatePolicy(), continue_on_eos=True), _specs(3)),
+            (policy_run(PeriodicPolicy(every=16), continue_on_eos=True), _specs(3)),
+            (
+                policy_run(AdaptivePolicy(every=8), continue_on_eos=True, violates=violates),
+                _specs(3),
+            ),
+            (policy_run(PeriodicPolicy(placement="system", every_turns=2)), _conversation_specs(2)),
         ]
 
     rounds = run_policies(groups(), ScriptedEngine(chat.tokenizer, eos), chat, settings,

@@ -241,7 +241,6 @@ def test_missing_config_file(tmp_path, run_cli):
 
 def test_a_policy_has_one_label_in_config_records_and_reports():
     from harness.config import RunConfig
-    from harness.policies import make_policy
 
     config = RunConfig.model_validate(
         {"name": "x", "models": ["m"], "suites": ["s.yaml"],
@@ -250,4 +249,6 @@ def test_a_policy_has_one_label_in_config_records_and_reports():
     )  # fmt: skip
     labels = [policy_label(p) for p in config.policies]
     assert labels == ["attention_bias-1", "attention_bias-0.5", "periodic-128-inline"]
-    assert [make_policy(p).label for p in config.policies] == labels
+    from harness.policies import policy_run
+
+    assert [policy_run(p, continue_on_eos=True).label for p in config.policies] == labels

@@ -7,10 +7,18 @@ from __future__ import annotations
 import pytest
 
 from harness.engines import GenerationResult, SamplingSettings
-from harness.policies import ChatFormat, SampleSpec, run_policies
+from harness.policies import (
+    AdaptivePolicy,
+    ChatFormat,
+    NonePolicy,
+    PeriodicPolicy,
+    RestatePolicy,
+    SampleSpec,
+    policy_run,
+    run_policies,
+)
 from harness.policies.base import SimulatorSpec
 from harness.policies.conversation import Simulators
-from harness.policies.library import AdaptivePolicy, NonePolicy, PeriodicPolicy, RestatePolicy
 
 EOS = 0
 
@@ -109,7 +117,7 @@ REPLIES = {1: "ok$", 2: "abcdefgh", 3: "fin$"}
 
 
 def test_turns_tile_the_continuation_with_turn_indices():
-    record, engine = _run(NonePolicy(), _spec(), REPLIES)
+    record, engine = _run(policy_run(NonePolicy()), _spec(), REPLIES)
     assert _layout(record) == [
         ("generated", "model", 1, "ok\x00"),
         ("markup", "chat", 2, "<user>"),
@@ -164,7 +172,7 @@ def test_user_turn_pieces_split_markup_from_text():
     ],
 )
 def test_periodic_every_turns_places_the_reminder(placement, turn3):
-    policy = PeriodicPolicy(None, placement, every_turns=3)
+    policy = policy_run(PeriodicPolicy(placement=placement, every_turns=3))
     spec = _spec(turns=[("U2", False), ("U3", False), ("U4", False)])
     replies = {1: "a$", 2: "b$", 3: "c$", 4: "d$"}
     record, _ = _run(policy, spec, replies)
@@ -188,14 +196,16 @@ def test_adaptive_on_turn_reminds_after_a_failing_reply_only():
 
     spec = _spec(turns=[("U2", False), ("U3", False), ("U4", False)])
     replies = {1: "fine$", 2: "BAD$", 3: "fine$", 4: "end$"}
-    record, _ = _run(AdaptivePolicy(None, violates, "system", on_turn=True), spec, replies)
+    record, _ = _run(
+        policy_run(AdaptivePolicy(placement="system", on="turn"), violates=violates), spec, replies
+    )
     injected = [(s.turn, s.text) for s in record.segments if s.kind == "injected"]
     assert injected == [(3, "R")]  # before the user turn that follows the failing reply 2
     assert seen == [(1, "fine"), (2, "BAD"), (3, "fine")]  # the last reply has no next turn
 
 
 def test_restate_prefills_turn_one_and_the_budget_ends_the_conversation():
-    record, _ = _run(RestatePolicy(), _spec(restatement="Q"), REPLIES, max_tokens=7)
+    record, _ = _run(policy_run(RestatePolicy()), _spec(restatement="Q"), REPLIES, max_tokens=7)
     assert _layout(record)[:2] == [
         ("restatement", "restatement", 1, "Q"),
         ("generated", "model", 1, "ok\x00"),
@@ -210,7 +220,7 @@ def test_context_end_stops_the_conversation_and_keeps_what_came_before():
     prompt = len(ChatFormat(CharTokenizer()).prompt_ids("S", "U1"))
     # room for reply 1 (3), user turn 2 (19) and 2 tokens of reply 2
     engine = ScriptedEngine(REPLIES, max_model_len=prompt + 3 + 19 + 2)
-    record, _ = _run(NonePolicy(), spec, REPLIES, engine=engine)
+    record, _ = _run(policy_run(NonePolicy()), spec, REPLIES, engine=engine)
     assert [s.text for s in record.segments if s.kind == "generated"] == ["ok", "ab"]
     assert record.finish_reason == "context"
 
@@ -219,7 +229,7 @@ def test_simulated_user_speaks_after_the_scripted_turns_in_its_own_batch():
     sim = SimulatorSpec(system="SIM", turns=2, max_tokens=8)
     spec = _spec(turns=[("U2", False)], simulator=sim)
     replies = {1: "a$", 2: "b$", 3: "c$", 4: "d$"}
-    record, engine = _run(NonePolicy(), spec, replies, simulators=Simulators())
+    record, engine = _run(policy_run(NonePolicy()), spec, replies, simulators=Simulators())
     users = [(s.turn, s.source, s.text) for s in record.segments if s.kind == "user"]
     # the simulator sees turns 1..k as its own messages: after turn 2 it has spoken twice
     assert users == [(2, "user", "U2"), (3, "simulator", "sim2"), (4, "simulator", "sim3")]
@@ -232,7 +242,7 @@ def test_single_replies_and_conversations_share_rounds():
     engine = ScriptedEngine({1: "ok$", 2: "abcdefgh", 3: "fin$"})
     chat = ChatFormat(CharTokenizer())
     [[conv], [one]] = run_policies(
-        [(NonePolicy(), [_spec()]), (NonePolicy(), [single])],
+        [(policy_run(NonePolicy()), [_spec()]), (policy_run(NonePolicy()), [single])],
         engine,
         chat,
         SamplingSettings(max_tokens=100),

@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 from harness.errors import UserError
-from harness.models import parse_model_name
+from harness.models import (
+    is_untrained,
+    parse_model_name,
+    split_untrained,
+    trained_name,
+    untrained_name,
+)
 from harness.models.build import build_atomically
 
 
@@ -40,6 +46,22 @@ def test_parse_model_name(name, kind, base, seed):
 def test_bad_model_names(name, message):
     with pytest.raises(UserError, match=message):
         parse_model_name(name)
+
+
+@pytest.mark.parametrize(
+    "name, split, trained",
+    [
+        ("untrained:tiny-random-qwen2@7", ("tiny-random-qwen2", 7), "tiny-random-qwen2"),
+        ("untrained:org/model", ("org/model", 0), "org/model"),
+        ("untrained:./my@model@-3", ("./my@model", -3), "./my@model"),
+        ("org/model@v2", None, "org/model@v2"),  # an @ outside a twin name is the name's own
+        ("tiny-random-llama", None, "tiny-random-llama"),
+    ],
+)
+def test_twin_names_are_read_by_the_one_parser(name, split, trained):
+    assert split_untrained(name) == split and is_untrained(name) == (split is not None)
+    assert trained_name(name) == trained
+    assert parse_model_name(untrained_name("tiny-random-llama")).base == "tiny-random-llama"
 
 
 def test_local_folder_needs_config(tmp_path):

@@ -4,8 +4,15 @@ a record handed to on_group_done is the record returned (and never changes after
 from __future__ import annotations
 
 from harness.engines import GenerationResult, SamplingSettings
-from harness.policies import ChatFormat, SampleSpec, run_policies
-from harness.policies.library import NonePolicy, PeriodicPolicy, RestatePolicy
+from harness.policies import (
+    ChatFormat,
+    NonePolicy,
+    PeriodicPolicy,
+    RestatePolicy,
+    SampleSpec,
+    policy_run,
+    run_policies,
+)
 
 WORD = ord("w")
 
@@ -58,9 +65,9 @@ def test_records_count_each_segment_once_and_match_what_was_stored():
         for i in range(2)
     ]
     groups = [
-        (NonePolicy(), specs),
-        (PeriodicPolicy(every=4, placement="inline"), specs),
-        (RestatePolicy(), specs),
+        (policy_run(NonePolicy()), specs),
+        (policy_run(PeriodicPolicy(every=4, placement="inline")), specs),
+        (policy_run(RestatePolicy()), specs),
     ]
     stored: dict[int, list] = {}  # what a store would have written, dumped at hand-over time
     handed: dict[int, list] = {}

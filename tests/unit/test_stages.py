@@ -84,7 +84,7 @@ def test_adaptive_generation_units_are_keyed_by_the_checks_that_trigger_them(tmp
     from harness.config import load_run_config_and_suites
     from harness.models.zoo import ResolvedModel
     from harness.selection import sample_specs, select_items
-    from harness.stages.generate import unit_key
+    from harness.stages.generate import generation_key
 
     data = Path(__file__).parent.parent / "data" / "configs"
     suite = (data / "mini-suite.yaml").read_text()
@@ -101,7 +101,7 @@ def test_adaptive_generation_units_are_keyed_by_the_checks_that_trigger_them(tmp
         config, suites = load_run_config_and_suites(tmp_path / "run.yaml")
         items = select_items(config, suites)
         specs = sample_specs(config, "m", items, "")
-        return {p.name: unit_key(config, model, p, specs, items) for p in config.policies}
+        return {p.name: generation_key(config, model, p, specs, items) for p in config.policies}
 
     before = keys()
     (tmp_path / "mini-suite.yaml").write_text(suite.replace("target: fr", "target: de"))

@@ -6,14 +6,22 @@ import numpy as np
 import pytest
 
 from harness.errors import UserError
-from harness.store import RunStore, content_key, get_arrays, put_arrays
+from harness.store import STAGE_VERSIONS, RunStore, get_arrays, put_arrays, unit_key
 
 
-def test_content_key_is_stable_and_sensitive():
-    a = content_key("probe", {"b": 1, "a": [1, 2]}, "m")
-    assert a == content_key("probe", {"a": [1, 2], "b": 1}, "m")  # key order does not matter
-    assert a != content_key("probe", {"a": [1, 2], "b": 2}, "m")
-    assert a != content_key("score", {"a": [1, 2], "b": 1}, "m")  # stages are namespaced
+def test_unit_key_is_stable_and_sensitive(monkeypatch):
+    def key(stage="probe", model="m", inputs=(1, 2), params=None) -> str:
+        return unit_key(stage, model=model, inputs=list(inputs), params=params or {"b": 1, "a": 2})
+
+    a = key()
+    assert len(a) == 32 and a == key(params={"a": 2, "b": 1})  # key order does not matter
+    assert a != key(params={"a": 2, "b": 2})
+    assert a != key(inputs=(2, 1)) and a != key(model="m2")
+    assert a != key(stage="score")  # stages are namespaced
+    # a part moved between inputs and params is another unit: the shape is part of the key
+    assert key(inputs=[], params={"x": [1, 2]}) != key(inputs=[1, 2], params={"x": []})
+    monkeypatch.setitem(STAGE_VERSIONS, "probe", STAGE_VERSIONS["probe"] + 1)
+    assert key() != a  # a bumped stage version recomputes its units
 
 
 def test_units_round_trip_and_survive_a_new_store(tmp_path):

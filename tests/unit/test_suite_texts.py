@@ -1,5 +1,5 @@
 """`reminder` and `restatement` are optional in suites: reminders fall back to the system
-prompt, and items that have both texts keep their generation cache keys."""
+prompt, and generation units are keyed by the texts the samples actually get."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import yaml
 from harness.config import load_run_config_and_suites
 from harness.models.zoo import ResolvedModel
 from harness.selection import sample_specs, select_items
-from harness.stages.generate import unit_key
+from harness.stages.generate import generation_key
 
 DATA = Path(__file__).parent.parent / "data" / "configs"
 MODEL = ResolvedModel(name="m", source="tiny", path=Path("/nonexistent"), content_key="k")
@@ -20,19 +20,27 @@ def _keys(config_path: Path) -> dict[str, str]:
     config, suites = load_run_config_and_suites(config_path)
     items = select_items(config, suites)
     specs = sample_specs(config, "m", items, "")
-    return {p.name: unit_key(config, MODEL, p, specs, items) for p in config.policies}
+    return {p.name: generation_key(config, MODEL, p, specs, items) for p in config.policies}
 
 
-def test_items_with_both_texts_keep_their_cache_keys(monkeypatch):
-    # Computed before the texts became optional: a changed key would regenerate every
-    # existing cache (and change the quickstart's outputs).
-    monkeypatch.chdir(DATA)
-    assert _keys(DATA / "tiny-run.yaml") == {
-        "none": "c3636e9f153ef9170ea1a91ee0d68e8d",
-        "restate": "248cbf193ac87345ee600b34d6108198",
-        "periodic": "5efbac42f63e81605895fa6ec16e05f8",
-        "adaptive": "d351f9d3beb3f38c056056e471c8f041",
-    }
+def test_generation_units_are_keyed_by_the_reminder_the_samples_get(tmp_path):
+    # a missing reminder falls back to the system prompt: the unit is the one of an item whose
+    # reminder is its system prompt written out, and another reminder text is another unit
+    suite = yaml.safe_load((DATA / "mini-suite.yaml").read_text())
+    (tmp_path / "run.yaml").write_text((DATA / "tiny-run.yaml").read_text())
+
+    def keys(edit) -> dict[str, str]:
+        edited = yaml.safe_load(yaml.safe_dump(suite))
+        for item in edited["items"]:
+            edit(item)
+        (tmp_path / "mini-suite.yaml").write_text(yaml.safe_dump(edited))
+        return _keys(tmp_path / "run.yaml")
+
+    written = keys(lambda item: item.update(reminder=item["system"]))
+    assert keys(lambda item: item.pop("reminder")) == written
+    assert len(set(written.values())) == 4  # one unit per policy
+    other = keys(lambda item: item.update(reminder="Remember the rule."))
+    assert all(other[name] != written[name] for name in written)
 
 
 def test_an_item_without_texts_is_reminded_of_its_system_prompt(tmp_path):

@@ -1,0 +1,153 @@
+"""The probe's backends behind one interface, used by the run's probe and theory stages and by
+`harness probe` alike: `curves(ids_a, ids_b, continuation, layers, lam)` gives a pair's
+`PairDivergence`, computing nothing until the first uncached pair asks, and `close` frees
+what was started. `cached_curves` keeps each pair's curves as one .npz unit of a store.
+
+- `HfBackend`: transformers (`divergence.pair_divergence`), the reference numerics and the
+  only backend with the attention bias;
+- `VllmBackend`: the serving engine's hidden states (`vllm_backend.VllmProbe`).
+
+The heavy modules (torch, transformers, vLLM) are imported when a pair is first computed, so
+a fully cached probe imports none of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from harness.engines.vllm_engine import config_context
+from harness.store import RunStore, get_arrays, put_arrays
+
+# the vllm engine's context grows in these steps (see VllmBackend)
+CONTEXT_STEP = 256
+BackendName = Literal["hf", "vllm"]
+
+
+class HfBackend:
+    """transformers: the model loaded on first use, float32 on CPU and bf16 over the GPUs on
+    CUDA (`checkpoint.load_probe_model`). `chunk`: continuation tokens per forward over a KV
+    cache (None: one whole-sequence forward)."""
+
+    name = "hf"
+
+    def __init__(self, path: Path, chunk: int | None = None) -> None:
+        self.path, self.chunk = Path(path), chunk
+        self._model: Any = None
+
+    def model(self) -> Any:
+        if self._model is None:
+            from harness.probes.checkpoint import load_probe_model  # lazy: loads torch
+
+            self._model = load_probe_model(self.path)
+        return self._model
+
+    def curves(
+        self,
+        ids_a: list[int],
+        ids_b: list[int],
+        continuation: list[int],
+        layers: str | Sequence[int] | None = None,
+        lam: float | None = None,
+    ):
+        from harness.probes.divergence import pair_divergence  # lazy: loads torch
+
+        model = self.model()
+        return pair_divergence(model, ids_a, ids_b, continuation, layers, self.chunk, lam)
+
+    def close(self) -> None:
+        self._model = None
+
+
+class VllmBackend:
+    """vLLM's `extract_hidden_states`: an engine started at the first uncached pair, or one
+    of this process already running that fits (`get_vllm_probe`), stopped by `close` when it
+    was started here. Its context holds the longest pair (`longest`: prompt + continuation)
+    plus the one generated token, rounded up to a multiple of CONTEXT_STEP and never past the
+    model's own: a later probe of the same model with slightly longer pairs (the next model
+    of a run, a second `harness probe` in one process) finds the engine fits instead of
+    starting another (40-60 s on CPU), and a larger context costs nothing until used (the
+    KV cache is sized by its own setting). Parallel sizes are the run's
+    (`generation.tensor_parallel_size` / `pipeline_parallel_size`) or the command's flags."""
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        path: Path,
+        longest: int,
+        tensor_parallel_size: int = 1,
+        pipeline_parallel_size: int = 1,
+    ) -> None:
+        self.path = Path(path)
+        # never past the model's context: a pair that does not fit fails in check_inputs
+        rounded = -(-(longest + 1) // CONTEXT_STEP) * CONTEXT_STEP
+        self.max_model_len = min(rounded, config_context(self.path))
+        self.parallel = {
+            "tensor_parallel_size": tensor_parallel_size,
+            "pipeline_parallel_size": pipeline_parallel_size,
+        }
+        self._probe: Any = None
+        self._started = False
+
+    def curves(
+        self,
+        ids_a: list[int],
+        ids_b: list[int],
+        continuation: list[int],
+        layers: str | Sequence[int] | None = None,
+        lam: float | None = None,
+    ):
+        from harness.probes.divergence import resolve_layers  # lazy: loads torch
+        from harness.probes.vllm_backend import get_vllm_probe, model_depth  # lazy: loads torch
+
+        if lam is not None:
+            raise ValueError("the attention bias runs on the hf backend (a transformers hook)")
+        wanted = resolve_layers(layers, model_depth(self.path) + 1)
+        if self._probe is None:
+            self._probe, self._started = get_vllm_probe(
+                self.path, wanted, max_model_len=self.max_model_len, **self.parallel
+            )
+        return self._probe.pair_divergence(ids_a, ids_b, continuation, wanted)
+
+    def close(self) -> None:
+        # vLLM's idle CPU workers keep spinning: free the cores for what runs next
+        if self._probe is not None and self._started:  # an engine found running stays
+            self._probe.close()
+        self._probe = None
+
+
+def open_backend(
+    name: BackendName,
+    path: Path,
+    longest: int,
+    chunk: int | None = None,
+    tensor_parallel_size: int = 1,
+    pipeline_parallel_size: int = 1,
+) -> HfBackend | VllmBackend:
+    """The backend `name` for the model at `path`; `longest` sizes the vllm engine, `chunk`
+    the hf forwards."""
+    if name == "vllm":
+        return VllmBackend(path, longest, tensor_parallel_size, pipeline_parallel_size)
+    return HfBackend(path, chunk)
+
+
+def cached_curves(
+    store: RunStore | None,
+    stage: str,
+    key: str,
+    compute: Callable[[], Any],
+    hidden_dtype: Any = np.float64,
+) -> dict[str, np.ndarray]:
+    """A pair's curves as arrays: from the store's unit `key`, else `compute()`d (a
+    PairDivergence) and stored as one .npz unit (without a store: computed, kept nowhere).
+    `hidden_dtype` float32 halves a unit where exact re-assembly is not needed."""
+    arrays = None if store is None else get_arrays(store, stage, key)
+    if arrays is None:
+        arrays = compute().to_arrays(hidden_dtype=hidden_dtype)
+        if store is not None:
+            put_arrays(store, stage, key, arrays)
+    return arrays
