@@ -1,12 +1,16 @@
 """The `harness` command line. Each subcommand lives in `harness/commands/<name>.py`; this file
-only wires them together and turns `UserError` into one line on stderr with exit code 2."""
+only wires them together, turns `UserError` into one line on stderr with exit code 2 and a crash
+into exit code 3 (harness/errors.py lists the codes)."""
 
 from __future__ import annotations
+
+import sys
+import traceback
 
 import typer
 
 from harness.commands import bench, gate, init, models, probe, relay, report, run, score
-from harness.errors import UserError, exit_with_error
+from harness.errors import INTERNAL_ERROR, UserError, exit_with_error
 
 # harness.logs quiets the libraries at import, before any engine process is spawned
 from harness.logs import configure_logging
@@ -47,6 +51,10 @@ def main() -> None:
     except UserError as exc:
         # One line, no traceback: bad input is the user's to fix, not a crash.
         exit_with_error(exc, exc.exit_code)
+    except Exception:
+        # A crash is not a verdict: exit 3, not Python's 1 (which means "a gate did not pass").
+        traceback.print_exc()
+        sys.exit(INTERNAL_ERROR)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,20 @@
-"""Errors a user can act on. The CLI prints them as one line and exits with code 2."""
+"""Errors a user can act on, and the CLI's exit codes.
+
+0: done, every gate passed (or none was set); 1: a gate failed or is undecided (the verdict a
+CI job acts on); 2: bad input, one line naming it, nothing written; 3: an internal error (a
+traceback: the harness's fault, never a verdict). Python's own exit code for an uncaught
+exception is 1, which would read as "a gate failed": `harness.cli.main` maps it to 3, as
+pytest does.
+"""
 
 from __future__ import annotations
 
 import sys
 from typing import NoReturn
+
+VERDICT_NOT_PASSED = 1
+BAD_INPUT = 2
+INTERNAL_ERROR = 3
 
 
 class HarnessError(Exception):
@@ -13,7 +24,7 @@ class HarnessError(Exception):
 class UserError(HarnessError):
     """Bad input: config, model name, prompt or file. One clear line, exit code 2."""
 
-    exit_code = 2
+    exit_code = BAD_INPUT
 
 
 def exit_with_error(message: object, code: int = 2) -> NoReturn:

@@ -115,3 +115,18 @@ def test_a_multiline_library_message_stays_one_line(workdir, run_cli, monkeypatc
     assert_one_error_line(
         stderr, "model 'some-org/some-model'", "ConnectError An error happened while trying"
     )
+
+
+def test_a_crash_exits_3_not_the_verdict_code_1(workdir, run_cli, monkeypatch):
+    # exit 1 means "a gate failed or is undecided" (make demo accepts it as the quickstart's
+    # verdict); a bug must never read as one.
+    import harness.report
+
+    def broken(*args, **kwargs):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(harness.report, "render_report", broken)
+    (workdir / "manifest.json").write_text("{}")
+    code, _, stderr = run_cli(["report", str(workdir)])
+    assert code == 3
+    assert "Traceback" in stderr and "KeyError: 'a bug'" in stderr
