@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from harness.errors import UserError
+from harness.errors import VERDICT_NOT_PASSED, UserError
 
 if TYPE_CHECKING:  # annotations only: harness.config (pydantic) stays out of CLI start-up
     from harness.config import RunConfig
@@ -45,7 +45,7 @@ def gate_command(
         render_report(run_dir)
     print_gates(run_dir)
     if gates_failed(run_dir):
-        raise typer.Exit(code=1)
+        raise typer.Exit(code=VERDICT_NOT_PASSED)
 
 
 def _check_same_run(run_dir: Path, config: RunConfig) -> None:

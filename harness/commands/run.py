@@ -9,6 +9,8 @@ from pathlib import Path
 
 import typer
 
+from harness.errors import VERDICT_NOT_PASSED
+
 
 def run_command(
     config: Path = typer.Argument(..., help="Run config YAML, e.g. configs/quickstart.yaml"),
@@ -39,4 +41,4 @@ def run_command(
     )
     print_summary(folder)
     if gates_failed(folder):
-        raise typer.Exit(code=1)
+        raise typer.Exit(code=VERDICT_NOT_PASSED)
