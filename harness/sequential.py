@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.config import LOOP_METRICS, RunConfig
+from harness.config import RunConfig
+from harness.gate_specs import LOOP_METRICS
 from harness.sampling import SampleRange, schedule
 
 Condition = tuple[str, str, str]  # (model, item, policy)

@@ -1,6 +1,6 @@
 """Gates: pass, fail or undecided on summary.csv's per-condition metrics -> gates.csv, junit.xml.
 
-A gate (`harness.config.GateSpec`) bounds one metric of one policy and is checked on every
+A gate (`harness.gate_specs.GateSpec`) bounds one metric of one policy and is checked on every
 (model, item) it covers: its `model`, else every model of the run, times its `items`, else
 every item of the run. Each check has one of three verdicts:
 
@@ -36,8 +36,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.config import GATE_METRICS, GateSpec, gate_use
 from harness.errors import UserError
+from harness.gate_specs import GATE_METRICS, GateSpec, gate_use
 from harness.results import CONDITION, GateRow, result_frame
 from harness.stats import Interval, samples_to_decide
 from harness.stats import verdict as bound_verdict

@@ -22,8 +22,9 @@ from harness.analysis.gates import (
     undecided_conditions,
     widest_sample,
 )
-from harness.config import GateSpec, load_run_config
+from harness.config import load_run_config
 from harness.errors import UserError
+from harness.gate_specs import GateSpec
 from harness.stats import mean_interval
 from harness.stats import verdict as bound_verdict
 from harness.store import write_csv

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.config import TaskItem, gate_problem, load_run_config_and_suites, policy_label
+from harness.config import TaskItem, load_run_config_and_suites, policy_label
+from harness.gate_specs import gate_problem
 
 PROMPTS = {
     "plain": "You are a helpful assistant for Acme Corp.",

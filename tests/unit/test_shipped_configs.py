@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from harness.analysis.gates import evaluate_gates
-from harness.config import gate_use, load_run_config, policy_label
+from harness.config import load_run_config, policy_label
+from harness.gate_specs import gate_use
 from harness.stats import mean_interval
 
 ROOT = Path(__file__).resolve().parents[2]

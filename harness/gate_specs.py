@@ -1,0 +1,81 @@
+"""Gate specs: the bounds a run's `gates:` put on summary.csv metrics, and the rules that say
+whether a gate can be evaluated against a run config (docs/architecture.md, "Gates"). The
+evaluation itself is `harness.analysis.gates`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from harness.checks.base import NonEmptyText
+from harness.schema import Strict
+
+# The summary.csv columns a gate may bound, and whether each has an interval
+# (<metric>_low/_high).
+GATE_METRICS: dict[str, bool] = {
+    "auc": True,
+    "half_life": True,
+    "final": True,
+    "survival_median": True,
+    "survival_censored_share": False,
+    "token_overhead": False,
+    "alpha_mean": True,
+}
+# What a sequential run's loop can decide: alpha_mean needs the probe, which runs once after it.
+LOOP_METRICS = tuple(m for m in GATE_METRICS if m != "alpha_mean")
+GateBound = Annotated[float, Field(allow_inf_nan=False)]
+# Gates before three outcomes read one CI bound as a point; `interval` (the default) now reads
+# both: a config still naming them is told what to write instead (gate_problem).
+RETIRED_USES = ("ci_low", "ci_high")
+
+
+class GateSpec(Strict):
+    """A bound on one summary.csv metric of one policy (docs/architecture.md, "Gates");
+    checked per model x item of the run: pass, fail or undecided."""
+
+    metric: NonEmptyText
+    policy: NonEmptyText  # a label as in records, e.g. `none`, `periodic-256-user`
+    min: GateBound | None = None
+    max: GateBound | None = None
+    # None: `interval` for a metric with one, else `value` (see `gate_use`)
+    use: Literal["interval", "value", "ci_low", "ci_high"] | None = None
+    items: list[NonEmptyText] | None = Field(None, min_length=1)  # None: every item of the run
+    model: NonEmptyText | None = None  # None: every model of the run
+
+
+def gate_use(gate: GateSpec) -> str:
+    """What the gate compares: `interval` (min against the lower bound, max against the upper
+    one) or `value` (the point estimate). Unset: the interval when the metric has one."""
+    if gate.use is not None:
+        return gate.use
+    return "interval" if GATE_METRICS.get(gate.metric, False) else "value"
+
+
+def gate_problem(gate: GateSpec, policies: list[str], models: list[str], probe: bool) -> str:
+    """Why a gate cannot be evaluated against a run config ("" when it can)."""
+    if gate.metric not in GATE_METRICS:
+        return f"unknown metric '{gate.metric}' (expected one of {', '.join(GATE_METRICS)})"
+    with_ci = ", ".join(m for m, ci in GATE_METRICS.items() if ci)
+    if gate.use in RETIRED_USES:
+        return (
+            f"use: {gate.use} is retired: gates read the interval by default (min against its "
+            "lower bound, max against its upper one; an interval across the bound is "
+            "undecided), so drop `use`, or write `use: value` to compare the point estimate"
+        )
+    if gate.use == "interval" and not GATE_METRICS[gate.metric]:
+        return (
+            f"metric '{gate.metric}' has no interval, so use: interval is impossible ({with_ci} "
+            "have one); drop `use` or write `use: value`"
+        )
+    if gate.min is None and gate.max is None:
+        return "needs min, max or both"
+    if gate.min is not None and gate.max is not None and gate.min > gate.max:
+        return f"min {gate.min:g} is greater than max {gate.max:g}"
+    if gate.policy not in policies:
+        return f"policy '{gate.policy}' is not in the config's policies ({', '.join(policies)})"
+    if gate.model is not None and gate.model not in models:
+        return f"model '{gate.model}' is not in the config's models ({', '.join(models)})"
+    if gate.metric == "alpha_mean" and not probe:
+        return "metric 'alpha_mean' needs probe.enabled: true"
+    return ""
