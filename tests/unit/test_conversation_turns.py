@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from harness.engines import GenerationResult, SamplingSettings
+from harness.engines.scripted import CharTokenizer
 from harness.policies import (
     AdaptivePolicy,
     ChatFormat,
@@ -20,29 +21,7 @@ from harness.policies import (
 from harness.policies.base import SimulatorSpec
 from harness.policies.conversation import Simulators
 
-EOS = 0
-
-
-class CharTokenizer:
-    """One token per character (EOS is chr(0)); a chat is '<role>content' turns, then
-    '<assistant>' as the generation prompt."""
-
-    chat_template = "characters"
-    eos_token_id = EOS
-    bos_token = None
-
-    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=False):
-        text = "".join(f"<{m['role']}>{m['content']}" for m in messages)
-        return text + ("<assistant>" if add_generation_prompt else "")
-
-    def __call__(self, text, add_special_tokens=False, return_offsets_mapping=False):
-        out = {"input_ids": [ord(c) for c in text]}
-        if return_offsets_mapping:
-            out["offset_mapping"] = [(i, i + 1) for i in range(len(text))]
-        return out
-
-    def decode(self, ids, skip_special_tokens=False):
-        return "".join(chr(i) for i in ids if not (skip_special_tokens and i == EOS))
+EOS = 0  # CharTokenizer.eos_token_id
 
 
 class ScriptedEngine:

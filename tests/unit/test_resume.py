@@ -17,13 +17,14 @@ import pytest
 import harness.engines
 from harness.config import load_run_config_and_suites
 from harness.engines import GenerationResult
+from harness.engines.scripted import CharTokenizer
 from harness.models import ResolvedModel
 from harness.pipeline import STAGES, run_stages
 from harness.plan import select_items
 from harness.stages.base import RunContext
 from harness.store import RunStore
 
-EOS = 0
+EOS = 0  # CharTokenizer.eos_token_id
 LETTERS = "abcdefgh ijklmnop FRENCH qrstuv. "
 
 SUITE = """\
@@ -66,31 +67,6 @@ FORK_TOKENS = 4  # no generation round asks for 4 tokens (24 at once, rounds of 
 
 class Killed(BaseException):
     """What SIGKILL would do mid-call: nothing after it runs (not even `except Exception`)."""
-
-
-class CharTokenizer:
-    """One token per character (EOS is chr(0)); a chat is '<role>content' turns, then
-    '<assistant>' as the generation prompt."""
-
-    chat_template = "characters"
-    eos_token_id = EOS
-    bos_token = None
-
-    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=False):
-        text = "".join(f"<{m['role']}>{m['content']}" for m in messages)
-        return text + ("<assistant>" if add_generation_prompt else "")
-
-    def __call__(self, text, add_special_tokens=False, return_offsets_mapping=False):
-        out = {"input_ids": [ord(c) for c in text]}
-        if return_offsets_mapping:
-            out["offset_mapping"] = [(i, i + 1) for i in range(len(text))]
-        return out
-
-    def decode(self, ids, skip_special_tokens=False):
-        return "".join(chr(i) for i in ids if not (skip_special_tokens and i == EOS))
-
-    def batch_decode(self, batch, skip_special_tokens=False):
-        return [self.decode(ids, skip_special_tokens) for ids in batch]
 
 
 class ScriptedEngine:
