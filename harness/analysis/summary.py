@@ -41,13 +41,14 @@ BEHAVIOUR_COLUMNS = [
     "survival_median", "survival_median_low", "survival_median_high", "survival_median_n",
     "survival_median_method", "survival_censored_share",
 ]  # fmt: skip
-TEXT_COLUMNS = [c for c in BEHAVIOUR_COLUMNS if c.endswith("_method")]
-COUNT_COLUMNS = ["n"] + [c for c in BEHAVIOUR_COLUMNS if c.endswith("_n")]
+ALPHA_UNITS = ["alpha_mean_n", "alpha_mean_method"]  # fits.csv's n and method, per condition
+TEXT_COLUMNS = ["alpha_mean_method"] + [c for c in BEHAVIOUR_COLUMNS if c.endswith("_method")]
+COUNT_COLUMNS = ["n", "alpha_mean_n"] + [c for c in BEHAVIOUR_COLUMNS if c.endswith("_n")]
 TOKEN_COLUMNS = ["tokens_generated", "tokens_injected", "tokens_restated", "token_overhead"]
 
 
 def alpha_columns(layers: Sequence[int]) -> list[str]:
-    cols = ["alpha_mean", "alpha_mean_low", "alpha_mean_high"]
+    cols = ["alpha_mean", "alpha_mean_low", "alpha_mean_high", *ALPHA_UNITS]
     for k in layers:
         cols += [f"alpha_L{k}", f"alpha_L{k}_low", f"alpha_L{k}_high"]
     return cols
@@ -55,7 +56,7 @@ def alpha_columns(layers: Sequence[int]) -> list[str]:
 
 def summary_columns(layers: Sequence[int]) -> list[str]:
     """SummaryRow's columns with the alpha_L<k> columns of `layers`."""
-    return results.frame_columns(results.SummaryRow, alpha_columns(layers)[3:])
+    return results.frame_columns(results.SummaryRow, alpha_columns(layers)[3 + len(ALPHA_UNITS) :])
 
 
 # ---------------------------------------------------------------------------- shared inputs
@@ -116,9 +117,10 @@ def tokens_by_condition(tokens: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------------------- alpha
 def _alpha_rows(fits: pd.DataFrame) -> pd.DataFrame:
     """rel_l2 alpha per (condition, layer): the pooled row, or the only pair's row."""
-    cols = [*CONDITION, "layer", *ALPHA]
+    cols = [*CONDITION, "layer", *ALPHA, "n", "method"]
     if fits is None or fits.empty:
         return pd.DataFrame(columns=cols)
+    fits = fits.reindex(columns=[*fits.columns, *({"n", "method"} - set(fits.columns))])
     f = fits[(fits["metric"] == ALPHA_METRIC) & (fits["layer"] >= 1)]
     if "lam" in f.columns:  # attention-bias sweeps are not conditions of a run
         f = f[f["lam"].isna()]
@@ -150,7 +152,10 @@ def _alpha_table(fits: pd.DataFrame, layers: Sequence[int]) -> pd.DataFrame:
     with np.errstate(all="ignore"):
         mean = rows.groupby(CONDITION, sort=True)[ALPHA].mean()
     mean.columns = ["alpha_mean", "alpha_mean_low", "alpha_mean_high"]
-    table = mean
+    grouped = rows.groupby(CONDITION, sort=True)
+    # the layers of one condition share their pairs, so one n and one method hold for all
+    table = mean.join(grouped["n"].max().rename("alpha_mean_n"))
+    table = table.join(grouped["method"].first().rename("alpha_mean_method"))
     for k in layers:
         at = rows[rows["layer"] == k].set_index(CONDITION)[ALPHA]
         at.columns = [f"alpha_L{k}", f"alpha_L{k}_low", f"alpha_L{k}_high"]

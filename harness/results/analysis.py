@@ -15,7 +15,7 @@ class SummaryRow(ResultRow):
     keys = CONDITION
     # alpha_L<k>, alpha_L<k>_low, alpha_L<k>_high per reported hidden-state index k
     extra_pattern = r"alpha_L\d+(_low|_high)?"
-    extra_after = "alpha_mean_high"
+    extra_after = "alpha_mean_method"
 
     model: str
     item: str
@@ -25,6 +25,11 @@ class SummaryRow(ResultRow):
     alpha_mean_low: float
     """mean of the layers' alpha_low"""
     alpha_mean_high: float
+    alpha_mean_n: int | None
+    """units the alpha intervals rest on (fits.csv's n: the probed pairs behind the fit)"""
+    alpha_mean_method: str | None
+    """the alpha intervals' method: over one or two pairs it reflects the curve's noise, not
+    sample-to-sample variation, and says so"""
     n: int | None
     """samples with a decided window, the units of the adherence intervals (empty for twins:
     alpha only)"""

@@ -155,3 +155,17 @@ def test_token_frame_from_records():
     ]  # fmt: skip
     frame = token_frame(records)
     assert frame.iloc[0][["generated", "injected", "restated"]].tolist() == [10, 2, 1]
+
+
+def test_alpha_carries_the_fits_units_and_method_not_the_samples():
+    # the terminal prints `alpha [low, high] n=...`: the n is the pairs behind the fit (2
+    # probed of 4 samples), never the adherence samples
+    fits = fits_frame([NONE], lambda m, i, p, layer: 0.5 * layer).assign(
+        n=2, method="bootstrap over 2 pairs (curve noise)"
+    )
+    windows = windows_frame([NONE], passed=_passed)
+    row = summarise_conditions(fits, windows, None, layers=[2]).iloc[0]
+    assert row["alpha_mean_n"] == 2 and row["n"] == 4
+    assert row["alpha_mean_method"] == "bootstrap over 2 pairs (curve noise)"
+    bare = summarise_conditions(fits.drop(columns=["n", "method"]), windows, None, layers=[2])
+    assert pd.isna(bare.iloc[0]["alpha_mean_n"]) and bare.iloc[0]["alpha_mean"] == 1.25

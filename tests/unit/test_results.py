@@ -105,7 +105,8 @@ def test_summary_places_its_per_layer_columns_after_alpha_mean_and_refuses_other
     row |= {"policy": "none", "half_life_censored": True, "tokens_generated": 8}
     row |= {"tokens_injected": 0, "tokens_restated": 0}
     frame = result_frame(SummaryRow, [{**row, "alpha_L3": 0.5, "alpha_L3_low": 0.4}])
-    at = SummaryRow.columns().index("alpha_mean_high") + 1
+    at = SummaryRow.columns().index(SummaryRow.extra_after) + 1
+    assert SummaryRow.extra_after == "alpha_mean_method"  # alpha_mean, its interval and units
     assert list(frame.columns[at : at + 2]) == ["alpha_L3", "alpha_L3_low"]
     with pytest.raises(ValueError, match="undeclared column"):
         result_frame(SummaryRow, [{**row, "alpha_L3_lo": 0.4}])

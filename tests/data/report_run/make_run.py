@@ -215,6 +215,7 @@ def build_run(out: Path) -> Path:
             "n": r.n_samples,
             "model": MODEL, "item": r.item, "policy": r.policy, "alpha_mean": alpha,
             "alpha_mean_low": alpha - 0.05, "alpha_mean_high": alpha + 0.05,
+            "alpha_mean_n": 2, "alpha_mean_method": "bootstrap over 2 pairs (curve noise)",
             "survival_censored_share": r.censored / (r.censored + r.failures),
             "tokens_generated": gen,
             "tokens_injected": inj, "tokens_restated": res, "token_overhead": (inj + res) / gen,
