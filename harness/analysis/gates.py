@@ -106,7 +106,8 @@ def _reading(gate: GateSpec, row: dict | None) -> tuple[float, float, float, flo
     value = _float(row, gate.metric)
     low, high = _float(row, f"{gate.metric}_low"), _float(row, f"{gate.metric}_high")
     n = _float(row, f"{gate.metric}_n")  # the units this metric's interval rests on
-    n = _float(row, "n") if math.isnan(n) else n
+    if math.isnan(n) and GATE_METRICS.get(gate.metric, False):
+        n = _float(row, "n")  # the adherence samples; a metric with no interval has no n
     if gate.metric == "half_life" and _truthy(row.get("half_life_censored")):
         if _float(row, "auc") > 0:  # NaN > 0 is False
             return math.inf, low, high, n, INFINITE_BECAUSE["half_life"]
