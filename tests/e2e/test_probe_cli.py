@@ -76,8 +76,8 @@ def test_probe_writes_tables_for_both_models_and_lams(inputs, tmp_path):
     assert len(nxt) == 2 * 2 * 2 * 120 and (nxt.kl >= 0).all()
     fits = pd.read_csv(out / "fits.csv")
     assert list(fits.columns) == [
-        "model", "lam", "pair", "layer", "metric", "alpha", "alpha_low", "alpha_high", "r2",
-        "t_min", "t_max", "reason",
+        "model", "lam", "pair", "layer", "metric", "alpha", "alpha_low", "alpha_high", "n",
+        "method", "r2", "t_min", "t_max", "reason",
     ]  # fmt: skip
     assert set(fits.pair) == {"chat", "raw", "all"}
     good = fits[(fits.layer == 4) & (fits.metric == "l2")]

@@ -109,7 +109,11 @@ def test_harness_score_asks_the_judge_once_and_caches_in_the_out_folder(
         def close(self) -> None:
             pass
 
-    monkeypatch.setattr(engines, "make_engine", lambda kind, path, **options: PassingJudge())
+    # harness.scoring.judge imported make_engine by name at its top: patch it there too
+    import harness.scoring.judge as judge_scoring
+
+    for module in (engines, judge_scoring):
+        monkeypatch.setattr(module, "make_engine", lambda kind, path, **options: PassingJudge())
     suite = {"suite": "s", "items": [{
         "id": "fr", "system": "French only.", "user": "Tell a story.", "reminder": "French.",
         "restatement": "Voici :",
