@@ -1,7 +1,8 @@
 """The openai probe backend against a real `vllm serve` of the embedded model (the session's
 `vllm_server`, float32) and the hf backend on the same pair: delta log p within 1e-3 at every
-position, the hf backend's exact KL inside the endpoint's [kl_low, kl_high] up to float32
-noise, and a served model with another name refused."""
+position, the hf backend's exact KL above the endpoint's kl_low at every position up to float32
+noise and below its kl_high (a premise's bound) at most, and a served model with another name
+or a top-k above the server's cap refused."""
 
 from __future__ import annotations
 
@@ -18,8 +19,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 TOKENS = 512
 # kl_low and kl_high are sums of the server's float32 log-probs: below ~1e-6 they carry its
-# rounding (measured: kl_low above the exact KL by at most 2.3e-6 on a 400-token pair)
+# rounding (measured: kl_low above the exact KL by at most 3.4e-8 here, 2.3e-6 on another pair)
 KL_NOISE = 1e-5
+# kl_high holds only under its premise on the unseen tokens: the share of positions where it
+# held on this pair, with margin (measured on CPU: 511/512 at top-20, the one miss 0.025 below
+# an exact KL of ~0.3; 512/512 at top-64)
+MIN_COVERAGE = {20: 0.99, 64: 0.99}
 
 
 @pytest.fixture(scope="module")
@@ -36,26 +41,30 @@ def pair(vllm_server, hf_embedded_model):
     return a, b, list(choice[0]["token_ids"])
 
 
+@pytest.mark.parametrize("top_k", [20, 64])
 def test_the_endpoint_agrees_with_the_hf_backend(
-    vllm_server, hf_embedded_model, embedded_model_path, pair
+    vllm_server, hf_embedded_model, embedded_model_path, pair, top_k
 ):
     a, b, cont = pair
     assert len(cont) == TOKENS
-    probe = EndpointProbe(embedded_model_path, base_url=vllm_server, top_k=20)
+    probe = EndpointProbe(embedded_model_path, base_url=vllm_server, top_k=top_k)
     probe.check()
     served = probe.pair_divergence(a, b, cont)
     probe.close()
     exact = pair_divergence(hf_embedded_model[0], a, b, cont, layers=[0])
     gap = np.abs(served.delta_logp - exact.delta_logp)
-    print(f"max |delta_logp - hf| = {gap.max():.2e}")
-    assert gap.max() <= 1e-3
     below = exact.kl - served.kl_low
     above = served.kl_high - exact.kl
-    print(f"kl_low - hf: max {-below.min():.2e}; kl_high - hf: min {above.min():.2e}; "
-          f"median kl_low/hf {np.median(served.kl_low / exact.kl):.3f}, "
-          f"kl_high/hf {np.median(served.kl_high / exact.kl):.3f}")  # fmt: skip
-    assert (below >= -KL_NOISE).all() and (above >= -KL_NOISE).all()
+    covered = above >= -KL_NOISE
+    print(f"top-{top_k}: max |delta_logp - hf| = {gap.max():.2e}; kl_low - hf <= "
+          f"{-below.min():.2e}; kl_high >= hf at {covered.sum()}/{len(covered)} positions "
+          f"(worst {above.min():.2e}); median kl_low/hf {np.median(served.kl_low / exact.kl):.3f}"
+          f", kl_high/hf {np.median(served.kl_high / exact.kl):.3f}")  # fmt: skip
+    assert gap.max() <= 1e-3
+    assert (below >= -KL_NOISE).all()  # the bound that always holds
     assert (served.kl == served.kl_low).all() and served.layers == []
+    # kl_high rests on a premise (docs/architecture.md): measured, not guaranteed
+    assert covered.mean() >= MIN_COVERAGE[top_k]
 
 
 def test_another_served_name_is_one_line(vllm_server, embedded_model_path):
