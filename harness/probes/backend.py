@@ -15,6 +15,7 @@ a fully cached probe imports none of them.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -140,11 +141,14 @@ class EndpointBackend:
         self.path, self.endpoint = Path(path), dict(endpoint)
         self.concurrency = int(self.endpoint.get("concurrency", 8))
         self._probe: EndpointProbe | None = None
+        self._opening = threading.Lock()  # the first pairs of map_pairs' threads come together
 
     def probe(self) -> EndpointProbe:
-        if self._probe is None:
-            self._probe = EndpointProbe(self.path, **self.endpoint)
-            self._probe.check()
+        with self._opening:
+            if self._probe is None:
+                probe = EndpointProbe(self.path, **self.endpoint)
+                probe.check()
+                self._probe = probe
         return self._probe
 
     def curves(
@@ -175,8 +179,6 @@ def map_pairs(backend: Backend, fn: Callable[[Any], Any], items: Iterable[Any]) 
     workers = max(1, backend.concurrency // 2)
     if workers == 1 or len(items) < 2:
         return [fn(item) for item in items]
-    if isinstance(backend, EndpointBackend):
-        backend.probe()  # the preflight once, before the threads start
     with ThreadPoolExecutor(max_workers=min(workers, len(items))) as pool:
         return list(pool.map(fn, items))
 

@@ -99,8 +99,12 @@ class EndpointProbe:
         self._check_tokenizer(where)
 
     def _check_tokenizer(self, where: str) -> None:
-        chat = ChatFormat(self.tokenizer)
-        text = self.tokenizer.decode(chat.prompt_ids(CHECK_SYSTEM, CHECK_USER))
+        if getattr(self.tokenizer, "chat_template", None):  # the template's special tokens too
+            text = self.tokenizer.decode(
+                ChatFormat(self.tokenizer).prompt_ids(CHECK_SYSTEM, CHECK_USER)
+            )
+        else:
+            text = f"{CHECK_SYSTEM}\n{CHECK_USER}"
         expected = list(self.tokenizer(text)["input_ids"])
         choice = self._post({"prompt": text}, where)
         entries = choice.get("prompt_logprobs")
