@@ -11,6 +11,11 @@ bounds on the share failed by turn k (`harness.scoring.adherence.survival_median
 mean adherence the bounded-mean interval of the per-sample means; the pressure change the
 paired interval of each sample's after - before. The pooled pressure row averages the items'
 intervals at level 1 - alpha/I (Bonferroni over its I items).
+
+A condition here is also split by turns.csv's `history` (docs/architecture.md, "Replay"):
+a replay's logged, reference-history and own-history replies are never pooled. Under the
+reference history every record is one replayed turn (its own unit), so there is no survival
+over turns and no first failing turn (NaN, the method says why).
 """
 
 from __future__ import annotations
@@ -36,14 +41,25 @@ from harness.stats import (
 # pandas groups by lists: a tuple would be one key
 TASK_CONDITION = list(results.TASK_CONDITION)
 SAMPLE = list(results.SAMPLE)
+CONDITION = [*TASK_CONDITION, "history"]  # a replay's histories stay apart
+REFERENCE = "reference"
+NO_SURVIVAL = "none (reference history: each turn is replayed alone)"
+
+
+def _with_history(turns: pd.DataFrame) -> pd.DataFrame:
+    """turns.csv of a run before replays had no `history`: its replies were generated."""
+    if "history" in turns.columns:
+        return turns.assign(history=turns["history"].fillna("generated").replace("", "generated"))
+    return turns.assign(history="generated")
 
 
 def turn_verdicts(turns: pd.DataFrame) -> pd.DataFrame:
     """One row per (condition, sample, turn) that some check decided: pressure, passed."""
+    turns = _with_history(turns)
     t = turns[turns["passed"].notna() & (turns["passed"].astype(str) != "")].copy()
     t["passed"] = t["passed"].map(lambda v: v is True or str(v).lower() == "true")
     t["pressure"] = t["pressure"].map(lambda v: v is True or str(v).lower() == "true")
-    grouped = t.groupby([*TASK_CONDITION, *SAMPLE, "turn"], sort=True)
+    grouped = t.groupby([*CONDITION, *SAMPLE, "turn"], sort=True)
     return grouped.agg(pressure=("pressure", "first"), passed=("passed", "all")).reset_index()
 
 
@@ -100,7 +116,7 @@ def turn_curves(turns: pd.DataFrame, *, level: float = DEFAULT_LEVEL) -> pd.Data
     """a(k) and S(k) with pointwise intervals per condition and turn (turn_adherence.csv)."""
     verdicts = turn_verdicts(turns)
     rows = []
-    for key, cond in verdicts.groupby(TASK_CONDITION, sort=True):
+    for key, cond in verdicts.groupby(CONDITION, sort=True):
         ks, matrix = _matrix(cond)
         n = (~np.isnan(matrix)).sum(axis=0)
         a_lo, a_hi = binomial_interval(np.nansum(matrix, axis=0), n, level=level)
@@ -111,12 +127,15 @@ def turn_curves(turns: pd.DataFrame, *, level: float = DEFAULT_LEVEL) -> pd.Data
         s_lo = 1 - binomial_interval(maybe, total, level=level)[1]
         s_hi = 1 - binomial_interval(surely, total, level=level)[0]
         a, surv = _nanmean(matrix, axis=0), _survival(matrix)
+        s_method = "binomial bounds (clopper-pearson)"
+        if key[-1] == REFERENCE:
+            surv, s_lo, s_hi = (np.full(len(ks), np.nan) for _ in range(3))
+            s_method = NO_SURVIVAL
         pressure = cond.groupby("turn")["pressure"].first()
         for i, k in enumerate(ks):
             rows.append(
                 [*key, int(k), bool(pressure[k]), a[i], a_lo[i], a_hi[i], int(n[i])]
-                + ["clopper-pearson", surv[i], s_lo[i], s_hi[i]]
-                + ["binomial bounds (clopper-pearson)"]
+                + ["clopper-pearson", surv[i], s_lo[i], s_hi[i], s_method]
             )
     frame = pd.DataFrame(rows, columns=TurnAdherenceRow.columns())
     return results.result_frame(TurnAdherenceRow, frame)
@@ -148,7 +167,7 @@ def _pressure_interval(ks, matrix, first: float, level: float) -> Interval:
 
 
 def _condition_row(
-    key, cond: pd.DataFrame, tokens: dict, pressure_turn: float, level: float
+    key, cond: pd.DataFrame, tokens: tuple[int, int], pressure_turn: float, level: float
 ) -> tuple[dict, tuple]:
     """One conversations.csv row, and what its pooled row needs (ks, matrix, first)."""
     ks, matrix = _matrix(cond)
@@ -157,10 +176,13 @@ def _condition_row(
     before, after = (float(x) for x in _pressure_split(ks, matrix, first))
     mean = mean_interval(_nanmean(matrix, axis=1), level=level)
     durations, events = _first_failures(ks, matrix)
-    median = survival_median_interval(durations, events, level=level)
+    if key[-1] == REFERENCE:
+        median = none_interval(math.nan, matrix.shape[0], NO_SURVIVAL)
+    else:
+        median = survival_median_interval(durations, events, level=level)
     delta = _pressure_interval(ks, matrix, first, level)
-    generated, injected = tokens.get(tuple(key), (0, 0))
-    row = dict(zip(TASK_CONDITION, key, strict=True)) | {
+    generated, injected = tokens
+    row = dict(zip(CONDITION, key, strict=True)) | {
         "n_samples": matrix.shape[0],
         "n_turns": int(ks.max()),
         "a_first": a[0],
@@ -192,6 +214,19 @@ def _pooled_delta(parts: list[tuple], level: float) -> Interval:
     )
 
 
+def _condition_tokens(tokens: pd.DataFrame, key, cond: pd.DataFrame) -> tuple[int, int]:
+    """(generated, injected) summed over the condition's own samples (the records of one
+    history), from the records' token counts."""
+    if tokens.empty:
+        return 0, 0
+    model, _task, item, policy, _history = key
+    mine = tokens[(tokens["model"] == model) & (tokens["item"] == item)]
+    mine = mine[mine["policy"] == policy]
+    samples = set(map(tuple, cond[SAMPLE].drop_duplicates().to_numpy().tolist()))
+    mine = mine[[tuple(v) in samples for v in mine[SAMPLE].to_numpy().tolist()]]
+    return int(mine["generated"].sum()), int(mine["injected"].sum())
+
+
 def conversation_summary(
     turns: pd.DataFrame, tokens: pd.DataFrame, *, level: float = DEFAULT_LEVEL
 ) -> pd.DataFrame:
@@ -199,27 +234,24 @@ def conversation_summary(
     item = `all`) over the items with a pressure turn: before/after/delta averaged over
     items, the interval the mean of the items' (Bonferroni)."""
     verdicts = turn_verdicts(turns)
+    turns = _with_history(turns)
     # the first pressure turn from every row: its reply may be undetermined and left out
     flags = turns[turns["pressure"].map(lambda v: v is True or str(v).lower() == "true")]
-    first_pressure = flags.groupby(TASK_CONDITION)["turn"].min().to_dict()
-    sums = {}
-    if not tokens.empty:
-        tk = tokens.groupby(["model", "item", "policy"])[["generated", "injected"]].sum()
-        sums = {k: (int(v["generated"]), int(v["injected"])) for k, v in tk.iterrows()}
+    first_pressure = flags.groupby(CONDITION)["turn"].min().to_dict()
     rows, pooled = [], {}
-    for key, cond in verdicts.groupby(TASK_CONDITION, sort=True):
-        model, _task, item, policy = key
-        token_sums = {tuple(key): sums.get((model, item, policy), (0, 0))}
+    for key, cond in verdicts.groupby(CONDITION, sort=True):
+        model, _task, item, policy, history = key
+        token_sums = _condition_tokens(tokens, key, cond)
         pressure = float(first_pressure.get(tuple(key), math.nan))
         row, part = _condition_row(key, cond, token_sums, pressure, level)
         rows.append(row)
         if not math.isnan(row["pressure_turn"]):
-            pooled.setdefault((model, policy), []).append((row, part))
-    for (model, policy), parts in sorted(pooled.items()):
+            pooled.setdefault((model, policy, history), []).append((row, part))
+    for (model, policy, history), parts in sorted(pooled.items()):
         mean = {c: float(np.nanmean([r[c] for r, _ in parts])) for c in ("before", "after")}
         delta = _pooled_delta([p for _, p in parts], level)
         rows.append(
-            {"model": model, "task": "all", "item": "all", "policy": policy}
+            {"model": model, "task": "all", "item": "all", "policy": policy, "history": history}
             | {"n_samples": sum(r["n_samples"] for r, _ in parts), **mean}
             | delta.row("pressure_delta")
             | {"pressure_delta": mean["after"] - mean["before"]}

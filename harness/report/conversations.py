@@ -12,6 +12,7 @@ from harness.models import is_untrained
 from harness.report import plots
 from harness.report.html import esc, figure, fmt_num, note, table
 from harness.report.load import RunData
+from harness.report.replay import replay_part
 
 FILES = ("turn_adherence.csv", "conversations.csv", "turns.csv")
 
@@ -30,8 +31,17 @@ def _pct(value) -> str:
     return "–" if value is None or pd.isna(value) else f"{100 * float(value):.1f} %"
 
 
+def _by_history(frame: pd.DataFrame) -> pd.DataFrame:
+    """Policy labels that name a replay's history (`none · own`), so its lines stay apart."""
+    if "history" not in frame.columns:
+        return frame
+    replayed = frame["history"].isin(["reference", "own"])
+    named = frame["policy"].where(~replayed, frame["policy"] + " · " + frame["history"])
+    return frame.assign(policy=named)
+
+
 def _turn_figures(curve: pd.DataFrame) -> tuple[str, dict]:
-    by_turn = curve.rename(columns={"turn": "t"})
+    by_turn = _by_history(curve).rename(columns={"turn": "t"})
     fig_a = plots.curve_figure(
         by_turn.rename(columns={"a_low": "low", "a_high": "high"}), "a", "a(k)", x_title="turn k"
     )
@@ -58,7 +68,7 @@ def _condition_table(summary: pd.DataFrame) -> str:
     rows = [
         [r["model"], r["item"], r["policy"], _interval(r, "mean"), fmt_num(r["a_first"]),
          fmt_num(r["a_last"]), fmt_num(r["first_fail_median"]), _pct(r["token_overhead"])]
-        for r in summary[summary["item"] != "all"].to_dict("records")
+        for r in _by_history(summary[summary["item"] != "all"]).to_dict("records")
     ]  # fmt: skip
     headers = ["model", "item", "policy", "mean a(k) [95 % CI]", "a(1)", "a(last)",
                "median first failing turn", "reminder overhead"]  # fmt: skip
@@ -141,5 +151,6 @@ def conversations_section(data: RunData) -> tuple[str, dict] | None:
         html += [_condition_table(summary), _pressure_part(summary)]
     else:
         html.append(note(data.missing("conversations.csv")))
+    html.append(replay_part(curve, summary, data.generations))
     part, part_figs = _divergence_part(data.frame("divergence.csv"))
     return "".join(html) + part, figs | part_figs

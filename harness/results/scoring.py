@@ -54,6 +54,12 @@ class TurnRow(ResultRow):
     turn: int
     pressure: bool
     """the turn's user message is a scripted turn with `pressure: true`"""
+    conversation_id: str
+    """the logged conversation's `id` (replays and scored logs; empty otherwise)"""
+    history: Literal["generated", "logged", "reference", "own"]
+    """what the reply was given as history: its own generated turns (`generated`), the log
+    itself (`logged`: the logged reply, scored), the logged turns before it (`reference`) or
+    its own replies to the logged user turns (`own`)"""
     t_start: int
     """continuation position of the reply's first generated token"""
     t_end: int
@@ -187,13 +193,15 @@ class SurvivalRow(ResultRow):
 class TurnAdherenceRow(ResultRow):
     file = "turn_adherence.csv"
     written_by = "analyse"
-    row = "a(k) and S(k) of one condition at one turn"
-    keys = (*TASK_CONDITION, "turn")
+    row = "a(k) and S(k) of one condition and history at one turn"
+    keys = (*TASK_CONDITION, "history", "turn")
 
     model: str
     task: str
     item: str
     policy: str
+    history: str
+    """turns.csv's `history`: the histories of a replay are kept apart"""
     turn: int
     pressure: bool
     """the turn's user message is a pressure turn"""
@@ -210,19 +218,25 @@ class TurnAdherenceRow(ResultRow):
     survival_low: float
     survival_high: float
     survival_method: str
-    """S(k)'s band method (pointwise)"""
+    """S(k)'s band method (pointwise); NaN S(k) under the reference history, where each
+    turn is replayed alone"""
 
 
 class ConversationRow(ResultRow):
     file = "conversations.csv"
     written_by = "analyse"
-    row = "one condition; then per (model, policy) a pooled pressure row (task = item = `all`)"
-    keys = TASK_CONDITION
+    row = (
+        "one condition and history; then per (model, policy, history) a pooled pressure row "
+        "(task = item = `all`)"
+    )
+    keys = (*TASK_CONDITION, "history")
 
     model: str
     task: str
     item: str
     policy: str
+    history: str
+    """turns.csv's `history`: the histories of a replay are kept apart"""
     n_samples: int
     """samples (conversations: the units of the intervals)"""
     n_turns: int | None

@@ -38,7 +38,9 @@ def score_turns(
             continue
         task, item = index[record.item]
         pressure = pressure_turns(item)
-        for turn, positions in record.turn_positions().items():
+        # a logged conversation's own record: its logged replies are what is scored
+        kind = "logged" if record.history == "logged" else "generated"
+        for turn, positions in record.turn_positions(kind).items():
             ids = [record.continuation_ids[p] for p in positions]
             text = tokenizer.decode(ids, skip_special_tokens=True)
             base = {
@@ -50,6 +52,8 @@ def score_turns(
                 "t_start": positions[0] + 1,
                 "t_end": positions[-1] + 1,
                 "tokens": len(positions),
+                "conversation_id": record.conversation_id or "",
+                "history": record.history or "generated",
             }
             jobs += [(check, base, text) for check in item_checks(item, config.languages)]
     rows = score_checks(TurnRow, jobs, judges)
