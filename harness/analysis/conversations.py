@@ -223,7 +223,8 @@ def _condition_tokens(tokens: pd.DataFrame, key, cond: pd.DataFrame) -> tuple[in
     mine = tokens[(tokens["model"] == model) & (tokens["item"] == item)]
     mine = mine[mine["policy"] == policy]
     samples = set(map(tuple, cond[SAMPLE].drop_duplicates().to_numpy().tolist()))
-    mine = mine[[tuple(v) in samples for v in mine[SAMPLE].to_numpy().tolist()]]
+    keep = np.array([tuple(v) in samples for v in mine[SAMPLE].to_numpy().tolist()], dtype=bool)
+    mine = mine[keep]
     return int(mine["generated"].sum()), int(mine["injected"].sum())
 
 

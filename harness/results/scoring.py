@@ -54,9 +54,9 @@ class TurnRow(ResultRow):
     turn: int
     pressure: bool
     """the turn's user message is a scripted turn with `pressure: true`"""
-    conversation_id: str
+    conversation_id: str = ""
     """the logged conversation's `id` (replays and scored logs; empty otherwise)"""
-    history: Literal["generated", "logged", "reference", "own"]
+    history: Literal["generated", "logged", "reference", "own"] = "generated"
     """what the reply was given as history: its own generated turns (`generated`), the log
     itself (`logged`: the logged reply, scored), the logged turns before it (`reference`) or
     its own replies to the logged user turns (`own`)"""
