@@ -265,7 +265,7 @@ def test_a_replay_run_keeps_every_history_apart(replay_run):
     assert summary.loc[("none", "own"), "tokens_generated"] == 2 * (2 * 6 + 3 * 6)
     html = (replay_run / "report.html").read_text()
     assert "Replayed logs, turn by turn" in html and "Replies side by side" in html
-    assert "c&lt;1&gt;" in html and "c<1>" not in html
+    assert "c&lt;1&gt;" in html and "c<1>" not in html and "chat-logged" in html
     records = [json.loads(x) for x in (replay_run / "generations.jsonl").read_text().splitlines()]
     assert sum(r.get("history") == "logged" for r in records) == 2
     assert all("history" not in r or r["policy"] != "logged" or r["tokens"]["generated"] == 0
