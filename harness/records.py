@@ -88,10 +88,6 @@ class GenerationRecord(BaseModel):
     policy: str
     seed: int
     sample: int = 0
-    # replays only (left out of other records' dumps): which history the replies were given
-    # (`own`, `reference`; `logged`: the logged conversation itself) and the log's id
-    history: Literal["own", "reference", "logged"] | None = Field(None, exclude_if=_unset)
-    conversation_id: str | None = Field(None, exclude_if=_unset)
     prompt_messages: list[dict[str, str]] = Field(default_factory=list)
     prompt_ids: list[int]
     continuation_ids: list[int]
@@ -102,6 +98,11 @@ class GenerationRecord(BaseModel):
     seconds: float = 0.0
     rounds: int = 0
     tokens: TokenCounts = Field(default_factory=TokenCounts)
+    # A logged conversation's (`harness score` on a chat log, replays): the log's conversation
+    # id and whose history the replies follow (turns.csv `history`). Unset, and left out of
+    # dumps, in a run's own records; not in the record key.
+    conversation_id: str | None = Field(None, exclude_if=_unset)
+    history: Literal["logged", "reference", "own"] | None = Field(None, exclude_if=_unset)
 
     @model_validator(mode="after")
     def _segments_fit(self) -> GenerationRecord:

@@ -43,22 +43,12 @@ class LoggedTalk:
 
 
 def _talk(conv: LoggedConversation) -> LoggedTalk:
-    where = f"{conv.path}:{conv.line}"
-    turns = [m for m in conv.messages if m.role != "system"]
-    users, replies = [], []
-    for index, message in enumerate(turns):
-        expected = "user" if index % 2 == 0 else "assistant"
-        if message.role != expected:
-            raise LogError(
-                f"{where}: a replay needs user and assistant turns in turn, from a user turn "
-                f"(message {index + 1} after the system message is {message.role})"
-            )
-        (users if expected == "user" else replies).append(message.content)
-    if not replies:
-        raise LogError(f"{where}: the conversation has no assistant turn to replay")
-    # a last user turn without a logged reply has nothing to compare with: not replayed
-    users = users[: len(replies)]
-    return LoggedTalk(conv.id or str(conv.line), where, tuple(users), tuple(replies))
+    """The reader has checked the roles (a user turn first, then alternating, at least one
+    reply); a trailing user turn without a logged reply has nothing to compare with and is not
+    replayed."""
+    turns = [(user, reply) for user, reply in conv.exchanges() if reply is not None]
+    users, replies = zip(*turns, strict=True)
+    return LoggedTalk(conv.id, conv.where, tuple(users), tuple(replies))
 
 
 def logged_talks(item: TaskItem) -> list[LoggedTalk]:

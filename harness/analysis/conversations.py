@@ -38,28 +38,33 @@ from harness.stats import (
     paired_interval,
 )
 
-# pandas groups by lists: a tuple would be one key
+# pandas groups by lists: a tuple would be one key. Logged, replayed and generated replies of
+# one condition are aggregated apart (`history`); a logged conversation is a sample of its own.
 TASK_CONDITION = list(results.TASK_CONDITION)
-SAMPLE = list(results.SAMPLE)
-CONDITION = [*TASK_CONDITION, "history"]  # a replay's histories stay apart
+CONDITION_HISTORY = [*TASK_CONDITION, "history"]
 REFERENCE = "reference"
 NO_SURVIVAL = "none (reference history: each turn is replayed alone)"
+SAMPLE = [*results.SAMPLE, "conversation_id"]
 
 
-def _with_history(turns: pd.DataFrame) -> pd.DataFrame:
-    """turns.csv of a run before replays had no `history`: its replies were generated."""
-    if "history" in turns.columns:
-        return turns.assign(history=turns["history"].fillna("generated").replace("", "generated"))
-    return turns.assign(history="generated")
+def _labelled(turns: pd.DataFrame) -> pd.DataFrame:
+    """turns with `history` and `conversation_id` filled in (rows built without them: a run's
+    own, generated conversations); groupby would drop rows with an empty key."""
+    labels = {}
+    for column, default in (("history", "generated"), ("conversation_id", "")):
+        values = turns[column] if column in turns.columns else pd.Series(index=turns.index)
+        labels[column] = values.where(values.notna() & (values != ""), default)
+    return turns.assign(**labels)
 
 
 def turn_verdicts(turns: pd.DataFrame) -> pd.DataFrame:
-    """One row per (condition, sample, turn) that some check decided: pressure, passed."""
-    turns = _with_history(turns)
+    """One row per (condition, history, sample, turn) that some check decided: pressure,
+    passed."""
+    turns = _labelled(turns)
     t = turns[turns["passed"].notna() & (turns["passed"].astype(str) != "")].copy()
     t["passed"] = t["passed"].map(lambda v: v is True or str(v).lower() == "true")
     t["pressure"] = t["pressure"].map(lambda v: v is True or str(v).lower() == "true")
-    grouped = t.groupby([*CONDITION, *SAMPLE, "turn"], sort=True)
+    grouped = t.groupby([*CONDITION_HISTORY, *SAMPLE, "turn"], sort=True)
     return grouped.agg(pressure=("pressure", "first"), passed=("passed", "all")).reset_index()
 
 
@@ -113,10 +118,11 @@ def _first_failures(ks: np.ndarray, matrix: np.ndarray) -> tuple[np.ndarray, np.
 
 
 def turn_curves(turns: pd.DataFrame, *, level: float = DEFAULT_LEVEL) -> pd.DataFrame:
-    """a(k) and S(k) with pointwise intervals per condition and turn (turn_adherence.csv)."""
+    """a(k) and S(k) with pointwise intervals per condition, history and turn
+    (turn_adherence.csv)."""
     verdicts = turn_verdicts(turns)
     rows = []
-    for key, cond in verdicts.groupby(CONDITION, sort=True):
+    for key, cond in verdicts.groupby(CONDITION_HISTORY, sort=True):
         ks, matrix = _matrix(cond)
         n = (~np.isnan(matrix)).sum(axis=0)
         a_lo, a_hi = binomial_interval(np.nansum(matrix, axis=0), n, level=level)
@@ -167,7 +173,7 @@ def _pressure_interval(ks, matrix, first: float, level: float) -> Interval:
 
 
 def _condition_row(
-    key, cond: pd.DataFrame, tokens: tuple[int, int], pressure_turn: float, level: float
+    key, cond: pd.DataFrame, tokens: dict, pressure_turn: float, level: float
 ) -> tuple[dict, tuple]:
     """One conversations.csv row, and what its pooled row needs (ks, matrix, first)."""
     ks, matrix = _matrix(cond)
@@ -181,8 +187,8 @@ def _condition_row(
     else:
         median = survival_median_interval(durations, events, level=level)
     delta = _pressure_interval(ks, matrix, first, level)
-    generated, injected = tokens
-    row = dict(zip(CONDITION, key, strict=True)) | {
+    generated, injected = tokens.get(tuple(key), (0, 0))
+    row = dict(zip(CONDITION_HISTORY, key, strict=True)) | {
         "n_samples": matrix.shape[0],
         "n_turns": int(ks.max()),
         "a_first": a[0],
@@ -214,35 +220,33 @@ def _pooled_delta(parts: list[tuple], level: float) -> Interval:
     )
 
 
-def _condition_tokens(tokens: pd.DataFrame, key, cond: pd.DataFrame) -> tuple[int, int]:
-    """(generated, injected) summed over the condition's own samples (the records of one
-    history), from the records' token counts."""
+def _token_sums(tokens: pd.DataFrame) -> dict[tuple, tuple[int, int]]:
+    """(generated, injected) summed per (model, item, policy[, history])."""
     if tokens.empty:
-        return 0, 0
-    model, _task, item, policy, _history = key
-    mine = tokens[(tokens["model"] == model) & (tokens["item"] == item)]
-    mine = mine[mine["policy"] == policy]
-    samples = set(map(tuple, cond[SAMPLE].drop_duplicates().to_numpy().tolist()))
-    keep = np.array([tuple(v) in samples for v in mine[SAMPLE].to_numpy().tolist()], dtype=bool)
-    mine = mine[keep]
-    return int(mine["generated"].sum()), int(mine["injected"].sum())
+        return {}
+    keys = ["model", "item", "policy", *(["history"] if "history" in tokens.columns else [])]
+    tk = tokens.groupby(keys)[["generated", "injected"]].sum()
+    return {k: (int(v["generated"]), int(v["injected"])) for k, v in tk.iterrows()}
 
 
 def conversation_summary(
     turns: pd.DataFrame, tokens: pd.DataFrame, *, level: float = DEFAULT_LEVEL
 ) -> pd.DataFrame:
-    """conversations.csv: one row per condition, then per (model, policy) a pooled row (task =
-    item = `all`) over the items with a pressure turn: before/after/delta averaged over
-    items, the interval the mean of the items' (Bonferroni)."""
+    """conversations.csv: one row per (condition, history), then per (model, policy, history)
+    a pooled row (task = item = `all`) over the items with a pressure turn: before/after/delta
+    averaged over items, the interval the mean of the items' (Bonferroni). `tokens`: per-sample
+    counts (summary.token_frame), split by history where it has the column."""
+    turns = _labelled(turns)
     verdicts = turn_verdicts(turns)
-    turns = _with_history(turns)
     # the first pressure turn from every row: its reply may be undetermined and left out
     flags = turns[turns["pressure"].map(lambda v: v is True or str(v).lower() == "true")]
-    first_pressure = flags.groupby(CONDITION)["turn"].min().to_dict()
+    first_pressure = flags.groupby(CONDITION_HISTORY)["turn"].min().to_dict()
+    sums = _token_sums(tokens)
     rows, pooled = [], {}
-    for key, cond in verdicts.groupby(CONDITION, sort=True):
+    for key, cond in verdicts.groupby(CONDITION_HISTORY, sort=True):
         model, _task, item, policy, history = key
-        token_sums = _condition_tokens(tokens, key, cond)
+        found = sums.get((model, item, policy, history), sums.get((model, item, policy)))
+        token_sums = {tuple(key): found or (0, 0)}
         pressure = float(first_pressure.get(tuple(key), math.nan))
         row, part = _condition_row(key, cond, token_sums, pressure, level)
         rows.append(row)

@@ -32,11 +32,14 @@ def _pct(value) -> str:
 
 
 def _by_history(frame: pd.DataFrame) -> pd.DataFrame:
-    """Policy labels that name a replay's history (`none · own`), so its lines stay apart."""
-    if "history" not in frame.columns:
+    """Lines and rows per (policy, history): a history other than a run's own (`generated`)
+    is named after the policy, e.g. `none (reference)`, so logged and replayed turns never
+    share a line."""
+    if "history" not in frame.columns or (frame["history"] == "generated").all():
         return frame
-    replayed = frame["history"].isin(["reference", "own"])
-    named = frame["policy"].where(~replayed, frame["policy"] + " · " + frame["history"])
+    # a replay's record of the log itself has policy `logged` too: named once
+    plain = (frame["history"] == "generated") | (frame["history"] == frame["policy"])
+    named = frame["policy"].where(plain, frame["policy"] + " (" + frame["history"] + ")")
     return frame.assign(policy=named)
 
 
@@ -65,10 +68,11 @@ def _turn_figures(curve: pd.DataFrame) -> tuple[str, dict]:
 
 
 def _condition_table(summary: pd.DataFrame) -> str:
+    summary = _by_history(summary)
     rows = [
         [r["model"], r["item"], r["policy"], _interval(r, "mean"), fmt_num(r["a_first"]),
          fmt_num(r["a_last"]), fmt_num(r["first_fail_median"]), _pct(r["token_overhead"])]
-        for r in _by_history(summary[summary["item"] != "all"]).to_dict("records")
+        for r in summary[summary["item"] != "all"].to_dict("records")
     ]  # fmt: skip
     headers = ["model", "item", "policy", "mean a(k) [95 % CI]", "a(1)", "a(last)",
                "median first failing turn", "reminder overhead"]  # fmt: skip
@@ -76,6 +80,7 @@ def _condition_table(summary: pd.DataFrame) -> str:
 
 
 def _pressure_part(summary: pd.DataFrame) -> str:
+    summary = _by_history(summary)
     pressed = summary[summary["pressure_turn"].notna() | (summary["item"] == "all")]
     if not len(pressed):
         return note("No item of this run has a pressure turn.")

@@ -38,28 +38,32 @@ class WindowRow(ResultRow):
     reason: str
 
 
+History = Literal["generated", "logged", "reference", "own"]
+
+
 class TurnRow(ResultRow):
     file = "turns.csv"
     written_by = "score (only with conversations)"
     row = 'one check on one reply (see "Conversations")'
-    keys = (*TASK_CONDITION, *RUN_SAMPLE, "turn", "check")
+    keys = (*TASK_CONDITION, "history", *RUN_SAMPLE, "conversation_id", "turn", "check")
 
     run_id: str
     model: str
     task: str
     item: str
     policy: str
+    history: History
+    """whose replies came before this one: `generated` (a run's own conversation), `logged`
+    (a chat log's reply, scored as logged), `reference` / `own` (a replayed reply after the
+    logged history / after its own replies)"""
     seed: int
     sample: int
+    conversation_id: str
+    """the logged conversation's id (its `id`, else `<file stem>:<line>`); empty for a run's
+    generated conversations"""
     turn: int
     pressure: bool
     """the turn's user message is a scripted turn with `pressure: true`"""
-    conversation_id: str = ""
-    """the logged conversation's `id` (replays and scored logs; empty otherwise)"""
-    history: Literal["generated", "logged", "reference", "own"] = "generated"
-    """what the reply was given as history: its own generated turns (`generated`), the log
-    itself (`logged`: the logged reply, scored), the logged turns before it (`reference`) or
-    its own replies to the logged user turns (`own`)"""
     t_start: int
     """continuation position of the reply's first generated token"""
     t_end: int
@@ -200,8 +204,8 @@ class TurnAdherenceRow(ResultRow):
     task: str
     item: str
     policy: str
-    history: str
-    """turns.csv's `history`: the histories of a replay are kept apart"""
+    history: History
+    """as in turns.csv: logged, replayed and generated turns are aggregated apart"""
     turn: int
     pressure: bool
     """the turn's user message is a pressure turn"""
@@ -226,7 +230,7 @@ class ConversationRow(ResultRow):
     file = "conversations.csv"
     written_by = "analyse"
     row = (
-        "one condition and history; then per (model, policy, history) a pooled pressure row "
+        "one (condition, history); then per (model, policy, history) a pooled pressure row "
         "(task = item = `all`)"
     )
     keys = (*TASK_CONDITION, "history")
@@ -235,8 +239,8 @@ class ConversationRow(ResultRow):
     task: str
     item: str
     policy: str
-    history: str
-    """turns.csv's `history`: the histories of a replay are kept apart"""
+    history: History
+    """as in turns.csv: logged, replayed and generated turns are aggregated apart"""
     n_samples: int
     """samples (conversations: the units of the intervals)"""
     n_turns: int | None

@@ -77,9 +77,9 @@ def test_turns_csv_holds_the_logged_replies_and_both_replays(replay):
     logged = turns[turns["history"] == "logged"]
     per_turn = logged.set_index(["conversation_id", "turn"])["passed"].to_dict()
     # the logged replies drift to English at turn 2 of both tickets
-    assert per_turn == {("ticket-17", 1): "True", ("ticket-17", 2): "False",
-                        ("ticket-<b>42</b>", 1): "True", ("ticket-<b>42</b>", 2): "False",
-                        ("ticket-<b>42</b>", 3): "True"}  # fmt: skip
+    assert per_turn == {("ticket-17", 1): True, ("ticket-17", 2): False,
+                        ("ticket-<b>42</b>", 1): True, ("ticket-<b>42</b>", 2): False,
+                        ("ticket-<b>42</b>", 3): True}  # fmt: skip
     for history in ("reference", "own"):
         mine = turns[(turns["history"] == history) & (turns["policy"] == "none")]
         for conv, replies in REPLIES.items():
@@ -135,7 +135,7 @@ def test_the_report_compares_the_histories_in_chromium(replay):
             assert "ticket-<b>42</b>" in section  # escaped in the HTML, shown as text
             assert "order 4471 left our warehouse" in section  # the logged reply, side by side
             legend = page.inner_text("#fig-turn-adherence")
-            assert "none · reference" in legend and "none · own" in legend
+            assert "none (reference)" in legend and "none (own)" in legend
             assert page.locator(".chat-logged").count() > 0  # the viewer marks logged replies
             assert errors == []
         finally:

@@ -181,9 +181,9 @@ def test_a_history_longer_than_the_context_is_one_line_naming_the_log(tmp_path):
     ("messages", "problem"),
     [
         ([{"role": "assistant", "content": "hi"}, {"role": "user", "content": "u"}],
-         "message 1 after the system message is assistant"),
+         "roles out of order: message 1 is 'assistant', expected 'user'"),
         ([{"role": "user", "content": "u"}, {"role": "user", "content": "again"},
-          {"role": "assistant", "content": "a"}], "message 2 after the system message is user"),
+          {"role": "assistant", "content": "a"}], "message 2 is 'user' after 'user'"),
     ],
 )  # fmt: skip
 def test_a_log_a_replay_cannot_use_names_its_line(tmp_path, messages, problem):
