@@ -182,7 +182,24 @@ def check_replays(config: RunConfig, chat: ChatFormat, items: list[Selected], co
                 _check_talk(config, chat, policy, sel, talk, context)
 
 
+def _check_budget(config: RunConfig, sel: Selected, talk: LoggedTalk) -> None:
+    """Under `own` every reply of a conversation must get `turn_tokens` within `max_tokens`
+    (as for scripted conversations: refused rather than cut short); a reference replay
+    writes one reply."""
+    gen = config.generation
+    replies = len(talk.replies)
+    if "own" in sel.item.replay and gen.turn_tokens and replies * gen.turn_tokens > gen.max_tokens:
+        need = replies * gen.turn_tokens
+        raise LogError(
+            f"{talk.where}: conversation '{talk.id}': {replies} replies x "
+            f"generation.turn_tokens {gen.turn_tokens} = {need} tokens exceed "
+            f"generation.max_tokens {gen.max_tokens}, so its own-history replay would be cut "
+            f"short: raise max_tokens to {need} or lower turn_tokens"
+        )
+
+
 def _check_talk(config, chat, policy: Policy, sel: Selected, talk: LoggedTalk, context: int):
+    _check_budget(config, sel, talk)
     need = 0
     for history in sel.item.replay:
         k = len(talk.replies)

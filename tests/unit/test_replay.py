@@ -194,6 +194,13 @@ def test_a_log_a_replay_cannot_use_names_its_line(tmp_path, messages, problem):
         check_replays(config, chat, items, 10_000)
 
 
+def test_an_own_replay_whose_replies_cannot_all_get_turn_tokens_is_refused(tmp_path):
+    config, items = _plan(tmp_path, max_tokens=16)  # c2 has 3 replies x turn_tokens 6 = 18
+    chat = ChatFormat(ScriptedEngine({}).tokenizer)
+    with pytest.raises(LogError, match=r"logs.jsonl:2: conversation 'c2': 3 replies x "):
+        check_replays(config, chat, items, 10_000)
+
+
 def test_restate_is_refused_on_replays(tmp_path):
     config, items = _plan(tmp_path)
     chat = ChatFormat(ScriptedEngine({}).tokenizer)
