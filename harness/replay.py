@@ -72,7 +72,9 @@ def _spec(
     """Reference: turns 1..k, the logged replies before k as history; own: every turn."""
     item = sel.item
     last = k if history == "reference" else len(talk.replies)
-    tag = f"{item.id}/{talk.id}" + (f"/{k}" if history == "reference" else "")
+    # own shares reference's turn-1 seed: both answer turn 1 from the same prompt, so their
+    # first replies are one and the same draw, and they part only where the histories do
+    tag = f"{item.id}/{talk.id}/{k if history == 'reference' else 1}"
     return SampleSpec(
         system=item.system,
         user=talk.users[0],

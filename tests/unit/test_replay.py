@@ -129,6 +129,8 @@ def test_replay_specs_number_every_history_conversation_turn_and_sample(tmp_path
         ("c2", 2, []),
     ]  # fmt: skip  (the unanswered last user turn is not replayed)
     assert len({s.seed for s in own}) == 4 and all(s.system == ITEM["system"] for s in specs)
+    first = {(s.meta["conversation_id"], s.seed) for s in ref if not s.turns}
+    assert {(s.meta["conversation_id"], s.seed) for s in own} == first  # turn 1: one draw
     assert run_specs(config, "m", items, "rid") == specs  # samples: the config's 2
 
 
@@ -264,6 +266,9 @@ def test_a_replay_run_keeps_every_history_apart(replay_run):
     assert mine.loc[("logged", 1), "a"] == 0.5 and mine.loc[("logged", 1), "n"] == 2
     assert mine.loc[("reference", 3), "a"] == 1.0 and mine.loc[("reference", 3), "n"] == 2
     assert mine.loc[("own", 1), "n"] == 4 and mine.loc[("own", 1), "a_low"] < 1.0
+    own_first = turns[(turns["history"] == "own") & (turns["turn"] == 1)]
+    ref_first = turns[(turns["history"] == "reference") & (turns["turn"] == 1)]
+    assert sorted(own_first["seed"]) == sorted(ref_first["seed"])
     assert math.isnan(mine.loc[("reference", 2), "survival"])
     assert mine.loc[("reference", 2), "survival_method"].startswith("none (reference")
     summary = pd.read_csv(replay_run / "conversations.csv").set_index(["policy", "history"])
