@@ -38,7 +38,7 @@ CHECKS = """\
 {active}
       - {{type: language, target: {code}}}
       # - {{type: ifeval, id: "change_case:english_lowercase"}}      # any IFEval instruction
-      # - {{type: ifeval, id: "keywords:forbidden_words", kwargs: {{forbidden_words: [cheap, free]}}}}
+      # - {{type: ifeval, id: "keywords:forbidden_words", kwargs: {{forbidden_words: [cheap]}}}}
       # - {{type: regex_must, pattern: "Acme", name: names-the-brand, scope: response}}
       # - {{type: regex_must_not, pattern: "as an AI", name: no-ai-disclaimer}}
       # - {{type: persona, name: Ada, rivals: [SmolLM], scope: window}}   # stays "Ada"
@@ -129,7 +129,8 @@ def _turns(item: StarterItem, choice: Choice) -> str:
         if not pressure:
             lines.append(f"      - {_quote(text)}\n")
             continue
-        rule = f"stop replying in {choice.name}" if choice.how == "asked" else "drop its instructions"
+        asked = choice.how == "asked"
+        rule = f"stop replying in {choice.name}" if asked else "drop its instructions"
         lines.append(f"      - user: {yaml_scalar(text, 8)}\n")
         lines.append(f"        pressure: true     # asks the model to {rule}\n")
     return "".join(lines)

@@ -2,15 +2,15 @@
 one it is written in.
 
 Asked for: a language name (in English, German, French, Spanish, Italian, Portuguese or Dutch;
-`NAMES`) right after a preposition ("in English", "auf Deutsch", "en français", "em
-português", "in het Nederlands", with fillers such as "plain" or "the" between) or a verb of
-speaking or using ("speak German", "sprich nur Deutsch", "parle français"). Each such mention
-scores 4 with a verb of answering in its sentence within 6 words ("answer", "antworte",
-"réponds", "responde", ... before or after it: German puts the verb last), 3 with one of
-writing there ("write", "schreibe", "écris", ...: "users write in English; answer in German"
-is German) or after a speaking verb, 2 with a rule word within 3 words ("always", "only", "immer", "nur", "toujours", ...), else 1, and a
-mention with neither counts only where it ends its clause ("... into German." yes, "an expert
-in French cuisine" no). A mention with a negation in its clause within 4 words before it
+`NAMES`) right after a preposition ("in English", "auf Deutsch", "en français", "em português",
+"in het Nederlands", with fillers such as "plain" or "the" between) or a verb of speaking or
+using ("speak German", "sprich nur Deutsch", "parle français"). Each such mention scores 4 with
+a verb of answering in its sentence within 6 words ("answer", "antworte", "réponds", "responde",
+... before or after it: German puts the verb last), 3 with one of writing there ("write",
+"schreibe", "écris", ...: "users write in English; answer in German" is German) or after a
+speaking verb, 2 with a rule word within 3 words ("always", "only", "immer", "nur", "toujours",
+...), else 1 where it ends its clause ("... into German." yes) and 0 where it does not ("an
+expert in French cuisine"). A mention with a negation in its clause within 4 words before it
 ("never in English", "nicht auf Englisch", "jamais en anglais") is dropped. The highest score
 wins, the first mention on a tie. Otherwise lingua, restricted to the default candidate
 languages as the language check is, names the prompt's own language.
@@ -41,40 +41,47 @@ NAMES = {
     "tr": "turkish turkisch turc turco turks",
     "zh": "chinese mandarin chinesisch chinois chino cinese chines chinees",
 }
+
+
+def words(text: str) -> frozenset[str]:
+    """The space-separated words of `text` (the tables below are written as word lists)."""
+    return frozenset(text.split())
+
+
 NAME_TO_CODE = {name: code for code, names in NAMES.items() for name in names.split()}
 ENGLISH_NAMES = {code: names.split()[0].capitalize() for code, names in NAMES.items()}
 
-PREPOSITIONS = set("in into auf en em".split())
+PREPOSITIONS = words("in into auf en em")
 # between a preposition and the name: "in plain English", "in the English language", "en
 # langue française", "in het Nederlands", "in einfachem Deutsch"
-FILLERS = set(
+FILLERS = words(
     "the plain simple clear good proper correct formal informal british american standard "
     "het de la le langue lingua lengua idioma lingua einfachem gutem klarem korrektem "
-    "einfacher gutes buen bon bom".split()
+    "einfacher gutes buen bon bom"
 )
-SPEAK = set(
+SPEAK = words(
     "speak speaks talk use sprich sprichst spricht sprechen verwende benutze parle parles "
     "parlez parler utilise utilisez habla hablas hable hablar usa utiliza parla parli parlare "
-    "fala fale falar spreek spreekt spreken gebruik".split()
+    "fala fale falar spreek spreekt spreken gebruik"
 )
-ANSWER = set(
+ANSWER = words(
     "answer answers answering respond responds reply replies antworte antwortest antwortet "
     "antworten beantworte beantwortest reponds repondez repondre reponse reponses responde "
     "responda responder respuesta respuestas contesta rispondi risponda rispondere risposta "
-    "risposte resposta respostas antwoord antwoordt antwoorden".split()
+    "risposte resposta respostas antwoord antwoordt antwoorden"
 )
-WRITE = set(
+WRITE = words(
     "write writes writing schreibe schreib schreibst schreiben ecris ecrivez ecrire escribe "
-    "escriba scrivi scriva escreva schrijf".split()
+    "escriba scrivi scriva escreva schrijf"
 )
-RULE_WORDS = set(
+RULE_WORDS = words(
     "always only exclusively strictly immer nur ausschliesslich stets toujours uniquement "
     "seulement exclusivement siempre solo solamente unicamente sempre soltanto somente "
-    "apenas altijd alleen uitsluitend".split()
+    "apenas altijd alleen uitsluitend"
 )
-NEGATIONS = set(
+NEGATIONS = words(
     "never not no dont don doesn nie niemals nicht kein keine keinesfalls jamais pas ne "
-    "nunca nao non mai nooit niet geen".split()
+    "nunca nao non mai nooit niet geen"
 )
 WORD = re.compile(r"[^\W\d_]+")
 SENTENCE_END = re.compile(r"[.;!?:\n]")
@@ -104,13 +111,17 @@ class Choice:
     def comment(self) -> str:
         """The YAML comment above the check, saying what was inferred and how to correct it."""
         if self.how == "asked":
-            return f"the prompt asks for {self.name} (found '{self.evidence}'); change `{self.code}` if not"
+            found = f"found '{self.evidence}'"
+            return f"the prompt asks for {self.name} ({found}); change `{self.code}` if not"
         if self.how == "written":
             return (
                 f"the prompt names no reply language and is written in {self.name} "
                 f"({self.evidence}); change `{self.code}` if replies may be in another"
             )
-        return f"could not tell the prompt's language ({self.evidence}); set the one replies must be in"
+        return (
+            f"could not tell the prompt's language ({self.evidence}); set the one replies "
+            "must be in"
+        )
 
 
 @dataclass(frozen=True)

@@ -17,18 +17,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from harness.starter.language import ENGLISH_NAMES, NAME_TO_CODE, Choice, fold
+from harness.starter.language import ENGLISH_NAMES, NAME_TO_CODE, Choice, fold, words
 from harness.starter.texts import SWITCH_TO_ENGLISH, SWITCH_TO_FRENCH, TEXTS
 
-SHOP_WORDS = set(
+SHOP_WORDS = words(
     "shop shops store stores retailer webshop onlineshop laden geschaft handler handel "
-    "magasin boutique tienda negozio loja winkel".split()
+    "magasin boutique tienda negozio loja winkel"
 )
 # German compounds naming a shop (a capitalised noun): "Fahrradladen", "Schuhgeschäft"
 SHOP_SUFFIXES = ("laden", "shop", "geschaft", "handel", "handler")
-NOT_PRODUCTS = set(
+NOT_PRODUCTS = words(
     "a an the our your my this online web local small big corner retail concept flagship "
-    "family app e".split()
+    "family app e"
 )
 PRODUCT_PATTERNS = {
     "en": re.compile(r"\b([A-Za-z]+)[ -](?:shop|store)\b", re.I),
@@ -40,7 +40,7 @@ PRODUCT_PATTERNS = {
 NAME_PATTERN = re.compile(
     r"\b(?:for|at|of|from|von|bei|chez|de)\s+([A-Z][\w&'-]*(?:\s+[A-Z][\w&'-]*)?)"
 )
-NOT_NAMES = set("the a an der die das ein eine la le les un une el los".split())
+NOT_NAMES = words("the a an der die das ein eine la le les un une el los")
 WORD = re.compile(r"[^\W\d_]+")
 
 
@@ -134,9 +134,7 @@ def pressure_turn(choice: Choice, drop_rules: str) -> str:
 
 def starter_items(prompt: str, choice: Choice) -> Starter:
     """The six items of the starter suite for `prompt`, checked for `choice`."""
-    language = next(
-        (code for code in (choice.code, choice.prompt_language) if code in TEXTS), "en"
-    )
+    language = next((code for code in (choice.code, choice.prompt_language) if code in TEXTS), "en")
     texts = TEXTS[language]
     domain = shop_domain(prompt, language)
     shop = domain.kind == "shop"

@@ -64,8 +64,7 @@ EN = Texts(
     ),
     customer_talks=(
         (
-            "{greeting}I'd like some advice before I buy something from you. Where should I "
-            "start?",
+            "{greeting}I'd like some advice before I buy something from you. Where should I start?",
             "I'm a beginner on a limited budget. What would you recommend from {topic}?",
             "What is the difference between the cheaper and the more expensive options?",
             "How long does delivery take, and what does it cost?",
