@@ -101,6 +101,7 @@ def test_init_then_run_on_the_embedded_model(tmp_path, embedded_model_path):
             "Je débute et j'ai besoin de conseils détaillés en matière de vélos",
         ),
     ],
+    ids=["de", "fr"],
 )
 def test_init_then_run_german_and_french_on_the_tiny_model(
     tmp_path, tiny_model_path, prompt, language, first
