@@ -20,7 +20,9 @@ NORDWIND = (
     "Du bist der Support-Assistent von Nordwind, einem Fahrradladen in Hamburg. Antworte "
     "immer auf Deutsch, egal in welcher Sprache man dich anspricht."
 )
-VELO = "Tu es le conseiller de Vélo Rapide, un magasin de vélos à Lyon. Réponds toujours en français."
+VELO = (
+    "Tu es le conseiller de Vélo Rapide, un magasin de vélos à Lyon. Réponds toujours en français."
+)
 ACME = "You are Ava, a support agent for Acme, a bike shop: answer in English, politely."
 
 # prompt -> (code, how, the words found / None)
@@ -38,12 +40,20 @@ LANGUAGE_CASES = {
     "verb last (German)": ("Du sollst stets auf Deutsch antworten.", "de", "asked", None),
     "speaking verb": ("Sprich nur Deutsch mit den Kunden.", "de", "asked", "Sprich nur Deutsch"),
     "answer beats write": ("Users write in English; answer in German.", "de", "asked", None),
-    "negation dropped": ("Never answer in English. Always reply in plain German.", "de", "asked",
-                         "in plain German"),  # fmt: skip
+    "negation dropped": (
+        "Never answer in English. Always reply in plain German.",
+        "de",
+        "asked",
+        "in plain German",
+    ),  # fmt: skip
     "nicht ... sondern": ("Antworte nicht auf Englisch, sondern auf Deutsch.", "de", "asked", None),
     "jamais": ("Ne réponds jamais en anglais, réponds en français.", "fr", "asked", None),
-    "translation target": ("Translate the user's text from English into German.", "de", "asked",
-                           "into German"),  # fmt: skip
+    "translation target": (
+        "Translate the user's text from English into German.",
+        "de",
+        "asked",
+        "into German",
+    ),  # fmt: skip
     "no language, English": ("You are a helpful assistant for Acme Corp.", "en", "written", None),
     "no language, German": (
         "Du bist ein hilfsbereiter Assistent für die Firma Acme. Sei freundlich und geduldig.",
@@ -64,8 +74,7 @@ def test_the_language_checked(case):
         assert choice.evidence == found
     if how == "asked":
         assert choice.comment() == (
-            f"the prompt asks for {choice.name} (found '{choice.evidence}'); "
-            f"change `{code}` if not"
+            f"the prompt asks for {choice.name} (found '{choice.evidence}'); change `{code}` if not"
         )
     else:
         assert asked_language(prompt) is None
@@ -98,8 +107,12 @@ def test_requests_for_a_customer_of_the_shop_in_the_prompt():
     [
         (VELO, "fr", "en matière de vélos", "Bonjour Vélo Rapide ! "),
         (ACME, "en", "your bike range", "Hi Acme! "),
-        ("Tu aides les clients d'une boutique d'ordinateurs. Réponds en français.", "fr",
-         "en matière d'ordinateurs", "Bonjour ! "),  # fmt: skip
+        (
+            "Tu aides les clients d'une boutique d'ordinateurs. Réponds en français.",
+            "fr",
+            "en matière d'ordinateurs",
+            "Bonjour ! ",
+        ),  # fmt: skip
         ("You answer questions from the customers of our store.", "en", "what you offer", "Hi! "),
     ],
 )
@@ -154,8 +167,11 @@ def in_tmp(tmp_path, monkeypatch) -> Path:
     [
         (NORDWIND, "de", ["advice", "problem", "order", "returns", "conv-advice", "conv-problem"]),
         (VELO, "fr", ["advice", "problem", "order", "returns", "conv-advice", "conv-problem"]),
-        ("You are a helpful assistant.", "en",
-         ["story", "guide", "explanation", "list", "conv-trip", "conv-bread"]),  # fmt: skip
+        (
+            "You are a helpful assistant.",
+            "en",
+            ["story", "guide", "explanation", "list", "conv-trip", "conv-bread"],
+        ),  # fmt: skip
     ],
 )
 def test_the_written_files_are_a_valid_config_and_suite(prompt, code, ids, in_tmp, run_cli):

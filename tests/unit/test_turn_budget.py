@@ -66,8 +66,10 @@ def test_five_replies_of_64_in_192_are_refused_before_the_run(tmp_path, run_cli)
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("max_tokens", "turn_tokens", "fits"), [(320, 64, True), (319, 64, False),
-                                                                  (190, 38, True), (4, 1, False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("max_tokens", "turn_tokens", "fits"),
+    [(320, 64, True), (319, 64, False), (190, 38, True), (4, 1, False)],
+)
 def test_the_rule_is_replies_times_turn_tokens_within_max_tokens(
     tmp_path, max_tokens, turn_tokens, fits
 ):
