@@ -96,6 +96,11 @@ class GenerationRecord(BaseModel):
     seconds: float = 0.0
     rounds: int = 0
     tokens: TokenCounts = Field(default_factory=TokenCounts)
+    # A logged conversation's (`harness score` on a chat log, replays): the log's conversation
+    # id and whose history the replies follow (turns.csv `history`). Unset, and left out of
+    # dumps, in a run's own records; not in the record key.
+    conversation_id: str | None = Field(None, exclude_if=_unset)
+    history: Literal["logged", "reference", "own"] | None = Field(None, exclude_if=_unset)
 
     @model_validator(mode="after")
     def _segments_fit(self) -> GenerationRecord:

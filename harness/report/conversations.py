@@ -30,8 +30,20 @@ def _pct(value) -> str:
     return "–" if value is None or pd.isna(value) else f"{100 * float(value):.1f} %"
 
 
+def _by_history(frame: pd.DataFrame) -> pd.DataFrame:
+    """Lines and rows per (policy, history): a history other than a run's own (`generated`)
+    is named after the policy, e.g. `none (reference)`, so logged and replayed turns never
+    share a line."""
+    if "history" not in frame.columns or (frame["history"] == "generated").all():
+        return frame
+    named = frame["policy"].where(
+        frame["history"] == "generated", frame["policy"] + " (" + frame["history"] + ")"
+    )
+    return frame.assign(policy=named)
+
+
 def _turn_figures(curve: pd.DataFrame) -> tuple[str, dict]:
-    by_turn = curve.rename(columns={"turn": "t"})
+    by_turn = _by_history(curve).rename(columns={"turn": "t"})
     fig_a = plots.curve_figure(
         by_turn.rename(columns={"a_low": "low", "a_high": "high"}), "a", "a(k)", x_title="turn k"
     )
@@ -55,6 +67,7 @@ def _turn_figures(curve: pd.DataFrame) -> tuple[str, dict]:
 
 
 def _condition_table(summary: pd.DataFrame) -> str:
+    summary = _by_history(summary)
     rows = [
         [r["model"], r["item"], r["policy"], _interval(r, "mean"), fmt_num(r["a_first"]),
          fmt_num(r["a_last"]), fmt_num(r["first_fail_median"]), _pct(r["token_overhead"])]
@@ -66,6 +79,7 @@ def _condition_table(summary: pd.DataFrame) -> str:
 
 
 def _pressure_part(summary: pd.DataFrame) -> str:
+    summary = _by_history(summary)
     pressed = summary[summary["pressure_turn"].notna() | (summary["item"] == "all")]
     if not len(pressed):
         return note("No item of this run has a pressure turn.")

@@ -44,7 +44,9 @@ def score_turns(
             base = {
                 **record.model_dump(include={"run_id", "model", "item", "policy", "seed"}),
                 "task": record.task or task,
+                "history": record.history or "generated",
                 "sample": record.sample,
+                "conversation_id": record.conversation_id or "",
                 "turn": turn,
                 "pressure": turn in pressure,
                 "t_start": positions[0] + 1,
@@ -53,5 +55,5 @@ def score_turns(
             }
             jobs += [(check, base, text) for check in item_checks(item, config.languages)]
     rows = score_checks(TurnRow, jobs, judges)
-    rows.sort(key=lambda r: (r.model, r.item, r.policy, r.sample, r.turn))
+    rows.sort(key=lambda r: (r.model, r.item, r.policy, r.history, r.sample, r.turn))
     return rows
