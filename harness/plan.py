@@ -21,6 +21,7 @@ from harness.errors import UserError
 from harness.models import ResolvedModel, resolve_model, untrained_name
 from harness.policies import policy_run
 from harness.policies.conversation import conversation_floor
+from harness.probes.endpoint import check_endpoint, endpoint_settings
 from harness.replay import LogError, check_replays
 from harness.sampling import SampleRange
 from harness.scoring.judge import JudgeDefaults, check_judges, judge_checks_of
@@ -107,7 +108,7 @@ def plan_run(
         else {}
     )
     backends = (
-        probe_backends(config.probe.backend, [*models, *twins.values()])
+        probe_backends(config.probe.backend, [*models, *twins.values()], endpoint_settings(config))
         if config.probe.enabled
         else {}
     )
@@ -236,12 +237,22 @@ def _check_probe_layers(config: RunConfig, model: ResolvedModel) -> None:
         raise UserError(f"field 'probe.layers': {model.name}: {exc}") from None
 
 
-def probe_backends(backend: str, models: list[ResolvedModel]) -> dict[str, str]:
+def probe_backends(
+    backend: str, models: list[ResolvedModel], endpoint: dict | None = None
+) -> dict[str, str]:
     """The probe backend of each model: `auto` becomes vllm where vLLM can hand out this
     model's hidden states on this machine, else hf; an explicit `vllm` that cannot is an
-    error now, before generation."""
+    error now, before generation; `openai`: the endpoint (`endpoint`'s settings) answers,
+    serves the model with prompt log-probs and tokenises as the model does."""
     if backend == "hf":
         return {m.name: "hf" for m in models}
+    if backend == "openai":
+        for model in models:
+            try:
+                check_endpoint(model.path, endpoint or {})
+            except UserError as exc:
+                raise UserError(f"field 'probe.backend': {model.name}: {exc}") from None
+        return {m.name: "openai" for m in models}
     from harness.probes.vllm_backend import vllm_support  # lazy: loads torch
 
     chosen = {}
