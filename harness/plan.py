@@ -81,6 +81,10 @@ def plan_run(
     elif max_samples is not None:
         raise UserError("--max-samples needs --until-decided")
     items = select_items(config, suites)
+    try:
+        check_turn_budget(config, items)
+    except UserError as exc:
+        raise UserError(f"{config_path}: {exc}") from None
     out_dir = Path(out or config.out or Path("reports") / config.name)
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out {out_dir}: exists and is not a folder")
@@ -109,6 +113,27 @@ def plan_run(
         else {}
     )
     return RunPlan(config, suites, items, models, twins, out_dir, config.run_id(), backends)
+
+
+def check_turn_budget(config: RunConfig, items: list[Selected]) -> None:
+    """Every reply of every conversation can get `turn_tokens` within `max_tokens`, the
+    conversation's total budget: a config that cannot is refused rather than run with its last
+    replies cut short or never written (docs/architecture.md, "Conversations")."""
+    per_reply, budget = config.generation.turn_tokens, config.generation.max_tokens
+    if per_reply is None:
+        return  # check_generation names the missing field, with the policy
+    for sel in items:
+        replies = sel.item.n_turns
+        if sel.item.is_conversation and replies * per_reply > budget:
+            need = replies * per_reply
+            fix = f"raise max_tokens to {need}"
+            if budget >= replies:  # a turn_tokens that fits exists
+                fix += f" or lower turn_tokens to {budget // replies}"
+            raise UserError(
+                f"item '{sel.item.id}': {replies} replies x generation.turn_tokens {per_reply} "
+                f"= {need} tokens exceed generation.max_tokens {budget}, so its last replies "
+                f"would be cut short or never run: {fix}"
+            )
 
 
 def check_generation(config: RunConfig, items: list[Selected], model: ResolvedModel) -> None:
