@@ -33,12 +33,11 @@ def _pct(value) -> str:
 def _by_history(frame: pd.DataFrame) -> pd.DataFrame:
     """Lines and rows per (policy, history): a history other than a run's own (`generated`)
     is named after the policy, e.g. `none (reference)`, so logged and replayed turns never
-    share a line."""
+    share a line (logged conversations' policy is `logged` already)."""
     if "history" not in frame.columns or (frame["history"] == "generated").all():
         return frame
-    named = frame["policy"].where(
-        frame["history"] == "generated", frame["policy"] + " (" + frame["history"] + ")"
-    )
+    plain = (frame["history"] == "generated") | (frame["history"] == frame["policy"])
+    named = frame["policy"].where(plain, frame["policy"] + " (" + frame["history"] + ")")
     return frame.assign(policy=named)
 
 
