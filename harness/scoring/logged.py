@@ -13,6 +13,7 @@ so only the rows are kept, never the log.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,9 +169,9 @@ def score_logged(
     def flush() -> None:
         memo: dict = {}  # a reply that fits in one window is scored once, for both files
         scored = score_records(batch, suites, tokenizer, config, judges, memo)
-        windows.append(result_frame(WindowRow, scored))
+        windows.append(_shared_strings(result_frame(WindowRow, scored)))
         scored = score_turns(batch, suites, tokenizer, config, judges, memo)
-        turns.append(result_frame(TurnRow, scored))
+        turns.append(_shared_strings(result_frame(TurnRow, scored)))
         tokens.append(_tokens(batch))
         batch.clear()
 
@@ -181,8 +182,18 @@ def score_logged(
             flush()
     if batch:
         flush()
+    # chunks follow the file; the files are in key order, as a run's
+    windows_frame = _concat(windows, WindowRow).sort_values(
+        ["model", "item", "policy", "sample", "window"], kind="stable"
+    )
+    turns_frame = _concat(turns, TurnRow).sort_values(
+        ["model", "item", "policy", "history", "sample", "turn"], kind="stable"
+    )
     return LoggedScores(
-        _concat(windows, WindowRow), _concat(turns, TurnRow), pd.concat(tokens), count
+        windows_frame.reset_index(drop=True),
+        turns_frame.reset_index(drop=True),
+        pd.concat(tokens, ignore_index=True),
+        count,
     )
 
 
@@ -195,6 +206,15 @@ def _tokens(records: list[GenerationRecord]) -> pd.DataFrame:
             for r in records
         ]
     )  # fmt: skip
+
+
+def _shared_strings(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with each distinct string held once (ids, checks, reasons repeat on
+    thousands of rows; a str object per cell costs ~50 bytes)."""
+    for column in frame.columns:
+        if frame[column].dtype == object:
+            frame[column] = frame[column].map(lambda v: sys.intern(v) if type(v) is str else v)
+    return frame
 
 
 def _concat(frames: list[pd.DataFrame], row) -> pd.DataFrame:
