@@ -21,6 +21,7 @@ from harness.errors import UserError
 from harness.models import ResolvedModel, resolve_model, untrained_name
 from harness.policies import policy_run
 from harness.policies.conversation import conversation_floor
+from harness.replay import LogError, check_replays
 from harness.sampling import SampleRange
 from harness.scoring.judge import JudgeDefaults, check_judges, judge_checks_of
 from harness.selection import Selected, policy_units, sample_specs, select_items
@@ -86,6 +87,8 @@ def plan_run(
     for model in models:
         try:
             check_generation(config, items, model)
+        except LogError:  # names the log's file and line itself
+            raise
         except UserError as exc:  # name the config: the policy, item and field are in exc
             raise UserError(f"{config_path}: {exc}") from None
         if config.generation.engine == "openai":  # unreachable endpoint: fail before writing
@@ -127,6 +130,9 @@ def check_generation(config: RunConfig, items: list[Selected], model: ResolvedMo
             if spec.name == "restate" and not sel.item.restatement:
                 fix = "add one to the suite, or drop the policy"
                 raise UserError(f"{where}: the item has no `restatement` ({fix})")
+            if sel.item.is_replay:  # its conversations: check_replays, below
+                _check_rhythm(config, spec, where)
+                continue
             sample = sample_specs(config, model.name, [sel], "")[0]
             if sel.item.is_conversation:
                 _check_conversation(config, chat, policy, spec, sample, context, where)
@@ -149,11 +155,11 @@ def check_generation(config: RunConfig, items: list[Selected], model: ResolvedMo
     specs = [*config.policies, *(config.conversation_policies or [])]
     if any(s.name == "attention_bias" for s in specs) and config.generation.engine != "hf":
         raise UserError("policy attention_bias needs generation.engine: hf")
+    check_replays(config, chat, items, context)
 
 
-def _check_conversation(config, chat, policy, spec, sample, context: int, where: str) -> None:
-    """A conversation item under one policy: a between-turns rhythm, turn_tokens set, the
-    reminder renders at its placement, and the shortest possible conversation fits."""
+def _check_rhythm(config, spec, where: str) -> None:
+    """A conversation is reminded between turns, and needs turn_tokens."""
     if getattr(spec, "every", None) is not None:
         raise UserError(
             f"{where}: a conversation is reminded between turns, not every N tokens: use "
@@ -164,6 +170,12 @@ def _check_conversation(config, chat, policy, spec, sample, context: int, where:
             f"{where}: field 'generation.turn_tokens' is needed by conversations "
             "(max new tokens per assistant turn)"
         )
+
+
+def _check_conversation(config, chat, policy, spec, sample, context: int, where: str) -> None:
+    """A conversation item under one policy: a between-turns rhythm, turn_tokens set, the
+    reminder renders at its placement, and the shortest possible conversation fits."""
+    _check_rhythm(config, spec, where)
     try:
         need = conversation_floor(chat, policy, sample)
     except UserError as exc:

@@ -11,6 +11,11 @@ bounds on the share failed by turn k (`harness.scoring.adherence.survival_median
 mean adherence the bounded-mean interval of the per-sample means; the pressure change the
 paired interval of each sample's after - before. The pooled pressure row averages the items'
 intervals at level 1 - alpha/I (Bonferroni over its I items).
+
+A condition here is also split by turns.csv's `history` (docs/architecture.md, "Replay"):
+a replay's logged, reference-history and own-history replies are never pooled. Under the
+reference history every record is one replayed turn (its own unit), so there is no survival
+over turns and no first failing turn (NaN, the method says why).
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from harness.stats import (
 # one condition are aggregated apart (`history`); a logged conversation is a sample of its own.
 TASK_CONDITION = list(results.TASK_CONDITION)
 CONDITION_HISTORY = [*TASK_CONDITION, "history"]
+REFERENCE = "reference"
+NO_SURVIVAL = "none (reference history: each turn is replayed alone)"
 SAMPLE = [*results.SAMPLE, "conversation_id"]
 
 
@@ -124,12 +131,15 @@ def turn_curves(turns: pd.DataFrame, *, level: float = DEFAULT_LEVEL) -> pd.Data
         s_lo = 1 - binomial_interval(maybe, total, level=level)[1]
         s_hi = 1 - binomial_interval(surely, total, level=level)[0]
         a, surv = _nanmean(matrix, axis=0), _survival(matrix)
+        s_method = "binomial bounds (clopper-pearson)"
+        if key[-1] == REFERENCE:
+            surv, s_lo, s_hi = (np.full(len(ks), np.nan) for _ in range(3))
+            s_method = NO_SURVIVAL
         pressure = cond.groupby("turn")["pressure"].first()
         for i, k in enumerate(ks):
             rows.append(
                 [*key, int(k), bool(pressure[k]), a[i], a_lo[i], a_hi[i], int(n[i])]
-                + ["clopper-pearson", surv[i], s_lo[i], s_hi[i]]
-                + ["binomial bounds (clopper-pearson)"]
+                + ["clopper-pearson", surv[i], s_lo[i], s_hi[i], s_method]
             )
     frame = pd.DataFrame(rows, columns=TurnAdherenceRow.columns())
     return results.result_frame(TurnAdherenceRow, frame)
@@ -170,7 +180,10 @@ def _condition_row(
     before, after = (float(x) for x in _pressure_split(ks, matrix, first))
     mean = mean_interval(_nanmean(matrix, axis=1), level=level)
     durations, events = _first_failures(ks, matrix)
-    median = survival_median_interval(durations, events, level=level)
+    if key[-1] == REFERENCE:
+        median = none_interval(math.nan, matrix.shape[0], NO_SURVIVAL)
+    else:
+        median = survival_median_interval(durations, events, level=level)
     delta = _pressure_interval(ks, matrix, first, level)
     generated, injected = tokens.get(tuple(key), (0, 0))
     row = dict(zip(CONDITION_HISTORY, key, strict=True)) | {

@@ -12,6 +12,7 @@ from harness.models import is_untrained
 from harness.report import plots
 from harness.report.html import esc, figure, fmt_num, note, table
 from harness.report.load import RunData
+from harness.report.replay import replay_part
 
 FILES = ("turn_adherence.csv", "conversations.csv", "turns.csv")
 
@@ -36,6 +37,7 @@ def _by_history(frame: pd.DataFrame) -> pd.DataFrame:
     share a line (logged conversations' policy is `logged` already)."""
     if "history" not in frame.columns or (frame["history"] == "generated").all():
         return frame
+    # a replay's record of the log itself has policy `logged` too: named once
     plain = (frame["history"] == "generated") | (frame["history"] == frame["policy"])
     named = frame["policy"].where(plain, frame["policy"] + " (" + frame["history"] + ")")
     return frame.assign(policy=named)
@@ -154,5 +156,6 @@ def conversations_section(data: RunData) -> tuple[str, dict] | None:
         html += [_condition_table(summary), _pressure_part(summary)]
     else:
         html.append(note(data.missing("conversations.csv")))
+    html.append(replay_part(curve, summary, data.generations))
     part, part_figs = _divergence_part(data.frame("divergence.csv"))
     return "".join(html) + part, figs | part_figs

@@ -27,7 +27,7 @@ class DivergenceRow(ResultRow):
     t: int
     turn: int
     """the token's turn (1 in a single reply)"""
-    role: Literal["assistant", "user", "markup", "reminder", "restatement"]
+    role: Literal["assistant", "user", "markup", "reminder", "restatement", "logged"]
     """the token's role in the continuation"""
     l2: float
     """L2 distance of the two prompts' hidden states at t"""

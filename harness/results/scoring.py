@@ -222,7 +222,8 @@ class TurnAdherenceRow(ResultRow):
     survival_low: float
     survival_high: float
     survival_method: str
-    """S(k)'s band method (pointwise)"""
+    """S(k)'s band method (pointwise); NaN S(k) under the reference history, where each
+    turn is replayed alone"""
 
 
 class ConversationRow(ResultRow):

@@ -40,7 +40,10 @@ def score_turns(
         task, item = index[record.item]
         # a logged or replayed conversation's user turns are the log's, not the item's
         pressure = pressure_turns(item) if record.history is None else set()
-        for turn, positions in record.turn_positions().items():
+        # a replay's record of the log itself: its logged replies (kind `logged`) are scored
+        logged = any(seg.kind == "logged" for seg in record.segments)
+        kind = "logged" if record.history == "logged" and logged else "generated"
+        for turn, positions in record.turn_positions(kind).items():
             ids = [record.continuation_ids[p] for p in positions]
             text = tokenizer.decode(ids, skip_special_tokens=True)
             base = {
