@@ -41,6 +41,7 @@ VOCAB_SLICE = 1024
 
 
 HIDDEN_METRICS = ("l2", "rel_l2", "cos_dist")  # per hidden-state index and position
+KL_BOUNDS = ("kl_low", "kl_high")  # (T,) each, only where the KL is not exact
 
 
 @dataclass
@@ -55,6 +56,9 @@ class PairDivergence:
     kl: np.ndarray  # (T,)
     prompt_lens: tuple[int, int]
     identical_prompts: bool
+    # the KL's bracket where it is not exact (the openai backend's top-k lists, probes/topk.py)
+    kl_low: np.ndarray | None = None
+    kl_high: np.ndarray | None = None
 
     def to_arrays(self, hidden_dtype: Any = np.float64) -> dict[str, np.ndarray]:
         """The curves as named arrays for an .npz unit; hidden_dtype float32 halves a stored
@@ -66,6 +70,7 @@ class PairDivergence:
             "kl": self.kl,
             "prompt_lens": np.asarray(self.prompt_lens),
             "identical": np.asarray(self.identical_prompts),
+            **{m: getattr(self, m) for m in KL_BOUNDS if getattr(self, m) is not None},
         }
 
     @classmethod
@@ -75,6 +80,7 @@ class PairDivergence:
             **{m: arrays[m] for m in (*HIDDEN_METRICS, "delta_logp", "kl")},
             prompt_lens=tuple(arrays["prompt_lens"].tolist()),
             identical_prompts=bool(arrays["identical"]),
+            **{m: arrays[m] for m in KL_BOUNDS if m in arrays},
         )
 
 

@@ -27,7 +27,14 @@ from harness.results.base import (
     frame_columns,
     result_frame,
 )
-from harness.results.probing import BiasRow, DivergenceRow, FitRow, NextTokenRow, RelayRow
+from harness.results.probing import (
+    BiasRow,
+    DivergenceRow,
+    FitRow,
+    NextTokenRow,
+    RelayRow,
+    TurnInfluenceRow,
+)
 from harness.results.scoring import (
     AdherenceCurveRow,
     AdherenceRow,
@@ -59,6 +66,7 @@ ROWS: tuple[type[ResultRow], ...] = (
     TurnRow,
     TurnAdherenceRow,
     ConversationRow,
+    TurnInfluenceRow,
     RelayRow,
     BiasRow,
     GateRow,
@@ -93,6 +101,7 @@ __all__ = [
     "SummaryRow",
     "SurvivalRow",
     "TurnAdherenceRow",
+    "TurnInfluenceRow",
     "TurnRow",
     "WindowRow",
     "column_kind",
