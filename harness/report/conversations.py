@@ -35,7 +35,7 @@ def _pct(value) -> str:
 def _by_history(frame: pd.DataFrame) -> pd.DataFrame:
     """Lines and rows per (policy, history): a history other than a run's own (`generated`)
     is named after the policy, e.g. `none (reference)`, so logged and replayed turns never
-    share a line."""
+    share a line (logged conversations' policy is `logged` already)."""
     if "history" not in frame.columns or (frame["history"] == "generated").all():
         return frame
     # a replay's record of the log itself has policy `logged` too: named once
