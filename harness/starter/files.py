@@ -53,7 +53,8 @@ CHECKS = """\
 CONFIG = """\
 # Run config for {name!r}, written by `harness init`. Run it with:  harness run {config}
 # Results land in reports/{name}/ (report.html, summary.csv, turns.csv, gates.csv, junit.xml).
-# Exit code: 0 every gate passed, 1 a gate failed, 2 bad input (nothing run, nothing written).
+# Exit code: 0 every gate passed, 1 a gate failed or is undecided, 2 bad input (nothing run,
+# nothing written), 3 an internal error.
 name: {name_value}
 models: [{model}]
 suites: [{suite}]
