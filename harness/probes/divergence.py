@@ -17,14 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
+from harness.analysis.attention import ATTENTION_KEYS
 from harness.engines.attention_bias import attention_bias
 from harness.errors import UserError
+from harness.probes.attention import ShareRecorder, share_recording
 
 # logits exist HEAD_SLICE positions at a time, so one whole-sequence forward (chunk None, the
 # default) holds one layer's activations at a time and no KV cache: the fastest and, on CPU up to
@@ -55,6 +57,8 @@ class PairDivergence:
     kl: np.ndarray  # (T,)
     prompt_lens: tuple[int, int]
     identical_prompts: bool
+    # the prompt's attention share (`probes/attention.py`: ATTENTION_KEYS); {} when not measured
+    attention: dict[str, np.ndarray] = field(default_factory=dict)
 
     def to_arrays(self, hidden_dtype: Any = np.float64) -> dict[str, np.ndarray]:
         """The curves as named arrays for an .npz unit; hidden_dtype float32 halves a stored
@@ -66,6 +70,7 @@ class PairDivergence:
             "kl": self.kl,
             "prompt_lens": np.asarray(self.prompt_lens),
             "identical": np.asarray(self.identical_prompts),
+            **self.attention,
         }
 
     @classmethod
@@ -75,6 +80,7 @@ class PairDivergence:
             **{m: arrays[m] for m in (*HIDDEN_METRICS, "delta_logp", "kl")},
             prompt_lens=tuple(arrays["prompt_lens"].tolist()),
             identical_prompts=bool(arrays["identical"]),
+            attention={k: arrays[k] for k in ATTENTION_KEYS if k in arrays},
         )
 
 
@@ -349,6 +355,7 @@ def pair_divergence(
     padded = lens[0] != lens[1]
 
     reducer = StateReducer(kept, width, total)
+    shares = ShareRecorder(kept, lens[0], width, total)  # row A's attention on its prompt
     delta = torch.zeros(total, dtype=torch.float64)
     kl = torch.zeros(total, dtype=torch.float64)
     cache = DynamicCache(config=model.config) if chunk else None
@@ -358,7 +365,7 @@ def pair_divergence(
         if lam is not None
         else nullcontext()
     )
-    with bias, reduction_hooks(model, reducer):
+    with bias, share_recording(model, shares), reduction_hooks(model, reducer):
         for start, stop in forward_spans(width, total, chunk):
             reducer.start = start
             out = decoder(
@@ -385,4 +392,5 @@ def pair_divergence(
         kl=kl.numpy(),
         prompt_lens=lens,
         identical_prompts=list(ids_a) == list(ids_b),
+        attention=shares.arrays() if shares.layers else {},
     )

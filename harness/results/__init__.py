@@ -27,7 +27,15 @@ from harness.results.base import (
     frame_columns,
     result_frame,
 )
-from harness.results.probing import BiasRow, DivergenceRow, FitRow, NextTokenRow, RelayRow
+from harness.results.probing import (
+    AttentionRow,
+    AttentionTurnRow,
+    BiasRow,
+    DivergenceRow,
+    FitRow,
+    NextTokenRow,
+    RelayRow,
+)
 from harness.results.scoring import (
     AdherenceCurveRow,
     AdherenceRow,
@@ -47,6 +55,8 @@ ROWS: tuple[type[ResultRow], ...] = (
     SurvivalRow,
     DivergenceRow,
     NextTokenRow,
+    AttentionRow,
+    AttentionTurnRow,
     FitRow,
     SummaryRow,
     CorrelationRow,
@@ -75,6 +85,8 @@ __all__ = [
     "TASK_CONDITION",
     "AdherenceCurveRow",
     "AdherenceRow",
+    "AttentionRow",
+    "AttentionTurnRow",
     "BiasRow",
     "CalibrationRow",
     "CarriedRow",
