@@ -1,6 +1,7 @@
 """`harness probe`: paired-prompt divergence per layer and position, with alpha fits.
 
-Writes divergence.csv, nexttoken.csv and fits.csv into --out and prints alpha by layer.
+Writes divergence.csv, nexttoken.csv, attention.csv (hf backend: the prompt's attention share)
+and fits.csv into --out and prints alpha by layer.
 """
 
 from __future__ import annotations
@@ -195,12 +196,16 @@ def _run(request, out: Path | None, fresh: bool = False) -> None:
     for name, frame in (
         ("divergence.csv", tables.divergence),
         ("nexttoken.csv", tables.nexttoken),
+        ("attention.csv", tables.attention),
         ("fits.csv", tables.fits),
     ):
         _write_csv(frame, folder / name)
     _write_continuations(tables.continuations, folder / "continuations.jsonl")
     Console(width=160).print(alpha_table(tables.fits))
-    err.print(f"wrote {folder}/divergence.csv, nexttoken.csv, fits.csv, continuations.jsonl")
+    err.print(
+        f"wrote {folder}/divergence.csv, nexttoken.csv, attention.csv, fits.csv, "
+        "continuations.jsonl"
+    )
 
 
 def _write_continuations(conts: dict[str, list[int]], path: Path) -> None:
