@@ -16,8 +16,8 @@ SHARE_METRICS = ("share_prompt_mean", "share_prompt_max_head", "share_sink_mean"
                  "share_sink_max_head")  # fmt: skip
 ATTENTION_KEYS = ("attn_layers", *SHARE_METRICS)
 # fitted into fits.csv beside the hidden-state metrics: the share the dilution argument is
-# about (mean over heads), and the sink's, which trained models hold up whatever t is
-FIT_METRICS = ("share_prompt_mean", "share_sink_mean")
+# about (mean over heads); the sink's level is read off attention.csv (a fit per curve costs)
+FIT_METRICS = ("share_prompt_mean",)
 
 
 def has_attention(arrays: dict) -> bool:

@@ -10,7 +10,7 @@ probe command's model and attention-bias lam). For every group the table holds:
 
 Metrics: l2, rel_l2 and cos_dist per hidden-state index (layer 0..L), the next-token
 |delta log p| and KL at layer -1, and (hf probe) the prompt's attention share
-`share_prompt_mean` and the sink's `share_sink_mean` per layer 1..L (`analysis/attention.py`;
+`share_prompt_mean` per layer 1..L (`analysis/attention.py`;
 a pair's own share is fitted even when its two prompts are identical, the share being the
 record's own; pooled rows leave such pairs out, as for every metric). Identical prompts give
 NaN with reason "identical prompts"; curves that are all zero although the prompts differ

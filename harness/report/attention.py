@@ -3,8 +3,8 @@ layer group (trained, untrained twin, the uniform-attention reference), its deca
 beside alpha per layer, and a sentence computed from them on whether this model's forgetting
 follows dilution (docs/architecture.md, "Estimators: attention share").
 
-Exponents come from fits.csv's per-model pooled rows (metrics `share_prompt_mean`,
-`share_sink_mean`, `rel_l2`; nothing re-fit); the uniform reference's exponent is fitted here
+Exponents come from fits.csv's per-model pooled rows (metrics `share_prompt_mean` and
+`rel_l2`; nothing re-fit); the uniform reference's exponent is fitted here
 over attention.csv's `uniform` column at the same positions, as the share's was.
 """
 
@@ -25,7 +25,7 @@ from harness.report.plots import _layout, color, layer_groups
 # of alpha, when that is larger); the two are the same estimator on the same positions
 NEAR = 0.15
 SINK_HOLDS = 0.5  # mean sink share at the last position above which the sink is named
-METRICS = ("rel_l2", "share_prompt_mean", "share_sink_mean")
+METRICS = ("rel_l2", "share_prompt_mean")
 
 
 def _model_order(models) -> list[str]:
@@ -72,8 +72,7 @@ def group_table(att: pd.DataFrame, exps: pd.DataFrame, t_min: int) -> pd.DataFra
             sink = last[last["layer"].isin(members)]["share_sink_mean"].mean()
             out.append(
                 {"model": model, "group": name, "share_exponent": mean["share_prompt_mean"],
-                 "alpha": mean["rel_l2"], "uniform_exponent": u,
-                 "sink_exponent": mean["share_sink_mean"], "sink_share_end": sink}
+                 "alpha": mean["rel_l2"], "uniform_exponent": u, "sink_share_end": sink}
             )  # fmt: skip
     return pd.DataFrame(out)
 
@@ -215,12 +214,14 @@ def attention_section(data: RunData) -> tuple[str, dict]:
         ),
     ]
     uniform = {m: uniform_exponent(att, m, t_min) for m in _model_order(att["model"])}
-    figs = {"fig-attention-share": share_figure(att), "fig-attention-exponent": exponent_figure(
-        exps[exps["metric"].isin(["rel_l2", "share_prompt_mean"])], uniform)}  # fmt: skip
+    figs = {
+        "fig-attention-share": share_figure(att),
+        "fig-attention-exponent": exponent_figure(exps, uniform),
+    }
     sentences = [dilution_sentence(m, rows) for m, rows in groups.groupby("model", sort=False)]
     body.append("<ul>" + "".join(f"<li>{esc(s)}</li>" for s in sentences) + "</ul>")
     headers = ["model", "layer group", "share exponent", "α (rel_l2)", "uniform exponent",
-               "sink exponent", "sink share at the end"]  # fmt: skip
+               "first token's share at the end"]  # fmt: skip
     body.append(table(headers, groups.itertuples(index=False)))
     body.append(turns_part(data.frame("attention_turns.csv")))
     return "".join(body), figs

@@ -257,9 +257,9 @@ def build_run(out: Path) -> Path:
         (m, "all", "all", "all", layer, "rel_l2", a, a - 0.05, a + 0.05, 8, BOOT, 0.98, 16, 256, "")
         for m, alphas in ((MODEL, ALPHA_TRAINED), (TWIN, ALPHA_TWIN)) for layer, a in alphas.items()
     ] + [  # the attention share's exponents, pooled per model
-        (m, "all", "all", "all", layer, metric, b, b - 0.05, b + 0.05, 8, BOOT, 0.98, 16, 256, "")
+        (m, "all", "all", "all", layer, "share_prompt_mean", b, b - 0.05, b + 0.05, 8, BOOT, 0.98,
+         16, 256, "")
         for m, betas in ((MODEL, SHARE_TRAINED), (TWIN, SHARE_TWIN)) for layer, b in betas.items()
-        for metric in ("share_prompt_mean", "share_sink_mean")
     ]  # fmt: skip
     _write(out, FitRow, pd.DataFrame(fits, columns=FitRow.columns()))
     _write(out, CorrelationRow, pd.DataFrame([{
