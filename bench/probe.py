@@ -4,6 +4,7 @@ two probe backends side by side.
     .venv/bin/python bench/probe.py [--model NAME] [--ratio-tokens 1024]
                                     [--rss-tokens 1024,2048,4096,8192] [--chunk 0|N]
                                     [--repeats 5] [--backend-tokens 1024,2048]
+                                    [--endpoint-pairs 4]
 
 1. tokens/s of `pair_divergence` (all L+1 hidden states reduced in hooks, delta_logp, KL) vs
    (a) one plain forward of the same two sequences (batch of 2, logits for every position) and
@@ -13,11 +14,15 @@ two probe backends side by side.
 2. peak RSS of a probe at each T above the warmed-up process (Linux VmHWM, reset before the
    run), each in a fresh subprocess, next to the same forward bare (decoder only, no hooks,
    no logits) and to what stored (L+1, T, d) states of both rows would take.
-3. backends: seconds per pair (all L+1 states, delta_logp, KL; median of --repeats) and peak
-   RSS of the hf and the vllm backend at each --backend-tokens T, each backend in one fresh
-   process (vllm: that process plus the engine's processes, each one's peak summed; KV cache
-   VLLM_CPU_KVCACHE_SPACE=1 GiB, what T = 2048 needs), and the vllm backend's disk
-   high-water mark (the states files of one pair).
+3. backends: seconds per pair (all L+1 states, delta_logp, KL; median of --repeats),
+   continuation tokens probed per second, and peak RSS of the hf, the vllm and the openai
+   backend at each --backend-tokens T, each backend in one fresh process (vllm: that process
+   plus the engine's processes, each one's peak summed; KV cache VLLM_CPU_KVCACHE_SPACE=1
+   GiB, what T = 2048 needs), and the vllm backend's disk high-water mark (the states files of
+   one pair). openai: a `vllm serve` of the model on 127.0.0.1 started by that process
+   (float32, eager, --max-logprobs 20), the pair's two requests with prompt_logprobs = 20
+   (delta_logp and the KL bracket only: no hidden state leaves a server); its tokens/s is
+   given for one pair at a time and for --endpoint-pairs pairs in flight at once.
 """
 
 from __future__ import annotations
@@ -248,7 +253,19 @@ def _tree_reset_peak() -> float:
     return _tree_status_mib("VmRSS")
 
 
-def backend_child(model_name: str, backend: str, token_list: list[int], repeats: int) -> None:
+def _endpoint_many(probe, a, b, conts: list[list[int]]) -> float:
+    """Seconds for every continuation's pair sent at once (the server batches them)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=len(conts)) as pool:
+        list(pool.map(lambda c: probe.pair_divergence(a, b, c), conts))
+    return time.perf_counter() - start
+
+
+def backend_child(
+    model_name: str, backend: str, token_list: list[int], repeats: int, pairs: int = 4
+) -> None:
     """One backend in this fresh process: a JSON line per T (seconds, peak RSS, disk)."""
     import os
 
@@ -257,7 +274,18 @@ def backend_child(model_name: str, backend: str, token_list: list[int], repeats:
     from harness.probes.divergence import pair_divergence
 
     model, a, b, cont = _setup(model_name, max(token_list), with_model=backend == "hf")
-    if backend == "vllm":
+    server = None
+    if backend == "openai":
+        from _serve import serve
+
+        from harness.probes.endpoint import EndpointProbe
+
+        longest = max(len(a), len(b)) + max(token_list) + 1
+        server, url = serve(resolve_model(model_name).path, -(-longest // 256) * 256)
+        probe = EndpointProbe(resolve_model(model_name).path, base_url=url, top_k=20)
+        probe.check()
+        run = probe.pair_divergence
+    elif backend == "vllm":
         from harness.probes.vllm_backend import get_vllm_probe
 
         longest = max(len(a), len(b)) + max(token_list) + 1
@@ -276,35 +304,65 @@ def backend_child(model_name: str, backend: str, token_list: list[int], repeats:
             run(a, b, cont[:tokens])
             times.append(time.perf_counter() - start)
         disk = probe.disk_high_water / 2**20 if backend == "vllm" else 0.0
-        print(json.dumps({"T": tokens, "seconds": statistics.median(times),
-                          "peak": _tree_status_mib("VmHWM"), "warm": warm, "disk": disk}),
-              flush=True)  # fmt: skip
-    if backend == "vllm":
+        line = {"T": tokens, "seconds": statistics.median(times),
+                "peak": _tree_status_mib("VmHWM"), "warm": warm, "disk": disk}  # fmt: skip
+        if backend == "openai":  # `pairs` pairs in flight: what the server's batching gives
+            g = torch.Generator().manual_seed(tokens)
+            conts = [torch.randint(100, 40000, (tokens,), generator=g).tolist()
+                     for _ in range(pairs)]  # fmt: skip
+            line["many"] = (
+                statistics.median(
+                    _endpoint_many(probe, a, b, conts) for _ in range(max(1, repeats // 2))
+                )
+                / pairs
+            )
+        print(json.dumps(line), flush=True)
+    if backend in ("vllm", "openai"):
         probe.close()
+    if server is not None:
+        server.terminate()
+        server.wait(timeout=60)
 
 
-def backends_table(model_name: str, token_list: list[int], repeats: int) -> None:
+BACKENDS = ("hf", "vllm", "openai")
+
+
+def backends_table(model_name: str, token_list: list[int], repeats: int, pairs: int) -> None:
     rows: dict[str, dict[int, dict]] = {}
-    for backend in ("hf", "vllm"):
+    for backend in BACKENDS:
         args = ["--backend-child", backend, "--backend-tokens", ",".join(map(str, token_list)),
-                "--model", model_name, "--repeats", str(repeats)]  # fmt: skip
+                "--model", model_name, "--repeats", str(repeats),
+                "--endpoint-pairs", str(pairs)]  # fmt: skip
         proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True)
         if proc.returncode != 0:
             print(f"{backend} backend failed: {proc.stderr.strip().splitlines()[-1:]}")
-            return
+            continue
         lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
         rows[backend] = {line["T"]: line for line in lines}
-    print(f"probe backends, {model_name}, one pair = both rows, all hidden states + delta_logp "
-          f"+ KL, median of {repeats} (each backend in a fresh process)")  # fmt: skip
-    print("peak RSS: summed over the backend's processes (vllm: harness + engine core + worker,"
-          " KV cache 1 GiB), in brackets the rise above the warmed-up processes")  # fmt: skip
-    print(f"{'T':>6} {'hf s/pair':>10} {'vllm s/pair':>12} {'hf peak RSS':>20} "
-          f"{'vllm peak RSS':>20} {'vllm disk':>10}")  # fmt: skip
+    print(f"probe backends, {model_name}, one pair = both rows; hf/vllm: all hidden states + "
+          f"delta_logp + KL; openai: delta_logp + KL bracket (top-20); median of {repeats} "
+          "(each backend in a fresh process)")  # fmt: skip
+    print(
+        "peak RSS: summed over the backend's processes (vllm: harness + engine core + worker,"
+        " KV cache 1 GiB; openai: harness + the vllm serve processes), in brackets the rise "
+        "above the warmed-up processes; tok/s: continuation tokens probed per second"
+    )
+    head = "".join(f"{b + ' s/pair':>14} {b + ' tok/s':>12}" for b in rows)
+    rss_head = "".join(f"{b + ' peak RSS':>22}" for b in rows)
+    print(f"{'T':>6}{head} {'openai tok/s x' + str(pairs):>17}{rss_head} {'vllm disk':>10}")
     for tokens in token_list:
-        h, v = rows["hf"][tokens], rows["vllm"][tokens]
-        rss = [f"{x['peak']:.0f} (+{x['peak'] - x['warm']:.0f}) MiB" for x in (h, v)]
-        print(f"{tokens:>6} {h['seconds']:>10.2f} {v['seconds']:>12.2f} {rss[0]:>20} "
-              f"{rss[1]:>20} {v['disk']:>6.0f} MiB", flush=True)  # fmt: skip
+        cells = "".join(
+            f"{r[tokens]['seconds']:>14.2f} {tokens / r[tokens]['seconds']:>12.0f}"
+            for r in rows.values()
+        )
+        many = rows.get("openai", {}).get(tokens, {}).get("many")
+        many_cell = f"{tokens / many:>17.0f}" if many else f"{'-':>17}"
+        rss = "".join(
+            f"{r[tokens]['peak']:>10.0f} (+{r[tokens]['peak'] - r[tokens]['warm']:.0f}) MiB"
+            for r in rows.values()
+        )
+        disk = rows.get("vllm", {}).get(tokens, {}).get("disk", float("nan"))
+        print(f"{tokens:>6}{cells} {many_cell}{rss} {disk:>6.0f} MiB", flush=True)
 
 
 def main() -> None:
@@ -318,10 +376,13 @@ def main() -> None:
     parser.add_argument("--rss-what", default="probe", help=argparse.SUPPRESS)
     parser.add_argument("--backend-tokens", default="1024,2048", help="'' skips the table")
     parser.add_argument("--backend-child", help=argparse.SUPPRESS)
+    parser.add_argument("--endpoint-pairs", type=int, default=4, help="openai: pairs at once")
     args = parser.parse_args()
     backend_tokens = [int(t) for t in args.backend_tokens.split(",") if t.strip()]
     if args.backend_child:
-        backend_child(args.model, args.backend_child, backend_tokens, args.repeats)
+        backend_child(
+            args.model, args.backend_child, backend_tokens, args.repeats, args.endpoint_pairs
+        )
         return
     if args.rss_child:
         rss_child(args.model, args.rss_child, args.chunk, args.rss_what)
@@ -332,7 +393,7 @@ def main() -> None:
     if tokens:
         rss_table(args.model, tokens, args.chunk)
     if backend_tokens:
-        backends_table(args.model, backend_tokens, args.repeats)
+        backends_table(args.model, backend_tokens, args.repeats, args.endpoint_pairs)
 
 
 if __name__ == "__main__":

@@ -87,7 +87,7 @@ class ScoringConfig(Strict):
     languages: list[LanguageCode] = Field(default_factory=lambda: list(DEFAULT_CANDIDATE_LANGUAGES))
 
 
-ProbeBackend = Literal["auto", "vllm", "hf"]
+ProbeBackend = Literal["auto", "vllm", "hf", "openai"]
 
 
 class ProbeConfig(Strict):
@@ -95,8 +95,16 @@ class ProbeConfig(Strict):
     # hf: transformers (float32 on CPU, bf16 over the GPUs on CUDA); vllm: the serving engine
     # (extract_hidden_states, every layer); auto: vllm where the model and the platform
     # support that extraction, else hf. hf by default: an engine start costs more than a
-    # small model's probe.
+    # small model's probe. openai: a served model's prompt log-probs (vLLM's completions
+    # extension): next-token influence only, no hidden states (docs/architecture.md).
     backend: ProbeBackend = "hf"
+    # openai backend: the endpoint (None: generation.base_url, else $OPENAI_BASE_URL), the
+    # served model's name (None: generation.served_model, else the server's only model), the
+    # top-k log-probs per token (the server's max_logprobs caps it) and requests in flight
+    base_url: str | None = None
+    served_model: str | None = None
+    top_k: int = Field(20, gt=0)
+    concurrency: int = Field(8, gt=0)
     baseline: Literal["none", "default", "text"] = "none"
     baseline_text: NonEmptyText | None = None
     layers: Literal["all"] | list[Annotated[int, Field(ge=0)]] = "all"
@@ -110,6 +118,11 @@ class ProbeConfig(Strict):
     def _text_given(self) -> ProbeConfig:
         if self.baseline == "text" and not self.baseline_text:
             raise ValueError("baseline: 'text' needs baseline_text")
+        if self.backend == "openai" and self.untrained_twin:
+            raise ValueError(
+                "backend 'openai' probes the served model; its untrained twin is served "
+                "nowhere (set untrained_twin: false, or probe with backend hf)"
+            )
         return self
 
 
@@ -301,8 +314,19 @@ def _validate(model: type[BaseModel], path: Path, data: Any) -> Any:
 
 
 def load_suite(path: Path | str) -> TaskSuite:
+    """A suite; a replay item's `history` is made absolute (it is relative to the suite file)
+    and must be a file."""
     path = Path(path)
-    return _validate(TaskSuite, path, _read_yaml(path))
+    suite = _validate(TaskSuite, path, _read_yaml(path))
+    for index, item in enumerate(suite.items):
+        if item.history is None:
+            continue
+        resolved = item.history if item.history.is_absolute() else path.parent / item.history
+        if not resolved.is_file():
+            where = f"field 'items.{index}.history'"
+            raise UserError(f"{path}: item '{item.id}': {where}: {item.history}: file not found")
+        suite.items[index] = item.model_copy(update={"history": resolved.resolve()})
+    return suite
 
 
 def load_run_config(path: Path | str) -> RunConfig:

@@ -21,6 +21,8 @@ from harness.errors import UserError
 from harness.models import ResolvedModel, resolve_model, untrained_name
 from harness.policies import policy_run
 from harness.policies.conversation import conversation_floor
+from harness.probes.endpoint import check_endpoint, endpoint_settings
+from harness.replay import LogError, check_replays
 from harness.sampling import SampleRange
 from harness.scoring.judge import JudgeDefaults, check_judges, judge_checks_of
 from harness.selection import Selected, policy_units, sample_specs, select_items
@@ -79,6 +81,10 @@ def plan_run(
     elif max_samples is not None:
         raise UserError("--max-samples needs --until-decided")
     items = select_items(config, suites)
+    try:
+        check_turn_budget(config, items)
+    except UserError as exc:
+        raise UserError(f"{config_path}: {exc}") from None
     out_dir = Path(out or config.out or Path("reports") / config.name)
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out {out_dir}: exists and is not a folder")
@@ -86,6 +92,8 @@ def plan_run(
     for model in models:
         try:
             check_generation(config, items, model)
+        except LogError:  # names the log's file and line itself
+            raise
         except UserError as exc:  # name the config: the policy, item and field are in exc
             raise UserError(f"{config_path}: {exc}") from None
         if config.generation.engine == "openai":  # unreachable endpoint: fail before writing
@@ -100,11 +108,32 @@ def plan_run(
         else {}
     )
     backends = (
-        probe_backends(config.probe.backend, [*models, *twins.values()])
+        probe_backends(config.probe.backend, [*models, *twins.values()], endpoint_settings(config))
         if config.probe.enabled
         else {}
     )
     return RunPlan(config, suites, items, models, twins, out_dir, config.run_id(), backends)
+
+
+def check_turn_budget(config: RunConfig, items: list[Selected]) -> None:
+    """Every reply of every conversation can get `turn_tokens` within `max_tokens`, the
+    conversation's total budget: a config that cannot is refused rather than run with its last
+    replies cut short or never written (docs/architecture.md, "Conversations")."""
+    per_reply, budget = config.generation.turn_tokens, config.generation.max_tokens
+    if per_reply is None:
+        return  # check_generation names the missing field, with the policy
+    for sel in items:
+        replies = sel.item.n_turns
+        if sel.item.is_conversation and replies * per_reply > budget:
+            need = replies * per_reply
+            fix = f"raise max_tokens to {need}"
+            if budget >= replies:  # a turn_tokens that fits exists
+                fix += f" or lower turn_tokens to {budget // replies}"
+            raise UserError(
+                f"item '{sel.item.id}': {replies} replies x generation.turn_tokens {per_reply} "
+                f"= {need} tokens exceed generation.max_tokens {budget}, so its last replies "
+                f"would be cut short or never run: {fix}"
+            )
 
 
 def check_generation(config: RunConfig, items: list[Selected], model: ResolvedModel) -> None:
@@ -127,6 +156,9 @@ def check_generation(config: RunConfig, items: list[Selected], model: ResolvedMo
             if spec.name == "restate" and not sel.item.restatement:
                 fix = "add one to the suite, or drop the policy"
                 raise UserError(f"{where}: the item has no `restatement` ({fix})")
+            if sel.item.is_replay:  # its conversations: check_replays, below
+                _check_rhythm(config, spec, where)
+                continue
             sample = sample_specs(config, model.name, [sel], "")[0]
             if sel.item.is_conversation:
                 _check_conversation(config, chat, policy, spec, sample, context, where)
@@ -149,11 +181,11 @@ def check_generation(config: RunConfig, items: list[Selected], model: ResolvedMo
     specs = [*config.policies, *(config.conversation_policies or [])]
     if any(s.name == "attention_bias" for s in specs) and config.generation.engine != "hf":
         raise UserError("policy attention_bias needs generation.engine: hf")
+    check_replays(config, chat, items, context)
 
 
-def _check_conversation(config, chat, policy, spec, sample, context: int, where: str) -> None:
-    """A conversation item under one policy: a between-turns rhythm, turn_tokens set, the
-    reminder renders at its placement, and the shortest possible conversation fits."""
+def _check_rhythm(config, spec, where: str) -> None:
+    """A conversation is reminded between turns, and needs turn_tokens."""
     if getattr(spec, "every", None) is not None:
         raise UserError(
             f"{where}: a conversation is reminded between turns, not every N tokens: use "
@@ -164,6 +196,12 @@ def _check_conversation(config, chat, policy, spec, sample, context: int, where:
             f"{where}: field 'generation.turn_tokens' is needed by conversations "
             "(max new tokens per assistant turn)"
         )
+
+
+def _check_conversation(config, chat, policy, spec, sample, context: int, where: str) -> None:
+    """A conversation item under one policy: a between-turns rhythm, turn_tokens set, the
+    reminder renders at its placement, and the shortest possible conversation fits."""
+    _check_rhythm(config, spec, where)
     try:
         need = conversation_floor(chat, policy, sample)
     except UserError as exc:
@@ -199,12 +237,22 @@ def _check_probe_layers(config: RunConfig, model: ResolvedModel) -> None:
         raise UserError(f"field 'probe.layers': {model.name}: {exc}") from None
 
 
-def probe_backends(backend: str, models: list[ResolvedModel]) -> dict[str, str]:
+def probe_backends(
+    backend: str, models: list[ResolvedModel], endpoint: dict | None = None
+) -> dict[str, str]:
     """The probe backend of each model: `auto` becomes vllm where vLLM can hand out this
     model's hidden states on this machine, else hf; an explicit `vllm` that cannot is an
-    error now, before generation."""
+    error now, before generation; `openai`: the endpoint (`endpoint`'s settings) answers,
+    serves the model with prompt log-probs and tokenises as the model does."""
     if backend == "hf":
         return {m.name: "hf" for m in models}
+    if backend == "openai":
+        for model in models:
+            try:
+                check_endpoint(model.path, endpoint or {})
+            except UserError as exc:
+                raise UserError(f"field 'probe.backend': {model.name}: {exc}") from None
+        return {m.name: "openai" for m in models}
     from harness.probes.vllm_backend import vllm_support  # lazy: loads torch
 
     chosen = {}

@@ -35,20 +35,21 @@ class Segment(BaseModel):
     """A span of the continuation, [start, end) in continuation token positions (0-based).
 
     Kinds: `generated` (the model's tokens: the assistant turns), `injected` (reminders,
-    `Continue.` turns), `restatement`, and in conversations `user` (a scripted or simulated
-    user message) and `markup` (the chat template's tokens between turns). `turn` is the
+    `Continue.` turns), `restatement`, and in conversations `user` (a scripted, simulated or
+    logged user message), `markup` (the chat template's tokens between turns) and `logged` (a
+    logged assistant reply: the history a replay continues, source `log`). `turn` is the
     conversation turn a span belongs to (1-based; unset, and left out of dumps and keys, in
     single replies).
     """
 
     model_config = ConfigDict(frozen=True)
 
-    kind: Literal["generated", "injected", "restatement", "user", "markup"]
+    kind: Literal["generated", "injected", "restatement", "user", "markup", "logged"]
     start: int = Field(ge=0)
     end: int = Field(ge=0)  # exclusive
-    source: Literal["model", "reminder", "continue", "restatement", "user", "simulator", "chat"] = (
-        "model"
-    )
+    source: Literal[
+        "model", "reminder", "continue", "restatement", "user", "simulator", "chat", "log"
+    ] = "model"
     text: str = ""
     turn: int | None = Field(None, ge=1, exclude_if=_unset)
 
@@ -69,6 +70,7 @@ class TokenCounts(BaseModel):
     # conversations only (left out of single replies' dumps): user messages, chat markup
     user: int | None = Field(None, exclude_if=_unset)
     markup: int | None = Field(None, exclude_if=_unset)
+    logged: int | None = Field(None, exclude_if=_unset)  # replays: logged assistant replies
 
 
 class GenerationRecord(BaseModel):
@@ -96,6 +98,11 @@ class GenerationRecord(BaseModel):
     seconds: float = 0.0
     rounds: int = 0
     tokens: TokenCounts = Field(default_factory=TokenCounts)
+    # A logged conversation's (`harness score` on a chat log, replays): the log's conversation
+    # id and whose history the replies follow (turns.csv `history`). Unset, and left out of
+    # dumps, in a run's own records; not in the record key.
+    conversation_id: str | None = Field(None, exclude_if=_unset)
+    history: Literal["logged", "reference", "own"] | None = Field(None, exclude_if=_unset)
 
     @model_validator(mode="after")
     def _segments_fit(self) -> GenerationRecord:
@@ -149,18 +156,19 @@ class GenerationRecord(BaseModel):
     def is_conversation(self) -> bool:
         return any(seg.turn is not None for seg in self.segments)
 
-    def turn_positions(self) -> dict[int, list[int]]:
+    def turn_positions(self, kind: str = "generated") -> dict[int, list[int]]:
         """0-based offsets of the generated tokens per assistant turn (turn 1 only, for a
-        single reply), in order."""
+        single reply), in order; `kind="logged"`: the logged replies' instead."""
         turns: dict[int, list[int]] = {}
         for seg in self.segments:
-            if seg.kind == "generated":
+            if seg.kind == kind:
                 turns.setdefault(seg.turn or 1, []).extend(range(seg.start, seg.end))
         return {turn: sorted(set(pos)) for turn, pos in sorted(turns.items())}
 
     def position_roles(self) -> list[tuple[int, str]]:
         """(turn, role) per continuation offset: role `assistant` (generated), `user`,
-        `markup`, `reminder` (injected) or `restatement`; turn 1 throughout a single reply."""
+        `markup`, `reminder` (injected), `restatement` or `logged` (a logged reply in a
+        replay's history); turn 1 throughout a single reply."""
         roles = {"generated": "assistant", "injected": "reminder"}
         out = [(1, "assistant")] * len(self.continuation_ids)
         for seg in self.segments:

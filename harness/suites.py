@@ -3,6 +3,7 @@ YAML by `harness.config.load_suite`."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
@@ -44,10 +45,19 @@ class UserSimulator(Strict):
     max_tokens: int = Field(64, gt=0)  # per simulated user turn
 
 
+Replay = Literal["reference", "own"]
+
+
+def _one_or_list(value: Any) -> Any:
+    # `replay: own` is shorthand for `replay: [own]`
+    return [value] if isinstance(value, str) else value
+
+
 class TaskItem(Strict):
     id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][\w.-]*$")]
     system: NonEmptyText
-    user: NonEmptyText
+    # None only on a replay item, whose user turns come from its `history`
+    user: NonEmptyText | None = None
     checks: list[CheckSpec] = Field(min_length=1)
     # Optional: periodic/adaptive without a policy `text` and without a reminder repeat the
     # system prompt verbatim; `restate` needs a restatement (checked before the run).
@@ -60,10 +70,40 @@ class TaskItem(Strict):
         None, min_length=1
     )
     user_simulator: UserSimulator | None = None
+    # Replay (docs/architecture.md, "Replay"): logged conversations (OpenAI chat JSONL, the
+    # path relative to the suite file) whose user turns the model answers, each reply given
+    # the logged history before it (`reference`) or its own (`own`).
+    history: Path | None = None
+    replay: Annotated[list[Replay], BeforeValidator(_one_or_list), Field(min_length=1)] | None = (
+        None
+    )
+
+    @model_validator(mode="after")
+    def _replay_or_script(self) -> TaskItem:
+        if self.history is None:
+            if self.replay is not None:
+                raise ValueError("`replay` needs `history` (a JSONL of logged conversations)")
+            if self.user is None:
+                raise ValueError("field 'user' missing (only a replay item has none)")
+            return self
+        if self.replay is None:
+            raise ValueError("`history` needs `replay`: reference, own, or [reference, own]")
+        if len(set(self.replay)) != len(self.replay):
+            raise ValueError(f"`replay` lists a history twice: {self.replay}")
+        scripted = [name for name in ("user", "turns", "user_simulator") if getattr(self, name)]
+        if scripted:
+            raise ValueError(
+                f"a replay item takes its user turns from `history`: drop `{scripted[0]}`"
+            )
+        return self
+
+    @property
+    def is_replay(self) -> bool:
+        return self.history is not None
 
     @property
     def is_conversation(self) -> bool:
-        return self.turns is not None or self.user_simulator is not None
+        return self.turns is not None or self.user_simulator is not None or self.is_replay
 
     @property
     def n_turns(self) -> int:

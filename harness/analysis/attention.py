@@ -68,7 +68,7 @@ def attention_rows(
     return rows
 
 
-def turn_rows(ident: dict, arrays: dict, turns: dict[int, list[int]]) -> list[dict]:
+def reply_share_rows(ident: dict, arrays: dict, turns: dict[int, list[int]]) -> list[dict]:
     """attention_turns.csv rows: per layer and reply, the shares' means over the reply's
     tokens; `turns` maps a turn to its generated 0-based continuation offsets."""
     if not has_attention(arrays):

@@ -11,6 +11,11 @@ bounds on the share failed by turn k (`harness.scoring.adherence.survival_median
 mean adherence the bounded-mean interval of the per-sample means; the pressure change the
 paired interval of each sample's after - before. The pooled pressure row averages the items'
 intervals at level 1 - alpha/I (Bonferroni over its I items).
+
+A condition here is also split by turns.csv's `history` (docs/architecture.md, "Replay"):
+a replay's logged, reference-history and own-history replies are never pooled. Under the
+reference history every record is one replayed turn (its own unit), so there is no survival
+over turns and no first failing turn (NaN, the method says why).
 """
 
 from __future__ import annotations
@@ -33,17 +38,33 @@ from harness.stats import (
     paired_interval,
 )
 
-# pandas groups by lists: a tuple would be one key
+# pandas groups by lists: a tuple would be one key. Logged, replayed and generated replies of
+# one condition are aggregated apart (`history`); a logged conversation is a sample of its own.
 TASK_CONDITION = list(results.TASK_CONDITION)
-SAMPLE = list(results.SAMPLE)
+CONDITION_HISTORY = [*TASK_CONDITION, "history"]
+REFERENCE = "reference"
+NO_SURVIVAL = "none (reference history: each turn is replayed alone)"
+SAMPLE = [*results.SAMPLE, "conversation_id"]
+
+
+def _labelled(turns: pd.DataFrame) -> pd.DataFrame:
+    """turns with `history` and `conversation_id` filled in (rows built without them: a run's
+    own, generated conversations); groupby would drop rows with an empty key."""
+    labels = {}
+    for column, default in (("history", "generated"), ("conversation_id", "")):
+        values = turns[column] if column in turns.columns else pd.Series(index=turns.index)
+        labels[column] = values.where(values.notna() & (values != ""), default)
+    return turns.assign(**labels)
 
 
 def turn_verdicts(turns: pd.DataFrame) -> pd.DataFrame:
-    """One row per (condition, sample, turn) that some check decided: pressure, passed."""
+    """One row per (condition, history, sample, turn) that some check decided: pressure,
+    passed."""
+    turns = _labelled(turns)
     t = turns[turns["passed"].notna() & (turns["passed"].astype(str) != "")].copy()
     t["passed"] = t["passed"].map(lambda v: v is True or str(v).lower() == "true")
     t["pressure"] = t["pressure"].map(lambda v: v is True or str(v).lower() == "true")
-    grouped = t.groupby([*TASK_CONDITION, *SAMPLE, "turn"], sort=True)
+    grouped = t.groupby([*CONDITION_HISTORY, *SAMPLE, "turn"], sort=True)
     return grouped.agg(pressure=("pressure", "first"), passed=("passed", "all")).reset_index()
 
 
@@ -97,10 +118,11 @@ def _first_failures(ks: np.ndarray, matrix: np.ndarray) -> tuple[np.ndarray, np.
 
 
 def turn_curves(turns: pd.DataFrame, *, level: float = DEFAULT_LEVEL) -> pd.DataFrame:
-    """a(k) and S(k) with pointwise intervals per condition and turn (turn_adherence.csv)."""
+    """a(k) and S(k) with pointwise intervals per condition, history and turn
+    (turn_adherence.csv)."""
     verdicts = turn_verdicts(turns)
     rows = []
-    for key, cond in verdicts.groupby(TASK_CONDITION, sort=True):
+    for key, cond in verdicts.groupby(CONDITION_HISTORY, sort=True):
         ks, matrix = _matrix(cond)
         n = (~np.isnan(matrix)).sum(axis=0)
         a_lo, a_hi = binomial_interval(np.nansum(matrix, axis=0), n, level=level)
@@ -111,12 +133,15 @@ def turn_curves(turns: pd.DataFrame, *, level: float = DEFAULT_LEVEL) -> pd.Data
         s_lo = 1 - binomial_interval(maybe, total, level=level)[1]
         s_hi = 1 - binomial_interval(surely, total, level=level)[0]
         a, surv = _nanmean(matrix, axis=0), _survival(matrix)
+        s_method = "binomial bounds (clopper-pearson)"
+        if key[-1] == REFERENCE:
+            surv, s_lo, s_hi = (np.full(len(ks), np.nan) for _ in range(3))
+            s_method = NO_SURVIVAL
         pressure = cond.groupby("turn")["pressure"].first()
         for i, k in enumerate(ks):
             rows.append(
                 [*key, int(k), bool(pressure[k]), a[i], a_lo[i], a_hi[i], int(n[i])]
-                + ["clopper-pearson", surv[i], s_lo[i], s_hi[i]]
-                + ["binomial bounds (clopper-pearson)"]
+                + ["clopper-pearson", surv[i], s_lo[i], s_hi[i], s_method]
             )
     frame = pd.DataFrame(rows, columns=TurnAdherenceRow.columns())
     return results.result_frame(TurnAdherenceRow, frame)
@@ -157,10 +182,13 @@ def _condition_row(
     before, after = (float(x) for x in _pressure_split(ks, matrix, first))
     mean = mean_interval(_nanmean(matrix, axis=1), level=level)
     durations, events = _first_failures(ks, matrix)
-    median = survival_median_interval(durations, events, level=level)
+    if key[-1] == REFERENCE:
+        median = none_interval(math.nan, matrix.shape[0], NO_SURVIVAL)
+    else:
+        median = survival_median_interval(durations, events, level=level)
     delta = _pressure_interval(ks, matrix, first, level)
     generated, injected = tokens.get(tuple(key), (0, 0))
-    row = dict(zip(TASK_CONDITION, key, strict=True)) | {
+    row = dict(zip(CONDITION_HISTORY, key, strict=True)) | {
         "n_samples": matrix.shape[0],
         "n_turns": int(ks.max()),
         "a_first": a[0],
@@ -192,34 +220,43 @@ def _pooled_delta(parts: list[tuple], level: float) -> Interval:
     )
 
 
+def _token_sums(tokens: pd.DataFrame) -> dict[tuple, tuple[int, int]]:
+    """(generated, injected) summed per (model, item, policy[, history])."""
+    if tokens.empty:
+        return {}
+    keys = ["model", "item", "policy", *(["history"] if "history" in tokens.columns else [])]
+    tk = tokens.groupby(keys)[["generated", "injected"]].sum()
+    return {k: (int(v["generated"]), int(v["injected"])) for k, v in tk.iterrows()}
+
+
 def conversation_summary(
     turns: pd.DataFrame, tokens: pd.DataFrame, *, level: float = DEFAULT_LEVEL
 ) -> pd.DataFrame:
-    """conversations.csv: one row per condition, then per (model, policy) a pooled row (task =
-    item = `all`) over the items with a pressure turn: before/after/delta averaged over
-    items, the interval the mean of the items' (Bonferroni)."""
+    """conversations.csv: one row per (condition, history), then per (model, policy, history)
+    a pooled row (task = item = `all`) over the items with a pressure turn: before/after/delta
+    averaged over items, the interval the mean of the items' (Bonferroni). `tokens`: per-sample
+    counts (summary.token_frame), split by history where it has the column."""
+    turns = _labelled(turns)
     verdicts = turn_verdicts(turns)
     # the first pressure turn from every row: its reply may be undetermined and left out
     flags = turns[turns["pressure"].map(lambda v: v is True or str(v).lower() == "true")]
-    first_pressure = flags.groupby(TASK_CONDITION)["turn"].min().to_dict()
-    sums = {}
-    if not tokens.empty:
-        tk = tokens.groupby(["model", "item", "policy"])[["generated", "injected"]].sum()
-        sums = {k: (int(v["generated"]), int(v["injected"])) for k, v in tk.iterrows()}
+    first_pressure = flags.groupby(CONDITION_HISTORY)["turn"].min().to_dict()
+    sums = _token_sums(tokens)
     rows, pooled = [], {}
-    for key, cond in verdicts.groupby(TASK_CONDITION, sort=True):
-        model, _task, item, policy = key
-        token_sums = {tuple(key): sums.get((model, item, policy), (0, 0))}
+    for key, cond in verdicts.groupby(CONDITION_HISTORY, sort=True):
+        model, _task, item, policy, history = key
+        found = sums.get((model, item, policy, history), sums.get((model, item, policy)))
+        token_sums = {tuple(key): found or (0, 0)}
         pressure = float(first_pressure.get(tuple(key), math.nan))
         row, part = _condition_row(key, cond, token_sums, pressure, level)
         rows.append(row)
         if not math.isnan(row["pressure_turn"]):
-            pooled.setdefault((model, policy), []).append((row, part))
-    for (model, policy), parts in sorted(pooled.items()):
+            pooled.setdefault((model, policy, history), []).append((row, part))
+    for (model, policy, history), parts in sorted(pooled.items()):
         mean = {c: float(np.nanmean([r[c] for r, _ in parts])) for c in ("before", "after")}
         delta = _pooled_delta([p for _, p in parts], level)
         rows.append(
-            {"model": model, "task": "all", "item": "all", "policy": policy}
+            {"model": model, "task": "all", "item": "all", "policy": policy, "history": history}
             | {"n_samples": sum(r["n_samples"] for r, _ in parts), **mean}
             | delta.row("pressure_delta")
             | {"pressure_delta": mean["after"] - mean["before"]}

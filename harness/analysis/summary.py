@@ -87,15 +87,17 @@ def window_verdicts(windows: pd.DataFrame) -> pd.DataFrame:
 
 def token_frame(records: Iterable) -> pd.DataFrame:
     """Per-sample token counts from GenerationRecord objects (or their dicts): model, item,
-    policy, seed, sample, generated, injected, restated. The `generations_tokens` input."""
+    policy, seed, sample, history (`generated` unless replayed or logged), generated, injected,
+    restated. The `generations_tokens` input."""
     rows = []
     for rec in records:
         rec = rec if isinstance(rec, dict) else rec.model_dump()
         tokens = rec.get("tokens") or {}
         row = {k: rec.get(k) for k in (*CONDITION, "seed", "sample")}
+        row["history"] = rec.get("history") or "generated"  # a replay's sums stay apart
         row.update({k: int(tokens.get(k, 0) or 0) for k in TOKEN_KINDS})
         rows.append(row)
-    return pd.DataFrame(rows, columns=[*CONDITION, "seed", "sample", *TOKEN_KINDS])
+    return pd.DataFrame(rows, columns=[*CONDITION, "seed", "sample", "history", *TOKEN_KINDS])
 
 
 def tokens_by_condition(tokens: pd.DataFrame) -> pd.DataFrame:

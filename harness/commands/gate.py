@@ -23,15 +23,28 @@ if TYPE_CHECKING:  # annotations only: harness.config (pydantic) stays out of CL
 def gate_command(
     run_dir: Path = typer.Argument(..., metavar="DIR", help="Finished run folder."),
     config: Path = typer.Argument(..., metavar="CONFIG", help="Run config YAML with `gates:`."),
+    until_decided: bool = typer.Option(
+        False,
+        "--until-decided",
+        help="DIR was run with `harness run --until-decided`: read CONFIG the same way.",
+    ),
+    max_samples: int = typer.Option(
+        None, "--max-samples", min=2, help="With --until-decided: as given to `harness run`."
+    ),
 ) -> None:
     """Check CONFIG's gates against DIR/summary.csv; exit 1 when one fails or is undecided."""
     from harness.config import load_run_config_and_suites  # lazy: CLI start-up
+    from harness.plan import until_decided as sampling_until_decided  # lazy: CLI start-up
     from harness.report.terminal import gates_failed, print_gates  # lazy: CLI start-up
     from harness.selection import select_items  # lazy: CLI start-up
     from harness.stages.base import write_output  # lazy: CLI start-up
     from harness.stages.gates import gate_outputs  # lazy: CLI start-up
 
     spec, suites = load_run_config_and_suites(config)
+    if until_decided:  # the config as `harness run --until-decided` ran it
+        spec = sampling_until_decided(spec, config, max_samples)
+    elif max_samples is not None:
+        raise UserError("--max-samples needs --until-decided")
     if not spec.gates:
         raise UserError(f"{config}: no `gates:` to evaluate")
     _check_same_run(run_dir, spec)
@@ -67,8 +80,23 @@ def _check_same_run(run_dir: Path, config: RunConfig) -> None:
     differ = sorted(
         k for k in {*current, *stored} - {"gates", "out"} if current.get(k) != stored.get(k)
     )
+    if differ == ["samples"] and isinstance(stored.get("samples"), dict):
+        # the folder sampled until decided: name the flags that read CONFIG the same way
+        fix = (
+            f"this reads samples {_range(current['samples'])}: give --max-samples as given "
+            "to `harness run`"
+            if isinstance(current["samples"], dict)
+            else "add --until-decided (and --max-samples as given to `harness run`)"
+        )
+        raise UserError(
+            f"{run_dir}: was sampled until decided (samples {_range(stored['samples'])}); {fix}"
+        )
     if differ:
         raise UserError(
             f"{run_dir}: was run with another config ({', '.join(differ)} differ; only gates "
             "and out may): run `harness run` first"
         )
+
+
+def _range(samples: dict) -> str:
+    return f"{samples.get('min')} to {samples.get('max')}"

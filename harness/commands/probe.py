@@ -61,7 +61,21 @@ def probe_command(
         "hf",
         "--backend",
         help="hf (transformers), vllm (the serving engine's extract_hidden_states: same "
-        "layers and metrics) or auto (vllm where it can probe the model, else hf).",
+        "layers and metrics), openai (a served model's prompt log-probs at --base-url: "
+        "next-token influence only, tokenizer from --model) or auto (vllm where it can probe "
+        "the model, else hf).",
+    ),
+    base_url: str = typer.Option(
+        None, "--base-url", help="--backend openai: the endpoint (default $OPENAI_BASE_URL)."
+    ),
+    served_model: str = typer.Option(
+        None, "--served-model", help="--backend openai: the served model (default: its only one)."
+    ),
+    top_k: int = typer.Option(
+        20, "--top-k", help="--backend openai: log-probs per token (<= the server's max_logprobs)."
+    ),
+    concurrency: int = typer.Option(
+        8, "--concurrency", help="--backend openai: requests in flight at once."
     ),
     chunk: int = typer.Option(
         0,
@@ -98,8 +112,12 @@ def probe_command(
         generator = "vllm" if importlib.util.find_spec("vllm") else "hf"
     if generator not in ("hf", "vllm"):
         raise UserError(f"--generator must be 'vllm', 'hf' or 'auto', got '{generator}'")
-    if backend not in ("hf", "vllm", "auto"):
-        raise UserError(f"--backend must be 'vllm', 'hf' or 'auto', got '{backend}'")
+    if backend not in ("hf", "vllm", "openai", "auto"):
+        raise UserError(f"--backend must be 'vllm', 'hf', 'openai' or 'auto', got '{backend}'")
+    if top_k <= 0 or concurrency <= 0:
+        raise UserError("--top-k and --concurrency must be positive")
+    if backend != "openai" and (base_url or served_model):
+        raise UserError("--base-url and --served-model need --backend openai")
     raw = prompt_a is not None or prompt_b is not None
     chat = any(v is not None for v in (system_a, system_b, user))
     if pairs is not None and (raw or chat):
@@ -127,6 +145,8 @@ def probe_command(
             raise UserError(f"--compare supports only 'untrained', got '{compare}'")
         if is_untrained(model):
             raise UserError("--compare untrained needs a trained --model")
+        if backend == "openai":
+            raise UserError("--compare untrained: the untrained twin is served nowhere")
         models.append(untrained_name(model))
     for name in models:
         parse_model_name(name)
@@ -137,6 +157,7 @@ def probe_command(
         layers=layers, t_min=t_min, lams=_parse_lams(attention_bias), chunk=chunk or None,
         seed=seed, n_boot=n_boot, backend=backend, generator=generator,
         tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size,
+        base_url=base_url, served_model=served_model, top_k=top_k, concurrency=concurrency,
     )  # fmt: skip
     _run(request, out, fresh)
 
@@ -193,19 +214,15 @@ def _run(request, out: Path | None, fresh: bool = False) -> None:
     for note in tables.notes:
         err.print(f"[yellow]note:[/yellow] {note}")
     folder.mkdir(parents=True, exist_ok=True)
-    for name, frame in (
-        ("divergence.csv", tables.divergence),
-        ("nexttoken.csv", tables.nexttoken),
-        ("attention.csv", tables.attention),
-        ("fits.csv", tables.fits),
-    ):
+    files = [("nexttoken.csv", tables.nexttoken), ("fits.csv", tables.fits)]
+    if request.backend != "openai":  # an endpoint hands out no hidden states or attention
+        files[:0] = [("divergence.csv", tables.divergence), ("attention.csv", tables.attention)]
+    for name, frame in files:
         _write_csv(frame, folder / name)
     _write_continuations(tables.continuations, folder / "continuations.jsonl")
     Console(width=160).print(alpha_table(tables.fits))
-    err.print(
-        f"wrote {folder}/divergence.csv, nexttoken.csv, attention.csv, fits.csv, "
-        "continuations.jsonl"
-    )
+    names = ", ".join(name for name, _ in files)
+    err.print(f"wrote {folder}/{names}, continuations.jsonl")
 
 
 def _write_continuations(conts: dict[str, list[int]], path: Path) -> None:

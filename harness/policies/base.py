@@ -38,7 +38,9 @@ class SimulatorSpec:
 @dataclass
 class SampleSpec:
     """One sample to generate: a chat prompt plus the item's reminder/restatement texts, and
-    for a conversation its scripted user turns 2..K (text, pressure) and simulated user."""
+    for a conversation its scripted user turns 2..K (text, pressure) and simulated user. A
+    replay's `logged` replies are the history of turns 1..len(logged), in place before the
+    first round (`conversation.prefill_history`); the model answers the turns after them."""
 
     system: str | None
     user: str
@@ -48,10 +50,12 @@ class SampleSpec:
     meta: dict = field(default_factory=dict)  # model, task, item, sample... copied to records
     turns: list[tuple[str, bool]] = field(default_factory=list)
     simulator: SimulatorSpec | None = None
+    logged: list[str] = field(default_factory=list)
+    history: str | None = None  # a replay's: reference | own | logged (a conversation always)
 
     @property
     def conversation(self) -> bool:
-        return bool(self.turns) or self.simulator is not None
+        return bool(self.turns) or self.simulator is not None or self.history is not None
 
     @property
     def n_turns(self) -> int:

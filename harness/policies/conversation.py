@@ -25,12 +25,13 @@ def stop_at_context(states: list[SampleState], context: int) -> None:
 
 
 def reply_text(state: SampleState, chat: ChatFormat, turn: int | None = None) -> str:
-    """The text the model wrote in `turn` (default: the turn under way), special tokens cut."""
+    """The text the model wrote in `turn` (default: the turn under way), special tokens cut;
+    in a replay's history, the logged reply."""
     turn = state.turn if turn is None else turn
     ids = [
         tok
         for seg in state.segments
-        if seg.kind == "generated" and seg.turn == turn
+        if seg.kind in ("generated", "logged") and seg.turn == turn
         for tok in state.continuation[seg.start : seg.end]
     ]
     return chat.tokenizer.decode(ids, skip_special_tokens=True).strip()
@@ -78,6 +79,22 @@ def next_user_turns(
             state.done, state.finish_reason = True, "context"
             continue
         _open_turn(state, chat, policy, entry, reminder, engine.max_model_len)
+
+
+def prefill_history(state: SampleState, chat: ChatFormat, policy: Policy, context: int) -> None:
+    """A replay's logged history before its first round: each logged reply (kind `logged`),
+    then the policy's reminder (decided on that reply, as after a generated one) and the next
+    logged user turn. A history that leaves no room for a reply ends the sample (`context`;
+    the plan refuses such logs before the run)."""
+    for reply in state.spec.logged:
+        state.append(chat.encode(reply), "logged", "log", reply)
+        if state.turn > len(state.spec.turns):  # the log's last reply: no user turn after it
+            return
+        reminder = policy.turn_reminder(chat, state)
+        entry = (state.spec.turns[state.turn - 1][0], "user")
+        _open_turn(state, chat, policy, entry, reminder, context)
+        if state.done:
+            return
 
 
 def _open_turn(

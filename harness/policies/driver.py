@@ -17,7 +17,7 @@ from harness.policies.base import (
     round_request,
 )
 from harness.policies.continuous import run_continuous
-from harness.policies.conversation import next_user_turns, stop_at_context
+from harness.policies.conversation import next_user_turns, prefill_history, stop_at_context
 from harness.records import GenerationRecord
 
 
@@ -67,7 +67,7 @@ def run_policies(
     def hand_over() -> None:
         for index, (policy, states) in enumerate(grouped):
             if index not in finished and all(s.done for s in states):
-                finished[index] = [_record(s, chat, policy, engine) for s in states]
+                finished[index] = [state_record(s, chat, policy, engine.name) for s in states]
                 if on_group_done:  # hand over each finished group at once, so it can be stored
                     on_group_done(index, finished[index])
 
@@ -123,20 +123,26 @@ def _start_states(
             )
         state.counts.prompt = len(state.prompt_ids)
     policy.prepare(chat, engine, states)
+    for state in states:
+        if state.spec.logged:
+            prefill_history(state, chat, policy, engine.max_model_len)
     return states
 
 
-def _record(
-    state: SampleState, chat: ChatFormat, policy: Policy, engine: Engine
+def state_record(
+    state: SampleState, chat: ChatFormat, policy: Policy, engine: str
 ) -> GenerationRecord:
     """The sample's record; reads `state` without changing it, and shares no mutable part
     with it, so a record handed out never changes afterwards."""
     spans = {"generated": 0, "injected": 0, "restatement": 0, "user": 0, "markup": 0}
+    spans["logged"] = 0
     for seg in state.segments:
         spans[seg.kind] += seg.end - seg.start
     turn_counts = (
         {"user": spans["user"], "markup": spans["markup"]} if state.spec.conversation else {}
     )
+    if spans["logged"]:
+        turn_counts["logged"] = spans["logged"]
     counts = state.counts.model_copy(
         update={
             "generated": spans["generated"],
@@ -155,6 +161,8 @@ def _record(
         item=spec.meta.get("item", ""),
         run_id=spec.meta.get("run_id", ""),
         sample=spec.meta.get("sample", 0),
+        history=spec.history,
+        conversation_id=spec.meta.get("conversation_id"),
         policy=policy.label,
         seed=spec.seed,
         prompt_messages=messages,
@@ -163,7 +171,7 @@ def _record(
         segments=list(state.segments),
         text=chat.tokenizer.decode(state.continuation, skip_special_tokens=False),
         finish_reason=state.finish_reason,
-        engine=engine.name,
+        engine=engine,
         seconds=state.seconds,
         rounds=state.rounds,
         tokens=counts,

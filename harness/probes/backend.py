@@ -5,7 +5,9 @@ what was started. `cached_curves` keeps each pair's curves as one .npz unit of a
 
 - `HfBackend`: transformers (`divergence.pair_divergence`), the reference numerics and the
   only backend with the attention bias;
-- `VllmBackend`: the serving engine's hidden states (`vllm_backend.VllmProbe`).
+- `VllmBackend`: the serving engine's hidden states (`vllm_backend.VllmProbe`);
+- `EndpointBackend`: a served model's prompt log-probs (`endpoint.EndpointProbe`): next-token
+  curves only, no hidden states; its pairs run `concurrency` at a time (`map_pairs`).
 
 The heavy modules (torch, transformers, vLLM) are imported when a pair is first computed, so
 a fully cached probe imports none of them.
@@ -13,18 +15,23 @@ a fully cached probe imports none of them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
 from harness.engines.vllm_engine import config_context
+from harness.probes.endpoint import EndpointProbe
 from harness.store import RunStore, get_arrays, put_arrays
 
 # the vllm engine's context grows in these steps (see VllmBackend)
 CONTEXT_STEP = 256
-BackendName = Literal["hf", "vllm"]
+BackendName = Literal["hf", "vllm", "openai"]
+# backends whose curves carry hidden states (and attention); openai gives next-token ones only
+LOCAL_BACKENDS = ("hf", "vllm")
 
 
 class HfBackend:
@@ -33,6 +40,7 @@ class HfBackend:
     cache (None: one whole-sequence forward)."""
 
     name = "hf"
+    concurrency = 1
 
     def __init__(self, path: Path, chunk: int | None = None) -> None:
         self.path, self.chunk = Path(path), chunk
@@ -74,6 +82,7 @@ class VllmBackend:
     (`generation.tensor_parallel_size` / `pipeline_parallel_size`) or the command's flags."""
 
     name = "vllm"
+    concurrency = 1
 
     def __init__(
         self,
@@ -120,6 +129,60 @@ class VllmBackend:
         self._probe = None
 
 
+class EndpointBackend:
+    """A served model behind an OpenAI-compatible URL (`endpoint.EndpointProbe`, checked at
+    the first pair if nobody checked it before); `path`: the local model whose tokenizer wrote
+    the ids. `endpoint`: the settings of EndpointProbe (base_url, served_model, top_k,
+    concurrency, api_key_env)."""
+
+    name = "openai"
+
+    def __init__(self, path: Path, endpoint: dict) -> None:
+        self.path, self.endpoint = Path(path), dict(endpoint)
+        self.concurrency = int(self.endpoint.get("concurrency", 8))
+        self._probe: EndpointProbe | None = None
+        self._opening = threading.Lock()  # the first pairs of map_pairs' threads come together
+
+    def probe(self) -> EndpointProbe:
+        with self._opening:
+            if self._probe is None:
+                probe = EndpointProbe(self.path, **self.endpoint)
+                probe.check()
+                self._probe = probe
+        return self._probe
+
+    def curves(
+        self,
+        ids_a: list[int],
+        ids_b: list[int],
+        continuation: list[int],
+        layers: str | Sequence[int] | None = None,
+        lam: float | None = None,
+    ):
+        if lam is not None:
+            raise ValueError("the attention bias runs on the hf backend (a transformers hook)")
+        return self.probe().pair_divergence(ids_a, ids_b, continuation)
+
+    def close(self) -> None:
+        if self._probe is not None:
+            self._probe.close()
+        self._probe = None
+
+
+Backend = HfBackend | VllmBackend | EndpointBackend
+
+
+def map_pairs(backend: Backend, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
+    """`fn` over the items in order: one at a time on a local backend, `concurrency` pairs
+    in flight on an endpoint (each pair's two requests go together, so half as many pairs)."""
+    items = list(items)
+    workers = max(1, backend.concurrency // 2)
+    if workers == 1 or len(items) < 2:
+        return [fn(item) for item in items]
+    with ThreadPoolExecutor(max_workers=min(workers, len(items))) as pool:
+        return list(pool.map(fn, items))
+
+
 def open_backend(
     name: BackendName,
     path: Path,
@@ -127,9 +190,12 @@ def open_backend(
     chunk: int | None = None,
     tensor_parallel_size: int = 1,
     pipeline_parallel_size: int = 1,
-) -> HfBackend | VllmBackend:
+    endpoint: dict | None = None,
+) -> Backend:
     """The backend `name` for the model at `path`; `longest` sizes the vllm engine, `chunk`
-    the hf forwards."""
+    the hf forwards, `endpoint` the openai backend (EndpointBackend)."""
+    if name == "openai":
+        return EndpointBackend(path, endpoint or {})
     if name == "vllm":
         return VllmBackend(path, longest, tensor_parallel_size, pipeline_parallel_size)
     return HfBackend(path, chunk)

@@ -43,6 +43,7 @@ VOCAB_SLICE = 1024
 
 
 HIDDEN_METRICS = ("l2", "rel_l2", "cos_dist")  # per hidden-state index and position
+KL_BOUNDS = ("kl_low", "kl_high")  # (T,) each, only where the KL is not exact
 
 
 @dataclass
@@ -57,8 +58,10 @@ class PairDivergence:
     kl: np.ndarray  # (T,)
     prompt_lens: tuple[int, int]
     identical_prompts: bool
-    # the prompt's attention share (`probes/attention.py`: ATTENTION_KEYS); {} when not measured
-    attention: dict[str, np.ndarray] = field(default_factory=dict)
+    attention: dict[str, np.ndarray] = field(default_factory=dict)  # ATTENTION_KEYS; {}: none
+    # the KL's bracket where it is not exact (the openai backend's top-k lists, probes/topk.py)
+    kl_low: np.ndarray | None = None
+    kl_high: np.ndarray | None = None
 
     def to_arrays(self, hidden_dtype: Any = np.float64) -> dict[str, np.ndarray]:
         """The curves as named arrays for an .npz unit; hidden_dtype float32 halves a stored
@@ -71,6 +74,7 @@ class PairDivergence:
             "prompt_lens": np.asarray(self.prompt_lens),
             "identical": np.asarray(self.identical_prompts),
             **self.attention,
+            **{m: getattr(self, m) for m in KL_BOUNDS if getattr(self, m) is not None},
         }
 
     @classmethod
@@ -81,6 +85,7 @@ class PairDivergence:
             prompt_lens=tuple(arrays["prompt_lens"].tolist()),
             identical_prompts=bool(arrays["identical"]),
             attention={k: arrays[k] for k in ATTENTION_KEYS if k in arrays},
+            **{m: arrays[m] for m in KL_BOUNDS if m in arrays},
         )
 
 
@@ -360,11 +365,7 @@ def pair_divergence(
     kl = torch.zeros(total, dtype=torch.float64)
     cache = DynamicCache(config=model.config) if chunk else None
     decoder, head = model.get_decoder(), output_head(model)
-    bias = (
-        attention_bias(model, prompt_len=list(lens), lam=lam, layers=bias_layers)
-        if lam is not None
-        else nullcontext()
-    )
+    bias = attention_bias(model, list(lens), lam, bias_layers) if lam is not None else nullcontext()
     with bias, share_recording(model, shares), reduction_hooks(model, reducer):
         for start, stop in forward_spans(width, total, chunk):
             reducer.start = start

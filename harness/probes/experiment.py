@@ -6,6 +6,7 @@ pair runs, so a bad input fails in seconds with one line and no files.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -20,7 +21,14 @@ from harness.analysis.fits import FitMember
 from harness.analysis.fits import fit_table as write_fits
 from harness.errors import UserError
 from harness.models import ResolvedModel, resolve_model
-from harness.probes.backend import HfBackend, VllmBackend, cached_curves
+from harness.probes.backend import (
+    Backend,
+    EndpointBackend,
+    HfBackend,
+    VllmBackend,
+    cached_curves,
+    map_pairs,
+)
 from harness.probes.divergence import PairDivergence, resolve_layers
 from harness.probes.pairs import (
     PairSpec,
@@ -45,9 +53,22 @@ class ProbeRequest(BaseModel):
     generator: Literal["vllm", "hf"] = "vllm"  # engine of --continuation generate
     seed: int = 0
     n_boot: int = Field(1000, gt=0)
-    backend: Literal["vllm", "hf"] = "hf"  # resolved: `auto` is the command's to decide
+    backend: Literal["vllm", "hf", "openai"] = "hf"  # resolved: `auto` is the command's
     tensor_parallel_size: int = Field(1, gt=0)  # the vllm backend's engine
     pipeline_parallel_size: int = Field(1, gt=0)
+    # the openai backend's endpoint (EndpointProbe's settings)
+    base_url: str | None = None
+    served_model: str | None = None
+    top_k: int = Field(20, gt=0)
+    concurrency: int = Field(8, gt=0)
+
+    def endpoint(self) -> dict:
+        return {
+            "base_url": self.base_url,
+            "served_model": self.served_model,
+            "top_k": self.top_k,
+            "concurrency": self.concurrency,
+        }
 
 
 @dataclass
@@ -78,10 +99,12 @@ class UnitCache:
     def __init__(self, root: Path | None, fresh: bool = False) -> None:
         self.root, self.fresh = root, fresh
         self._store: RunStore | None = None
+        self._opening = threading.Lock()  # the openai backend's pairs run in threads
 
     def store(self) -> RunStore | None:
-        if self._store is None and self.root is not None:
-            self._store = RunStore(self.root, fresh=self.fresh).__enter__()
+        with self._opening:
+            if self._store is None and self.root is not None:
+                self._store = RunStore(self.root, fresh=self.fresh).__enter__()
         return self._store
 
     def close(self) -> None:
@@ -219,20 +242,29 @@ def run_probe(
     notes: list[str] = []
     curves: list[tuple[str, float | None, str, PairDivergence]] = []
     prepared: _Prepared | None = None
-    vllm = request.backend == "vllm"
-    if vllm and request.lams is not None:
+    vllm, served = request.backend == "vllm", request.backend == "openai"
+    if request.backend != "hf" and request.lams is not None:
         raise UserError("--attention-bias needs --backend hf (the bias is a transformers hook)")
-    if vllm and request.continuation == "generate" and request.generator == "hf":
-        raise UserError("--backend vllm loads no transformers model: use --generator vllm")
+    if (
+        request.backend != "hf"
+        and request.continuation == "generate"
+        and (request.generator == "hf")
+    ):
+        raise UserError(
+            f"--backend {request.backend} loads no transformers model: use --generator vllm"
+        )
     for model_name in request.models:
         model = resolve_model(model_name)
         # an unsupported architecture or a bad layer index fails before any pair
         tokenizer, depth = _model_facts(model.path, vllm)
         resolve_layers(request.layers, depth + 1)
-        hf = None if vllm else HfBackend(model.path, request.chunk)
+        hf = None if vllm or served else HfBackend(model.path, request.chunk)
+        endpoint = EndpointBackend(model.path, request.endpoint()) if served else None
+        if endpoint is not None:
+            endpoint.probe()  # the endpoint's preflight, before any continuation or pair
         if prepared is None:
             prepared = prepare(tokenizer, request, notes, cache, model, hf, progress)
-        backend = hf or VllmBackend(
+        backend = hf or endpoint or VllmBackend(
             model.path, _longest(prepared), request.tensor_parallel_size,
             request.pipeline_parallel_size,
         )  # fmt: skip
@@ -258,21 +290,26 @@ def _model_curves(
     prepared: _Prepared,
     cache: UnitCache,
     model: ResolvedModel,
-    backend: HfBackend | VllmBackend,
+    backend: Backend,
     progress: Callable[[str], None],
 ) -> list[tuple[str, float | None, str, PairDivergence]]:
-    """Every (lam, pair) curve set of one model, each from the cache or computed."""
-    out = []
-    for lam in request.lams if request.lams is not None else [None]:
-        for spec in request.pairs:
-            a, b = prepared.ids[spec.name]
-            cont = prepared.continuations[spec.name]
-            progress(f"{model.name} {f'lam={lam} ' if lam is not None else ''}pair {spec.name}")
-            compute = partial(backend.curves, a, b, cont, request.layers, lam)
-            params = {"backend": request.backend, "layers": request.layers, "lam": lam}
-            key = cache.key(model.content_key, [a, b, cont], params)
-            out.append((model.name, lam, spec.name, cache.curves(key, compute)))
-    return out
+    """Every (lam, pair) curve set of one model, each from the cache or computed (on an
+    endpoint, `concurrency` requests at a time)."""
+
+    def one(unit: tuple[float | None, PairSpec]):
+        lam, spec = unit
+        a, b = prepared.ids[spec.name]
+        cont = prepared.continuations[spec.name]
+        progress(f"{model.name} {f'lam={lam} ' if lam is not None else ''}pair {spec.name}")
+        compute = partial(backend.curves, a, b, cont, request.layers, lam)
+        params = {"backend": request.backend, "layers": request.layers, "lam": lam}
+        if request.backend == "openai":  # the KL's bracket depends on the lists' length
+            params["top_k"] = request.top_k
+        key = cache.key(model.content_key, [a, b, cont], params)
+        return (model.name, lam, spec.name, cache.curves(key, compute))
+
+    lams = request.lams if request.lams is not None else [None]
+    return map_pairs(backend, one, [(lam, spec) for lam in lams for spec in request.pairs])
 
 
 def build_tables(
@@ -305,6 +342,9 @@ def build_tables(
                     "t": t,
                     "delta_logp": res.delta_logp,
                     "kl": res.kl,
+                    "kl_low": res.kl if res.kl_low is None else res.kl_low,
+                    "kl_high": res.kl if res.kl_high is None else res.kl_high,
+                    "backend": request.backend,
                 }
             )
         )

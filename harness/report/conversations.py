@@ -1,6 +1,7 @@
 """The report's Conversations section: adherence by turn a(k) per policy with CIs, survival
-over turns, the pressure-turn effect, and the prompt's divergence with the turn boundaries
-marked. Shown only for runs with conversations (turns.csv or its derived files)."""
+over turns, the pressure-turn effect, the prompt's divergence with the turn boundaries
+marked, and its next-token influence at each reply's first token (turn_influence.csv). Shown
+only for runs with conversations (turns.csv or its derived files)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from harness.models import is_untrained
 from harness.report import plots
 from harness.report.html import esc, figure, fmt_num, note, table
 from harness.report.load import RunData
+from harness.report.replay import replay_part
 
 FILES = ("turn_adherence.csv", "conversations.csv", "turns.csv")
 
@@ -30,8 +32,20 @@ def _pct(value) -> str:
     return "–" if value is None or pd.isna(value) else f"{100 * float(value):.1f} %"
 
 
+def _by_history(frame: pd.DataFrame) -> pd.DataFrame:
+    """Lines and rows per (policy, history): a history other than a run's own (`generated`)
+    is named after the policy, e.g. `none (reference)`, so logged and replayed turns never
+    share a line."""
+    if "history" not in frame.columns or (frame["history"] == "generated").all():
+        return frame
+    # a replay's record of the log itself has policy `logged` too: named once
+    plain = (frame["history"] == "generated") | (frame["history"] == frame["policy"])
+    named = frame["policy"].where(plain, frame["policy"] + " (" + frame["history"] + ")")
+    return frame.assign(policy=named)
+
+
 def _turn_figures(curve: pd.DataFrame) -> tuple[str, dict]:
-    by_turn = curve.rename(columns={"turn": "t"})
+    by_turn = _by_history(curve).rename(columns={"turn": "t"})
     fig_a = plots.curve_figure(
         by_turn.rename(columns={"a_low": "low", "a_high": "high"}), "a", "a(k)", x_title="turn k"
     )
@@ -55,6 +69,7 @@ def _turn_figures(curve: pd.DataFrame) -> tuple[str, dict]:
 
 
 def _condition_table(summary: pd.DataFrame) -> str:
+    summary = _by_history(summary)
     rows = [
         [r["model"], r["item"], r["policy"], _interval(r, "mean"), fmt_num(r["a_first"]),
          fmt_num(r["a_last"]), fmt_num(r["first_fail_median"]), _pct(r["token_overhead"])]
@@ -66,6 +81,7 @@ def _condition_table(summary: pd.DataFrame) -> str:
 
 
 def _pressure_part(summary: pd.DataFrame) -> str:
+    summary = _by_history(summary)
     pressed = summary[summary["pressure_turn"].notna() | (summary["item"] == "all")]
     if not len(pressed):
         return note("No item of this run has a pressure turn.")
@@ -125,6 +141,36 @@ def _divergence_part(div: pd.DataFrame | None) -> tuple[str, dict]:
     return html, {"fig-turn-divergence": fig}
 
 
+def _influence_part(frame: pd.DataFrame | None) -> tuple[str, dict]:
+    """The prompt's next-token influence where each reply starts (turn_influence.csv)."""
+    if frame is None or not len(frame):
+        return note("No probed conversation in turn_influence.csv (probe off, or no turns)."), {}
+    frame = frame[~frame["model"].map(is_untrained)]
+    mean = frame.groupby(["model", "policy", "turn"], sort=True).agg(
+        kl=("kl", "mean"), kl_low=("kl_low", "mean"), kl_high=("kl_high", "mean"),
+        pairs=("pair", "nunique"), backend=("backend", "first"),
+    ).reset_index()  # fmt: skip
+    rows = [
+        [r["model"], r["policy"], int(r["turn"]), int(r["pairs"]), fmt_num(r["kl"]),
+         fmt_num(r["kl_low"]) if r["kl_low"] == r["kl_high"] else
+         f"[{fmt_num(r['kl_low'])}, {fmt_num(r['kl_high'])}]", r["backend"]]
+        for r in mean.to_dict("records")
+    ]  # fmt: skip
+    headers = ["model", "policy", "turn", "pairs", "KL at the reply's first token",
+               "bracket", "backend"]  # fmt: skip
+    caption = (
+        "KL(p_A || p_B) between the system prompt's and the baseline's next-token "
+        "distributions at the first token of each reply (\u201cDrift No More\u201d's per-turn "
+        "measure), mean over probed conversations; bars: the KL's bracket where the probe "
+        "saw only top-k log-probs (backend openai). Falling with the turn: each new user "
+        "turn leaves the prompt less say over how the reply starts."
+    )
+    fig = plots.turn_influence_figure(mean)
+    html = figure("fig-turn-influence", caption, fig.layout.height)
+    html += "<h3>Influence where each reply starts</h3>" + table(headers, rows)
+    return html, {"fig-turn-influence": fig}
+
+
 def conversations_section(data: RunData) -> tuple[str, dict] | None:
     """None when the run has no conversations (the section is then left out)."""
     if all(data.frame(name) is None and name not in data.problems for name in FILES):
@@ -141,5 +187,7 @@ def conversations_section(data: RunData) -> tuple[str, dict] | None:
         html += [_condition_table(summary), _pressure_part(summary)]
     else:
         html.append(note(data.missing("conversations.csv")))
+    html.append(replay_part(curve, summary, data.generations))
     part, part_figs = _divergence_part(data.frame("divergence.csv"))
-    return "".join(html) + part, figs | part_figs
+    influence, influence_figs = _influence_part(data.frame("turn_influence.csv"))
+    return "".join(html) + part + influence, figs | part_figs | influence_figs

@@ -8,7 +8,7 @@ import math
 from harness.analysis.gates import gate_name, verdicts_of
 from harness.report.html import esc, fmt_num, note
 from harness.report.load import RunData
-from harness.report.terminal import gates_head
+from harness.report.terminal import gates_head, sampling_summary
 
 NO_GATES = (
     "This run has no gates. Add `gates:` to the run config for pass/fail checks on the "
@@ -64,4 +64,24 @@ def gates_section(data: RunData) -> tuple[str, dict]:
     kind = "fail" if (verdicts == "fail").any() else "undecided"
     kind = "pass" if (verdicts == "pass").all() else kind
     extra = note(UNDECIDED_NOTE) if (verdicts == "undecided").any() else ""
+    extra += _sampling(data.manifest or {})
     return f'<p class="gates-{kind}">{esc(head)}</p>' + table + extra, {}
+
+
+def _sampling(manifest: dict) -> str:
+    """A run that sampled until decided: its looks, and per condition the samples it took and
+    why it stopped (the verdicts above rest on those n)."""
+    record = manifest.get("sequential")
+    if not isinstance(record, dict) or not record.get("conditions"):
+        return ""
+    keys = ("model", "item", "policy", "samples", "stopped")
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{esc(c.get(k, ''))}</td>" for k in keys) + "</tr>"
+        for c in record["conditions"]
+    )
+    heads = "".join(f"<th>{esc(h)}</th>" for h in keys)
+    return (
+        f"<p>{esc(sampling_summary(record))} ({esc(record.get('rule', ''))}).</p>"
+        f'<div class="table-wrap"><table class="data"><thead><tr>{heads}</tr></thead>'
+        f"<tbody>{rows}</tbody></table></div>"
+    )

@@ -244,6 +244,27 @@ def turn_divergence_figure(mean: pd.DataFrame, starts: pd.DataFrame):
     return _layout(fig, 300 * rows + 80)
 
 
+def turn_influence_figure(mean: pd.DataFrame):
+    """KL at each reply's first token by turn, one line per (model, policy); `mean`: model,
+    policy, turn, kl, kl_low, kl_high (means over pairs; the band is the bracket's)."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    multi_model = mean["model"].nunique() > 1
+    for k, ((model, policy), rows_) in enumerate(mean.groupby(["model", "policy"], sort=True)):
+        name = label(f"{policy} · {model}" if multi_model else policy)
+        err = dict(type="data", symmetric=False, array=rows_["kl_high"] - rows_["kl"],
+                   arrayminus=rows_["kl"] - rows_["kl_low"], visible=True)  # fmt: skip
+        fig.add_scatter(
+            x=rows_["turn"], y=rows_["kl"], mode="lines+markers", name=name, error_y=err,
+            line=dict(color=color(k)),
+            hovertemplate=name + "<br>turn %{x}<br>KL=%{y:.3g}<extra></extra>",
+        )  # fmt: skip
+    fig.update_xaxes(title_text="turn", dtick=1)
+    fig.update_yaxes(type="log", title_text="KL at the reply's first token")
+    return _layout(fig, 380)
+
+
 def pareto_figure(policies: pd.DataFrame):
     """Adherence AUC vs token overhead per policy, Pareto frontier joined by a line."""
     import plotly.graph_objects as go

@@ -62,6 +62,7 @@ details.sample[data-fail="1"] summary { color:#a61e1e; }
 .chat-user { background:#eef3fb; border-radius:8px; padding:4px 10px; margin:4px 25% 4px 0; }
 .chat-assistant { background:#fafbfc; border:1px solid var(--line); border-radius:8px;
   padding:4px 10px; margin:4px 0 4px 12%; }
+.chat-logged { border-style:dashed; color:#444; }
 .gates-pass, .gate-pass td:first-child { color:#2b8a3e; font-weight:600; }
 .gates-fail, .gate-fail td:first-child { color:#a61e1e; font-weight:600; }
 .gate-fail { background:#fdecec; }

@@ -122,6 +122,11 @@ def sampling_line(run_dir: Path) -> str:
     """How a sequential run sampled (manifest.json `sequential`): "" for a fixed count."""
     path = Path(run_dir) / "manifest.json"
     record = json.loads(path.read_text()).get("sequential") if path.is_file() else None
+    return sampling_summary(record)
+
+
+def sampling_summary(record: dict | None) -> str:
+    """The terminal's and the report's one line on manifest.json's `sequential` record."""
     if not record:
         return ""
     counts = Counter(c["stopped"] for c in record["conditions"])

@@ -116,7 +116,8 @@ def _boxed(seg: dict) -> str:
 
 def _chat_html(segments: list[dict], marks: list[WindowMark]) -> str:
     """A conversation as a chat: per turn the user's message (turn 1's is the prompt, shown
-    above), reminders boxed, then the reply with its windows; chat markup is not shown."""
+    above), reminders boxed, then the reply with its windows (a replay's logged replies
+    dashed); chat markup is not shown."""
     turns: dict[int, list[dict]] = {}
     for seg in segments:
         turns.setdefault(int(seg.get("turn") or 1), []).append(seg)
@@ -127,6 +128,9 @@ def _chat_html(segments: list[dict], marks: list[WindowMark]) -> str:
             kind = str(seg.get("kind", "generated"))
             if kind == "generated":
                 parts.append(f'<div class="chat-assistant">{_generated_html(seg, marks)}</div>')
+            elif kind == "logged":  # a replay's history: the log's reply, not the model's
+                text = esc(seg.get("text", ""))
+                parts.append(f'<div class="chat-assistant chat-logged"><b>logged</b>: {text}</div>')
             elif kind == "user":
                 who = "simulated user" if seg.get("source") == "simulator" else "user"
                 text = esc(seg.get("text", ""))

@@ -35,6 +35,7 @@ from harness.results.probing import (
     FitRow,
     NextTokenRow,
     RelayRow,
+    TurnInfluenceRow,
 )
 from harness.results.scoring import (
     AdherenceCurveRow,
@@ -69,6 +70,7 @@ ROWS: tuple[type[ResultRow], ...] = (
     TurnRow,
     TurnAdherenceRow,
     ConversationRow,
+    TurnInfluenceRow,
     RelayRow,
     BiasRow,
     GateRow,
@@ -105,6 +107,7 @@ __all__ = [
     "SummaryRow",
     "SurvivalRow",
     "TurnAdherenceRow",
+    "TurnInfluenceRow",
     "TurnRow",
     "WindowRow",
     "column_kind",

@@ -27,7 +27,7 @@ class DivergenceRow(ResultRow):
     t: int
     turn: int
     """the token's turn (1 in a single reply)"""
-    role: Literal["assistant", "user", "markup", "reminder", "restatement"]
+    role: Literal["assistant", "user", "markup", "reminder", "restatement", "logged"]
     """the token's role in the continuation"""
     l2: float
     """L2 distance of the two prompts' hidden states at t"""
@@ -52,7 +52,44 @@ class NextTokenRow(ResultRow):
     delta_logp: float
     """log p(c_t | prompt A) - log p(c_t | prompt B)"""
     kl: float
-    """KL(p_A || p_B) of the next-token distributions at t"""
+    """KL(p_A || p_B) of the next-token distributions at t (backend openai: kl_low, the KL with
+    the tokens outside both top-k lists merged)"""
+    kl_low: float
+    """a lower bound of the KL (= kl; on backend openai see "Metrics: next-token influence
+    through an endpoint")"""
+    kl_high: float
+    """an upper bound of the KL (= kl on hf/vllm; on openai valid under the stated premise
+    on the unseen tokens)"""
+    backend: Literal["hf", "vllm", "openai"]
+    """the probe backend that computed the row"""
+
+
+class TurnInfluenceRow(ResultRow):
+    file = "turn_influence.csv"
+    written_by = "probe (only with conversations)"
+    row = (
+        "one (probe model, conversation, turn): the next-token influence at the reply's first token"
+    )
+    keys = (*RECORD, "turn")
+
+    model: str
+    item: str
+    policy: str
+    sample: int
+    pair: str
+    turn: int
+    t: int
+    """continuation position of the reply's first token"""
+    kl: float
+    """KL(p_A || p_B) of the distributions that predict the reply's first token"""
+    kl_low: float
+    """lower bound of the KL (see nexttoken.csv)"""
+    kl_high: float
+    """upper bound of the KL (see nexttoken.csv)"""
+    delta_logp: float
+    """log p_A - log p_B of the reply's first token"""
+    backend: Literal["hf", "vllm", "openai"]
+    """the probe backend that computed the row"""
 
 
 class AttentionRow(ResultRow):

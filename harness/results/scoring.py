@@ -38,19 +38,29 @@ class WindowRow(ResultRow):
     reason: str
 
 
+History = Literal["generated", "logged", "reference", "own"]
+
+
 class TurnRow(ResultRow):
     file = "turns.csv"
     written_by = "score (only with conversations)"
     row = 'one check on one reply (see "Conversations")'
-    keys = (*TASK_CONDITION, *RUN_SAMPLE, "turn", "check")
+    keys = (*TASK_CONDITION, "history", *RUN_SAMPLE, "conversation_id", "turn", "check")
 
     run_id: str
     model: str
     task: str
     item: str
     policy: str
+    history: History
+    """whose replies came before this one: `generated` (a run's own conversation), `logged`
+    (a chat log's reply, scored as logged), `reference` / `own` (a replayed reply after the
+    logged history / after its own replies)"""
     seed: int
     sample: int
+    conversation_id: str
+    """the logged conversation's id (its `id`, else `<file stem>:<line>`); empty for a run's
+    generated conversations"""
     turn: int
     pressure: bool
     """the turn's user message is a scripted turn with `pressure: true`"""
@@ -187,13 +197,15 @@ class SurvivalRow(ResultRow):
 class TurnAdherenceRow(ResultRow):
     file = "turn_adherence.csv"
     written_by = "analyse"
-    row = "a(k) and S(k) of one condition at one turn"
-    keys = (*TASK_CONDITION, "turn")
+    row = "a(k) and S(k) of one condition and history at one turn"
+    keys = (*TASK_CONDITION, "history", "turn")
 
     model: str
     task: str
     item: str
     policy: str
+    history: History
+    """as in turns.csv: logged, replayed and generated turns are aggregated apart"""
     turn: int
     pressure: bool
     """the turn's user message is a pressure turn"""
@@ -210,19 +222,25 @@ class TurnAdherenceRow(ResultRow):
     survival_low: float
     survival_high: float
     survival_method: str
-    """S(k)'s band method (pointwise)"""
+    """S(k)'s band method (pointwise); NaN S(k) under the reference history, where each
+    turn is replayed alone"""
 
 
 class ConversationRow(ResultRow):
     file = "conversations.csv"
     written_by = "analyse"
-    row = "one condition; then per (model, policy) a pooled pressure row (task = item = `all`)"
-    keys = TASK_CONDITION
+    row = (
+        "one (condition, history); then per (model, policy, history) a pooled pressure row "
+        "(task = item = `all`)"
+    )
+    keys = (*TASK_CONDITION, "history")
 
     model: str
     task: str
     item: str
     policy: str
+    history: History
+    """as in turns.csv: logged, replayed and generated turns are aggregated apart"""
     n_samples: int
     """samples (conversations: the units of the intervals)"""
     n_turns: int | None

@@ -38,13 +38,18 @@ def score_turns(
             continue
         task, item = index[record.item]
         pressure = pressure_turns(item)
-        for turn, positions in record.turn_positions().items():
+        # a replay's record of the log itself: its logged replies (kind `logged`) are scored
+        logged = any(seg.kind == "logged" for seg in record.segments)
+        kind = "logged" if record.history == "logged" and logged else "generated"
+        for turn, positions in record.turn_positions(kind).items():
             ids = [record.continuation_ids[p] for p in positions]
             text = tokenizer.decode(ids, skip_special_tokens=True)
             base = {
                 **record.model_dump(include={"run_id", "model", "item", "policy", "seed"}),
                 "task": record.task or task,
+                "history": record.history or "generated",
                 "sample": record.sample,
+                "conversation_id": record.conversation_id or "",
                 "turn": turn,
                 "pressure": turn in pressure,
                 "t_start": positions[0] + 1,
@@ -53,5 +58,5 @@ def score_turns(
             }
             jobs += [(check, base, text) for check in item_checks(item, config.languages)]
     rows = score_checks(TurnRow, jobs, judges)
-    rows.sort(key=lambda r: (r.model, r.item, r.policy, r.sample, r.turn))
+    rows.sort(key=lambda r: (r.model, r.item, r.policy, r.history, r.sample, r.turn))
     return rows

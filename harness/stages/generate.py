@@ -19,8 +19,9 @@ from harness.models import ResolvedModel, resolve_model
 from harness.policies import policy_run, run_policies
 from harness.policies.conversation import Simulators
 from harness.records import GenerationRecord
+from harness.replay import logged_records, run_specs
 from harness.scoring import window_fails
-from harness.selection import Selected, batch_units, sample_specs, simulator_key
+from harness.selection import Selected, batch_units, simulator_key
 from harness.sequential import SampleBatch, fixed_batches
 from harness.store import RunStore, unit_key
 
@@ -57,6 +58,7 @@ def generation_key(config: RunConfig, model: ResolvedModel, policy, specs, items
             "seed": s.seed,
             "turns": s.turns,
             "simulator": s.simulator and asdict(s.simulator),
+            "replay": _replay_part(s),
         }
         for s in specs
     ]
@@ -72,6 +74,17 @@ def generation_key(config: RunConfig, model: ResolvedModel, policy, specs, items
         "turn_tokens": gen.turn_tokens if talks else None,
     }
     return unit_key(STAGE, model=model.content_key, inputs=samples, params=params)
+
+
+def _replay_part(spec) -> dict | None:
+    """A replay's history and logged replies (None for scripted samples)."""
+    if spec.history is None:
+        return None
+    return {
+        "history": spec.history,
+        "conversation": spec.meta["conversation_id"],
+        "logged": spec.logged,
+    }
 
 
 def generate_stage(
@@ -91,7 +104,7 @@ def generate_stage(
     gen = config.generation
     sampling = sampling_settings(config)
     units = batch_units(config, model.name, items, batches or fixed_batches(config))
-    unit_specs = [sample_specs(config, model.name, sel, run_id, rng) for _, sel, rng in units]
+    unit_specs = [run_specs(config, model.name, sel, run_id, rng) for _, sel, rng in units]
     keys = [
         generation_key(config, model, spec, specs, unit_items)
         for (spec, unit_items, _), specs in zip(units, unit_specs, strict=True)
@@ -192,4 +205,9 @@ class GenerateStage:
                     batches=ctx.batches,
                 )
             bar.finish()
+            replays = [sel for sel in ctx.items if sel.item.is_replay]
+            if replays:  # the logged conversations themselves, scored beside their replays
+                chat = ChatFormat(ctx.tokenizer(model))
+                for sel in replays:
+                    ctx.records += logged_records(chat, sel, model.name, ctx.run_id, "log")
         return {"generations.jsonl": ctx.records}

@@ -14,18 +14,20 @@ from collections.abc import Callable
 
 import numpy as np
 
-from harness.analysis.attention import attention_rows, turn_rows
+from harness.analysis.attention import attention_rows, reply_share_rows
 from harness.analysis.powerlaw import fit_positions
 from harness.chat import TEMPLATE_DEFAULT, ChatFormat
 from harness.config import RunConfig
 from harness.models import ResolvedModel
-from harness.probes.backend import HfBackend, VllmBackend, cached_curves, open_backend
+from harness.probes.backend import LOCAL_BACKENDS, Backend, cached_curves, map_pairs, open_backend
+from harness.probes.endpoint import endpoint_settings
 from harness.records import GenerationRecord
 from harness.results import (
     AttentionRow,
     AttentionTurnRow,
     DivergenceRow,
     NextTokenRow,
+    TurnInfluenceRow,
     result_frame,
 )
 from harness.store import RunStore, unit_key
@@ -58,11 +60,19 @@ def probed_records(config: RunConfig, records: list[GenerationRecord]) -> list[G
 
 
 def probe_key(
-    model: ResolvedModel, record: GenerationRecord, base: list[int], layers, backend: str
+    model: ResolvedModel,
+    record: GenerationRecord,
+    base: list[int],
+    layers,
+    backend: str,
+    top_k: int | None = None,
 ) -> str:
     """A probe unit's key: the record against its baseline prompt, on one backend (the vllm
-    backend's numbers differ from hf's in the last float32 digits)."""
+    backend's numbers differ from hf's in the last float32 digits; the openai backend's KL
+    bracket depends on its top_k)."""
     params = {"layers": layers, "backend": backend}
+    if backend == "openai":
+        params["top_k"] = top_k
     return unit_key(STAGE, model=model.content_key, inputs=[record.key, base], params=params)
 
 
@@ -70,7 +80,7 @@ def record_curves(
     store: RunStore,
     stage: str,
     key: str,
-    backend: HfBackend | VllmBackend,
+    backend: Backend,
     record: GenerationRecord,
     base: list[int],
     layers: list[int] | None,
@@ -111,15 +121,20 @@ def probe_stage(
             backend, model.path, longest,
             tensor_parallel_size=gen.tensor_parallel_size,
             pipeline_parallel_size=gen.pipeline_parallel_size,
+            endpoint=endpoint_settings(config),
         )  # fmt: skip
+
+        def one(pair, model=model, backend=backend, source=source):
+            record, base = pair
+            key = probe_key(model, record, base, layers, backend, config.probe.top_k)
+            arrays = record_curves(store, STAGE, key, source, record, base, layers)
+            if progress:
+                progress()
+            return arrays
+
         try:
-            for record, base in pairs:
-                key = probe_key(model, record, base, layers, backend)
-                curves[(model.name, record.key)] = record_curves(
-                    store, STAGE, key, source, record, base, layers
-                )
-                if progress:
-                    progress()
+            for (record, _), arrays in zip(pairs, map_pairs(source, one, pairs), strict=True):
+                curves[(model.name, record.key)] = arrays
         finally:
             source.close()
     return curves
@@ -166,15 +181,48 @@ def share_turn_rows(model: str, record: GenerationRecord, arrays: dict) -> list[
     """attention_turns.csv rows of a conversation record (none for a single reply)."""
     if not record.is_conversation:
         return []
-    return turn_rows(_ident(model, record), arrays, record.turn_positions())
+    return reply_share_rows(_ident(model, record), arrays, record.turn_positions())
 
 
-def nexttoken_rows(model: str, record: GenerationRecord, arrays: dict) -> list[dict]:
+def kl_bracket(arrays: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(kl_low, kl_high): the openai backend's bracket, the exact KL twice elsewhere."""
+    return arrays.get("kl_low", arrays["kl"]), arrays.get("kl_high", arrays["kl"])
+
+
+def nexttoken_rows(
+    model: str, record: GenerationRecord, arrays: dict, backend: str = "hf"
+) -> list[dict]:
     ident = _ident(model, record)
+    low, high = kl_bracket(arrays)
+    columns = zip(arrays["delta_logp"], arrays["kl"], low, high, strict=True)
     return [
-        {**ident, "t": i + 1, "delta_logp": float(d), "kl": float(k)}
-        for i, (d, k) in enumerate(zip(arrays["delta_logp"], arrays["kl"], strict=True))
-    ]
+        {**ident, "t": i + 1, "delta_logp": float(d), "kl": float(k), "kl_low": float(lo),
+         "kl_high": float(hi), "backend": backend}
+        for i, (d, k, lo, hi) in enumerate(columns)
+    ]  # fmt: skip
+
+
+def turn_influence_rows(
+    model: str, record: GenerationRecord, arrays: dict, backend: str = "hf"
+) -> list[dict]:
+    """A conversation's next-token influence at each reply's first token (turn 1's too: the
+    distribution that predicts it follows the last prompt token): KL, its bracket and
+    delta_logp at that t. Empty for a single reply."""
+    if not record.is_conversation:
+        return []
+    low, high = kl_bracket(arrays)
+    total = arrays["kl"].shape[0]
+    rows = []
+    for turn, positions in record.turn_positions().items():
+        if not positions or positions[0] >= total:
+            continue
+        i = positions[0]
+        rows.append(
+            {**_ident(model, record), "turn": turn, "t": i + 1, "kl": float(arrays["kl"][i]),
+             "kl_low": float(low[i]), "kl_high": float(high[i]),
+             "delta_logp": float(arrays["delta_logp"][i]), "backend": backend}
+        )  # fmt: skip
+    return rows
 
 
 def _ident(model: str, record: GenerationRecord) -> dict:
@@ -189,6 +237,7 @@ def _ident(model: str, record: GenerationRecord) -> dict:
 
 DIVERGENCE_COLUMNS = DivergenceRow.columns()
 NEXTTOKEN_COLUMNS = NextTokenRow.columns()
+TURN_INFLUENCE_COLUMNS = TurnInfluenceRow.columns()
 
 
 class ProbeStage:
@@ -212,15 +261,18 @@ class ProbeStage:
                 )
                 ctx.curves.update(curves)
         by_key = {r.key: r for r in ctx.records}
-        div_rows, next_rows, share, turns = [], [], [], []
+        div_rows, next_rows, turn_rows, share, replies = [], [], [], [], []
         t_min = ctx.config.probe.t_min
         for (model_name, rkey), arrays in sorted(ctx.curves.items()):
             record = by_key[rkey]
-            div_rows += divergence_rows(model_name, record, arrays, t_min)
-            next_rows += nexttoken_rows(model_name, record, arrays)
-            share += share_rows(model_name, record, arrays, t_min)
-            turns += share_turn_rows(model_name, record, arrays)
-        out = {
+            backend = (ctx.probe_backends or {}).get(model_name, "hf")
+            if backend in LOCAL_BACKENDS:  # an endpoint hands out no hidden states
+                div_rows += divergence_rows(model_name, record, arrays, t_min)
+            next_rows += nexttoken_rows(model_name, record, arrays, backend)
+            turn_rows += turn_influence_rows(model_name, record, arrays, backend)
+            share += share_rows(model_name, record, arrays, t_min)  # hf pairs only
+            replies += share_turn_rows(model_name, record, arrays)
+        return {
             "divergence.csv": result_frame(
                 DivergenceRow, pd.DataFrame(div_rows, columns=DIVERGENCE_COLUMNS)
             ),
@@ -230,8 +282,19 @@ class ProbeStage:
             "attention.csv": result_frame(
                 AttentionRow, pd.DataFrame(share, columns=AttentionRow.columns())
             ),
+        } | self._turn_file(ctx, turn_rows, replies)
+
+    @staticmethod
+    def _turn_file(ctx, rows: list[dict], replies: list[dict]) -> dict:
+        """turn_influence.csv and attention_turns.csv in runs with conversations (header-only
+        when none was probed, or none on the hf backend)."""
+        import pandas as pd
+
+        if not any(r.is_conversation for r in ctx.records):
+            return {}
+        frame = pd.DataFrame(rows, columns=TURN_INFLUENCE_COLUMNS)
+        shares = pd.DataFrame(replies, columns=AttentionTurnRow.columns())
+        return {
+            "turn_influence.csv": result_frame(TurnInfluenceRow, frame),
+            "attention_turns.csv": result_frame(AttentionTurnRow, shares),
         }
-        if any(r.is_conversation for r in ctx.records):
-            frame = pd.DataFrame(turns, columns=AttentionTurnRow.columns())
-            out["attention_turns.csv"] = result_frame(AttentionTurnRow, frame)
-        return out

@@ -57,15 +57,27 @@ def turns_stage(
         rows = score_turns(todo, suites, tokenizer, config.scoring, judges)
         return [row.model_dump() for row in rows]
 
-    return _cached_per_record(store, TURNS, config, suites, talks, judges, score, model_key)
+    return _cached_per_record(
+        store, TURNS, config, suites, talks, judges, score, model_key, stamp=_turn_labels
+    )
+
+
+def _turn_labels(record: GenerationRecord) -> dict:
+    """A reply's conversation id and history, stamped like run_id: units are keyed by content
+    (units stored before these columns existed read back with them)."""
+    return {
+        "history": record.history or "generated",
+        "conversation_id": record.conversation_id or "",
+    }
 
 
 def _cached_per_record(
-    store, stage, config, suites, records, judges, score, model_key: str
+    store, stage, config, suites, records, judges, score, model_key: str, stamp=None
 ) -> list[dict]:
     """One cached unit of rows per record: the uncached records scored in one `score` batch,
     each record's rows stored under its key, then every unit read back in record order with
-    this run's id stamped (units are keyed by content, not run)."""
+    this run's id stamped (units are keyed by content, not run), and `stamp(record)`'s
+    columns where given."""
 
     index = item_index(suites)
     keys = [score_key(r, index[r.item][1], config, judges, stage, model_key) for r in records]
@@ -79,7 +91,11 @@ def _cached_per_record(
             ident = (record.model, record.item, record.policy, record.sample)
             store.put(stage, key, by_record.get(ident, []))
     run_id = records[0].run_id if records else ""
-    return [{**row, "run_id": run_id} for key in keys for row in store.get(stage, key) or []]
+    return [
+        {**row, "run_id": run_id, **(stamp(record) if stamp else {})}
+        for record, key in zip(records, keys, strict=True)
+        for row in store.get(stage, key) or []
+    ]
 
 
 def score_key(

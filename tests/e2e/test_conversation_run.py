@@ -83,7 +83,16 @@ def test_turns_csv_has_every_turn_of_every_sample(talk):
     assert {"turn", "role"} <= set(div.columns) and {"user", "markup"} <= set(div.role)
     fits = pd.read_csv(talk / "fits.csv")
     assert "rel_l2@assistant" in set(fits.metric)
-    assert 'id="conversations"' in (talk / "report.html").read_text()
+    # the next-token influence at each reply's first token: the probe's KL at that t
+    influence = pd.read_csv(talk / "turn_influence.csv")
+    nexttoken = pd.read_csv(talk / "nexttoken.csv")
+    for r in influence.itertuples():
+        at = nexttoken[(nexttoken.model == r.model) & (nexttoken.pair == r.pair)]
+        assert at.set_index("t").loc[r.t, "kl"] == r.kl and r.kl_low == r.kl_high == r.kl
+    probed = influence.groupby(["model", "pair"]).turn.apply(sorted)
+    assert len(probed) > 0 and all(turns == [1, 2, 3, 4] for turns in probed)
+    report = (talk / "report.html").read_text()
+    assert 'id="conversations"' in report and "fig-turn-influence" in report
 
 
 EMBEDDED = {

@@ -1,6 +1,8 @@
-"""The before-deployment workflow as a new user runs it on the embedded model: `harness init`
-from a prompt file, then `harness run` of the written config (shortened so the test stays
-quick: fewer samples and tokens, the rest as written), with its gate verdict and junit.xml."""
+"""The before-deployment workflow as a new user runs it: `harness init` from a prompt file,
+then `harness run` of the written config (shortened so the test stays quick: fewer samples and
+tokens, the rest as written), with its gate verdict, junit.xml and the two conversations in
+turns.csv. English on the embedded model; German and French (the language check the prompt
+asks for, the requests in that language) on the tiny test model, probe off."""
 
 from __future__ import annotations
 
@@ -22,26 +24,91 @@ def _harness(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, timeout=1500, cwd=cwd)
 
 
-def test_init_then_run_on_the_embedded_model(tmp_path, embedded_model_path):
-    (tmp_path / "prompt.txt").write_text(
-        "You are Ava, a support agent for Acme: answer in English, politely.\n"
-    )
-    made = _harness("init", "acme", "--system", "@prompt.txt", cwd=tmp_path)
+def _init_and_run(
+    tmp_path: Path, prompt: str, generation: dict, *model: str, probe: bool = True
+) -> dict:
+    """init from a prompt file, shorten the written config (1 sample, `generation`; the probe
+    off unless `probe`), run it; returns the written config and suite and the run's files."""
+    (tmp_path / "prompt.txt").write_text(prompt, encoding="utf-8")
+    made = _harness("init", "acme", "--system", "@prompt.txt", *model, cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     config = yaml.safe_load((tmp_path / "acme.yaml").read_text())
-    assert config["models"] == ["smollm2-135m-instruct"] and config["gates"]
-    config.update(samples=1, generation={**config["generation"], "max_tokens": 64})
+    suite = yaml.safe_load((tmp_path / "acme.suite.yaml").read_text(encoding="utf-8"))
+    config.update(samples=1, generation={**config["generation"], **generation})
+    if not probe:
+        config["probe"] = {**config["probe"], "enabled": False}
+    if config["scoring"]["window"] > config["generation"]["max_tokens"]:
+        config["scoring"]["window"] = config["generation"]["turn_tokens"]
     (tmp_path / "acme.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-
     done = _harness("run", "acme.yaml", "--out", "run", cwd=tmp_path)
     assert done.returncode in (0, 1), done.stderr[-2000:]  # 1: a gate failed, as reported
-    run = tmp_path / "run"
+    return {"config": config, "suite": suite, "done": done, "run": tmp_path / "run"}
+
+
+def _check_run(result: dict, language: str) -> None:
+    config, suite, run = result["config"], result["suite"], result["run"]
+    items = suite["items"]
+    assert {c["target"] for item in items for c in item["checks"]} == {language}
+    talks = [item["id"] for item in items if "turns" in item]
+    assert len(talks) == 2 and all(len(i["turns"]) == 4 for i in items if "turns" in i)
+    assert [t.get("pressure") for t in items[5]["turns"] if isinstance(t, dict)] == [True]
+    records = [line for line in (run / "generations.jsonl").read_text().splitlines() if line]
+    singles = len(items) - len(talks)
+    assert len(records) == singles * len(config["policies"]) + 2 * len(
+        config["conversation_policies"]
+    )
+    turns = pd.read_csv(run / "turns.csv")
+    assert set(turns["item"]) == set(talks)  # turns.csv: the conversations' replies only
+    assert set(turns["check"]) == {f"language:{language}"}
+    for item in talks:  # every policy's conversation has rows, from turn 1 on
+        rows = turns[turns["item"] == item]
+        assert set(rows["policy"]) == {
+            "none", "periodic-turns2-system", "adaptive-turn-system"
+        }  # fmt: skip
+        assert rows["turn"].min() == 1 and rows["turn"].max() <= 5
+    pressure = turns[turns["pressure"]]
+    assert set(pressure["item"]) == {talks[1]} and set(pressure["turn"]) <= {3}
     gates = pd.read_csv(run / "gates.csv")
-    suite = yaml.safe_load((tmp_path / "acme.suite.yaml").read_text())
-    assert len(gates) == len(suite["items"])  # the one gate, on every item
-    assert done.returncode == (1 if (~gates["passed"]).any() else 0)
+    assert len(gates) == len(items)  # the one gate, on every item
+    assert result["done"].returncode == (1 if (~gates["passed"]).any() else 0)
     cases = ET.parse(run / "junit.xml").getroot().iter("testcase")
     assert len(list(cases)) == len(gates)
-    records = [line for line in (run / "generations.jsonl").read_text().splitlines() if line]
-    assert len(records) == len(suite["items"]) * len(config["policies"])
     assert (run / "report.html").is_file()
+
+
+def test_init_then_run_on_the_embedded_model(tmp_path, embedded_model_path):
+    prompt = "You are Ava, a support agent for Acme: answer in English, politely.\n"
+    # 5 replies x 12 tokens fit max_tokens 64 (a conversation's total budget)
+    result = _init_and_run(tmp_path, prompt, {"max_tokens": 64, "turn_tokens": 12})
+    assert result["config"]["models"] == ["smollm2-135m-instruct"] and result["config"]["gates"]
+    assert [i["id"] for i in result["suite"]["items"]][4:] == ["conv-trip", "conv-bread"]
+    _check_run(result, "en")
+
+
+@pytest.mark.parametrize(
+    ("prompt", "language", "first"),
+    [
+        (
+            "Du bist der Support-Assistent von Nordwind, einem Fahrradladen in Hamburg. "
+            "Antworte immer auf Deutsch.\n",
+            "de",
+            "Ich bin Anfänger und brauche eine ausführliche Beratung zum Thema Fahrrad",
+        ),
+        (
+            "Tu es l'assistant de Vélo Rapide, un magasin de vélos. Réponds toujours en "
+            "français.\n",
+            "fr",
+            "Je débute et j'ai besoin de conseils détaillés en matière de vélos",
+        ),
+    ],
+    ids=["de", "fr"],
+)
+def test_init_then_run_german_and_french_on_the_tiny_model(
+    tmp_path, tiny_model_path, prompt, language, first
+):
+    generation = {"engine": "hf", "max_tokens": 40, "turn_tokens": 8, "temperature": 0}
+    # the probe is off here: the embedded run above probes the written config's conditions
+    model = ("--model", "tiny-random-llama")
+    result = _init_and_run(tmp_path, prompt, generation, *model, probe=False)
+    assert result["suite"]["items"][0]["user"].startswith(first)
+    _check_run(result, language)

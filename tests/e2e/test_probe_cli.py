@@ -72,8 +72,12 @@ def test_probe_writes_tables_for_both_models_and_lams(inputs, tmp_path):
     assert set(div.model) == {"tiny-random-llama", "untrained:tiny-random-llama"}
     assert (div[div.layer == 0].l2 == 0).all() and (div[div.layer == 4].l2 > 0).all()
     nxt = pd.read_csv(out / "nexttoken.csv")
-    assert list(nxt.columns) == ["model", "lam", "pair", "t", "delta_logp", "kl"]
+    assert list(nxt.columns) == [
+        "model", "lam", "pair", "t", "delta_logp", "kl", "kl_low", "kl_high", "backend",
+    ]  # fmt: skip
     assert len(nxt) == 2 * 2 * 2 * 120 and (nxt.kl >= 0).all()
+    assert (nxt.kl_low == nxt.kl).all() and (nxt.kl_high == nxt.kl).all()  # exact on hf
+    assert set(nxt.backend) == {"hf"}
     fits = pd.read_csv(out / "fits.csv")
     assert list(fits.columns) == [
         "model", "lam", "pair", "layer", "metric", "alpha", "alpha_low", "alpha_high", "n",
@@ -199,5 +203,6 @@ def test_killed_probe_resumes_from_its_units(inputs, tmp_path, monkeypatch, run_
     code, _, err = run_cli([*args, "--out", str(out)])
     assert code == 0, err
     assert len(calls) == 2  # 2 lams x 2 pairs = 4 curve sets, 2 of them from the cache
-    for name in ("divergence.csv", "nexttoken.csv", "fits.csv", "continuations.jsonl"):
+    for name in ("divergence.csv", "nexttoken.csv", "attention.csv", "fits.csv",
+                 "continuations.jsonl"):  # fmt: skip
         assert (out / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.analysis.attention import attention_rows, share_curves, turn_rows, uniform_share
+from harness.analysis.attention import attention_rows, reply_share_rows, share_curves, uniform_share
 from harness.analysis.fits import FitMember, fit_table
 from harness.report.attention import absent_reason, attention_section, dilution_sentence
 from harness.report.load import load_run
@@ -53,10 +53,10 @@ def test_rows_at_positions_with_the_uniform_reference():
     assert attention_rows(ident, plain, np.array([1]), roles) == []
 
 
-def test_turn_rows_average_each_reply():
+def test_reply_share_rows_average_each_reply():
     arrays = _arrays()
     ident = {"model": "m", "item": "c", "policy": "none", "sample": 0, "pair": "c/none/0"}
-    rows = turn_rows(ident, arrays, {1: list(range(0, 10)), 2: [50, 51, 52, 999]})
+    rows = reply_share_rows(ident, arrays, {1: list(range(0, 10)), 2: [50, 51, 52, 999]})
     frame = result_frame(AttentionTurnRow, pd.DataFrame(rows))
     second = frame[(frame.layer == 1) & (frame.turn == 2)].iloc[0]
     assert second.tokens == 3 and second.t_start == 51  # offset 999 lies past the curve

@@ -74,3 +74,23 @@ def test_pressure_turn_counts_even_when_its_replies_are_undetermined():
     row = summary[summary["item"] == "conv-a"].iloc[0]
     assert row["pressure_turn"] == 3
     assert row["before"] == pytest.approx(3 / 4) and row["after"] == pytest.approx(1 / 2)
+
+
+def test_logged_and_replayed_turns_of_one_condition_are_aggregated_apart():
+    generated = _turns()  # built without history: a run's own conversations
+    logged = _turns(grid={0: [1, 0, 0, 0], 1: [1, 0, 0, 0]}).assign(history="logged")
+    logged["conversation_id"] = logged["sample"].map({0: "c-a", 1: "c-b"})
+    # two logged conversations sharing one sample index stay two units
+    twins = logged.assign(conversation_id=logged["conversation_id"] + "'")
+    curve = turn_curves(pd.concat([generated, logged, twins]))
+    assert curve["history"].unique().tolist() == ["generated", "logged"]
+    mine = curve[curve["history"] == "logged"]
+    assert mine["a"].tolist() == pytest.approx([1.0, 0.0, 0.0, 0.0])
+    assert mine["n"].tolist() == [4, 4, 4, 4]
+    ours = curve[curve["history"] == "generated"]
+    assert ours["a"].tolist() == pytest.approx([1.0, 0.75, 2 / 3, 0.5])
+    summary = conversation_summary(pd.concat([generated, logged]), _tokens())
+    rows = summary.set_index(["item", "history"])
+    assert rows.loc[("conv-a", "logged"), "mean"] == pytest.approx(0.25)
+    assert rows.loc[("all", "logged"), "n_samples"] == 2  # pooled per history too
+    assert rows.loc[("all", "generated"), "n_samples"] == 4

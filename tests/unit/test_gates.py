@@ -477,6 +477,28 @@ def test_harness_gate_refuses_another_configs_folder_and_bad_input(tmp_path, run
     assert not (run_dir / "gates.csv").exists()  # every refusal wrote nothing
 
 
+def test_harness_gate_reads_an_until_decided_folder_with_the_flag(tmp_path, run_cli):
+    """`harness run CONFIG --until-decided` records samples {min, max}; `harness gate` given the
+    same CONFIG must read it the same way, and say so when the flag is missing."""
+    gate = {"metric": "auc", "policy": "none", "min": 0.5}
+    run_dir, config = _finished_run(tmp_path, [gate])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    samples = manifest["config"]["samples"]
+    manifest["config"]["samples"] = {"min": samples, "max": 16, "batch": None}
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    code, _, stderr = run_cli(["gate", str(run_dir), str(config)])
+    assert code == 2 and stderr.count("\n") == 1
+    assert f"was sampled until decided (samples {samples} to 16); add --until-decided" in stderr
+    code, _, stderr = run_cli(["gate", str(run_dir), str(config), "--until-decided"])
+    assert code == 2 and f"this reads samples {samples} to 64: give --max-samples" in stderr
+    code, stdout, _ = run_cli(
+        ["gate", str(run_dir), str(config), "--until-decided", "--max-samples", "16"]
+    )
+    assert code in (0, 1) and "Gates:" in stdout and (run_dir / "gates.csv").is_file()
+    code, _, stderr = run_cli(["gate", str(run_dir), str(config), "--max-samples", "16"])
+    assert code == 2 and "--max-samples needs --until-decided" in stderr
+
+
 def test_terminal_shows_the_gates_before_the_table(tmp_path):
     from rich.console import Console
 

@@ -35,9 +35,11 @@ def test_written_files_load_and_hold_the_prompt_verbatim(case, in_tmp, run_cli):
     prompt = PROMPTS[case]
     code, stdout, stderr = run_cli(["init", "acme", "--system", prompt])
     assert code == 0, stderr
-    assert stdout.strip() == "wrote acme.yaml and acme.suite.yaml; run: harness run acme.yaml"
+    first, language = stdout.strip().splitlines()
+    assert first == "wrote acme.yaml and acme.suite.yaml; run: harness run acme.yaml"
+    assert language.startswith("language check: the prompt ")
     config, (suite,) = load_run_config_and_suites(in_tmp / "acme.yaml")
-    assert [item.system for item in suite.items] == [prompt] * 4
+    assert [item.system for item in suite.items] == [prompt] * 6
 
 
 def test_a_prompt_file_is_read_as_text(in_tmp, run_cli):
@@ -54,14 +56,27 @@ def test_the_starter_config_and_suite(in_tmp, run_cli):
     config, (suite,) = load_run_config_and_suites(in_tmp / "acme.yaml")
     assert config.name == "acme" and config.models == ["smollm2-135m-instruct"]
     assert [policy_label(p) for p in config.policies] == ["none", "periodic-64-user"]
-    # sized for minutes on a CPU: 4 items x 2 policies x 3 samples x 256 tokens
-    assert (config.samples, config.generation.max_tokens) == (3, 256) and config.probe.enabled
+    talk_policies = [policy_label(p) for p in config.conversation_policies]
+    assert talk_policies == ["none", "periodic-turns2-system", "adaptive-turn-system"]
+    # sized for minutes on a CPU: 4 requests x 2 policies x 3 samples x 256 tokens, and
+    # 2 conversations x 3 policies x 3 samples x 5 replies of at most 48 tokens
+    gen = config.generation
+    assert (config.samples, gen.max_tokens, gen.turn_tokens) == (3, 256, 48)
+    assert config.probe.enabled
     assert [(g.metric, g.policy, g.min) for g in config.gates] == [("auc", "none", 0.5)]
-    assert [item.id for item in suite.items] == ["story", "guide", "explanation", "list"]
-    assert len({item.user for item in suite.items}) == 4
+    ids = [item.id for item in suite.items]
+    assert ids == ["story", "guide", "explanation", "list", "conv-trip", "conv-bread"]
+    assert len({item.user for item in suite.items}) == 6
     for item in suite.items:  # no reminder: periodic repeats the prompt; no restate policy
         assert item.reminder is None and item.restatement is None
         assert [c.id for c in item.checks] == ["language:en"]
+    talks = [item for item in suite.items if item.is_conversation]
+    assert [item.n_turns for item in talks] == [5, 5]
+    assert [[t.pressure for t in item.turns] for item in talks] == [
+        [False] * 4,
+        [False, True, False, False],  # turn 3 of the second conversation
+    ]
+    assert all(item.n_turns * gen.turn_tokens <= gen.max_tokens for item in talks)
 
 
 def _commented(text: str, key: str) -> list[dict]:
@@ -76,6 +91,7 @@ def test_every_check_type_is_an_example_and_each_is_valid_uncommented(in_tmp, ru
     assert run_cli(["init", "acme", "--system", "Be nice."])[0] == 0
     examples = _commented((in_tmp / "acme.suite.yaml").read_text(), "type")
     types = {e["type"] for e in examples} | {"language"}  # language is the active one
+    assert len(examples) == 8
     assert types >= set(CHECK_TYPES) | {"judge"}
     for example in examples:
         if example["type"] in CHECK_TYPES:  # judge only once that check type exists

@@ -89,5 +89,5 @@ def test_unknown_backend_on_the_command_line_is_one_line_exit_2(run_cli, tmp_pat
     code, _, err = run_cli(["probe", "--model", "tiny-random-llama", "--prompt-a", "A",
                             "--prompt-b", "B", "--continuation", "generate", "--tokens", "32",
                             "--backend", "onnx", "--out", str(tmp_path / "o")])  # fmt: skip
-    assert code == 2 and "--backend must be 'vllm', 'hf' or 'auto', got 'onnx'" in err
+    assert code == 2 and "--backend must be 'vllm', 'hf', 'openai' or 'auto', got 'onnx'" in err
     assert not (tmp_path / "o").exists()

@@ -54,6 +54,13 @@ def test_key_is_the_cache_identity_of_earlier_runs():
     assert GenerationRecord.from_transcript(timing).key == "7fdee04730023ebbe5bebd7b7f6767d3"
 
 
+def test_a_logged_conversation_s_labels_are_dumped_last_and_stay_out_of_the_key():
+    logged = GenerationRecord.model_validate({**ROW, "conversation_id": "c-9", "history": "logged"})
+    dumped = logged.model_dump(mode="json")
+    assert list(dumped)[-2:] == ["conversation_id", "history"]
+    assert logged.key == "7fdee04730023ebbe5bebd7b7f6767d3"
+
+
 def test_transcript_without_segments_is_all_generated_and_extras_are_dropped():
     record = GenerationRecord.from_transcript(
         {"item": "x", "continuation_ids": [5, 6, 7], "user_id": "u-42", "segments": None}

@@ -97,3 +97,37 @@ def test_single_reply_runs_have_no_conversations_section(tmp_path):
         (run / name).unlink()
     text = render_report(run).read_text(encoding="utf-8")
     assert 'id="conversations"' not in text and "#conversations" not in text
+
+
+def test_turn_influence_line_and_table_with_the_endpoints_bracket(tmp_path):
+    from harness.report import render_report
+
+    run = _run(tmp_path)
+    rows = [
+        dict(model="m", item="talk-fr", policy=HOSTILE, sample=s, pair=f"talk-fr/x/{s}", turn=k,
+             t=1 + 12 * (k - 1), kl=0.4 / k + 0.1 * s, kl_low=0.4 / k + 0.1 * s,
+             kl_high=0.8 / k + 0.1 * s, delta_logp=0.1, backend="openai")
+        for s in (0, 1) for k in (1, 2)
+    ]  # fmt: skip
+    pd.DataFrame(rows).to_csv(run / "turn_influence.csv", index=False)
+    text = render_report(run).read_text(encoding="utf-8")
+    data = json.loads(re.search(r'id="figure-data">(.*?)</script>', text, re.S).group(1))
+    assert "fig-turn-influence" in data
+    section = html_lib.unescape(re.search(r'id="conversations".*?</section>', text, re.S)[0])
+    assert "Influence where each reply starts" in section
+    # turn 2: mean over the two conversations, the bracket beside it
+    assert "<td>2</td><td>2</td><td>0.25</td><td>[0.25, 0.45]</td><td>openai</td>" in section
+    assert HOSTILE not in text  # the policy label is escaped in the table and the legend
+
+
+def test_an_endpoint_probe_says_why_the_divergence_is_absent(tmp_path):
+    from harness.report import render_report
+
+    run = _run(tmp_path)
+    (run / "divergence.csv").write_text("model,item,policy,sample,pair,layer,t,turn,role,l2,"
+                                        "rel_l2,cos_dist\n")  # fmt: skip
+    pd.DataFrame([dict(model="m", item="talk-fr", policy="none", sample=0, pair="p", t=1,
+                       delta_logp=0.1, kl=0.2, kl_low=0.2, kl_high=0.3, backend="openai")]
+                 ).to_csv(run / "nexttoken.csv", index=False)  # fmt: skip
+    text = html_lib.unescape(render_report(run).read_text(encoding="utf-8"))
+    assert "the probe ran through a served model's endpoint (probe.backend openai)" in text

@@ -150,6 +150,9 @@ def test_a_run_stops_early_on_a_clear_condition_and_samples_on_a_close_one(tmp_p
         f"Sampled until decided (looks at 4, 8, 16 samples): 1 decided at {clear[0]}; "
         "1 still undecided at max 16; 2 not gated (kept 4)"
     )
+    report = (out / "report.html").read_text()  # the gates section shows how it sampled
+    assert sampling_line(out) in report and "(doubling)." in report
+    assert "<td>close</td><td>none</td><td>16</td><td>max reached</td>" in report
 
 
 def test_a_killed_sequential_run_resumes_with_the_same_result(tmp_path, scripted):

@@ -13,7 +13,9 @@ from harness.gate_specs import gate_use
 from harness.stats import mean_interval
 
 ROOT = Path(__file__).resolve().parents[2]
-RUN_CONFIGS = ["quickstart.yaml", "policies.yaml", "gpu-example.yaml", "judge-calibration.yaml"]
+RUN_CONFIGS = [
+    "quickstart.yaml", "policies.yaml", "gpu-example.yaml", "judge-calibration.yaml", "replay.yaml",
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", RUN_CONFIGS)
