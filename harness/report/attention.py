@@ -89,7 +89,7 @@ def dilution_sentence(model: str, rows: pd.DataFrame) -> str:
     )
     sink_part = f"; the first token holds {100 * sink:.0f} % of the attention at the end"
     sink_part = sink_part if sink >= SINK_HOLDS else ""
-    if abs(beta - alpha) <= max(NEAR, 0.25 * abs(alpha)):
+    if _near(beta, alpha):
         verdict = "the exponents are near each other: the forgetting follows dilution"
     elif beta < alpha:
         verdict = (
@@ -101,7 +101,26 @@ def dilution_sentence(model: str, rows: pd.DataFrame) -> str:
             "the share falls faster than the trace: the prompt outlives its attention, carried by "
             "what the continuation relays"
         )
-    return f"{head}: {verdict}{sink_part}."
+    return f"{head}: {verdict}{sink_part}.{_group_clause(rows)}"
+
+
+def _near(beta: float, alpha: float) -> bool:
+    return abs(beta - alpha) <= max(NEAR, 0.25 * abs(alpha))
+
+
+def _group_clause(rows: pd.DataFrame) -> str:
+    """Which layer groups follow dilution when the groups disagree (with their numbers)."""
+    if "group" not in rows.columns or len(rows) < 2:
+        return ""
+    near = [_near(b, a) for b, a in zip(rows["share_exponent"], rows["alpha"], strict=True)]
+    if all(near) or not any(near):
+        return ""
+    parts = [
+        f"{g.split(' (')[0]} {b:.2f} vs {a:.2f}" + (" (near)" if n else "")
+        for g, b, a, n in zip(rows["group"], rows["share_exponent"], rows["alpha"], near,
+                              strict=True)
+    ]  # fmt: skip
+    return " By layer group (share exponent vs α): " + ", ".join(parts) + "."
 
 
 def share_figure(att: pd.DataFrame):

@@ -93,6 +93,15 @@ def test_dilution_sentence(share, alpha, verdict):
     assert verdict in text and "80 %" in text
 
 
+def test_groups_that_disagree_are_named():
+    rows = pd.DataFrame({"group": ["early (layers 1–10)", "late (layers 11–20)"],
+                         "share_exponent": [0.38, 0.63], "alpha": [0.41, 0.27],
+                         "uniform_exponent": 0.5, "sink_share_end": [0.04, 0.5]})  # fmt: skip
+    text = dilution_sentence("m", rows)
+    assert "falls faster than the trace" in text
+    assert "early 0.38 vs 0.41 (near), late 0.63 vs 0.27." in text
+
+
 def test_absent_file_says_why(tmp_path):
     from tests.unit.test_report import load_make_run
 
