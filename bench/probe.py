@@ -310,12 +310,8 @@ def backend_child(
             g = torch.Generator().manual_seed(tokens)
             conts = [torch.randint(100, 40000, (tokens,), generator=g).tolist()
                      for _ in range(pairs)]  # fmt: skip
-            line["many"] = (
-                statistics.median(
-                    _endpoint_many(probe, a, b, conts) for _ in range(max(1, repeats // 2))
-                )
-                / pairs
-            )
+            walls = [_endpoint_many(probe, a, b, conts) for _ in range(max(1, repeats // 2))]
+            line["many"] = statistics.median(walls) / pairs
         print(json.dumps(line), flush=True)
     if backend in ("vllm", "openai"):
         probe.close()

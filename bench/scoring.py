@@ -1,13 +1,28 @@
-"""Time to score 1,000 windows of 64 tokens with the language check, and the detector's memory.
+"""Time to score 1,000 windows of 64 tokens with the language check, and the detector's memory;
+then a chat log of 10,000 conversations scored turn by turn, and the peak RSS it takes.
 
-Run by hand: `.venv/bin/python bench/scoring.py`. Windows are cut from the labelled test set
-(12 languages) with the embedded model's tokenizer. Prints, from one run: detector build +
-model load (cold), scoring time for the 1,000 windows once warm (check only, and the whole
-`score_records` path: windowing, decoding, rows), and the RSS delta of the detector.
+Run by hand: `.venv/bin/python bench/scoring.py [--conversations N] [--skip-windows]`. Windows
+are cut from the labelled test set (12 languages) with the embedded model's tokenizer. Prints,
+from one run: detector build + model load (cold), scoring time for the 1,000 windows once warm
+(check only, and the whole `score_records` path: windowing, decoding, rows), and the RSS delta
+of the detector. Then (in a fresh process, so its peak RSS is its own) `harness score` on a
+generated chat log: N conversations (default 10,000) of 5 assistant turns, each reply 2 to 5
+sentences drawn from the test set's (80 % French, so the French check fails on some turns),
+checked with `language: fr` and IFEval `punctuation:no_comma`, through the command's own code
+(`score_log_files`, then the report); prints conversations per second and the peak RSS.
+Goal: <= 5 minutes and <= 1 GiB on 2 cores.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import random
+import re
+import resource
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -16,9 +31,18 @@ import yaml
 
 N_WINDOWS, WINDOW = 1000, 64
 DATA = Path(__file__).parents[1] / "tests" / "data" / "scoring" / "language_windows.yaml"
+SYSTEM = "Réponds toujours en français, sans virgules."
+SUITE = {
+    "suite": "bench-logs",
+    "items": [
+        {"id": "fr-support", "system": SYSTEM, "user": "Bonjour",
+         "checks": [{"type": "language", "target": "fr"},
+                    {"type": "ifeval", "id": "punctuation:no_comma"}]}
+    ],
+}  # fmt: skip
 
 
-def main() -> None:
+def windows_bench() -> None:
     from _limit import measure_limit
 
     from harness.checks.language import LanguageCheck
@@ -79,6 +103,72 @@ def main() -> None:
     print(f"language check, 1,000 windows (warm): {warm:.3f} s  (target < 2 s)")
     print(f"score_records, {len(rows)} window rows (warm): {full:.3f} s")
     print(f"detector RSS delta: {rss_delta:.0f} MiB  (target < 500 MB)")
+
+
+def write_log(path: Path, conversations: int, turns: int = 5, seed: int = 0) -> None:
+    """A chat log of `conversations` lines, each replies of 2-5 sentences of the labelled
+    windows (80 % French), so most replies differ (no text is scored twice by accident)."""
+    windows = [w for w in yaml.safe_load(DATA.read_text())["windows"] if w["lang"]]
+
+    def sentences(lang: bool) -> list[str]:
+        texts = [w["text"] for w in windows if (w["lang"] == "fr") == lang]
+        return [s for t in texts for s in re.split(r"(?<=[.!?])\s+", t) if s]
+
+    french, other = sentences(True), sentences(False)
+    rng = random.Random(seed)
+    with path.open("w", encoding="utf-8") as handle:
+        for c in range(conversations):
+            messages = [{"role": "system", "content": SYSTEM}]
+            for k in range(turns):
+                pool = french if rng.random() < 0.8 else other
+                reply = " ".join(rng.choice(pool) for _ in range(rng.randint(2, 5)))
+                messages += [{"role": "user", "content": f"Question {k + 1} ?"},
+                             {"role": "assistant", "content": reply}]  # fmt: skip
+            handle.write(json.dumps({"id": f"conv-{c}", "messages": messages}) + "\n")
+
+
+def logs_child(log: Path, out: Path) -> None:
+    """Score the log as `harness score` does; print the figures (this process's own peak)."""
+    from harness.analysis.logged import score_log_files
+    from harness.config import ScoringConfig, TaskSuite
+    from harness.report import render_report
+
+    suite = TaskSuite.model_validate(SUITE)
+    start = time.perf_counter()
+    _, count = score_log_files(log, [suite], out, ScoringConfig())
+    scored = time.perf_counter() - start
+    render_report(out)
+    total = time.perf_counter() - start
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    peak = usage.ru_maxrss / 1024  # KiB on Linux
+    print(f"chat log: {count} conversations x 5 turns, {log.stat().st_size / 2**20:.0f} MiB")
+    print(f"scored + CSVs written: {scored:.1f} s = {count / scored:.0f} conversations/s")
+    print(f"with report.html: {total:.1f} s  (goal <= 300 s)")
+    print(f"peak RSS: {peak:.0f} MiB  (goal <= 1024 MiB)")
+    # wall time depends on what else runs on the cores; CPU time much less so
+    print(f"CPU time (user + sys, whole process): {usage.ru_utime + usage.ru_stime:.0f} s")
+
+
+def logs_bench(conversations: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-logs-") as tmp:
+        log = Path(tmp) / "talks.jsonl"
+        write_log(log, conversations)
+        child = [sys.executable, __file__, "--child", str(log), str(Path(tmp) / "out")]
+        subprocess.run(child, check=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--conversations", type=int, default=10_000)
+    parser.add_argument("--skip-windows", action="store_true", help="only the chat log part")
+    parser.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        logs_child(*args.child)
+        return
+    if not args.skip_windows:
+        windows_bench()
+    logs_bench(args.conversations)
 
 
 if __name__ == "__main__":

@@ -78,6 +78,8 @@ class LoggedConversation(BaseModel):
 def is_chat_log(path: Path) -> bool:
     """Does the file's first non-blank line look like a chat log (a list, or an object with
     `messages`) rather than a generation record or an {item, text} line?"""
+    if not Path(path).is_file():
+        return False
     for _number, line in user_text_lines(path):
         if not line.strip():
             continue

@@ -184,33 +184,48 @@ def _bets(x: np.ndarray, alpha: float, anytime: bool) -> np.ndarray:
     return np.sqrt(2 * math.log(2 / alpha) / (prev * scale))
 
 
+# Each candidate mean is tested on its own (its column of the (n, G) arrays), so testing them
+# a slice of columns at a time gives the same verdicts while every array stays within this
+# many floats (4 MiB) instead of n x 2001 (10,000 samples: 160 MiB per array, times the
+# temporaries); up to n = 262 it is one slice, as before.
+_CELLS = 2**19
+
+
+def _column_chunks(m: np.ndarray, n: int):
+    step = max(1, _CELLS // max(n, 1))
+    for start in range(0, len(m), step):
+        yield m[start : start + step]
+
+
 def _betting(x: np.ndarray, alpha: float, anytime: bool) -> tuple[float, float]:
     """Hedged-capital betting CI (anytime=False) or CS (True) on [0, 1] data, as the running
     intersection over t <= n: m is rejected once max_t K_t(m) >= 1/alpha."""
-    m = _grid()
     lam = _bets(x, alpha, anytime)[:, None]  # (n, 1)
-    with np.errstate(divide="ignore"):
-        lam_plus = np.minimum(lam, TRUNCATION / m[None, :])
-        lam_minus = np.minimum(lam, TRUNCATION / (1 - m[None, :]))
-    dev = x[:, None] - m[None, :]  # (n, G)
-    log_plus = np.cumsum(np.log1p(lam_plus * dev), axis=0)
-    log_minus = np.cumsum(np.log1p(-lam_minus * dev), axis=0)
-    # hedged capital max(K+/2, K-/2) with theta = 1/2
-    log_k = np.maximum(log_plus, log_minus) - math.log(2)
-    rejected = log_k.max(axis=0) >= math.log(1 / alpha)
-    return _outward(m, rejected)
+    rejected = []
+    for m in _column_chunks(_grid(), len(x)):
+        with np.errstate(divide="ignore"):
+            lam_plus = np.minimum(lam, TRUNCATION / m[None, :])
+            lam_minus = np.minimum(lam, TRUNCATION / (1 - m[None, :]))
+        dev = x[:, None] - m[None, :]  # (n, columns)
+        log_plus = np.cumsum(np.log1p(lam_plus * dev), axis=0)
+        log_minus = np.cumsum(np.log1p(-lam_minus * dev), axis=0)
+        # hedged capital max(K+/2, K-/2) with theta = 1/2
+        log_k = np.maximum(log_plus, log_minus) - math.log(2)
+        rejected.append(log_k.max(axis=0) >= math.log(1 / alpha))
+    return _outward(_grid(), np.concatenate(rejected))
 
 
 def _beta_binomial_cs(x: np.ndarray, alpha: float) -> tuple[float, float]:
     """Running intersection of the beta-binomial mixture CS on [0, 1] data: m is rejected once
     B(a + k_t, a + t - k_t) / B(a, a) / (m^k_t (1 - m)^(t - k_t)) >= 1/alpha for some t."""
-    m = np.clip(_grid(), _EPS, 1 - _EPS)
     t = np.arange(1, len(x) + 1)[:, None]
     k = np.cumsum(x)[:, None]
     log_mix = special.betaln(PRIOR + k, PRIOR + t - k) - special.betaln(PRIOR, PRIOR)
-    log_null = k * np.log(m)[None, :] + (t - k) * np.log1p(-m)[None, :]
-    rejected = (log_mix - log_null).max(axis=0) >= math.log(1 / alpha)
-    return _outward(_grid(), rejected)
+    rejected = []
+    for m in _column_chunks(np.clip(_grid(), _EPS, 1 - _EPS), len(x)):
+        log_null = k * np.log(m)[None, :] + (t - k) * np.log1p(-m)[None, :]
+        rejected.append((log_mix - log_null).max(axis=0) >= math.log(1 / alpha))
+    return _outward(_grid(), np.concatenate(rejected))
 
 
 def correlation_interval(

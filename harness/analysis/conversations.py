@@ -71,12 +71,10 @@ def turn_verdicts(turns: pd.DataFrame) -> pd.DataFrame:
 def _matrix(cond: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(turns (K,), (S, K) of 1/0/NaN: sample s's reply k passed)."""
     turns = np.sort(cond["turn"].unique())
-    samples = list(cond.groupby(SAMPLE, sort=True))
-    matrix = np.full((len(samples), len(turns)), np.nan)
-    col = {k: i for i, k in enumerate(turns)}
-    for s, (_, rows) in enumerate(samples):
-        for k, ok in rows[["turn", "passed"]].itertuples(index=False):
-            matrix[s, col[k]] = float(ok)
+    groups = cond.groupby(SAMPLE, sort=True)  # one row per (sample, turn) in `cond`
+    matrix = np.full((groups.ngroups, len(turns)), np.nan)
+    cols = np.searchsorted(turns, cond["turn"].to_numpy())
+    matrix[groups.ngroup().to_numpy(), cols] = cond["passed"].to_numpy(dtype=float)
     return turns, matrix
 
 

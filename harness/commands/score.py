@@ -1,4 +1,5 @@
-"""`harness score GENERATIONS.jsonl --suite tasks/x.yaml --out DIR`: windows.csv + adherence."""
+"""`harness score LOGS.jsonl --suite tasks/x.yaml --out DIR`: windows.csv + adherence; a chat
+log also gets turns.csv, turn_adherence.csv, conversations.csv and report.html."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from harness.errors import UserError
 
 def score_command(
     generations: Path = typer.Argument(
-        ..., help="generations.jsonl (harness records) or JSONL of {item, text}."
+        ...,
+        help="generations.jsonl (harness records), JSONL of {item, text}, or a chat log "
+        '(one conversation per line: {"messages": [...], "id"?, "item"?} or a list of messages).',
     ),
     suite: list[Path] = typer.Option(..., "--suite", help="Task suite YAML (repeatable)."),
     out: Path = typer.Option(..., "--out", help="Output folder."),
@@ -25,9 +28,18 @@ def score_command(
         help="Model whose tokenizer splits the text (default: the record's "
         "model, else the embedded model).",
     ),
+    item: str = typer.Option(
+        None,
+        "--item",
+        help="Chat logs: the item of every conversation that names none and whose system "
+        "message is no item's system.",
+    ),
 ) -> None:
-    """Score transcripts window by window; write windows.csv and adherence*.csv."""
+    """Score transcripts window by window (chat logs turn by turn too); write the CSVs."""
+    from harness.analysis.logged import score_log_files  # lazy: CLI start-up
+    from harness.chatlogs import is_chat_log  # lazy: CLI start-up
     from harness.config import ScoringConfig, load_suite  # lazy: CLI start-up
+    from harness.report import render_report  # lazy: CLI start-up
     from harness.scoring.io import score_files  # lazy: CLI start-up
 
     suites = [load_suite(path) for path in suite]
@@ -35,6 +47,14 @@ def score_command(
         config = ScoringConfig(window=window, sentence_aligned=sentence_aligned)
     except ValueError as exc:  # pydantic's ValidationError is a ValueError
         raise UserError(f"--window: {exc}") from None
-    written = score_files(generations, suites, out, config, model)
+    if not is_chat_log(generations):
+        if item is not None:
+            raise UserError("--item: only for chat logs (lines with 'messages')")
+        for path in score_files(generations, suites, out, config, model):
+            typer.echo(str(path))
+        return
+    written, count = score_log_files(generations, suites, out, config, model, item)
+    written.append(render_report(out))
     for path in written:
         typer.echo(str(path))
+    typer.echo(f"{count} logged conversations scored", err=True)

@@ -10,7 +10,7 @@ import math
 import pandas as pd
 
 from harness.models import is_untrained
-from harness.report import plots
+from harness.report import derive, plots
 from harness.report.html import esc, figure, fmt_num, note, table
 from harness.report.load import RunData
 from harness.report.replay import replay_part
@@ -35,7 +35,7 @@ def _pct(value) -> str:
 def _by_history(frame: pd.DataFrame) -> pd.DataFrame:
     """Lines and rows per (policy, history): a history other than a run's own (`generated`)
     is named after the policy, e.g. `none (reference)`, so logged and replayed turns never
-    share a line."""
+    share a line (logged conversations' policy is `logged` already)."""
     if "history" not in frame.columns or (frame["history"] == "generated").all():
         return frame
     # a replay's record of the log itself has policy `logged` too: named once
@@ -188,6 +188,9 @@ def conversations_section(data: RunData) -> tuple[str, dict] | None:
     else:
         html.append(note(data.missing("conversations.csv")))
     html.append(replay_part(curve, summary, data.generations))
-    part, part_figs = _divergence_part(data.frame("divergence.csv"))
+    if derive.endpoint_only(data):  # an endpoint hands out no hidden states
+        part, part_figs = note(derive.ENDPOINT_ONLY), {}
+    else:
+        part, part_figs = _divergence_part(data.frame("divergence.csv"))
     influence, influence_figs = _influence_part(data.frame("turn_influence.csv"))
     return "".join(html) + part + influence, figs | part_figs | influence_figs

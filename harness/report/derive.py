@@ -126,3 +126,18 @@ def alpha_by_layer(data: RunData) -> tuple[pd.DataFrame | None, str]:
         return None, ""
     out = pooled.rename(columns={"alpha_low": "low", "alpha_high": "high"})
     return out[["model", "layer", "alpha", "low", "high"]], "fits.csv, pooled over every pair"
+
+
+ENDPOINT_ONLY = (
+    "No hidden-state divergence here: the probe ran through a served model's endpoint "
+    "(probe.backend openai), which hands out next-token log-probs but no hidden states, so "
+    "divergence.csv and the attention files are written only by the local backends (hf, "
+    "vllm); the prompt's next-token influence (delta log p, KL with its bracket) is in "
+    "nexttoken.csv and its fits in fits.csv (layer -1)."
+)
+
+
+def endpoint_only(data: RunData) -> bool:
+    """Whether every probe row came from the openai backend (no hidden states exist)."""
+    nexttoken = data.frame("nexttoken.csv")
+    return nexttoken is not None and len(nexttoken) > 0 and set(nexttoken["backend"]) == {"openai"}

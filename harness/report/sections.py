@@ -73,25 +73,10 @@ def verdicts(data: RunData) -> tuple[str, dict]:
     return intro + '<div class="cards">' + "".join(map(_card_html, cards)) + "</div>", {}
 
 
-ENDPOINT_ONLY = (
-    "No hidden-state divergence here: the probe ran through a served model's endpoint "
-    "(probe.backend openai), which hands out next-token log-probs but no hidden states, so "
-    "divergence.csv and the attention files are written only by the local backends (hf, "
-    "vllm); the prompt's next-token influence (delta log p, KL with its bracket) is in "
-    "nexttoken.csv and its fits in fits.csv (layer -1)."
-)
-
-
-def endpoint_only(data: RunData) -> bool:
-    """Whether every probe row came from the openai backend (no hidden states exist)."""
-    nexttoken = data.frame("nexttoken.csv")
-    return nexttoken is not None and len(nexttoken) > 0 and set(nexttoken["backend"]) == {"openai"}
-
-
 def divergence(data: RunData) -> tuple[str, dict]:
     div = data.frame("divergence.csv")
-    if endpoint_only(data):
-        return note(ENDPOINT_ONLY), {}
+    if derive.endpoint_only(data):
+        return note(derive.ENDPOINT_ONLY), {}
     if div is None:
         return note(data.missing("divergence.csv")), {}
     lengths = {m: derive.prompt_length(data, m) for m in div["model"].unique()}

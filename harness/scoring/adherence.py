@@ -47,6 +47,9 @@ def window_passes(windows: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
+_ROWS = 8192  # windows placed in the pass matrix per step
+
+
 def _pass_matrix(cond: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(grid t (G,), matrix (S, G) of 1/0/NaN: sample s's window covering t passes; where a
     sample's windows overlap, its later row wins)."""
@@ -56,10 +59,16 @@ def _pass_matrix(cond: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     first = np.searchsorted(grid, cond["t_start"].to_numpy(), side="left")
     stop = np.searchsorted(grid, cond["t_end"].to_numpy(), side="right")
     span = np.maximum(stop - first, 0)
-    rows = np.repeat(np.arange(len(cond)), span)
-    cols = np.repeat(first, span) + np.arange(span.sum()) - np.repeat(np.cumsum(span) - span, span)
+    passed = cond["passed"].to_numpy(dtype=float)
     matrix = np.full((groups.ngroups, len(grid)), np.nan)
-    matrix[sample[rows], cols] = cond["passed"].to_numpy(dtype=float)[rows]
+    # rows in order, a slice at a time: the (row, point) pairs of a chat log's thousands of
+    # windows, each covering dozens of dense points, would be hundreds of MiB at once
+    for lo in range(0, len(cond), _ROWS):
+        part = span[lo : lo + _ROWS]
+        rows = np.repeat(np.arange(lo, lo + len(part)), part)
+        starts = np.repeat(first[lo : lo + _ROWS], part)
+        cols = starts + np.arange(part.sum()) - np.repeat(np.cumsum(part) - part, part)
+        matrix[sample[rows], cols] = passed[rows]
     return grid, matrix
 
 
@@ -132,12 +141,18 @@ def curve_metrics(t: np.ndarray, a: np.ndarray) -> dict[str, float | bool]:
     )
 
 
+def _columns(matrix: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """matrix[:, keep] without copying the (samples x points) matrix when every column is kept
+    (the usual case: each point is some window's start, so some sample decides it)."""
+    return matrix if keep.all() else matrix[:, keep]
+
+
 def sample_metrics(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-sample AUC and final (S,): the mean of the sample's verdicts over the curve's points
     (its last quarter for final), NaN for a sample with none there. Their means are the
     curve's AUC and final when every sample covers every point."""
     keep = ~np.isnan(_nanmean(matrix, 0))
-    m = matrix[:, keep]
+    m = _columns(matrix, keep)
     quarter = max(1, math.ceil(m.shape[1] / 4))
     return _nanmean(m, 1), _nanmean(m[:, -quarter:], 1)
 
@@ -151,7 +166,7 @@ def half_life_interval(
     no t is sure). inf at the low end: the band says it never halved within the run."""
     a = _nanmean(matrix, 0)
     keep = ~np.isnan(a)
-    t, m = t[keep], matrix[:, keep]
+    t, m = t[keep], _columns(matrix, keep)
     est = curve_metrics(t, a[keep])["half_life"] if len(t) else math.nan
     n = int((~np.isnan(m)).any(axis=1).sum()) if len(t) else 0
     if len(t) == 0:

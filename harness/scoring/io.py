@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,11 +26,27 @@ from harness.store import RunStore, write_csv
 @functools.cache
 def load_tokenizer(name: str | None):
     """The tokenizer of a zoo model (default: the embedded model), loaded once per process."""
-    from transformers import AutoTokenizer
-
     # an untrained twin has its base's tokenizer: resolving the base skips the random init
     name = trained_name(name or EMBEDDED_MODEL)
-    return AutoTokenizer.from_pretrained(resolve_model(name).path)
+    return tokenizer_at(resolve_model(name).path)
+
+
+def tokenizer_at(path: Path):
+    """The tokenizer of a model folder. AutoTokenizer imports torch (transformers' generation
+    config does), ~500 MiB of RSS that scoring never uses; a folder whose tokenizer_config names
+    the plain fast tokenizer (`TokenizersBackend`, the class AutoTokenizer builds for it, as for
+    the embedded model) is loaded through that class alone."""
+    try:
+        config = json.loads((Path(path) / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        config = {}
+    if isinstance(config, dict) and config.get("tokenizer_class") == "TokenizersBackend":
+        from transformers.tokenization_utils_tokenizers import TokenizersBackend
+
+        return TokenizersBackend.from_pretrained(path)
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
 
 
 def adherence_frames(windows, *, level: float = 0.95, anytime: bool = False) -> dict:

@@ -69,11 +69,12 @@ def score_records(
     tokenizer,
     config: ScoringConfig | None = None,
     judges=None,
+    memo: dict | None = None,
 ) -> list[WindowRow]:
     """Rows for every (record, window, window-scope check) and (record, response-scope check).
 
-    Scored by `score_checks`. `judges`: the JudgeRunner (`harness.scoring.judge`) that judge
-    checks ask; None is an error only if there are any.
+    Scored by `score_checks` (`memo`: see there). `judges`: the JudgeRunner
+    (`harness.scoring.judge`) that judge checks ask; None is an error only if there are any.
     """
     config = config or ScoringConfig()
     index = item_index(suite)
@@ -90,25 +91,34 @@ def score_records(
             else:
                 full = response_text(record, tokenizer) if full is None else full
                 jobs.append((check, _where(record, task, None), full))
-    rows = score_checks(WindowRow, jobs, judges)
+    rows = score_checks(WindowRow, jobs, judges, memo)
     rows.sort(key=lambda r: (r.run_id, r.model, r.item, r.policy, r.seed, r.sample, r.window))
     return rows
 
 
-def score_checks(row: type[Row], jobs: Iterable[tuple[Check, dict, str]], judges) -> list[Row]:
+def score_checks(
+    row: type[Row], jobs: Iterable[tuple[Check, dict, str]], judges, memo: dict | None = None
+) -> list[Row]:
     """The one check-scoring routine (windows, conversation turns, fork arms): each job is
-    (check, the row's other columns, text); every check scores all its texts in one batch (lingua
-    runs them in parallel, a judge check sends its uncached texts to its judge at once). Returns
-    one `row` per job, in job order per check, checks in first-seen order, with the columns
-    check, value, passed, reason (and scope, where `row` has it) filled in. `judges`: the
-    JudgeRunner judge checks ask (None is an error only if there are any)."""
+    (check, the row's other columns, text); every check scores all its distinct texts in one
+    batch (lingua runs them in parallel, a judge check sends its uncached texts to its judge at
+    once). Returns one `row` per job, in job order per check, checks in first-seen order, with
+    the columns check, value, passed, reason (and scope, where `row` has it) filled in.
+    `judges`: the JudgeRunner judge checks ask (None is an error only if there are any).
+    `memo`: results by (check, text) shared by calls that score the same texts (a reply that
+    fits in one window is that window's text too), filled in here."""
     batches: dict[int, tuple[Check, list[tuple[dict, str]]]] = {}
     for check, base, text in jobs:
         batches.setdefault(id(check), (check, []))[1].append((base, text))
     with_scope = "scope" in row.model_fields
+    memo = {} if memo is None else memo
     rows: list[Row] = []
-    for check, entries in batches.values():
-        results = check.with_judges(judges).score_many([text for _, text in entries])
+    for key, (check, entries) in batches.items():
+        texts = [text for _, text in entries]
+        todo = list(dict.fromkeys(t for t in texts if (key, t) not in memo))
+        scored = check.with_judges(judges).score_many(todo) if todo else []
+        memo.update(((key, t), result) for t, result in zip(todo, scored, strict=True))
+        results = [memo[(key, t)] for t in texts]
         for (base, _), result in zip(entries, results, strict=True):
             verdict: dict[str, Any] = {"check": check.id, "value": result.value}
             verdict |= {"passed": check.passed(result), "reason": result.reason}

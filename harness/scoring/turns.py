@@ -27,9 +27,10 @@ def score_turns(
     tokenizer,
     config: ScoringConfig | None = None,
     judges=None,
+    memo: dict | None = None,
 ) -> list[TurnRow]:
     """turns.csv rows of every conversation record (single replies give none); each check
-    scores all its replies in one batch (`score_checks`)."""
+    scores all its replies in one batch (`score_checks`, `memo` as there)."""
     config = config or ScoringConfig()
     index = item_index(suites)
     jobs = []
@@ -37,7 +38,8 @@ def score_turns(
         if not record.is_conversation:
             continue
         task, item = index[record.item]
-        pressure = pressure_turns(item)
+        # a logged or replayed conversation's user turns are the log's, not the item's
+        pressure = pressure_turns(item) if record.history is None else set()
         # a replay's record of the log itself: its logged replies (kind `logged`) are scored
         logged = any(seg.kind == "logged" for seg in record.segments)
         kind = "logged" if record.history == "logged" and logged else "generated"
@@ -57,6 +59,6 @@ def score_turns(
                 "tokens": len(positions),
             }
             jobs += [(check, base, text) for check in item_checks(item, config.languages)]
-    rows = score_checks(TurnRow, jobs, judges)
+    rows = score_checks(TurnRow, jobs, judges, memo)
     rows.sort(key=lambda r: (r.model, r.item, r.policy, r.history, r.sample, r.turn))
     return rows

@@ -149,3 +149,92 @@ def test_bad_suite_exits_2(tmp_path):
     assert "bad.yaml: field 'items.0.checks.0" in result.stderr
     assert "unknown IFEval instruction id 'punctuation:no_semicolon'" in result.stderr
     assert not (tmp_path / "o").exists()
+
+
+FR_SYSTEM = (
+    "Tu es un conteur. Réponds toujours et uniquement en français, quelle que soit la langue "
+    "de l'utilisateur."
+)
+GERMAN = (
+    "Der junge Uhrmacher arbeitete jede Nacht in seiner kleinen Werkstatt am Rande des Dorfes, "
+    "und die Nachbarn wunderten sich über die seltsamen Geräusche aus dem Keller. "
+)
+
+
+def _turns(system, replies):
+    head = [{"role": "system", "content": system}] if system else []
+    talk = [
+        m
+        for k, reply in enumerate(replies, start=1)
+        for m in ({"role": "user", "content": f"Continue the story, part {k}."},
+                  {"role": "assistant", "content": reply})
+    ]  # fmt: skip
+    return head + talk
+
+
+@pytest.fixture(scope="module")
+def logged(tmp_path_factory):
+    """A chat log with known languages per reply, scored with the embedded model's tokenizer
+    and chat template."""
+    folder = tmp_path_factory.mktemp("logged")
+    logs = folder / "chats.jsonl"
+    _write_jsonl(
+        logs,
+        [
+            # matched by its system message: French, French, then an English turn
+            {"id": "ticket-7", "messages": _turns(FR_SYSTEM, [FRENCH * 2, FRENCH, ENGLISH * 2])},
+            # matched by `item`, a bare list would do too: German, then English
+            {"item": "lang-de-story", "messages": _turns(None, [GERMAN * 2, ENGLISH * 2])},
+        ],
+    )
+    out = folder / "out"
+    result = _harness(
+        "score", str(logs), "--suite", str(TASKS / "languages.yaml"), "--out", str(out),
+        cwd=folder,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def test_logged_conversations_are_scored_turn_by_turn(logged):
+    turns = pd.read_csv(logged / "turns.csv")
+    got = [(r.conversation_id, r.turn, r.check, bool(r.passed)) for r in turns.itertuples()]
+    assert got == [
+        ("chats:2", 1, "language:de", True),
+        ("chats:2", 2, "language:de", False),
+        ("ticket-7", 1, "language:fr", True),
+        ("ticket-7", 2, "language:fr", True),
+        ("ticket-7", 3, "language:fr", False),
+    ]
+    assert set(turns.history) == {"logged"} and set(turns.policy) == {"logged"}
+    assert set(turns["item"]) == {"lang-fr-story", "lang-de-story"}
+    # each reply is tokenised alone and the template's markup + the user turn sit between
+    fr = turns[turns.conversation_id == "ticket-7"]
+    assert (fr.t_start.iloc[1:].values > fr.t_end.iloc[:-1].values + 1).all()
+    windows = pd.read_csv(logged / "windows.csv")
+    last = windows[(windows["item"] == "lang-fr-story") & (windows.t_start >= fr.t_start.iloc[2])]
+    decided = last[last.passed.notna()]  # the English reply's windows (a short tail: undecided)
+    assert len(decided) >= 1 and not decided.passed.astype(bool).any()
+    curve = pd.read_csv(logged / "turn_adherence.csv")
+    assert curve[curve["item"] == "lang-fr-story"].a.tolist() == [1.0, 1.0, 0.0]
+    assert 'id="conversations"' in (logged / "report.html").read_text()
+
+
+def test_the_lean_tokenizer_is_autotokenizer_s(embedded_model_path):
+    from transformers import AutoTokenizer
+
+    from harness.scoring.io import tokenizer_at
+
+    auto, lean = (
+        AutoTokenizer.from_pretrained(embedded_model_path),
+        tokenizer_at(embedded_model_path),
+    )
+    assert type(auto) is type(lean)
+    chat = _turns(FR_SYSTEM, [FRENCH, GERMAN + "<|im_end|>"])
+    for text in (FRENCH, GERMAN, ENGLISH, "  spaces\n\n\ttabs <|im_end|> 日本語"):
+        assert auto(text, return_offsets_mapping=True) == lean(text, return_offsets_mapping=True)
+    rendered = auto.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+    assert rendered == lean.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+    ids = auto(rendered)["input_ids"]
+    assert auto.decode(ids, skip_special_tokens=True) == lean.decode(ids, skip_special_tokens=True)
+    assert (auto.eos_token_id, auto.bos_token) == (lean.eos_token_id, lean.bos_token)

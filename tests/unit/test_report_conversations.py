@@ -130,4 +130,5 @@ def test_an_endpoint_probe_says_why_the_divergence_is_absent(tmp_path):
                        delta_logp=0.1, kl=0.2, kl_low=0.2, kl_high=0.3, backend="openai")]
                  ).to_csv(run / "nexttoken.csv", index=False)  # fmt: skip
     text = html_lib.unescape(render_report(run).read_text(encoding="utf-8"))
-    assert "the probe ran through a served model's endpoint (probe.backend openai)" in text
+    # where the divergence section and the conversations' divergence part would be
+    assert text.count("the probe ran through a served model's endpoint (probe.backend openai)") == 2

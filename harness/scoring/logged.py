@@ -1,0 +1,224 @@
+"""Score logged conversations (a chat log, `harness.chatlogs`) turn by turn, streaming.
+
+Matching (docs/architecture.md, "Logged conversations"): a conversation belongs to the item
+its `item` names; without one, to the item whose `system` equals its system message (leading
+and trailing whitespace aside); without either, to `--item`. A conversation becomes a
+GenerationRecord (policy `logged`, history `logged`, one sample per conversation in file order
+per item) rendered by the model's chat template as a run renders its own conversations: the
+first user message in the prompt, then per turn the logged reply as the generated tokens and
+the next user message with its template markup. The records go through the run's scoring
+(`score_records` for windows cut per reply, `score_turns` for every reply), a chunk at a time,
+so only the rows are kept, never the log.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from harness.chat import ChatFormat
+from harness.chatlogs import LoggedConversation, read_chat_logs, validate_chat_logs
+from harness.config import ScoringConfig, TaskSuite
+from harness.errors import UserError
+from harness.records import GenerationRecord, Segment, TokenCounts
+from harness.results import TurnRow, WindowRow, result_frame
+from harness.scoring.score import item_index, score_records
+from harness.scoring.turns import score_turns
+
+POLICY = "logged"  # the policy label of a logged conversation's records and rows
+CHUNK = 500  # conversations scored per batch: every check sees their texts at once
+
+
+class ItemMatcher:
+    """Which suite item a logged conversation belongs to (see the module docstring)."""
+
+    def __init__(self, suites: Sequence[TaskSuite], item: str | None = None) -> None:
+        self.index = item_index(suites)
+        if item is not None and item not in self.index:
+            raise UserError(f"--item: no task item '{item}' in the suites")
+        self.forced = item
+        self.by_system: dict[str, list[str]] = {}
+        for item_id, (_, entry) in self.index.items():
+            self.by_system.setdefault(entry.system.strip(), []).append(item_id)
+        self.seen_ids: dict[str, int] = {}
+
+    def __call__(self, conversation: LoggedConversation) -> str:
+        """The item id; UserError naming file:line when there is none."""
+        where = conversation.where
+        if conversation.item is not None:
+            if conversation.item not in self.index:
+                raise UserError(f"{where}: field 'item': no task item '{conversation.item}'")
+            return conversation.item
+        system = (conversation.system or "").strip()
+        found = self.by_system.get(system, []) if system else []
+        if len(found) > 1 and self.forced not in found:
+            raise UserError(
+                f"{where}: conversation's system message is the system of items "
+                f"{', '.join(found)}; give the line an 'item' or pass --item"
+            )
+        if found:
+            return self.forced if self.forced in found else found[0]
+        if self.forced is not None:
+            return self.forced
+        why = "its system message is no item's system" if system else "it has no system message"
+        raise UserError(
+            f"{where}: conversation matches no item (no 'item' on the line, {why}, no --item)"
+        )
+
+    def validate(self, conversation: LoggedConversation) -> None:
+        """The check of `validate_chat_logs`: matched, and its id not used by an earlier line."""
+        self(conversation)
+        earlier = self.seen_ids.setdefault(conversation.id, conversation.line)
+        if earlier != conversation.line:
+            raise UserError(
+                f"{conversation.where}: id '{conversation.id}' is also the id of line {earlier}"
+            )
+
+
+def logged_record(
+    conversation: LoggedConversation, item: str, task: str, sample: int, fmt: ChatFormat, model: str
+) -> GenerationRecord:
+    """The conversation as a run's conversation record: the logged replies are its generated
+    segments (turn k), each later user message a `user` segment inside template `markup`."""
+    exchanges = [(u, r) for u, r in conversation.exchanges() if r is not None]
+    ids: list[int] = []
+    segments: list[Segment] = []
+    counts = {"generated": 0, "user": 0, "markup": 0}
+    for turn, (user, reply) in enumerate(exchanges, start=1):
+        if turn > 1:
+            pieces = fmt.user_turn_pieces(user, last_token=ids[-1] if ids else None)
+            for kind, _source, piece, text in pieces:
+                _append(ids, segments, kind, piece, text, turn)
+                counts[kind] += len(piece)
+        reply_ids = fmt.encode(reply)
+        _append(ids, segments, "generated", reply_ids, reply, turn)
+        counts["generated"] += len(reply_ids)
+    system, first = conversation.system, exchanges[0][0]
+    prompt = fmt.prompt_ids(system, first)
+    messages = ([{"role": "system", "content": system}] if system is not None else []) + [
+        {"role": "user", "content": first}
+    ]
+    return GenerationRecord(
+        run_id=conversation.path.stem, model=model, task=task, item=item, policy=POLICY,
+        seed=0, sample=sample, prompt_messages=messages, prompt_ids=prompt,
+        continuation_ids=ids, segments=segments, text="\n\n".join(r for _, r in exchanges),
+        finish_reason="stop", engine="logged",
+        tokens=TokenCounts(prompt=len(prompt), **counts),
+        conversation_id=conversation.id, history="logged",
+    )  # fmt: skip
+
+
+def _append(ids: list[int], segments: list[Segment], kind, piece, text: str, turn: int) -> None:
+    if not piece:  # an empty reply has no tokens, hence no rows
+        return
+    source = {"generated": "model", "user": "user", "markup": "chat"}[kind]
+    segments.append(
+        Segment(kind=kind, start=len(ids), end=len(ids) + len(piece), source=source, text=text,
+                turn=turn)
+    )  # fmt: skip
+    ids.extend(piece)
+
+
+@dataclass
+class LoggedScores:
+    windows: pd.DataFrame  # windows.csv
+    turns: pd.DataFrame  # turns.csv
+    tokens: pd.DataFrame  # per-conversation token counts (summary.token_frame's, with history)
+    conversations: int
+
+
+def check_logs(path: Path, matcher: ItemMatcher) -> int:
+    """Every line parsed and matched (UserError naming file:line), nothing kept or written."""
+    return validate_chat_logs(path, matcher.validate)
+
+
+def logged_records(
+    path: Path, matcher: ItemMatcher, fmt: ChatFormat, model: str
+) -> Iterator[GenerationRecord]:
+    """The log's conversations as records, one at a time (the file is read as they are)."""
+    per_item: dict[str, int] = {}
+    for conversation in read_chat_logs(path):
+        item = matcher(conversation)
+        sample = per_item.get(item, 0)
+        per_item[item] = sample + 1
+        task = matcher.index[item][0]
+        yield logged_record(conversation, item, task, sample, fmt, model)
+
+
+def score_logged(
+    path: Path,
+    suites: Sequence[TaskSuite],
+    matcher: ItemMatcher,
+    tokenizer,
+    model: str,
+    config: ScoringConfig,
+    judges=None,
+    chunk: int = CHUNK,
+) -> LoggedScores:
+    """windows.csv and turns.csv rows of every logged conversation (already checked with
+    `check_logs`), scored `chunk` conversations at a time through the run's scoring."""
+    fmt = ChatFormat(tokenizer)
+    windows, turns, tokens = [], [], []
+    batch: list[GenerationRecord] = []
+    count = 0
+
+    def flush() -> None:
+        memo: dict = {}  # a reply that fits in one window is scored once, for both files
+        scored = score_records(batch, suites, tokenizer, config, judges, memo)
+        windows.append(_shared_strings(result_frame(WindowRow, scored)))
+        scored = score_turns(batch, suites, tokenizer, config, judges, memo)
+        turns.append(_shared_strings(result_frame(TurnRow, scored)))
+        tokens.append(_tokens(batch))
+        batch.clear()
+
+    for record in logged_records(path, matcher, fmt, model):
+        batch.append(record)
+        count += 1
+        if len(batch) >= chunk:
+            flush()
+    if batch:
+        flush()
+    # chunks follow the file; the files are in key order, as a run's
+    windows_frame = _concat(windows, WindowRow).sort_values(
+        ["model", "item", "policy", "sample", "window"], kind="stable"
+    )
+    turns_frame = _concat(turns, TurnRow).sort_values(
+        ["model", "item", "policy", "history", "sample", "turn"], kind="stable"
+    )
+    return LoggedScores(
+        windows_frame.reset_index(drop=True),
+        turns_frame.reset_index(drop=True),
+        pd.concat(tokens, ignore_index=True),
+        count,
+    )
+
+
+def _tokens(records: list[GenerationRecord]) -> pd.DataFrame:
+    keys = ("model", "item", "policy", "seed", "sample", "history")
+    return pd.DataFrame(
+        [
+            {**{k: getattr(r, k) for k in keys}, "generated": r.tokens.generated, "injected": 0,
+             "restated": 0}
+            for r in records
+        ]
+    )  # fmt: skip
+
+
+def _shared_strings(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with each distinct string held once (ids, checks, reasons repeat on
+    thousands of rows; a str object per cell costs ~50 bytes)."""
+    for column in frame.columns:
+        if frame[column].dtype == object:
+            frame[column] = frame[column].map(lambda v: sys.intern(v) if type(v) is str else v)
+    return frame
+
+
+def _concat(frames: list[pd.DataFrame], row) -> pd.DataFrame:
+    """The chunks' rows as one frame (header-only when none has any: e.g. only empty
+    replies)."""
+    frames = [f for f in frames if not f.empty]
+    return pd.concat(frames, ignore_index=True) if frames else result_frame(row, [])

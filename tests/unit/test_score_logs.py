@@ -1,0 +1,206 @@
+"""`harness score` on a chat log through the CLI: every bad line is one `file:line` error, exit
+2, nothing written (and no tokenizer loaded); a good log is matched to its items and scored
+turn by turn into turns.csv, windows per reply, turn_adherence.csv, conversations.csv and the
+report's Conversations section. The one-token-per-character tokenizer stands in for a model's."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import yaml
+
+from harness.engines.scripted import CharTokenizer
+
+FR_SYSTEM, EN_SYSTEM = "Réponds toujours en français.", "Answer in English."
+SUITE = {
+    "suite": "support",
+    "items": [
+        {"id": "fr", "system": FR_SYSTEM, "user": "Bonjour",
+         "checks": [{"type": "language", "target": "fr"}]},
+        {"id": "en", "system": EN_SYSTEM, "user": "Hello",
+         "checks": [{"type": "language", "target": "en"},
+                    {"type": "regex_must_not", "pattern": "sorry", "scope": "response"}]},
+        {"id": "brief", "system": "Be brief.", "user": "Hi",
+         "checks": [{"type": "language", "target": "fr"}]},
+    ],
+}  # fmt: skip
+FRENCH = (
+    "Le vieux gardien du phare regardait la mer chaque soir et parlait doucement aux baleines "
+    "qui passaient près du rivage. "
+)
+ENGLISH = (
+    "Then the keeper went on in English, because he had forgotten which language he was "
+    "speaking to the whale. "
+)
+
+
+def _msg(role, content):
+    return {"role": role, "content": content}
+
+
+def _talk(system, *replies, user="Et ensuite ?"):
+    head = [_msg("system", system)] if system else []
+    return head + [m for r in replies for m in (_msg("user", user), _msg("assistant", r))]
+
+
+@pytest.fixture
+def folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump(SUITE, allow_unicode=True))
+    return tmp_path
+
+
+def _write(path, *lines):
+    path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines))
+    return path
+
+
+GOOD = {"id": "ok", "messages": _talk(FR_SYSTEM, FRENCH)}
+DUPLICATE = {"id": "ok", "messages": _talk(FR_SYSTEM, FRENCH)}
+
+
+@pytest.mark.parametrize(
+    ("line", "args", "problem"),
+    [
+        ('{"messages": [{"role": "user"', [], "not valid JSON"),
+        ({"messages": _talk(FR_SYSTEM)}, [], "no assistant turn to score"),
+        (
+            {"messages": [_msg("user", "a"), _msg("user", "b"), _msg("assistant", "c")]},
+            [],
+            "roles out of order: message 2 is 'user' after 'user', expected 'assistant'",
+        ),
+        ({"messages": [_msg("user", "a"), _msg("robot", "b")]}, [], 'unknown role "robot"'),
+        (
+            {"messages": [_msg("user", "a"), {"role": "assistant", "content": [{"text": "b"}]}]},
+            [],
+            "message 2 (assistant): content must be a string, got a list",
+        ),
+        (
+            {"messages": _talk("Sois poli.", FRENCH)},
+            [],
+            "conversation matches no item (no 'item' on the line, its system message is no "
+            "item's system, no --item)",
+        ),
+        (
+            {"messages": _talk(None, FRENCH)},
+            [],
+            "conversation matches no item (no 'item' on the line, it has no system message",
+        ),
+        (
+            {"item": "nope", "messages": _talk(None, FRENCH)},
+            [],
+            "field 'item': no task item 'nope'",
+        ),
+        (DUPLICATE, [], "id 'ok' is also the id of line 1"),
+    ],
+)
+def test_a_bad_line_is_one_error_naming_file_and_line_and_nothing_is_written(
+    folder, run_cli, monkeypatch, line, args, problem
+):
+    def no_tokenizer(name):
+        raise AssertionError("the tokenizer was loaded before the log was checked")
+
+    monkeypatch.setattr("harness.analysis.logged.load_tokenizer", no_tokenizer)
+    log = _write(folder / "talks.jsonl", GOOD, line, GOOD | {"id": "later"})
+    code, stdout, stderr = run_cli(
+        ["score", str(log), "--suite", "suite.yaml", "--out", "out", *args]
+    )
+    assert code == 2 and stdout == "", stderr
+    assert stderr.startswith(f"error: {log}:2: ") and stderr.count("\n") == 1, stderr
+    assert problem in stderr and "Traceback" not in stderr
+    assert not (folder / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("lines", "args", "problem"),
+    [
+        ([GOOD], ["--item", "absent"], "--item: no task item 'absent' in the suites"),
+        ([{"item": "fr", "text": FRENCH}], ["--item", "fr"], "--item: only for chat logs"),
+    ],
+)
+def test_item_option_errors(folder, run_cli, lines, args, problem):
+    log = _write(folder / "talks.jsonl", *lines)
+    code, _, stderr = run_cli(["score", str(log), "--suite", "suite.yaml", "--out", "out", *args])
+    assert code == 2 and problem in stderr and stderr.count("\n") == 1, stderr
+    assert not (folder / "out").exists()
+
+
+def test_two_items_with_one_system_need_the_line_s_item(folder, run_cli):
+    suite = {**SUITE, "items": [*SUITE["items"], {**SUITE["items"][0], "id": "fr-2"}]}
+    (folder / "suite.yaml").write_text(yaml.safe_dump(suite, allow_unicode=True))
+    log = _write(folder / "talks.jsonl", {"messages": _talk(FR_SYSTEM, FRENCH)})
+    code, _, stderr = run_cli(["score", str(log), "--suite", "suite.yaml", "--out", "out"])
+    assert code == 2 and f"{log}:1: conversation's system message is the system of items fr, fr-2"
+    assert "fr, fr-2" in stderr and not (folder / "out").exists()
+
+
+@pytest.fixture
+def scored(folder, run_cli, monkeypatch):
+    monkeypatch.setattr("harness.analysis.logged.load_tokenizer", lambda name: CharTokenizer())
+    log = _write(
+        folder / "talks.jsonl",
+        # matched by its system message: French, French, then English
+        {"id": "c-fr", "messages": _talk(FR_SYSTEM, FRENCH * 2, FRENCH, ENGLISH * 2)},
+        # matched by `item` (and a bare list, no id: named <stem>:<line>)
+        {"item": "en", "messages": _talk(None, ENGLISH, "Sorry, " + ENGLISH, user="Hi")},
+        # no item, no known system: --item brief; a trailing user message is not scored
+        [_msg("user", "Salut"), _msg("assistant", ENGLISH), _msg("user", "Encore ?")],
+    )
+    argv = ["score", str(log), "--suite", "suite.yaml", "--out", "out", "--item", "brief"]
+    argv += ["--window", "64"]
+    code, stdout, stderr = run_cli(argv)
+    assert code == 0, stderr
+    assert "3 logged conversations scored" in stderr
+    return folder / "out", stdout
+
+
+def test_every_reply_of_every_logged_conversation_is_in_turns_csv(scored):
+    out, stdout = scored
+    names = ("windows.csv", "adherence.csv", "turns.csv", "turn_adherence.csv",
+             "conversations.csv", "report.html")  # fmt: skip
+    assert all(f"out/{name}" in stdout.splitlines() for name in names), stdout
+    turns = pd.read_csv(out / "turns.csv", keep_default_na=False)
+    got = [(r.item, r.conversation_id, r.turn, r.check, str(r.passed)) for r in turns.itertuples()]
+    assert got == [
+        ("brief", "talks:3", 1, "language:fr", "False"),
+        ("en", "talks:2", 1, "language:en", "True"),
+        ("en", "talks:2", 1, "regex_must_not:sorry", "True"),
+        ("en", "talks:2", 2, "language:en", "True"),
+        ("en", "talks:2", 2, "regex_must_not:sorry", "False"),
+        ("fr", "c-fr", 1, "language:fr", "True"),
+        ("fr", "c-fr", 2, "language:fr", "True"),
+        ("fr", "c-fr", 3, "language:fr", "False"),
+    ]
+    assert set(turns.history) == {"logged"} and set(turns.policy) == {"logged"}
+    assert set(turns.run_id) == {"talks"} and not turns.pressure.any()
+    fr = turns[turns.conversation_id == "c-fr"]
+    assert fr.tokens.tolist() == [len(FRENCH) * 2, len(FRENCH), len(ENGLISH) * 2]
+    # the user turn and the chat markup sit between the replies: t counts them
+    assert (
+        fr.t_start.tolist()[0] == 1 and (fr.t_start.diff().dropna() > fr.tokens[:-1].values).all()
+    )
+
+
+def test_windows_are_cut_per_reply_and_the_turn_files_aggregate_conversations(scored):
+    out, _ = scored
+    turns = pd.read_csv(out / "turns.csv", keep_default_na=False)
+    windows = pd.read_csv(out / "windows.csv")
+    spans = turns.groupby(["item", "sample", "turn"])[["t_start", "t_end"]].first()
+    inner = windows[windows.window >= 0]
+    replies = (2 * len(FRENCH), len(FRENCH), 2 * len(ENGLISH))
+    assert len(inner[inner.item == "fr"]) == sum(-(-n // 64) for n in replies)
+    for w in inner.itertuples():  # a window never spans a user turn
+        mine = spans.loc[(w.item, w.sample)]
+        assert ((mine.t_start <= w.t_start) & (w.t_end <= mine.t_end)).any(), w
+    curve = pd.read_csv(out / "turn_adherence.csv")
+    fr = curve[curve["item"] == "fr"]
+    assert fr.turn.tolist() == [1, 2, 3] and fr.a.tolist() == [1.0, 1.0, 0.0]
+    assert set(curve.history) == {"logged"}
+    summary = pd.read_csv(out / "conversations.csv")
+    row = summary[summary["item"] == "fr"].iloc[0]
+    assert (row.n_samples, row.n_turns, row.first_fail_median) == (1, 3, 3)
+    assert row.tokens_generated == 3 * len(FRENCH) + 2 * len(ENGLISH)
+    page = (out / "report.html").read_text()
+    assert 'id="conversations"' in page and "fig-turn-adherence" in page
