@@ -29,9 +29,9 @@ STAGE_VERSIONS = {
     "generate": 2,
     "score": 2,
     "turns": 2,
-    "probe": 3,
-    "bias": 3,
-    "probe-cli": 2,
+    "probe": 4,
+    "bias": 4,
+    "probe-cli": 3,
     "judge": 2,
     "forks": 2,
 }

@@ -8,10 +8,13 @@ probe command's model and attention-bias lam). For every group the table holds:
 `pool_models` adds, per model, a row pooled over every pair of every group of that model
 (item = policy = pair = "all"): the report's alpha by layer reads these rows.
 
-Metrics: l2, rel_l2 and cos_dist per hidden-state index (layer 0..L), and the next-token
-|delta log p| and KL at layer -1. Identical prompts give NaN with reason "identical prompts";
-curves that are all zero although the prompts differ (hidden-state index 0: the shared
-continuation's embeddings) give NaN with `REASON_ZERO`.
+Metrics: l2, rel_l2 and cos_dist per hidden-state index (layer 0..L), the next-token
+|delta log p| and KL at layer -1, and (hf probe) the prompt's attention share
+`share_prompt_mean` per layer 1..L (`analysis/attention.py`;
+a pair's own share is fitted even when its two prompts are identical, the share being the
+record's own; pooled rows leave such pairs out, as for every metric). Identical prompts give
+NaN with reason "identical prompts"; curves that are all zero although the prompts differ
+(hidden-state index 0: the shared continuation's embeddings) give NaN with `REASON_ZERO`.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from harness.analysis.attention import FIT_METRICS as SHARE_FIT_METRICS
+from harness.analysis.attention import share_curves
 from harness.analysis.powerlaw import REASON_IDENTICAL, fit_alpha_batch
 from harness.stats import DEFAULT_LEVEL
 
@@ -57,6 +62,7 @@ def curve_sets(arrays: dict) -> dict[tuple[int, str], np.ndarray]:
     }
     out[(NEXT_LAYER, "abs_delta_logp")] = np.abs(np.asarray(arrays["delta_logp"], np.float64))
     out[(NEXT_LAYER, "kl")] = np.asarray(arrays["kl"], dtype=np.float64)
+    out.update(share_curves(arrays))
     mask = arrays.get("assistant")
     if mask is not None:
         for (layer, metric), curve in list(out.items()):
@@ -86,7 +92,7 @@ def _fits(
     for key, fit in zip(curves, fits, strict=True):
         dump = fit.model_dump(include=set(FIT_FIELDS) | set(INTERVAL_NAMES))
         row = {INTERVAL_NAMES.get(k, k): v for k, v in dump.items()}
-        if identical:
+        if identical and key[1] not in SHARE_FIT_METRICS:
             row.update(alpha=float("nan"), reason=REASON_IDENTICAL)
         elif fit.reason == REASON_IDENTICAL:  # all zero although the prompts differ
             row.update(reason=REASON_ZERO)

@@ -1,6 +1,7 @@
 """`harness probe`: paired-prompt divergence per layer and position, with alpha fits.
 
-Writes divergence.csv, nexttoken.csv and fits.csv into --out and prints alpha by layer.
+Writes divergence.csv, nexttoken.csv, attention.csv (hf backend: the prompt's attention share)
+and fits.csv into --out and prints alpha by layer.
 """
 
 from __future__ import annotations
@@ -214,8 +215,8 @@ def _run(request, out: Path | None, fresh: bool = False) -> None:
         err.print(f"[yellow]note:[/yellow] {note}")
     folder.mkdir(parents=True, exist_ok=True)
     files = [("nexttoken.csv", tables.nexttoken), ("fits.csv", tables.fits)]
-    if request.backend != "openai":  # an endpoint hands out no hidden states
-        files.insert(0, ("divergence.csv", tables.divergence))
+    if request.backend != "openai":  # an endpoint hands out no hidden states or attention
+        files[:0] = [("divergence.csv", tables.divergence), ("attention.csv", tables.attention)]
     for name, frame in files:
         _write_csv(frame, folder / name)
     _write_continuations(tables.continuations, folder / "continuations.jsonl")

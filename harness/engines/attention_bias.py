@@ -57,6 +57,25 @@ def prompt_bias(
     return b.unsqueeze(-1) * is_prompt_key.unsqueeze(1)  # (B, q, kv)
 
 
+def bias_logits(
+    module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, kwargs: dict[str, Any]
+) -> torch.Tensor | None:
+    """The (B, 1, q, kv) logits this module's bias adds (query (B, H, q, d), key (B, Hkv, kv,
+    d)); None when the module is not biased. The attention share (`probes/attention.py`) adds
+    the same ones."""
+    spec: BiasSpec | None = getattr(module, _SPEC_ATTR, None)
+    if spec is None:
+        return None
+    batch, _, q_len, _ = query.shape
+    kv_len = key.shape[2]
+    positions = kwargs.get("position_ids")
+    if positions is None:
+        positions = torch.arange(kv_len - q_len, kv_len, device=query.device).view(1, -1)
+    positions = positions.expand(batch, q_len)  # (B, q)
+    bias = prompt_bias(positions, kv_len, spec.prompt_len, spec.lam).to(query.dtype)  # (B, q, kv)
+    return bias.unsqueeze(1)
+
+
 def _biased_attention(
     module: torch.nn.Module,
     query: torch.Tensor,  # (B, H, q, d)
@@ -69,19 +88,12 @@ def _biased_attention(
 ) -> tuple[torch.Tensor, None]:
     from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 
-    spec: BiasSpec | None = getattr(module, _SPEC_ATTR, None)
-    if spec is None:  # a layer left out of `layers`, or the manager is not active
+    bias = bias_logits(module, query, key, kwargs)  # (B, 1, q, kv)
+    if bias is None:  # a layer left out of `layers`, or the manager is not active
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )
-    batch, _, q_len, _ = query.shape
-    kv_len = key.shape[2]
-    positions = kwargs.get("position_ids")
-    if positions is None:
-        positions = torch.arange(kv_len - q_len, kv_len, device=query.device).view(1, -1)
-    positions = positions.expand(batch, q_len)  # (B, q)
-    bias = prompt_bias(positions, kv_len, spec.prompt_len, spec.lam).to(query.dtype)  # (B, q, kv)
-    bias = bias.unsqueeze(1)  # (B, 1, q, kv)
+    q_len, kv_len = query.shape[2], key.shape[2]
     if attention_mask is None:  # only without our mask function (e.g. a 4D mask passed in)
         causal = torch.ones(q_len, kv_len, dtype=torch.bool, device=query.device)
         attention_mask = causal.tril(kv_len - q_len)

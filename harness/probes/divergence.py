@@ -17,14 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
+from harness.analysis.attention import ATTENTION_KEYS
 from harness.engines.attention_bias import attention_bias
 from harness.errors import UserError
+from harness.probes.attention import ShareRecorder, share_recording
 
 # logits exist HEAD_SLICE positions at a time, so one whole-sequence forward (chunk None, the
 # default) holds one layer's activations at a time and no KV cache: the fastest and, on CPU up to
@@ -56,6 +58,7 @@ class PairDivergence:
     kl: np.ndarray  # (T,)
     prompt_lens: tuple[int, int]
     identical_prompts: bool
+    attention: dict[str, np.ndarray] = field(default_factory=dict)  # ATTENTION_KEYS; {}: none
     # the KL's bracket where it is not exact (the openai backend's top-k lists, probes/topk.py)
     kl_low: np.ndarray | None = None
     kl_high: np.ndarray | None = None
@@ -70,6 +73,7 @@ class PairDivergence:
             "kl": self.kl,
             "prompt_lens": np.asarray(self.prompt_lens),
             "identical": np.asarray(self.identical_prompts),
+            **self.attention,
             **{m: getattr(self, m) for m in KL_BOUNDS if getattr(self, m) is not None},
         }
 
@@ -80,6 +84,7 @@ class PairDivergence:
             **{m: arrays[m] for m in (*HIDDEN_METRICS, "delta_logp", "kl")},
             prompt_lens=tuple(arrays["prompt_lens"].tolist()),
             identical_prompts=bool(arrays["identical"]),
+            attention={k: arrays[k] for k in ATTENTION_KEYS if k in arrays},
             **{m: arrays[m] for m in KL_BOUNDS if m in arrays},
         )
 
@@ -355,16 +360,13 @@ def pair_divergence(
     padded = lens[0] != lens[1]
 
     reducer = StateReducer(kept, width, total)
+    shares = ShareRecorder(kept, lens[0], width, total)  # row A's attention on its prompt
     delta = torch.zeros(total, dtype=torch.float64)
     kl = torch.zeros(total, dtype=torch.float64)
     cache = DynamicCache(config=model.config) if chunk else None
     decoder, head = model.get_decoder(), output_head(model)
-    bias = (
-        attention_bias(model, prompt_len=list(lens), lam=lam, layers=bias_layers)
-        if lam is not None
-        else nullcontext()
-    )
-    with bias, reduction_hooks(model, reducer):
+    bias = attention_bias(model, list(lens), lam, bias_layers) if lam is not None else nullcontext()
+    with bias, share_recording(model, shares), reduction_hooks(model, reducer):
         for start, stop in forward_spans(width, total, chunk):
             reducer.start = start
             out = decoder(
@@ -391,4 +393,5 @@ def pair_divergence(
         kl=kl.numpy(),
         prompt_lens=lens,
         identical_prompts=list(ids_a) == list(ids_b),
+        attention=shares.arrays() if shares.layers else {},
     )

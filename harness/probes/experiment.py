@@ -16,6 +16,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
+from harness.analysis.attention import SHARE_METRICS, uniform_share
 from harness.analysis.fits import FitMember
 from harness.analysis.fits import fit_table as write_fits
 from harness.errors import UserError
@@ -77,6 +78,7 @@ class ProbeTables:
     fits: Any
     notes: list[str] = field(default_factory=list)
     continuations: dict[str, list[int]] = field(default_factory=dict)  # pair -> shared ids
+    attention: Any = None  # the prompt's attention share (hf backend; no rows on vllm)
 
 
 @dataclass
@@ -347,7 +349,35 @@ def build_tables(
             )
         )
     fits = fit_table(curves, request)
-    return ProbeTables(pd.concat(div_parts), pd.concat(next_parts), fits)
+    tables = ProbeTables(pd.concat(div_parts), pd.concat(next_parts), fits)
+    tables.attention = attention_table(curves, with_lam)
+    return tables
+
+
+def attention_table(curves, with_lam: bool) -> Any:
+    """attention.csv of the probe command: every (model[, lam], pair, layer, t) of prompt A's
+    attention share (as the run's attention.csv, without item/policy/sample/turn/role)."""
+    import pandas as pd
+
+    head_cols = ["model", *(["lam"] if with_lam else []), "pair"]
+    columns = [*head_cols, "layer", "t", "prompt_len", *SHARE_METRICS, "uniform"]
+    parts = []
+    for model_name, lam, pair, res in curves:
+        if not res.attention:
+            continue
+        layers = res.attention["attn_layers"]
+        total = res.attention[SHARE_METRICS[0]].shape[1]
+        t = np.arange(1, total + 1)
+        head = {"model": model_name, **({"lam": lam} if with_lam else {}), "pair": pair}
+        n = len(layers) * total
+        parts.append(pd.DataFrame({
+            **{k: [v] * n for k, v in head.items()},
+            "layer": np.repeat(layers, total), "t": np.tile(t, len(layers)),
+            "prompt_len": res.prompt_lens[0],
+            **{m: res.attention[m].reshape(-1) for m in SHARE_METRICS},
+            "uniform": np.tile(uniform_share(res.prompt_lens[0], t), len(layers)),
+        }))  # fmt: skip
+    return pd.concat(parts) if parts else pd.DataFrame(columns=columns)
 
 
 def fit_table(

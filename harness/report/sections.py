@@ -7,6 +7,7 @@ import json
 import math
 
 from harness.report import derive, plots, theory
+from harness.report.attention import attention_section
 from harness.report.calibration import calibration_section
 from harness.report.carried import carried_cards, forks_section, linkage_sentences
 from harness.report.conversations import conversations_section
@@ -29,6 +30,7 @@ TITLES = {
     "verdicts": "Verdicts",
     "divergence": "Divergence decay",
     "alpha": "α by layer",
+    "attention": "Where the prompt's attention goes",
     "adherence": "Adherence a(t)",
     "survival": "Survival",
     "conversations": "Conversations",
@@ -263,6 +265,7 @@ BUILDERS = {
     "verdicts": verdicts,
     "divergence": divergence,
     "alpha": alpha,
+    "attention": attention_section,
     "adherence": adherence,
     "survival": survival,
     "conversations": conversations_section,

@@ -17,7 +17,8 @@ RELAY_CLAIM = (
 BIAS_CLAIM = (
     "Paper: adding lam * log((P + t)/P) to the prompt keys' attention logits compensates the "
     "dilution of the prompt's attention share; at lam = 1 it stops the decay (alpha near 0) and "
-    "can reverse it (alpha < 0) in trained nets, while an untrained net need not follow."
+    "can reverse it (alpha < 0) in trained nets, while an untrained net need not follow. "
+    "Under uniform attention lam = 1 holds the prompt's share near constant ((P + t)/(P + 2t))."
 )
 
 
@@ -115,9 +116,23 @@ def bias_sentences(bias: pd.DataFrame) -> list[str]:
         )
         out.append(
             f"{model}: mean α over layers {a0:.3f} at lam = {lo_lam:g} → {a1:.3f} at "
-            f"lam = {hi_lam:g}: decay {verdict}."
+            f"lam = {hi_lam:g}: decay {verdict}." + share_clause(rows)
         )
     return out
+
+
+def share_clause(rows: pd.DataFrame) -> str:
+    """The prompt's attention share each lam leaves (bias.csv's share columns, mean over
+    layers): its exponent and its values at t_min and at the end."""
+    if "share_alpha" not in rows.columns or rows["share_alpha"].isna().all():
+        return ""
+    parts = []
+    for lam, sub in rows.groupby("lam", sort=True):
+        parts.append(
+            f"lam = {lam:g}: exponent {sub['share_alpha'].mean():.2f}, "
+            f"{sub['share_start'].mean():.3f} → {sub['share_end'].mean():.3f}"
+        )
+    return " Prompt's attention share (mean over layers) " + "; ".join(parts) + "."
 
 
 def theory_section(relay: pd.DataFrame | None, bias: pd.DataFrame | None, missing) -> tuple:

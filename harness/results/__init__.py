@@ -28,6 +28,8 @@ from harness.results.base import (
     result_frame,
 )
 from harness.results.probing import (
+    AttentionRow,
+    AttentionTurnRow,
     BiasRow,
     DivergenceRow,
     FitRow,
@@ -54,6 +56,8 @@ ROWS: tuple[type[ResultRow], ...] = (
     SurvivalRow,
     DivergenceRow,
     NextTokenRow,
+    AttentionRow,
+    AttentionTurnRow,
     FitRow,
     SummaryRow,
     CorrelationRow,
@@ -83,6 +87,8 @@ __all__ = [
     "TASK_CONDITION",
     "AdherenceCurveRow",
     "AdherenceRow",
+    "AttentionRow",
+    "AttentionTurnRow",
     "BiasRow",
     "CalibrationRow",
     "CarriedRow",

@@ -92,6 +92,73 @@ class TurnInfluenceRow(ResultRow):
     """the probe backend that computed the row"""
 
 
+class AttentionRow(ResultRow):
+    file = "attention.csv"
+    written_by = "probe"
+    row = (
+        "one (probe model, pair, attention layer, t) at divergence.csv's positions: the "
+        "prompt's share of the record's own attention (see \"Estimators: attention share\"); "
+        "header-only where no pair ran on the hf backend"
+    )
+    keys = (*RECORD, "layer", "t")
+
+    model: str
+    item: str
+    policy: str
+    sample: int
+    pair: str
+    layer: int
+    """hidden-state index l >= 1 whose decoder layer (l - 1) the attention belongs to"""
+    t: int
+    turn: int
+    """the token's turn (1 in a single reply)"""
+    role: Literal["assistant", "user", "markup", "reminder", "restatement"]
+    """the token's role in the continuation"""
+    prompt_len: int
+    """P: tokens of the record's prompt (the keys before t = 1)"""
+    share_prompt_mean: float
+    """attention of the query at t on the prompt's tokens after its first, mean over heads"""
+    share_prompt_max_head: float
+    """the same share of the head that puts the most on those tokens"""
+    share_sink_mean: float
+    """attention of the query at t on the prompt's first token (BOS / attention sink), mean
+    over heads"""
+    share_sink_max_head: float
+    """the same share of the head that puts the most on the first token"""
+    uniform: float
+    """(P - 1) / (P + t): share_prompt under uniform attention (P/(P+t) without the sink)"""
+
+
+class AttentionTurnRow(ResultRow):
+    file = "attention_turns.csv"
+    written_by = "probe (only with conversations)"
+    row = "one (probe model, conversation pair, attention layer, turn): means over the reply"
+    keys = (*RECORD, "layer", "turn")
+
+    model: str
+    item: str
+    policy: str
+    sample: int
+    pair: str
+    layer: int
+    """as in attention.csv"""
+    turn: int
+    tokens: int
+    """the reply's tokens the means are over (generated, in the continuation)"""
+    t_start: int
+    """t of the reply's first token"""
+    share_prompt_mean: float
+    """attention.csv's share_prompt_mean, averaged over the reply's tokens"""
+    share_prompt_max_head: float
+    """attention.csv's share_prompt_max_head, averaged over the reply's tokens"""
+    share_sink_mean: float
+    """attention.csv's share_sink_mean, averaged over the reply's tokens"""
+    share_sink_max_head: float
+    """attention.csv's share_sink_max_head, averaged over the reply's tokens"""
+    uniform: float
+    """the mean of (P - 1) / (P + t) over the same tokens"""
+
+
 class FitRow(ResultRow):
     file = "fits.csv"
     written_by = "fits"
@@ -143,6 +210,15 @@ class BiasRow(ResultRow):
     n_pairs: int
     """records pooled"""
     reason: str
+    share_alpha: float
+    """decay exponent of the pooled prompt share (attention.csv's share_prompt_mean) under the
+    bias: near 0 = the bias holds the share; NaN at layer 0 (no attention)"""
+    share_alpha_low: float
+    share_alpha_high: float
+    share_start: float
+    """the pooled prompt share at t = t_min"""
+    share_end: float
+    """the pooled prompt share at the last t of the pooled curves"""
 
 
 class RelayRow(ResultRow):

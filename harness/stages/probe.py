@@ -3,7 +3,9 @@ continuation ids (reminders included), per layer and position; the untrained twi
 
 One unit = one (model, sample) pair, stored as .npz curves. divergence.csv keeps the rows at
 t = 1..16 and at the fit positions (the full curves stay in the cache); nexttoken.csv keeps
-every t.
+every t; attention.csv (hf backend: the prompt's attention share, measured in the same
+forward) the divergence rows' positions, and attention_turns.csv (conversations) each reply's
+means.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from harness.analysis.attention import attention_rows, reply_share_rows
 from harness.analysis.powerlaw import fit_positions
 from harness.chat import TEMPLATE_DEFAULT, ChatFormat
 from harness.config import RunConfig
@@ -19,7 +22,14 @@ from harness.models import ResolvedModel
 from harness.probes.backend import LOCAL_BACKENDS, Backend, cached_curves, map_pairs, open_backend
 from harness.probes.endpoint import endpoint_settings
 from harness.records import GenerationRecord
-from harness.results import DivergenceRow, NextTokenRow, TurnInfluenceRow, result_frame
+from harness.results import (
+    AttentionRow,
+    AttentionTurnRow,
+    DivergenceRow,
+    NextTokenRow,
+    TurnInfluenceRow,
+    result_frame,
+)
 from harness.store import RunStore, unit_key
 
 STAGE = "probe"
@@ -136,13 +146,17 @@ def grid_positions(total: int, t_min: int) -> np.ndarray:
     return np.unique(np.concatenate([head, tail])).astype(int)
 
 
-def divergence_rows(model: str, record: GenerationRecord, arrays: dict, t_min: int) -> list[dict]:
-    """Rows at the grid positions, plus (conversations) each assistant turn's first token and
-    the token before it, so the distance where a user turn hands back can be read off."""
-    total = arrays["kl"].shape[0]
+def row_positions(record: GenerationRecord, total: int, t_min: int) -> np.ndarray:
+    """The grid positions, plus (conversations) each assistant turn's first token and the
+    token before it, so the distance where a user turn hands back can be read off."""
     starts = [t for t in record.turn_starts() if t <= total]
     extra = np.array([p for t in starts for p in (t - 1, t)], dtype=int)
-    t = np.unique(np.concatenate([grid_positions(total, t_min), extra])).astype(int)
+    return np.unique(np.concatenate([grid_positions(total, t_min), extra])).astype(int)
+
+
+def divergence_rows(model: str, record: GenerationRecord, arrays: dict, t_min: int) -> list[dict]:
+    """divergence.csv rows at `row_positions`."""
+    t = row_positions(record, arrays["kl"].shape[0], t_min)
     roles = record.position_roles()
     ident = _ident(model, record)
     rows = []
@@ -155,6 +169,19 @@ def divergence_rows(model: str, record: GenerationRecord, arrays: dict, t_min: i
                 | {m: float(values[m][i]) for m in METRICS}
             )
     return rows
+
+
+def share_rows(model: str, record: GenerationRecord, arrays: dict, t_min: int) -> list[dict]:
+    """attention.csv rows at divergence.csv's positions (none without measured shares)."""
+    t = row_positions(record, arrays["kl"].shape[0], t_min)
+    return attention_rows(_ident(model, record), arrays, t, record.position_roles())
+
+
+def share_turn_rows(model: str, record: GenerationRecord, arrays: dict) -> list[dict]:
+    """attention_turns.csv rows of a conversation record (none for a single reply)."""
+    if not record.is_conversation:
+        return []
+    return reply_share_rows(_ident(model, record), arrays, record.turn_positions())
 
 
 def kl_bracket(arrays: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -215,7 +242,8 @@ TURN_INFLUENCE_COLUMNS = TurnInfluenceRow.columns()
 
 class ProbeStage:
     """Each probed record's prompt vs the baseline prompt, trained model and twin ->
-    `ctx.curves`, divergence.csv and nexttoken.csv."""
+    `ctx.curves`, divergence.csv, nexttoken.csv, attention.csv and (with conversations)
+    attention_turns.csv."""
 
     name = "probe"
 
@@ -233,14 +261,17 @@ class ProbeStage:
                 )
                 ctx.curves.update(curves)
         by_key = {r.key: r for r in ctx.records}
-        div_rows, next_rows, turn_rows = [], [], []
+        div_rows, next_rows, turn_rows, share, replies = [], [], [], [], []
+        t_min = ctx.config.probe.t_min
         for (model_name, rkey), arrays in sorted(ctx.curves.items()):
             record = by_key[rkey]
             backend = (ctx.probe_backends or {}).get(model_name, "hf")
             if backend in LOCAL_BACKENDS:  # an endpoint hands out no hidden states
-                div_rows += divergence_rows(model_name, record, arrays, ctx.config.probe.t_min)
+                div_rows += divergence_rows(model_name, record, arrays, t_min)
             next_rows += nexttoken_rows(model_name, record, arrays, backend)
             turn_rows += turn_influence_rows(model_name, record, arrays, backend)
+            share += share_rows(model_name, record, arrays, t_min)  # hf pairs only
+            replies += share_turn_rows(model_name, record, arrays)
         return {
             "divergence.csv": result_frame(
                 DivergenceRow, pd.DataFrame(div_rows, columns=DIVERGENCE_COLUMNS)
@@ -248,14 +279,22 @@ class ProbeStage:
             "nexttoken.csv": result_frame(
                 NextTokenRow, pd.DataFrame(next_rows, columns=NEXTTOKEN_COLUMNS)
             ),
-        } | self._turn_file(ctx, turn_rows)
+            "attention.csv": result_frame(
+                AttentionRow, pd.DataFrame(share, columns=AttentionRow.columns())
+            ),
+        } | self._turn_file(ctx, turn_rows, replies)
 
     @staticmethod
-    def _turn_file(ctx, rows: list[dict]) -> dict:
-        """turn_influence.csv in runs with conversations (header-only when none was probed)."""
+    def _turn_file(ctx, rows: list[dict], replies: list[dict]) -> dict:
+        """turn_influence.csv and attention_turns.csv in runs with conversations (header-only
+        when none was probed, or none on the hf backend)."""
         import pandas as pd
 
         if not any(r.is_conversation for r in ctx.records):
             return {}
         frame = pd.DataFrame(rows, columns=TURN_INFLUENCE_COLUMNS)
-        return {"turn_influence.csv": result_frame(TurnInfluenceRow, frame)}
+        shares = pd.DataFrame(replies, columns=AttentionTurnRow.columns())
+        return {
+            "turn_influence.csv": result_frame(TurnInfluenceRow, frame),
+            "attention_turns.csv": result_frame(AttentionTurnRow, shares),
+        }

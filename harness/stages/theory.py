@@ -1,5 +1,7 @@
 """Theory stage: relay.csv (the solvable relay model) and bias.csv (alpha per layer under the
-attention bias b = lam * log((P + t) / P) on the prompt keys, trained vs untrained twin).
+attention bias b = lam * log((P + t) / P) on the prompt keys, trained vs untrained twin, and
+the prompt's attention share the bias leaves: its decay exponent and its values at t_min and
+at the end, from the same forwards).
 
 The bias sweep re-probes the `none`-policy samples of each item; lam = 0 reuses the plain
 probe's curves (lam = 0 is the plain model, tested to 1e-5). Units are cached like the probe's.
@@ -74,8 +76,31 @@ def bias_rows(
                     {"model": model.name, "lam": lam, "layer": layer, "alpha": fit.alpha,
                      "alpha_low": fit.ci_low, "alpha_high": fit.ci_high, "r2": fit.r2,
                      "n_pairs": len(curves), "reason": fit.reason}
+                    | share_fields(curves, layer, common, config.probe.t_min)
                 )  # fmt: skip
     return rows
+
+
+def share_fields(curves: list[dict], layer: int, common: int, t_min: int) -> dict:
+    """bias.csv's share columns at one hidden-state index: the pooled share_prompt_mean's
+    exponent and its values at t_min and at `common`; NaN where a pair has no share there
+    (layer 0, a vllm-probed lam = 0)."""
+    nan = float("nan")
+    stack = []
+    for c in curves:
+        rows = np.asarray(c.get("attn_layers", [])).tolist()
+        if layer not in rows:
+            return dict.fromkeys(SHARE_FIELDS, nan)
+        stack.append(np.asarray(c["share_prompt_mean"][rows.index(layer), :common], np.float64))
+    share = np.vstack(stack)
+    fit = fit_alpha(np.arange(1, common + 1), share, t_min=t_min, seed=0)
+    mean = share.mean(axis=0)
+    start = float(mean[t_min - 1]) if common >= t_min else nan
+    values = (fit.alpha, fit.ci_low, fit.ci_high, start, float(mean[-1]))
+    return dict(zip(SHARE_FIELDS, values, strict=True))
+
+
+SHARE_FIELDS = ("share_alpha", "share_alpha_low", "share_alpha_high", "share_start", "share_end")
 
 
 class TheoryStage:

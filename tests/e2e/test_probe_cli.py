@@ -94,6 +94,17 @@ def test_probe_writes_tables_for_both_models_and_lams(inputs, tmp_path):
         .l2.reset_index(drop=True)
         .equals(l4[l4.lam == 1].l2.reset_index(drop=True))
     )
+    att = pd.read_csv(out / "attention.csv")  # layers 2 and 4 of the kept 0, 2, 4
+    assert list(att.columns) == [
+        "model", "lam", "pair", "layer", "t", "prompt_len", "share_prompt_mean",
+        "share_prompt_max_head", "share_sink_mean", "share_sink_max_head", "uniform",
+    ]  # fmt: skip
+    assert len(att) == 2 * 2 * 2 * 2 * 120 and set(att.layer) == {2, 4}
+    trained = att[(att.model == "tiny-random-llama") & (att.t == 120)]
+    assert (
+        trained.groupby("lam").share_prompt_mean.mean()[1.0]
+        > trained.groupby("lam").share_prompt_mean.mean()[0.0]
+    )  # the bias holds the prompt's share up
     rows = [json.loads(line) for line in (out / "continuations.jsonl").read_text().splitlines()]
     assert [r["pair"] for r in rows] == ["chat", "raw"] and len(rows[0]["continuation_ids"]) == 120
 
@@ -192,5 +203,6 @@ def test_killed_probe_resumes_from_its_units(inputs, tmp_path, monkeypatch, run_
     code, _, err = run_cli([*args, "--out", str(out)])
     assert code == 0, err
     assert len(calls) == 2  # 2 lams x 2 pairs = 4 curve sets, 2 of them from the cache
-    for name in ("divergence.csv", "nexttoken.csv", "fits.csv", "continuations.jsonl"):
+    for name in ("divergence.csv", "nexttoken.csv", "attention.csv", "fits.csv",
+                 "continuations.jsonl"):  # fmt: skip
         assert (out / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name

@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow, pytest
 CONFIGS = Path(__file__).parent.parent / "data" / "configs"
 OUTPUTS = (
     "generations.jsonl", "windows.csv", "adherence.csv", "adherence_curve.csv", "survival.csv",
-    "divergence.csv", "nexttoken.csv",
+    "divergence.csv", "nexttoken.csv", "attention.csv",
     "fits.csv", "summary.csv", "correlation.csv", "predictor.csv", "policies.csv",
     "manifest.json", "report.html", "relay.csv", "bias.csv",
     "forks.jsonl", "forks.csv", "carried.csv", "linkage.csv",
@@ -104,9 +104,18 @@ def test_run_writes_every_output(uninterrupted):
     per_model = fits[(fits.item == "all") & (fits.policy == "all") & (fits.pair == "all")]
     assert set(per_model.model) == set(div.model)  # the rows the report's alpha by layer reads
     assert len(per_model[per_model.metric == "rel_l2"]) == 2 * 5
+    att = pd.read_csv(uninterrupted / "attention.csv")  # the hf probe: every pair, layers 1..4
+    assert set(att.model) == set(div.model) and set(att.layer) == {1, 2, 3, 4}
+    assert att[["share_prompt_mean", "share_sink_mean"]].sum(axis=1).between(0, 1 + 1e-6).all()
+    assert (att.share_prompt_max_head >= att.share_prompt_mean - 1e-9).all()
+    assert len(per_model[per_model.metric == "share_prompt_mean"]) == 2 * 4
     bias = pd.read_csv(uninterrupted / "bias.csv")
     assert set(bias.lam) == {0.0, 1.0} and set(bias.model) == set(div.model)
     assert (bias.n_pairs == 2).all()  # one `none` sample per item
+    assert (
+        bias[bias.layer == 0].share_alpha.isna().all()
+        and bias[bias.layer >= 1].share_alpha.notna().all()
+    )
     plain = fits[(fits.pair == "all") & (fits.metric == "rel_l2") & (fits.policy == "none")]
     assert len(plain) > 0
     relay = pd.read_csv(uninterrupted / "relay.csv")

@@ -18,6 +18,7 @@ HEAVY = ("torch", "vllm", "transformers")
 # imported lazily (`# lazy: loads torch`) from the light ones.
 TORCH_MODULES = {
     "harness.engines.attention_bias",
+    "harness.probes.attention",
     "harness.probes.checkpoint",
     "harness.probes.divergence",
     "harness.probes.experiment",

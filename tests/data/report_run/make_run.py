@@ -21,6 +21,7 @@ import pandas as pd
 from harness.results import (
     AdherenceCurveRow,
     AdherenceRow,
+    AttentionRow,
     BiasRow,
     CarriedRow,
     CorrelationRow,
@@ -60,6 +61,11 @@ BAD = ["the", "cat", "eats", "an", "apple", "in", "the", "kitchen"]
 LAYERS = 4  # hidden-state indices 0..4
 ALPHA_TRAINED = {1: 0.45, 2: 0.6, 3: 0.75, 4: 0.8}
 ALPHA_TWIN = {1: 0.2, 2: 0.22, 3: 0.25, 4: 0.25}
+# the prompt's attention share decays with these exponents: the trained model's near its alpha
+# (forgetting follows dilution), the twin's far above it; the trained sink holds 60 %
+SHARE_TRAINED = {layer: a + 0.05 for layer, a in ALPHA_TRAINED.items()}
+SHARE_TWIN = {1: 0.9, 2: 0.9, 3: 0.95, 4: 0.95}
+PROMPT_LEN = 40
 
 
 def _segments(policy: str) -> list[tuple[str, str, int]]:
@@ -179,6 +185,25 @@ def _divergence() -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
+def _attention() -> pd.DataFrame:
+    rng = np.random.default_rng(1)
+    t = np.unique(np.concatenate([np.arange(1, 17), np.round(np.geomspace(16, 268, 20))]))
+    uniform = (PROMPT_LEN - 1) / (PROMPT_LEN + t)
+    rows = []
+    for model, betas, sink in ((MODEL, SHARE_TRAINED, 0.6), (TWIN, SHARE_TWIN, 0.02)):
+        for item in ITEMS:
+            for policy in POLICIES:
+                pair = f"{item}/{policy}/0"
+                for layer, beta in betas.items():
+                    share = 0.5 * t**-beta * np.exp(rng.normal(0, 0.03, size=len(t)))
+                    for i, tt in enumerate(t):
+                        rows.append(
+                            (model, item, policy, 0, pair, layer, int(tt), 1, "assistant",
+                             PROMPT_LEN, share[i], 2 * share[i], sink, 1.3 * sink, uniform[i])
+                        )  # fmt: skip
+    return pd.DataFrame(rows, columns=AttentionRow.columns())
+
+
 def build_run(out: Path) -> Path:
     """Write the synthetic run folder to `out` and return it."""
     from harness.analysis.relay import solve_relay, write_relay_csv
@@ -199,6 +224,7 @@ def build_run(out: Path) -> Path:
     _write(out, AdherenceRow, adh, "%.4g")
     _write(out, AdherenceCurveRow, _adherence_curve(windows), "%.4g")
     _write(out, DivergenceRow, _divergence(), "%.4g")
+    _write(out, AttentionRow, _attention(), "%.4g")
 
     summary = []
     for r in adh.itertuples(index=False):
@@ -230,6 +256,10 @@ def build_run(out: Path) -> Path:
     ] + [  # the per-model pooled rows the report reads
         (m, "all", "all", "all", layer, "rel_l2", a, a - 0.05, a + 0.05, 8, BOOT, 0.98, 16, 256, "")
         for m, alphas in ((MODEL, ALPHA_TRAINED), (TWIN, ALPHA_TWIN)) for layer, a in alphas.items()
+    ] + [  # the attention share's exponents, pooled per model
+        (m, "all", "all", "all", layer, "share_prompt_mean", b, b - 0.05, b + 0.05, 8, BOOT, 0.98,
+         16, 256, "")
+        for m, betas in ((MODEL, SHARE_TRAINED), (TWIN, SHARE_TWIN)) for layer, b in betas.items()
     ]  # fmt: skip
     _write(out, FitRow, pd.DataFrame(fits, columns=FitRow.columns()))
     _write(out, CorrelationRow, pd.DataFrame([{
@@ -260,7 +290,10 @@ def build_run(out: Path) -> Path:
         for lam in (0.0, 0.25, 0.5, 1.0):
             for layer, a in base.items():
                 v = a - slope * lam
-                bias.append((m, lam, layer, v, v - 0.04, v + 0.04, 0.97, 2, ""))
+                share = a * (1 - lam)  # lam = 1 holds the share: exponent 0
+                end = 0.3 * (16 / 268) ** share
+                bias.append((m, lam, layer, v, v - 0.04, v + 0.04, 0.97, 2, "",
+                             share, share - 0.05, share + 0.05, 0.3, end))  # fmt: skip
     _write(out, BiasRow, pd.DataFrame(bias, columns=BiasRow.columns()))
     manifest = {
         "run_id": "synthetic", "name": "report-test",
