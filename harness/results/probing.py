@@ -7,6 +7,10 @@ from typing import Literal
 
 from harness.results.base import CONDITION, RECORD, ResultRow
 
+# a continuation token's role: one list for every file with a `role` column (replay adds
+# "logged", the logged replies a replay feeds back as history)
+ContinuationRole = Literal["assistant", "user", "markup", "reminder", "restatement", "logged"]
+
 
 class DivergenceRow(ResultRow):
     file = "divergence.csv"
@@ -27,7 +31,7 @@ class DivergenceRow(ResultRow):
     t: int
     turn: int
     """the token's turn (1 in a single reply)"""
-    role: Literal["assistant", "user", "markup", "reminder", "restatement", "logged"]
+    role: ContinuationRole
     """the token's role in the continuation"""
     l2: float
     """L2 distance of the two prompts' hidden states at t"""
@@ -112,7 +116,7 @@ class AttentionRow(ResultRow):
     t: int
     turn: int
     """the token's turn (1 in a single reply)"""
-    role: Literal["assistant", "user", "markup", "reminder", "restatement"]
+    role: ContinuationRole
     """the token's role in the continuation"""
     prompt_len: int
     """P: tokens of the record's prompt (the keys before t = 1)"""
