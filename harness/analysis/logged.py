@@ -31,10 +31,11 @@ def score_log_files(
     config: ScoringConfig,
     model: str | None = None,
     item: str | None = None,
+    log_format: str = "auto",
 ) -> tuple[list[Path], int]:
     """Validate, score and write; returns (the written paths, the conversations scored).
     `model`: whose tokenizer and chat template render the log (default the embedded model);
-    judge checks default to it too."""
+    judge checks default to it too. `log_format`: `harness.interop.FORMATS`."""
     matcher = ItemMatcher(suites, item)
     for _, entry in matcher.index.values():
         item_checks(entry, config.languages)  # a bad check fails before the log is read
@@ -45,11 +46,13 @@ def score_log_files(
     defaults = JudgeDefaults(name, GenerationConfig())
     if judge_checks:
         check_judges(defaults, judge_checks)
-    check_logs(logs, matcher)
+    check_logs(logs, matcher, log_format)
     tokenizer = load_tokenizer(name)
     store = RunStore(out) if judge_checks else contextlib.nullcontext()
     with store as opened, JudgeRunner(opened, defaults) as judges:
-        scores = score_logged(logs, suites, matcher, tokenizer, name, config, judges)
+        scores = score_logged(
+            logs, suites, matcher, tokenizer, name, config, judges, log_format=log_format
+        )
     frames = {
         "windows.csv": scores.windows,
         **adherence_frames(scores.windows),

@@ -1,5 +1,6 @@
 """`harness score LOGS.jsonl --suite tasks/x.yaml --out DIR`: windows.csv + adherence; a chat
-log also gets turns.csv, turn_adherence.csv, conversations.csv and report.html."""
+log (OpenAI chat JSONL, an Inspect AI eval log or OpenTelemetry GenAI spans: `--format`) also
+gets turns.csv, turn_adherence.csv, conversations.csv and report.html."""
 
 from __future__ import annotations
 
@@ -34,11 +35,18 @@ def score_command(
         help="Chat logs: the item of every conversation that names none and whose system "
         "message is no item's system.",
     ),
+    log_format: str = typer.Option(
+        "auto",
+        "--format",
+        help="The log's format: chat (OpenAI chat JSONL), inspect (an Inspect AI eval log), "
+        "otel (OpenTelemetry GenAI spans, OTLP/JSON, semconv 1.37.0), or auto (by content).",
+    ),
 ) -> None:
     """Score transcripts window by window (chat logs turn by turn too); write the CSVs."""
     from harness.analysis.logged import score_log_files  # lazy: CLI start-up
     from harness.chatlogs import is_chat_log  # lazy: CLI start-up
     from harness.config import ScoringConfig, load_suite  # lazy: CLI start-up
+    from harness.interop import FORMATS, detect_format  # lazy: CLI start-up
     from harness.report import render_report  # lazy: CLI start-up
     from harness.scoring.io import score_files  # lazy: CLI start-up
 
@@ -47,13 +55,17 @@ def score_command(
         config = ScoringConfig(window=window, sentence_aligned=sentence_aligned)
     except ValueError as exc:  # pydantic's ValidationError is a ValueError
         raise UserError(f"--window: {exc}") from None
-    if not is_chat_log(generations):
+    if log_format not in FORMATS:
+        raise UserError(f"--format: '{log_format}' is not one of {', '.join(FORMATS)}")
+    if log_format == "auto" and generations.is_file():
+        log_format = detect_format(generations)
+    if log_format == "chat" and not is_chat_log(generations):
         if item is not None:
             raise UserError("--item: only for chat logs (lines with 'messages')")
         for path in score_files(generations, suites, out, config, model):
             typer.echo(str(path))
         return
-    written, count = score_log_files(generations, suites, out, config, model, item)
+    written, count = score_log_files(generations, suites, out, config, model, item, log_format)
     written.append(render_report(out))
     for path in written:
         typer.echo(str(path))

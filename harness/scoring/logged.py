@@ -21,9 +21,10 @@ from pathlib import Path
 import pandas as pd
 
 from harness.chat import ChatFormat
-from harness.chatlogs import LoggedConversation, read_chat_logs, validate_chat_logs
+from harness.chatlogs import LoggedConversation, validate_chat_logs
 from harness.config import ScoringConfig, TaskSuite
 from harness.errors import UserError
+from harness.interop import read_conversations
 from harness.records import GenerationRecord, Segment, TokenCounts
 from harness.results import TurnRow, WindowRow, result_frame
 from harness.scoring.score import item_index, score_records
@@ -131,17 +132,18 @@ class LoggedScores:
     conversations: int
 
 
-def check_logs(path: Path, matcher: ItemMatcher) -> int:
-    """Every line parsed and matched (UserError naming file:line), nothing kept or written."""
-    return validate_chat_logs(path, matcher.validate)
+def check_logs(path: Path, matcher: ItemMatcher, log_format: str = "auto") -> int:
+    """Every line parsed and matched (UserError naming file:line), nothing kept or written.
+    `log_format`: a chat log, an Inspect eval log or OTel spans (`harness.interop.FORMATS`)."""
+    return validate_chat_logs(path, matcher.validate, read_conversations(path, log_format))
 
 
 def logged_records(
-    path: Path, matcher: ItemMatcher, fmt: ChatFormat, model: str
+    path: Path, matcher: ItemMatcher, fmt: ChatFormat, model: str, log_format: str = "auto"
 ) -> Iterator[GenerationRecord]:
     """The log's conversations as records, one at a time (the file is read as they are)."""
     per_item: dict[str, int] = {}
-    for conversation in read_chat_logs(path):
+    for conversation in read_conversations(path, log_format):
         item = matcher(conversation)
         sample = per_item.get(item, 0)
         per_item[item] = sample + 1
@@ -158,6 +160,7 @@ def score_logged(
     config: ScoringConfig,
     judges=None,
     chunk: int = CHUNK,
+    log_format: str = "auto",
 ) -> LoggedScores:
     """windows.csv and turns.csv rows of every logged conversation (already checked with
     `check_logs`), scored `chunk` conversations at a time through the run's scoring."""
@@ -175,7 +178,7 @@ def score_logged(
         tokens.append(_tokens(batch))
         batch.clear()
 
-    for record in logged_records(path, matcher, fmt, model):
+    for record in logged_records(path, matcher, fmt, model, log_format):
         batch.append(record)
         count += 1
         if len(batch) >= chunk:
