@@ -57,6 +57,16 @@ class ChatFormat:
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
+    def encode_many(self, texts: list[str]) -> list[list[int]]:
+        """`encode` of each text. A fast tokenizer's Rust backend is called directly where it
+        truncates and pads nothing (what transformers' call sets it to): the same ids without
+        transformers' per-call overhead, a third of the CPU time of scoring a chat log's
+        replies (bench/scoring.py)."""
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        if backend is None or backend.truncation is not None or backend.padding is not None:
+            return [self.encode(text) for text in texts]
+        return [backend.encode(text, add_special_tokens=False).ids for text in texts]
+
     def prompt_ids(self, system: SystemPrompt, user: str) -> list[int]:
         """The initial prompt: [system turn], user turn, then the assistant header (see the
         module docstring for the values of `system`)."""

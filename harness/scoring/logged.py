@@ -89,13 +89,13 @@ def logged_record(
     ids: list[int] = []
     segments: list[Segment] = []
     counts = {"generated": 0, "user": 0, "markup": 0}
-    for turn, (user, reply) in enumerate(exchanges, start=1):
+    encoded = fmt.encode_many([reply for _, reply in exchanges])
+    for turn, ((user, reply), reply_ids) in enumerate(zip(exchanges, encoded, strict=True), 1):
         if turn > 1:
             pieces = fmt.user_turn_pieces(user, last_token=ids[-1] if ids else None)
             for kind, _source, piece, text in pieces:
                 _append(ids, segments, kind, piece, text, turn)
                 counts[kind] += len(piece)
-        reply_ids = fmt.encode(reply)
         _append(ids, segments, "generated", reply_ids, reply, turn)
         counts["generated"] += len(reply_ids)
     system, first = conversation.system, exchanges[0][0]

@@ -119,10 +119,18 @@ def score_checks(
         scored = check.with_judges(judges).score_many(todo) if todo else []
         memo.update(((key, t), result) for t, result in zip(todo, scored, strict=True))
         results = [memo[(key, t)] for t in texts]
+        # once per check, not per row: a bound check's id is a pydantic private attribute
+        fixed: dict[str, Any] = {
+            "check": check.id,
+            **({"scope": check.scope} if with_scope else {}),
+        }
         for (base, _), result in zip(entries, results, strict=True):
-            verdict: dict[str, Any] = {"check": check.id, "value": result.value}
-            verdict |= {"passed": check.passed(result), "reason": result.reason}
-            rows.append(row(**base, **verdict, **({"scope": check.scope} if with_scope else {})))
+            verdict = {
+                "value": result.value,
+                "passed": check.passed(result),
+                "reason": result.reason,
+            }
+            rows.append(row(**base, **fixed, **verdict))
     return rows
 
 
