@@ -10,16 +10,18 @@ atomically. The caller renders the report from them.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
 from harness.analysis.conversations import conversation_summary, turn_curves
+from harness.atomic import atomic_write_text
 from harness.config import GenerationConfig, ScoringConfig, TaskSuite
-from harness.errors import UserError
+from harness.errors import UserError, notice
 from harness.models import EMBEDDED_MODEL
 from harness.scoring.io import adherence_frames, load_tokenizer
 from harness.scoring.judge import JudgeDefaults, JudgeRunner, check_judges, judge_checks_of
-from harness.scoring.logged import ItemMatcher, check_logs, score_logged
+from harness.scoring.logged import ItemMatcher, check_logs, log_totals, score_logged
 from harness.scoring.score import item_checks
 from harness.store import RunStore, write_csv
 
@@ -46,6 +48,8 @@ def score_log_files(
     if judge_checks:
         check_judges(defaults, judge_checks)
     check_logs(logs, matcher)
+    for line in matcher.shared_notes():
+        notice(f"{logs}: {line}")
     tokenizer = load_tokenizer(name)
     store = RunStore(out) if judge_checks else contextlib.nullcontext()
     with store as opened, JudgeRunner(opened, defaults) as judges:
@@ -56,10 +60,17 @@ def score_log_files(
         "turns.csv": scores.turns,
         "turn_adherence.csv": turn_curves(scores.turns),
         "conversations.csv": conversation_summary(scores.turns, scores.tokens),
+        "logged_conversations.csv": scores.logged,
     }
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for file, frame in frames.items():
         write_csv(frame, out / file)
         written.append(out / file)
+    manifest = {
+        "command": "score", "log": str(logs), "model": name, "item": item,
+        "counts": log_totals(scores.logged), "matching": matcher.shared_notes(),
+    }  # fmt: skip
+    atomic_write_text(out / "manifest.json", json.dumps(manifest, indent=2) + "\n")
+    written.append(out / "manifest.json")
     return written, scores.conversations
