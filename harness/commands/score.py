@@ -32,7 +32,16 @@ def score_command(
         None,
         "--item",
         help="Chat logs: the item of every conversation that names none and whose system "
-        "message is no item's system.",
+        "message is no item's system (or is the system of several items).",
+    ),
+    worst: int | None = typer.Option(
+        None,
+        "--worst",
+        min=1,
+        help="Chat logs: the failing conversations the report shows [default: 20].",
+    ),
+    no_text: bool = typer.Option(
+        False, "--no-text", help="Chat logs: leave every text of the log out of the report."
     ),
 ) -> None:
     """Score transcripts window by window (chat logs turn by turn too); write the CSVs."""
@@ -54,7 +63,7 @@ def score_command(
             typer.echo(str(path))
         return
     written, count = score_log_files(generations, suites, out, config, model, item)
-    written.append(render_report(out))
+    written.append(render_report(out, worst, with_text=not no_text))
     for path in written:
         typer.echo(str(path))
     typer.echo(f"{count} logged conversations scored", err=True)
