@@ -8,6 +8,7 @@ from __future__ import annotations
 import html as html_lib
 import json
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -49,7 +50,8 @@ def folder(tmp_path, monkeypatch, run_cli):
     monkeypatch.setattr("harness.analysis.logged.load_tokenizer", lambda name: CharTokenizer())
     (tmp_path / "suite.yaml").write_text(yaml.safe_dump(SUITE, allow_unicode=True))
     lines = [
-        {"id": "late", "metadata": {"channel": "app"}, "messages": _talk(FRENCH, FRENCH, ATTACK + ENGLISH)},
+        {"id": "late", "metadata": {"channel": "app"},
+         "messages": _talk(FRENCH, FRENCH, ATTACK + ENGLISH)},
         {"id": "early", "metadata": {"channel": "web"}, "tags": ["vip"],
          "messages": _talk(ATTACK + ENGLISH, FRENCH)},
         {"id": "fine", "metadata": {"channel": "web"}, "messages": _talk(FRENCH, FRENCH)},
@@ -63,7 +65,7 @@ def _score(run_cli, *args):
         ["score", "talks.jsonl", "--suite", "suite.yaml", "--out", "out", *args]
     )
     assert code == 0, stderr
-    return open("out/report.html", encoding="utf-8").read()
+    return Path("out/report.html").read_text(encoding="utf-8")
 
 
 def _table_rows(page: str, heading: str) -> list[list[str]]:
@@ -121,4 +123,4 @@ def test_worst_and_no_text_keep_the_page_small_and_the_texts_out(folder, run_cli
     ]  # fmt: skip
     code, stdout, stderr = run_cli(["report", "out", "--worst", "1"])
     assert code == 0, stderr
-    assert "keeper" in open("out/report.html", encoding="utf-8").read()
+    assert "keeper" in Path("out/report.html").read_text(encoding="utf-8")
