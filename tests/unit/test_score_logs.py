@@ -102,7 +102,7 @@ def test_a_bad_line_is_one_error_naming_file_and_line_and_nothing_is_written(
     def no_tokenizer(name):
         raise AssertionError("the tokenizer was loaded before the log was checked")
 
-    monkeypatch.setattr("harness.analysis.logged.load_tokenizer", no_tokenizer)
+    monkeypatch.setattr("harness.plan.load_tokenizer", no_tokenizer)
     log = _write(folder / "talks.jsonl", GOOD, line, GOOD | {"id": "later"})
     code, stdout, stderr = run_cli(
         ["score", str(log), "--suite", "suite.yaml", "--out", "out", *args]
@@ -130,7 +130,7 @@ def test_item_option_errors(folder, run_cli, lines, args, problem):
 def test_two_items_with_one_system_score_as_the_first_and_say_so(folder, run_cli, monkeypatch):
     """What `harness init` writes: every item one system prompt. A line naming no item is
     scored as the first of them, in one note line; `--item` picks another."""
-    monkeypatch.setattr("harness.analysis.logged.load_tokenizer", lambda name: CharTokenizer())
+    monkeypatch.setattr("harness.plan.load_tokenizer", lambda name: CharTokenizer())
     suite = {**SUITE, "items": [*SUITE["items"], {**SUITE["items"][0], "id": "fr-2"}]}
     (folder / "suite.yaml").write_text(yaml.safe_dump(suite, allow_unicode=True))
     log = _write(folder / "talks.jsonl", *[{"messages": _talk(FR_SYSTEM, FRENCH)}] * 2)
@@ -150,7 +150,7 @@ def test_two_items_with_one_system_score_as_the_first_and_say_so(folder, run_cli
 
 @pytest.fixture
 def scored(folder, run_cli, monkeypatch):
-    monkeypatch.setattr("harness.analysis.logged.load_tokenizer", lambda name: CharTokenizer())
+    monkeypatch.setattr("harness.plan.load_tokenizer", lambda name: CharTokenizer())
     log = _write(
         folder / "talks.jsonl",
         # matched by its system message: French, French, then English
@@ -225,7 +225,7 @@ def test_a_tool_calling_log_scores_its_text_replies_and_counts_the_rest(
     `function_call` / `function` pair: the text replies are in turns.csv, the tool-only
     messages are not scored and are counted (logged_conversations.csv and manifest.json),
     the line's metadata and tags are kept."""
-    monkeypatch.setattr("harness.analysis.logged.load_tokenizer", lambda name: CharTokenizer())
+    monkeypatch.setattr("harness.plan.load_tokenizer", lambda name: CharTokenizer())
     call = {
         "role": "assistant",
         "content": None,
