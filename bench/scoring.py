@@ -9,7 +9,8 @@ of the detector. Then (in a fresh process, so its peak RSS is its own) `harness 
 generated chat log: N conversations (default 10,000) of 5 assistant turns, each reply 2 to 5
 sentences drawn from the test set's (80 % French, so the French check fails on some turns),
 checked with `language: fr` and IFEval `punctuation:no_comma`, through the command's own code
-(`plan_score` and `run_score`: the stages of `harness score`, the report included); prints conversations per second and the peak RSS.
+(`plan_score` and `run_score`: the stages of `harness score`, the report included); prints
+conversations per second and the peak RSS.
 Goal: <= 5 minutes and <= 1 GiB on 2 cores.
 """
 
