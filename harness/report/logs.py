@@ -91,9 +91,13 @@ def _log_texts(data: RunData, shown: pd.DataFrame) -> dict[tuple[str, int], tupl
         path, _, line = where.rpartition(":")
         by_file.setdefault(path, set()).add(int(line))
     out = {}
+    logged = Path(str((data.manifest or {}).get("log", "")))  # absolute: score resolves it
     for path, lines in by_file.items():
+        log = Path(path)
+        if not log.is_file() and logged.name == log.name and logged.is_file():
+            log = logged  # `where` is as the user named the log, relative to where they were
         try:
-            found = read_chat_lines(Path(path), lines)
+            found = read_chat_lines(log, lines)
         except (OSError, UserError):
             continue  # the folder was moved away from its log: the section says so
         for conversation in found.values():

@@ -108,7 +108,7 @@ class LogManifestStage:
         return {
             "manifest.json": {
                 "command": "score",
-                "log": str(plan.logs),
+                "log": str(plan.logs.resolve()),
                 "model": plan.model,
                 "item": plan.item,
                 "counts": log_totals(ctx.frame("logged_conversations.csv")),
