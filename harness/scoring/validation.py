@@ -1,4 +1,4 @@
-"""A check's error rate, measured on labelled replies (docs/checks.md).
+"""A check's error rate, measured on labelled replies.
 
 A labelled reply is a text, a check spec in the form a suite item's `checks:` entry takes, and
 whether the reply complies (`expected`). The rows are scored through the run's own scoring
