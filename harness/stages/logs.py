@@ -8,6 +8,7 @@ every CSV through its row model (docs/results.md).
 from __future__ import annotations
 
 import contextlib
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,12 +49,11 @@ class ScoreContext:
 
     @contextlib.contextmanager
     def timed(self, name: str):
-        start = datetime.now(UTC)
+        start = time.perf_counter()
         try:
             yield
         finally:
-            seconds = (datetime.now(UTC) - start).total_seconds()
-            self.timings[name] = round(self.timings.get(name, 0) + seconds, 2)
+            self.timings[name] = round(time.perf_counter() - start, 2)
 
 
 class LogScoreStage:
