@@ -217,7 +217,7 @@ def test_logged_conversations_are_scored_turn_by_turn(logged):
     assert len(decided) >= 1 and not decided.passed.astype(bool).any()
     curve = pd.read_csv(logged / "turn_adherence.csv")
     assert curve[curve["item"] == "lang-fr-story"].a.tolist() == [1.0, 1.0, 0.0]
-    assert 'id="conversations"' in (logged / "report.html").read_text()
+    assert 'id="failing"' in (logged / "report.html").read_text()  # the report of a log
 
 
 def test_the_lean_tokenizer_is_autotokenizer_s(embedded_model_path):

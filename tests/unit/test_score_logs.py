@@ -215,7 +215,7 @@ def test_windows_are_cut_per_reply_and_the_turn_files_aggregate_conversations(sc
     assert (row.n_samples, row.n_turns, row.first_fail_median) == (1, 3, 3)
     assert row.tokens_generated == 3 * len(FRENCH) + 2 * len(ENGLISH)
     page = (out / "report.html").read_text()
-    assert 'id="conversations"' in page and "fig-turn-adherence" in page
+    assert 'id="turns"' in page and "fig-turn-adherence" in page  # the report of a log
 
 
 def test_a_tool_calling_log_scores_its_text_replies_and_counts_the_rest(
