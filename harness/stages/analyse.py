@@ -40,22 +40,24 @@ class AnalyseStage:
         layers = default_layers(fits) if not fits.empty else []
         # a sequential run looks at its gates after every batch: anytime-valid intervals
         anytime = st.anytime or ctx.config.sequential is not None
+        # the fixed t-range of per-sample AUC and final: the budget, known before the data
+        horizon = ctx.config.generation.max_tokens
         summary = summarise_conditions(
             fits if not fits.empty else None, windows, tokens, layers,
-            level=st.level, anytime=anytime,
+            level=st.level, anytime=anytime, horizon=horizon,
         )  # fmt: skip
         if self.summary_only:
             bar.finish()
             return {"summary.csv": summary}
         out: dict = {
-            **adherence_frames(windows, level=st.level, anytime=anytime),
+            **adherence_frames(windows, level=st.level, anytime=anytime, horizon=horizon),
             "summary.csv": summary,
         }
         out["correlation.csv"] = correlate_alpha_behaviour(summary, level=st.level)
         divergence, nexttoken = ctx.frame("divergence.csv"), ctx.frame("nexttoken.csv")
         features = window_features(windows, divergence, nexttoken, layers)
         out["predictor.csv"] = predict_violations(features, n_boot=st.draws, ci=st.level)
-        out["policies.csv"] = compare_policies(windows, tokens, level=st.level)
+        out["policies.csv"] = compare_policies(windows, tokens, level=st.level, horizon=horizon)
         out["calibration.csv"] = judge_calibration(windows, level=st.level, draws=st.draws)
         carried = carried_of(ctx, nexttoken)
         if carried is not None:
