@@ -240,6 +240,9 @@ class CarriedRow(ResultRow):
     """records with both arms decided: the units of the interval"""
     method: str
     """the interval's method (docs/architecture.md, "Statistics")"""
+    verdict: Literal["depends", "within band", "cannot tell"]
+    """depends: the CI excludes 0; within band: the CI lies within +-0.25 (removing the prompt
+    changes adherence by less than that); cannot tell: neither (too few records)"""
     kl: float
     """mean next-token KL(p_with || p_without) at the fork"""
     abs_delta_logp: float

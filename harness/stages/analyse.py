@@ -5,7 +5,7 @@ code checks, from the earlier outputs."""
 from __future__ import annotations
 
 from harness.analysis.calibration import judge_calibration
-from harness.analysis.carried import carried_frame
+from harness.analysis.carried import carried_frame, record_points
 from harness.analysis.conversations import conversation_summary, turn_curves
 from harness.analysis.correlation import correlate_alpha_behaviour
 from harness.analysis.linkage import linkage_frame
@@ -62,11 +62,15 @@ class AnalyseStage:
         carried = carried_of(ctx, nexttoken)
         if carried is not None:
             out["carried.csv"] = carried
-        no_forks = pd.DataFrame()
+        # each forked record's own kl and dependence: the record is the unit of their link
+        points = (
+            record_points(ctx.frame("forks.csv"), nexttoken)
+            if carried is not None
+            else pd.DataFrame()
+        )
         out["linkage.csv"] = linkage_frame(
-            fits, windows, out["correlation.csv"], carried if carried is not None else no_forks,
-            level=st.level,
-        )  # fmt: skip
+            fits, windows, out["correlation.csv"], points, level=st.level
+        )
         turns = ctx.frame("turns.csv")
         if not turns.empty:  # conversations: adherence by turn, pressure effect
             out["turn_adherence.csv"] = turn_curves(turns, level=st.level)
