@@ -71,9 +71,8 @@ def within_items(samples: pd.DataFrame, level: float) -> list[dict]:
             groups.append((model, x, y, group["sample"].to_numpy()))
     for model in sorted({g[0] for g in groups}):
         mine = [(x, y, u) for m, x, y, u in groups if m == model]
-        each = [
-            _rho_interval(x, y, u, "sample indices", 1 - (1 - level) / len(mine)) for x, y, u in mine
-        ]
+        each_level = 1 - (1 - level) / len(mine)
+        each = [_rho_interval(x, y, u, "sample indices", each_level) for x, y, u in mine]
         mean = Interval(
             float(np.mean([c.estimate for c in each])),
             float(np.mean([c.low for c in each])),
