@@ -29,9 +29,9 @@ from harness.stats import (
     DEFAULT_LEVEL,
     Interval,
     bootstrap_interval,
-    bootstrap_statistic,
     correlation_interval,
     none_interval,
+    resample_indices,
 )
 
 COLUMNS = CorrelationRow.columns()
@@ -139,18 +139,41 @@ def unit_intervals(
     if k < MIN_UNITS:
         why = f"{k} {unit} < {MIN_UNITS}: the points are not independent"
         return none_interval(rho, k, why), none_interval(r, k, why)
-    members = [np.nonzero(inverse == i)[0] for i in range(k)]
-
-    def both(idx: np.ndarray) -> np.ndarray:
-        take = np.concatenate([members[i] for i in idx])
-        return spearman_pearson(x[take], y[take])
-
-    boot = bootstrap_statistic(k, both, draws=draws, seed=seed)  # (draws, 2)
+    rng = np.random.default_rng(seed)
+    counts = np.zeros((draws, k))  # times each unit is drawn: the points' frequency weights
+    np.add.at(counts, (np.arange(draws)[:, None], resample_indices(k, draws, rng)), 1.0)
+    weights = counts[:, inverse]  # (draws, points)
+    boot = np.stack([
+        _weighted_pearson(_weighted_ranks(x, weights), _weighted_ranks(y, weights), weights),
+        _weighted_pearson(np.broadcast_to(x, weights.shape), np.broadcast_to(y, weights.shape),
+                          weights),
+    ], axis=1)  # fmt: skip
     method = f"percentile-bootstrap over {k} {unit} (approximate)"
     return tuple(  # type: ignore[return-value]
         bootstrap_interval(est, boot[:, j], n=k, level=level, method=method, min_finite=draws // 2)
         for j, est in enumerate((rho, r))
     )
+
+
+def _weighted_ranks(v: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """(draws, points): each point's average rank within the resample where point i appears
+    weights[d, i] times (ties, duplicates included, share their mean rank)."""
+    values, group = np.unique(v, return_inverse=True)
+    per_value = np.zeros((len(weights), len(values)))
+    np.add.at(per_value.T, group, weights.T)  # resampled count of each distinct value
+    below = np.cumsum(per_value, axis=1) - per_value
+    return (below + (per_value + 1) / 2)[:, group]
+
+
+def _weighted_pearson(a: np.ndarray, b: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Pearson r per row of frequency-weighted points; NaN where a or b is constant."""
+    total = w.sum(axis=1, keepdims=True)
+    da = a - (w * a).sum(axis=1, keepdims=True) / total
+    db = b - (w * b).sum(axis=1, keepdims=True) / total
+    cov, va, vb = ((w * da * db).sum(1), (w * da * da).sum(1), (w * db * db).sum(1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = cov / np.sqrt(va * vb)
+    return np.where((va > 1e-12) & (vb > 1e-12), r, np.nan)
 
 
 def block_permutation_p(x, y, units, n_perm: int, rng) -> float:
