@@ -224,7 +224,7 @@ def carried_table(carried: pd.DataFrame) -> str:
     cols = ["model", "item", "policy", "fork_t", "records", "draws", "adherence_with",
             "adherence_without", "dependence"]  # fmt: skip
     cols = [c for c in cols if c in carried.columns]
-    tail = [c for c in ("kl", "reason") if c in carried.columns]
+    tail = [c for c in ("verdict", "kl", "reason") if c in carried.columns]
     rows = [
         [*(r[c] for c in cols), ci_cell(r, "dependence"), n_cell(r, "dependence"),
          *(r[c] for c in tail)]
