@@ -114,9 +114,9 @@ class AdherenceRow(ResultRow):
     n_points: int
     """grid points of a(t): the window starts seen in the condition"""
     a_first: float
-    """a(t) at the first grid point"""
+    """a(t) at t = 1, the first checkpoint"""
     auc: float
-    """mean of a(t) over the grid points"""
+    """mean over samples of each sample's own share of passing positions in [1, T]"""
     auc_low: float
     auc_high: float
     auc_n: int
@@ -124,7 +124,8 @@ class AdherenceRow(ResultRow):
     auc_method: str
     """the interval's method (docs/architecture.md, "Statistics")"""
     half_life: float
-    """first t where a(t) < a_first / 2; NaN when censored"""
+    """first checkpoint t where a(t) < a_first / 2 (8 fixed points over [1, T]); NaN when
+    censored"""
     half_life_low: float
     """inf: the band says a(t) never halved within the run"""
     half_life_high: float
@@ -134,11 +135,41 @@ class AdherenceRow(ResultRow):
     half_life_censored: bool
     """a(t) never fell below half its first value within the run"""
     final: float
-    """mean a(t) over the last quarter of the grid points"""
+    """mean over samples of each sample's share of passing positions in (3T/4, T]"""
     final_low: float
     final_high: float
     final_n: int
     final_method: str
+    pass_1: float
+    """pass^1: share of samples that pass (every decided position in [1, T] passes)"""
+    pass_1_low: float
+    pass_1_high: float
+    pass_1_n: int
+    pass_1_method: str
+    pass_3: float
+    """pass^3: probability that 3 repeats all pass (NaN below 3 samples: cannot tell)"""
+    pass_3_low: float
+    pass_3_high: float
+    pass_3_n: int
+    pass_3_method: str
+    pass_5: float
+    """pass^5 (NaN below 5 samples: cannot tell)"""
+    pass_5_low: float
+    pass_5_high: float
+    pass_5_n: int
+    pass_5_method: str
+    aptitude: float
+    """90th percentile of the per-sample AUCs (Laban et al. 2025)"""
+    aptitude_low: float
+    aptitude_high: float
+    aptitude_n: int
+    aptitude_method: str
+    unreliability: float
+    """90th minus 10th percentile of the per-sample AUCs (Laban et al. 2025)"""
+    unreliability_low: float
+    unreliability_high: float
+    unreliability_n: int
+    unreliability_method: str
     survival_median: float
     """Kaplan-Meier median time to the first failing window; inf when fewer than half fail"""
     survival_median_low: float

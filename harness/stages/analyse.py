@@ -5,7 +5,7 @@ code checks, from the earlier outputs."""
 from __future__ import annotations
 
 from harness.analysis.calibration import judge_calibration
-from harness.analysis.carried import carried_frame
+from harness.analysis.carried import carried_frame, record_points
 from harness.analysis.conversations import conversation_summary, turn_curves
 from harness.analysis.correlation import correlate_alpha_behaviour
 from harness.analysis.linkage import linkage_frame
@@ -71,31 +71,35 @@ class AnalyseStage:
         layers = default_layers(fits) if not fits.empty else []
         # a sequential run looks at its gates after every batch: anytime-valid intervals
         anytime = st.anytime or ctx.config.sequential is not None
+        # the fixed t-range of per-sample AUC and final: the budget, known before the data
+        horizon = ctx.config.generation.max_tokens
         summary = summarise_conditions(
             fits if not fits.empty else None, windows, tokens, layers,
-            level=st.level, anytime=anytime,
+            level=st.level, anytime=anytime, horizon=horizon,
         )  # fmt: skip
         if self.summary_only:
             bar.finish()
             return {"summary.csv": summary}
         out: dict = {
-            **adherence_frames(windows, level=st.level, anytime=anytime),
+            **adherence_frames(windows, level=st.level, anytime=anytime, horizon=horizon),
             "summary.csv": summary,
         }
         out["correlation.csv"] = correlate_alpha_behaviour(summary, level=st.level)
         divergence, nexttoken = ctx.frame(DivergenceRow), ctx.frame(NextTokenRow)
         features = window_features(windows, divergence, nexttoken, layers)
         out["predictor.csv"] = predict_violations(features, n_boot=st.draws, ci=st.level)
-        out["policies.csv"] = compare_policies(windows, tokens, level=st.level)
+        out["policies.csv"] = compare_policies(windows, tokens, level=st.level, horizon=horizon)
         out["calibration.csv"] = judge_calibration(windows, level=st.level, draws=st.draws)
         carried = carried_of(ctx, nexttoken)
         if carried is not None:
             out["carried.csv"] = carried
-        no_forks = pd.DataFrame()
+        # each forked record's own kl and dependence: the record is the unit of their link
+        points = (
+            record_points(ctx.frame(ForkRow), nexttoken) if carried is not None else pd.DataFrame()
+        )
         out["linkage.csv"] = linkage_frame(
-            fits, windows, out["correlation.csv"], carried if carried is not None else no_forks,
-            level=st.level,
-        )  # fmt: skip
+            fits, windows, out["correlation.csv"], points, level=st.level
+        )
         turns = ctx.frame(TurnRow)
         if not turns.empty:  # conversations: adherence by turn, pressure effect
             out["turn_adherence.csv"] = turn_curves(turns, level=st.level)
