@@ -14,7 +14,14 @@ from harness.analysis.gates import undecided_conditions
 from harness.plan import plan_run
 from harness.sequential import SamplePlan, gated_conditions
 from harness.stages.analyse import AnalyseStage
-from harness.stages.base import ProgressBars, RunContext, Stage, write_output
+from harness.stages.base import (
+    ProgressBars,
+    RunContext,
+    Stage,
+    check_order,
+    check_outputs,
+    write_output,
+)
 from harness.stages.fits import FitsStage
 from harness.stages.forks import ForksStage
 from harness.stages.gates import GateStage
@@ -41,6 +48,8 @@ STAGES: list[Stage] = [
 
 # What a sequential run repeats after each batch of samples: the stages from samples to verdicts.
 LOOP: list[Stage] = [GenerateStage(), ScoreStage(), AnalyseStage(summary_only=True), GateStage()]
+check_order(STAGES)  # at import: a stage list that reads before it writes never runs
+check_order(LOOP)
 
 
 def run_pipeline(
@@ -111,11 +120,14 @@ def run_stages(
         ctx.progress = ProgressBars(progress)
         try:
             for stage in stages:
+                ctx.stage = stage
                 with ctx.timed(stage.name):
                     outputs = stage.run(ctx)
+                check_outputs(stage, outputs)
                 for name, value in outputs.items():
                     write_output(ctx.out_dir / name, value)
                     ctx.outputs[name] = value
         finally:
+            ctx.stage = None
             if close_engines:
                 ctx.engines.close()  # engines a generating stage left open (none on success)
