@@ -26,6 +26,7 @@ from harness.results.base import (
     column_problem,
     frame_columns,
     result_frame,
+    typed_frame,
 )
 from harness.results.probing import (
     AttentionRow,
@@ -117,4 +118,5 @@ __all__ = [
     "column_problem",
     "frame_columns",
     "result_frame",
+    "typed_frame",
 ]

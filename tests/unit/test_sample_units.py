@@ -85,13 +85,16 @@ def test_half_life_band_corrects_over_fixed_checkpoints_not_the_window_starts():
 def test_survival_median_sequence_does_not_widen_with_distinct_times():
     from harness.scoring.adherence import survival_median_interval
 
-    events = np.array([True] * 12 + [False] * 12)
+    order = np.random.default_rng(0).permutation(24)  # samples in a random arrival order
+    events = np.array([True] * 12 + [False] * 12)[order]
     failed = 1.0 + np.arange(12)
-    together = np.concatenate([failed, np.full(12, 256.0)])  # 13 distinct times
-    spread = np.concatenate([failed, 200.0 + np.arange(12)])  # 24 distinct times
+    together = np.concatenate([failed, np.full(12, 256.0)])[order]  # 13 distinct times
+    spread = np.concatenate([failed, 200.0 + np.arange(12)])[order]  # 24 distinct times
     a = survival_median_interval(together, events, level=0.95, anytime=True)
     b = survival_median_interval(spread, events, level=0.95, anytime=True)
     assert (a.low, a.high) == (b.low, b.high) and "bonferroni" not in a.method
+    # Bonferroni over the 13 observed times gave a low end of 3; the envelope's is 5
+    assert a.low == 5.0 and math.isinf(a.high)
     assert a.estimate == 12.0  # S(12) = 1/2 exactly (float-safe comparison)
 
 
