@@ -242,8 +242,7 @@ def _message(imodel, message, metadata: dict | None = None):
         role, content, calls, call_id = message["role"], message["content"], (), None
     else:
         role, content = message.role, message.content
-        calls = getattr(message, "tool_calls", ())
-        call_id = getattr(message, "tool_call_id", None) or getattr(message, "name", None)
+        calls, call_id = message.tool_calls, message.tool_call_id or message.name
     if role == "system":
         return imodel.ChatMessageSystem(content=content, metadata=metadata)
     if role == "user":

@@ -26,6 +26,7 @@ from harness.results.base import (
     column_problem,
     frame_columns,
     result_frame,
+    typed_frame,
 )
 from harness.results.probing import (
     AttentionRow,
@@ -42,6 +43,7 @@ from harness.results.scoring import (
     AdherenceRow,
     ConversationRow,
     ForkRow,
+    LoggedRow,
     SurvivalRow,
     TurnAdherenceRow,
     TurnRow,
@@ -70,6 +72,7 @@ ROWS: tuple[type[ResultRow], ...] = (
     TurnRow,
     TurnAdherenceRow,
     ConversationRow,
+    LoggedRow,
     TurnInfluenceRow,
     RelayRow,
     BiasRow,
@@ -99,6 +102,7 @@ __all__ = [
     "ForkRow",
     "GateRow",
     "LinkageRow",
+    "LoggedRow",
     "NextTokenRow",
     "PolicyRow",
     "PredictorRow",
@@ -114,4 +118,5 @@ __all__ = [
     "column_problem",
     "frame_columns",
     "result_frame",
+    "typed_frame",
 ]

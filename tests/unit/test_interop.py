@@ -34,7 +34,7 @@ SUITE = {
 @pytest.fixture
 def folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("harness.analysis.logged.load_tokenizer", lambda name: CharTokenizer())
+    monkeypatch.setattr("harness.plan.load_tokenizer", lambda name: CharTokenizer())
     (tmp_path / "suite.yaml").write_text(yaml.safe_dump(SUITE, allow_unicode=True))
     return tmp_path
 
@@ -112,6 +112,25 @@ def test_an_inspect_log_written_by_inspect_is_scored_turn_by_turn(folder, run_cl
     assert not commas.set_index(["conversation_id", "turn"])["passed"][("ticket-1", 1)]
 
 
+def test_a_scored_log_exported_as_inspect_log_has_one_scored_sample_per_conversation(
+    folder, run_cli
+):
+    assert _score(run_cli, MOCK_EVAL)[0] == 0
+    code, stdout, stderr = run_cli(["export", "out", "--format", "inspect", "--out", "x.json"])
+    assert code == 0, stderr
+    log = inspect_log.read_eval_log(stdout.strip())
+    assert [s.id for s in log.samples] == ["ticket-0", "ticket-1"]
+    by_id = {s.id: s for s in log.samples}
+    # ticket-1: 1 of its 2 turns is French; its first turn explains
+    assert by_id["ticket-1"].scores["language:fr"].value == 0.5
+    assert by_id["ticket-1"].scores["language:fr"].explanation.startswith("turn 1 failed: fr")
+    assert by_id["ticket-0"].scores["language:fr"].value == 1.0
+    assert by_id["ticket-0"].metadata["item"] == "fr-support"
+    assert [m.role for m in by_id["ticket-0"].messages] == [
+        "system", "user", "assistant", "user", "assistant"
+    ]  # fmt: skip
+
+
 def _otlp(*spans: dict) -> dict:
     return {"resourceSpans": [{"resource": {"attributes": []},
                                "scopeSpans": [{"scope": {"name": "openai"}, "spans": list(spans)}]}]}  # fmt: skip  # noqa: E501
@@ -165,6 +184,28 @@ def test_otel_genai_spans_are_scored_as_conversations(folder, run_cli):
     assert language["passed"].to_dict() == {
         ("conv-a", 1): True, ("conv-a", 2): False, ("conv-b", 1): True
     }  # fmt: skip
+
+
+def test_otel_tool_calls_stay_in_the_history_and_are_not_scored(folder, run_cli):
+    call = {
+        "role": "assistant",
+        "parts": [{"type": "tool_call", "id": "c1", "name": "track", "arguments": {"parcel": 7}}],
+    }
+    result = {
+        "role": "tool",
+        "parts": [{"type": "tool_call_response", "id": "c1", "response": {"eta": "demain"}}],
+    }
+    inputs = [_text("user", "Où est mon colis ?"), call, result]
+    log = folder / "traces.jsonl"  # one OTLP request per line, as the Collector writes
+    log.write_text(json.dumps(_otlp(_chat_span("conv-t", 1, inputs, FRENCH))) + "\n")
+    code, _, stderr = _score(run_cli, log)
+    assert code == 0, stderr
+    turns = pd.read_csv(folder / "out" / "turns.csv")
+    assert turns[turns["check"] == "language:fr"]["passed"].tolist() == [True]
+    logged = pd.read_csv(folder / "out" / "logged_conversations.csv")
+    assert logged[["tool_calls", "tool_results", "tool_only_messages"]].values.tolist() == [
+        [1, 1, 1]
+    ]
 
 
 @pytest.mark.parametrize(
