@@ -27,13 +27,7 @@ from harness.stages.fits import FitsStage
 from harness.stages.forks import ForksStage
 from harness.stages.gates import GateStage
 from harness.stages.generate import GenerateStage
-from harness.stages.logs import (
-    LogAnalyseStage,
-    LogManifestStage,
-    LogReportStage,
-    LogScoreStage,
-    ScoreContext,
-)
+from harness.stages.logs import LOG_STAGES, ScoreContext
 from harness.stages.probe import ProbeStage
 from harness.stages.report import ManifestStage, ReportStage
 from harness.stages.score import ScoreStage
@@ -58,9 +52,6 @@ STAGES: list[Stage] = [
 LOOP: list[Stage] = [GenerateStage(), ScoreStage(), AnalyseStage(summary_only=True), GateStage()]
 check_order(STAGES)  # at import: a stage list that reads before it writes never runs
 check_order(LOOP)
-
-# `harness score` on a chat log, over a ScorePlan (harness.stages.logs)
-LOG_STAGES: list = [LogScoreStage(), LogAnalyseStage(), LogManifestStage(), LogReportStage()]
 
 
 def run_score(plan: ScorePlan, show_progress: bool = False) -> ScoreContext:

@@ -18,10 +18,29 @@ from harness.analysis.conversations import conversation_summary, turn_curves
 from harness.engines.pool import EnginePool
 from harness.plan import ScorePlan
 from harness.report import render_report
+from harness.results import (
+    AdherenceCurveRow,
+    AdherenceRow,
+    ConversationRow,
+    LoggedRow,
+    ResultRow,
+    SurvivalRow,
+    TurnAdherenceRow,
+    TurnRow,
+    WindowRow,
+)
 from harness.scoring.io import adherence_frames
 from harness.scoring.judge import JudgeRunner
 from harness.scoring.logged import LoggedScores, log_totals, score_logged
-from harness.stages.base import Output, ProgressBars
+from harness.stages.base import (
+    Manifest,
+    Output,
+    ProgressBars,
+    Report,
+    Stage,
+    check_order,
+    typed_frame,
+)
 from harness.store import RunStore
 
 if TYPE_CHECKING:  # annotations only: pandas loads where frames are made
@@ -40,12 +59,16 @@ class ScoreContext:
     started: str = ""
     scores: LoggedScores | None = None  # the score stage's, for the analyse stage's tokens
     engines: EnginePool = field(default_factory=EnginePool)  # none: judges own theirs
+    stage: Stage | None = None  # the stage running now: `frame` reads only what it declared
 
-    def frame(self, name: str) -> pd.DataFrame:
+    def frame(self, row: type[ResultRow]) -> pd.DataFrame:
+        """An earlier stage's CSV, typed by its row model (as `RunContext.frame`)."""
         import pandas as pd
 
-        value = self.outputs.get(name)
-        return value if value is not None else pd.DataFrame()
+        if self.stage is not None and row not in self.stage.reads:
+            raise RuntimeError(f"stage {self.stage.name} reads {row.file} without declaring it")
+        value = self.outputs.get(row.file)
+        return typed_frame(row, value) if value is not None else pd.DataFrame()
 
     @contextlib.contextmanager
     def timed(self, name: str):
@@ -62,6 +85,8 @@ class LogScoreStage:
     their verdicts cached under the folder's cache/judge/)."""
 
     name = "score"
+    reads = ()
+    writes = (WindowRow, TurnRow, LoggedRow)
 
     def run(self, ctx: ScoreContext) -> dict[str, Output]:
         plan = ctx.plan
@@ -89,11 +114,13 @@ class LogAnalyseStage:
     turns.csv (the replies' token counts: nothing is injected into a log)."""
 
     name = "analyse"
+    reads = (WindowRow, TurnRow)
+    writes = (AdherenceRow, AdherenceCurveRow, SurvivalRow, TurnAdherenceRow, ConversationRow)
 
     def run(self, ctx: ScoreContext) -> dict[str, Output]:
-        turns = ctx.frame("turns.csv")
+        turns = ctx.frame(TurnRow)
         return {
-            **adherence_frames(ctx.frame("windows.csv")),
+            **adherence_frames(ctx.frame(WindowRow)),
             "turn_adherence.csv": turn_curves(turns),
             "conversations.csv": conversation_summary(turns, ctx.scores.tokens),
         }
@@ -103,6 +130,8 @@ class LogManifestStage:
     """manifest.json: `command: score`, the log, the model, the counts, the matching notes."""
 
     name = "manifest"
+    reads = (LoggedRow,)
+    writes = (Manifest,)
 
     def run(self, ctx: ScoreContext) -> dict[str, Output]:
         plan = ctx.plan
@@ -113,7 +142,7 @@ class LogManifestStage:
                 "log_format": plan.log_format,
                 "model": plan.model,
                 "item": plan.item,
-                "counts": log_totals(ctx.frame("logged_conversations.csv")),
+                "counts": log_totals(ctx.frame(LoggedRow)),
                 "matching": plan.matcher.shared_notes(),
                 "timings": dict(ctx.timings),
                 "started": ctx.started,
@@ -126,7 +155,13 @@ class LogReportStage:
     """report.html: the report of a log (`harness.report.logs`)."""
 
     name = "report"
+    reads = (TurnRow, LoggedRow, Manifest)
+    writes = (Report,)
 
     def run(self, ctx: ScoreContext) -> dict[str, Output]:
         render_report(ctx.out_dir, ctx.plan.worst, ctx.plan.with_text)
         return {}
+
+
+LOG_STAGES: list[Stage] = [LogScoreStage(), LogAnalyseStage(), LogManifestStage(), LogReportStage()]
+check_order(LOG_STAGES)  # at import, as the run's stage lists

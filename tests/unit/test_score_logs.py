@@ -6,6 +6,7 @@ report's Conversations section. The one-token-per-character tokenizer stands in 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -270,3 +271,20 @@ def test_a_tool_calling_log_scores_its_text_replies_and_counts_the_rest(
         "conversations": 1, "turns": 2, "scored_turns": 2, "failed_turns": 1, "tool_calls": 2,
         "tool_results": 2, "tool_only_messages": 2, "skipped_parts": 1,
     }  # fmt: skip
+
+
+def test_every_file_harness_score_writes_is_declared_by_a_log_stage(scored):
+    """`harness score` on a chat log is LOG_STAGES over a plan: each stage declares what it
+    reads and writes (row models, in docs/results.md), in order, and writes nothing else."""
+    from harness.results import RESULT_FILES
+    from harness.stages.base import check_order
+    from harness.stages.logs import LOG_STAGES
+
+    check_order(LOG_STAGES)
+    _, stdout = scored
+    declared = [a.file for stage in LOG_STAGES for a in stage.writes]
+    assert sorted(line.removeprefix("out/") for line in stdout.splitlines()) == sorted(declared)
+    csvs = [name for name in declared if name.endswith(".csv")]
+    assert all(name in RESULT_FILES for name in csvs) and "logged_conversations.csv" in csvs
+    docs = (Path(__file__).parents[2] / "docs" / "results.md").read_text()
+    assert all(f"## {name}" in docs for name in csvs)
