@@ -27,6 +27,12 @@ import pandas as pd
 
 from harness import results
 from harness.results import AdherenceCurveRow, AdherenceRow, SurvivalRow, result_frame
+from harness.scoring.corrected import (
+    CheckRates,
+    corrected_interval,
+    deciding_rates,
+    sampling_level,
+)
 from harness.stats import DEFAULT_LEVEL, Interval, binomial_interval, mean_interval, none_interval
 
 # pandas groups by lists: a tuple would be one key
@@ -34,9 +40,13 @@ TASK_CONDITION = list(results.TASK_CONDITION)
 RUN_SAMPLE = list(results.RUN_SAMPLE)
 
 
+def _window_rows(windows: pd.DataFrame) -> pd.DataFrame:
+    return windows[(windows["scope"] == "window") & (windows["window"] >= 0)]
+
+
 def window_passes(windows: pd.DataFrame) -> pd.DataFrame:
     """One row per (condition, sample, window): t_start, t_end, passed (bool)."""
-    w = windows[(windows["scope"] == "window") & (windows["window"] >= 0)]
+    w = _window_rows(windows)
     w = w[w["passed"].notna()].copy()
     w["passed"] = w["passed"].map(lambda v: v is True or str(v).lower() == "true")
     keys = TASK_CONDITION + RUN_SAMPLE + ["window"]
@@ -252,13 +262,38 @@ def _cs(by_t: np.ndarray, events: np.ndarray, level: float, surely: bool) -> flo
     return ci.low if surely else ci.high
 
 
+def window_abstentions(windows: pd.DataFrame) -> pd.DataFrame:
+    """Per condition: windows (a sample's window with a window-scope check row), those no
+    check decided, and the check ids that decided some window (`deciders`, a set)."""
+    w = _window_rows(windows)
+    decided = w["passed"].notna()
+    keys = [*TASK_CONDITION, *RUN_SAMPLE, "window"]
+    per_window = w.assign(decided=decided).groupby(keys, sort=True, dropna=False)["decided"].any()
+    counts = per_window.groupby(TASK_CONDITION, sort=True).agg(["size", "sum"])
+    checks = w[decided & (w["check"].astype(str) != "all")] if "check" in w else w.iloc[0:0]
+    deciders = checks.groupby(TASK_CONDITION, sort=True)["check"].agg(lambda c: set(map(str, c)))
+    out = pd.DataFrame({"windows": counts["size"], "undecided": counts["size"] - counts["sum"]})
+    return out.join(deciders.rename("deciders"), how="left")
+
+
+def _abstention_fields(abstain: dict) -> dict:
+    total, undecided = int(abstain.get("windows", 0)), int(abstain.get("undecided", 0))
+    share = undecided / total if total else math.nan
+    return dict(windows_total=total, undecided_windows=undecided, undecided_window_share=share)
+
+
 def _condition_summary(
-    key, cond: pd.DataFrame, surv: pd.DataFrame, level: float, anytime: bool
-) -> AdherenceRow:
+    key, cond: pd.DataFrame, surv: pd.DataFrame, level: float, anytime: bool, abstain: dict,
+    rates: dict | None,
+) -> AdherenceRow:  # fmt: skip
     grid, matrix = _pass_matrix(cond)
     metrics = curve_metrics(grid, _nanmean(matrix, 0))
     auc_s, final_s = sample_metrics(matrix)
     auc = mean_interval(auc_s, level=level, anytime=anytime)
+    deciders = abstain.get("deciders")
+    check_rates, why = deciding_rates(deciders if isinstance(deciders, set) else set(), rates)
+    raw = mean_interval(auc_s, level=sampling_level(level), anytime=anytime) if check_rates else auc
+    corrected = corrected_interval(raw, check_rates, level, why)
     final = mean_interval(final_s, level=level, anytime=anytime)
     half = half_life_interval(grid, matrix, level=level, anytime=anytime)
     durations, events = surv["duration"].to_numpy(float), surv["event"].to_numpy(bool)
@@ -269,6 +304,7 @@ def _condition_summary(
         ("final", final),
         ("half_life", half),
         ("survival_median", median),
+        ("auc_corrected", corrected),
     ):
         fields.update(ci.row(name))
     # the curve's own point values (equal to the per-sample means when every sample covers
@@ -280,20 +316,30 @@ def _condition_summary(
         n_points=len(grid),
         failures=int(events.sum()),
         censored=int((~events).sum()),
+        **_abstention_fields(abstain),
         **fields,
     )
 
 
 def adherence_summary(
-    windows: pd.DataFrame, *, level: float = DEFAULT_LEVEL, anytime: bool = False
+    windows: pd.DataFrame,
+    *,
+    level: float = DEFAULT_LEVEL,
+    anytime: bool = False,
+    rates: dict[str, CheckRates] | None = None,
 ) -> list[AdherenceRow]:
-    """AUC, final, half-life and survival median with their intervals, per condition.
+    """AUC, final, half-life and survival median with their intervals, per condition, the
+    windows no check decided, and the AUC corrected for the check's error where `rates` (by
+    check id) has the deciding check (harness.scoring.corrected).
     anytime=True: every interval a confidence sequence (for sampling until decided)."""
     passes = window_passes(windows)
     durations = first_failures(passes)
     by_condition = dict(iter(durations.groupby(TASK_CONDITION, sort=True)))
+    abstain = window_abstentions(windows)
     return [
-        _condition_summary(key, cond, by_condition[key], level, anytime)
+        _condition_summary(
+            key, cond, by_condition[key], level, anytime, abstain.loc[key].to_dict(), rates
+        )
         for key, cond in passes.groupby(TASK_CONDITION, sort=True)
     ]
 
