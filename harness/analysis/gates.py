@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from harness.errors import UserError
-from harness.gate_specs import GATE_METRICS, GateSpec, gate_use
+from harness.gate_specs import GATE_METRICS, GateSpec, gate_column, gate_use
 from harness.results import CONDITION, GateRow, result_frame
 from harness.stats import Interval, samples_to_decide
 from harness.stats import verdict as bound_verdict
@@ -223,11 +223,16 @@ def samples_needed(
     return float(max(picked)), ""
 
 
+def _read_as(gate: GateSpec) -> GateSpec:
+    """The gate as the columns it reads: `corrected: true` bounds `<metric>_corrected`."""
+    return gate.model_copy(update={"metric": gate_column(gate)}) if gate.corrected else gate
+
+
 def _check(
-    index: int, gate: GateSpec, model: str, item: str, row: dict | None, level: float
+    index: int, spec: GateSpec, model: str, item: str, row: dict | None, level: float
 ) -> dict:
+    use, gate = gate_use(spec), _read_as(spec)
     value, low, high, n, why = _reading(gate, row)
-    use = gate_use(gate)
     needed = math.nan
     if math.isnan(value):
         verdict, detail = "fail", f"{gate.metric} {why}: fails"
@@ -255,9 +260,10 @@ def _check(
     }  # fmt: skip
 
 
-def _needed_columns(gate: GateSpec) -> list[str]:
+def _needed_columns(spec: GateSpec) -> list[str]:
+    gate = _read_as(spec)
     columns = [gate.metric]
-    if gate_use(gate) == "interval":
+    if gate_use(spec) == "interval":
         columns += [f"{gate.metric}_low", f"{gate.metric}_high"]
     return columns + (["half_life_censored", "auc"] if gate.metric == "half_life" else [])
 

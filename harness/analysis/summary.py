@@ -40,6 +40,8 @@ BEHAVIOUR_COLUMNS = [
     "final", "final_low", "final_high", "final_n", "final_method",
     "survival_median", "survival_median_low", "survival_median_high", "survival_median_n",
     "survival_median_method", "survival_censored_share",
+    "auc_corrected", "auc_corrected_low", "auc_corrected_high", "auc_corrected_n",
+    "auc_corrected_method", "undecided_window_share",
 ]  # fmt: skip
 ALPHA_UNITS = ["alpha_mean_n", "alpha_mean_method"]  # fits.csv's n and method, per condition
 TEXT_COLUMNS = ["alpha_mean_method"] + [c for c in BEHAVIOUR_COLUMNS if c.endswith("_method")]
@@ -166,12 +168,12 @@ def _alpha_table(fits: pd.DataFrame, layers: Sequence[int]) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------- behaviour
-def _behaviour_table(windows: pd.DataFrame, level: float, anytime: bool) -> pd.DataFrame:
+def _behaviour_table(windows: pd.DataFrame, level: float, anytime: bool, rates) -> pd.DataFrame:
     cols = [*CONDITION, *BEHAVIOUR_COLUMNS]
     if windows is None or windows.empty:
         return pd.DataFrame(columns=cols)
     w = scoring_rows(windows)
-    frame = summary_frame(adherence_summary(w, level=level, anytime=anytime))
+    frame = summary_frame(adherence_summary(w, level=level, anytime=anytime, rates=rates))
     if frame.empty:
         return pd.DataFrame(columns=cols)
     frame = frame.rename(columns={"n_samples": "n"})  # the samples every interval rests on
@@ -189,9 +191,11 @@ def summarise_conditions(
     *,
     level: float = DEFAULT_LEVEL,
     anytime: bool = False,
+    rates: dict | None = None,
 ) -> pd.DataFrame:
     """summary.csv: one row per condition seen in any input, columns `summary_columns(layers)`.
     anytime: intervals valid at every look of a sequential run (harness.sequential).
+    rates: the checks' measured error by check id, for the corrected AUC.
 
     layers: hidden-state indices reported as alpha_L<k> (default: middle and last). A condition
     with no divergence (probe off, or the untrained twin which generates nothing) keeps NaN in
@@ -201,7 +205,7 @@ def summarise_conditions(
     layers = list(default_layers(fits) if layers is None else layers)
     tables = [
         _alpha_table(fits, layers),
-        _behaviour_table(windows, level, anytime),
+        _behaviour_table(windows, level, anytime, rates),
         tokens_by_condition(generations_tokens)
         if generations_tokens is not None and not generations_tokens.empty
         else pd.DataFrame(columns=[*CONDITION, *TOKEN_COLUMNS]),

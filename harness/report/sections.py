@@ -13,6 +13,7 @@ from harness.report.carried import carried_cards, forks_section, linkage_sentenc
 from harness.report.conversations import conversations_section
 from harness.report.gates import gates_section
 from harness.report.html import esc, figure, note, section, table
+from harness.report.instrument import corrected_auc_part, undecided_windows_note
 from harness.report.load import RunData
 from harness.report.verdicts import (
     Card,
@@ -113,7 +114,9 @@ def adherence(data: RunData) -> tuple[str, dict]:
         "for longer keeps the system prompt steering for longer."
     )
     fig = plots.curve_figure(curve, "a", "a(t)")
-    return figure("fig-adherence", caption, fig.layout.height), {"fig-adherence": fig}
+    stored = data.frame("adherence.csv")
+    checks = undecided_windows_note(stored) + corrected_auc_part(stored)
+    return figure("fig-adherence", caption, fig.layout.height) + checks, {"fig-adherence": fig}
 
 
 def survival(data: RunData) -> tuple[str, dict]:

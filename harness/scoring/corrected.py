@@ -54,7 +54,7 @@ class CheckRates:
 
 def _rate(k: int, n: int, level: float) -> Interval:
     if n <= 0:
-        return none_interval(math.nan, 0, "no labelled text")
+        return none_interval(math.nan, 0, "no text with that label")
     low, high = binomial_interval(np.array([k]), np.array([n]), level=level)
     return Interval(k / n, float(low[0]), float(high[0]), int(n), "clopper-pearson")
 
@@ -89,7 +89,9 @@ def corrected_bounds(
         nan = np.full(raw.shape, np.nan)
         return nan, nan, nan, f"none ({rates.check}: no labelled {'pass' if se.n == 0 else 'fail'})"
     estimate = rogan_gladen(raw, se.estimate, sp.estimate)
-    share = f"{100 * sampling_level(level):g} %, se/sp clopper-pearson at {100 * rate_level(level):g} %"
+    share = (
+        f"{100 * sampling_level(level):g} %, se/sp clopper-pearson at {100 * rate_level(level):g} %"
+    )
     method = f"rogan-gladen (raw interval at {share}, n_se = {se.n}, n_sp = {sp.n})"
     if not se.low + sp.low > 1:  # part of the box is a check no better than chance
         low, high = np.zeros(raw.shape), np.ones(raw.shape)
@@ -101,7 +103,9 @@ def corrected_bounds(
     return estimate, np.where(undefined, np.nan, low), np.where(undefined, np.nan, high), method
 
 
-def corrected_interval(raw: Interval, rates: CheckRates | None, level: float, why: str = "") -> Interval:
+def corrected_interval(
+    raw: Interval, rates: CheckRates | None, level: float, why: str = ""
+) -> Interval:
     """The corrected estimate of one raw rate whose interval is at `sampling_level(level)`;
     `rates` None: no correction (NaN ends, the method says `why`)."""
     if rates is None:

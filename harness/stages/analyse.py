@@ -4,7 +4,7 @@ code checks, from the earlier outputs."""
 
 from __future__ import annotations
 
-from harness.analysis.calibration import judge_calibration
+from harness.analysis.calibration import judge_calibration, measured_judges
 from harness.analysis.carried import carried_frame
 from harness.analysis.conversations import conversation_summary, turn_curves
 from harness.analysis.correlation import correlate_alpha_behaviour
@@ -40,15 +40,19 @@ class AnalyseStage:
         layers = default_layers(fits) if not fits.empty else []
         # a sequential run looks at its gates after every batch: anytime-valid intervals
         anytime = st.anytime or ctx.config.sequential is not None
+        # the checks' measured error (labelled sets; a judge against the code checks) for the
+        # corrected estimates (harness.scoring.corrected)
+        calibration = judge_calibration(windows, level=st.level, draws=st.draws)
+        rates = measured_judges(calibration)
         summary = summarise_conditions(
             fits if not fits.empty else None, windows, tokens, layers,
-            level=st.level, anytime=anytime,
+            level=st.level, anytime=anytime, rates=rates,
         )  # fmt: skip
         if self.summary_only:
             bar.finish()
             return {"summary.csv": summary}
         out: dict = {
-            **adherence_frames(windows, level=st.level, anytime=anytime),
+            **adherence_frames(windows, level=st.level, anytime=anytime, rates=rates),
             "summary.csv": summary,
         }
         out["correlation.csv"] = correlate_alpha_behaviour(summary, level=st.level)
@@ -56,7 +60,7 @@ class AnalyseStage:
         features = window_features(windows, divergence, nexttoken, layers)
         out["predictor.csv"] = predict_violations(features, n_boot=st.draws, ci=st.level)
         out["policies.csv"] = compare_policies(windows, tokens, level=st.level)
-        out["calibration.csv"] = judge_calibration(windows, level=st.level, draws=st.draws)
+        out["calibration.csv"] = calibration
         carried = carried_of(ctx, nexttoken)
         if carried is not None:
             out["carried.csv"] = carried
@@ -67,7 +71,7 @@ class AnalyseStage:
         )  # fmt: skip
         turns = ctx.frame("turns.csv")
         if not turns.empty:  # conversations: adherence by turn, pressure effect
-            out["turn_adherence.csv"] = turn_curves(turns, level=st.level)
+            out["turn_adherence.csv"] = turn_curves(turns, level=st.level, rates=rates)
             out["conversations.csv"] = conversation_summary(turns, tokens, level=st.level)
         bar.finish()
         return out
