@@ -85,6 +85,10 @@ class ScoringConfig(Strict):
     sentence_aligned: bool = False
     # a language check tells its target apart from these (codes lingua can detect)
     languages: list[LanguageCode] = Field(default_factory=lambda: list(DEFAULT_CANDIDATE_LANGUAGES))
+    # the user's labelled replies (JSONL: text, check, expected): the run's checks are measured
+    # on them, beside the shipped sets, for the corrected estimates (docs/architecture.md,
+    # "Estimators: corrected"); relative to the working directory, else the config's folder
+    validation: Path | None = None
 
 
 ProbeBackend = Literal["auto", "vllm", "hf", "openai"]
@@ -271,7 +275,8 @@ class RunConfig(Strict):
         judges results without changing them, so editing a threshold keeps the run."""
         import hashlib
 
-        text = self.model_dump_json(exclude={"gates"})
+        # the labelled file only changes what the analysis reports, as gates only judge it
+        text = self.model_dump_json(exclude={"gates": True, "scoring": {"validation"}})
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

@@ -25,6 +25,7 @@ from harness.probes.endpoint import check_endpoint, endpoint_settings
 from harness.replay import LogError, check_replays
 from harness.sampling import SampleRange
 from harness.scoring.judge import JudgeDefaults, check_judges, judge_checks_of
+from harness.scoring.validation import read_labelled
 from harness.selection import Selected, policy_units, sample_specs, select_items
 
 
@@ -99,6 +100,8 @@ def plan_run(
         if config.generation.engine == "openai":  # unreachable endpoint: fail before writing
             make_engine("openai", model.path, **engine_options(config.generation)).close()
     _check_judges(config, items)
+    if config.scoring.validation is not None:
+        config = labelled_file(config_path, config)
     if config.probe.enabled:
         for model in models:
             _check_probe_layers(config, model)
@@ -113,6 +116,19 @@ def plan_run(
         else {}
     )
     return RunPlan(config, suites, items, models, twins, out_dir, config.run_id(), backends)
+
+
+def labelled_file(path: Path, config: RunConfig) -> RunConfig:
+    """The config with `scoring.validation` made absolute (relative to the working directory,
+    else the config's folder, as suites), its every line read before the first token: a
+    missing file or a bad line is one error naming the file (and line)."""
+    given = config.scoring.validation
+    resolved = given if given.is_absolute() or given.exists() else path.parent / given
+    if not resolved.is_file():
+        raise UserError(f"{path}: field 'scoring.validation': {given}: file not found")
+    read_labelled(resolved)
+    scoring = config.scoring.model_copy(update={"validation": resolved.resolve()})
+    return config.model_copy(update={"scoring": scoring})
 
 
 def check_turn_budget(config: RunConfig, items: list[Selected]) -> None:

@@ -195,3 +195,25 @@ def test_a_judge_is_measured_on_the_same_scale_and_its_rates_correct_a_judged_co
     judged = _windows({s: [s % 4 != 0] * 3 for s in range(16)}, check=JUDGE)
     (summary,) = adherence_summary(judged, rates=rates)
     assert summary.auc_corrected == pytest.approx((0.75 + 0.75 - 1) / (0.9 + 0.75 - 1))
+
+
+# ------------------------------------------------------------------------- report
+def test_the_report_names_undecided_windows_above_one_percent_and_shows_the_corrected_auc():
+    from harness.report.instrument import corrected_auc_part, undecided_windows_note
+    from harness.report.terminal import undecided_line
+    from harness.scoring.adherence import summary_frame
+
+    many = {s: [True, True, None, True] for s in range(4)}  # 4 of 16 windows undecided
+    few = {s: [True] * 100 for s in range(4)} | {4: [None] + [True] * 99}  # 1 of 500: 0.2 %
+    rates = {"c": CheckRates("c", 180, 20, 190, 10)}
+    frames = [_windows(many), _windows(few).assign(item="j")]
+    adherence = summary_frame(adherence_summary(pd.concat(frames), rates=rates))
+    line = undecided_windows_note(adherence)
+    assert "m: i / none: 4 of 16 windows (25 %) got no verdict" in line and "j / none" not in line
+    assert undecided_line(adherence) == (
+        "Windows without a verdict (left out of the AUC; see the report): i/none 25.0 %"
+    )
+    part = corrected_auc_part(adherence)
+    assert "AUC corrected" in part and "rogan-gladen" in part and "Rogan-Gladen" in part
+    assert undecided_windows_note(adherence[adherence["item"] == "j"]) == ""
+    assert corrected_auc_part(summary_frame(adherence_summary(_windows(many)))) == ""
