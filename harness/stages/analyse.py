@@ -12,7 +12,9 @@ from harness.analysis.linkage import linkage_frame
 from harness.analysis.policies import compare_policies
 from harness.analysis.predictor import predict_violations, window_features
 from harness.analysis.summary import default_layers, summarise_conditions, token_frame
-from harness.scoring.io import adherence_frames
+from harness.scoring.io import adherence_frames, load_tokenizer
+from harness.scoring.measured import measured_checks
+from harness.scoring.score import item_checks
 from harness.stages.forks import forked_records
 
 
@@ -29,6 +31,7 @@ class AnalyseStage:
         # a sequential run's looks need summary.csv alone (the gates read it); the other
         # files come once, from the final records
         self.summary_only = summary_only
+        self._measured: dict | None = None  # the labelled sets' counts, scored once per run
 
     def run(self, ctx) -> dict:
         import pandas as pd
@@ -43,7 +46,7 @@ class AnalyseStage:
         # the checks' measured error (labelled sets; a judge against the code checks) for the
         # corrected estimates (harness.scoring.corrected)
         calibration = judge_calibration(windows, level=st.level, draws=st.draws)
-        rates = measured_judges(calibration)
+        rates = {**self.measured(ctx), **measured_judges(calibration)}
         summary = summarise_conditions(
             fits if not fits.empty else None, windows, tokens, layers,
             level=st.level, anytime=anytime, rates=rates,
@@ -75,6 +78,17 @@ class AnalyseStage:
             out["conversations.csv"] = conversation_summary(turns, tokens, level=st.level)
         bar.finish()
         return out
+
+    def measured(self, ctx) -> dict:
+        """The run's checks measured on the labelled sets (harness.scoring.measured)."""
+        if self._measured is None:
+            scoring = ctx.config.scoring
+            checks = [c for sel in ctx.items for c in item_checks(sel.item, scoring.languages)]
+            tokenizer = lambda: load_tokenizer(ctx.models[0].name)  # noqa: E731
+            self._measured = measured_checks(
+                checks, scoring.languages, scoring.validation, tokenizer
+            )
+        return self._measured
 
 
 def carried_of(ctx, nexttoken):

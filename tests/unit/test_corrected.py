@@ -217,3 +217,54 @@ def test_the_report_names_undecided_windows_above_one_percent_and_shows_the_corr
     assert "AUC corrected" in part and "rogan-gladen" in part and "Rogan-Gladen" in part
     assert undecided_windows_note(adherence[adherence["item"] == "j"]) == ""
     assert corrected_auc_part(summary_frame(adherence_summary(_windows(many)))) == ""
+
+
+# ------------------------------------------------------------------------- measured checks
+def test_a_runs_check_is_measured_on_the_frozen_set_and_the_users_file(tmp_path):
+    import json
+
+    from pydantic import TypeAdapter
+
+    from harness.checks import CheckSpec
+    from harness.config import DEFAULT_CANDIDATE_LANGUAGES
+    from harness.scoring.measured import measured_checks
+
+    spec = TypeAdapter(CheckSpec)
+    french = spec.validate_python({"type": "language", "target": "fr"})
+    check = french.bind(french.base_id, DEFAULT_CANDIDATE_LANGUAGES)
+    shipped = measured_checks([check], DEFAULT_CANDIDATE_LANGUAGES)[check.id]
+    rows = [json.loads(x) for x in open("harness/checks/validation/language-test.jsonl")]
+    fr_rows = [r for r in rows if r["check"] == {"type": "language", "target": "fr"}]
+    decided = shipped.true_pass + shipped.false_fail + shipped.true_fail + shipped.false_pass
+    assert decided + shipped.abstained == len(fr_rows) and "language-test" in shipped.source
+    assert shipped.true_pass > shipped.false_fail and shipped.true_fail > shipped.false_pass
+    labels = tmp_path / "labels.jsonl"
+    mine = [("Votre commande est partie hier soir.", True), ("Your order left last night.", False)]
+    labels.write_text("".join(
+        json.dumps({"text": t, "check": {"type": "language", "target": "fr"}, "expected": e}) + "\n"
+        for t, e in mine
+    ))  # fmt: skip
+    both = measured_checks([check], DEFAULT_CANDIDATE_LANGUAGES, labels)[check.id]
+    assert both.true_pass + both.false_fail == shipped.true_pass + shipped.false_fail + 1
+    assert both.true_fail + both.false_pass == shipped.true_fail + shipped.false_pass + 1
+    assert str(labels) in both.source
+    other = spec.validate_python({"type": "regex_must", "pattern": "^[a-z ]+$"})
+    assert measured_checks([other.bind("regex", [])], DEFAULT_CANDIDATE_LANGUAGES) == {}
+
+
+def test_a_bad_labelled_file_is_one_line_naming_file_and_line_before_anything_runs(
+    tmp_path, run_cli
+):
+    from .test_gates import _write_config
+
+    labels = tmp_path / "labels.jsonl"
+    good = '{"text": "Bonjour à vous.", "check": {"type": "language", "target": "fr"}, '
+    labels.write_text(good + '"expected": true}\n' + good + '"expected": "maybe"}\n')
+    path = _write_config(tmp_path, [], scoring={"window": 64, "validation": "labels.jsonl"})
+    out_dir = tmp_path / "out"
+    code, _, stderr = run_cli(["run", str(path), "--out", str(out_dir)])
+    assert code == 2 and stderr.count("\n") == 1 and not out_dir.exists()
+    assert f"{labels}:2:" in stderr and "expected" in stderr, stderr
+    labels.unlink()
+    code, _, stderr = run_cli(["run", str(path), "--out", str(out_dir)])
+    assert code == 2 and "field 'scoring.validation': labels.jsonl: file not found" in stderr
