@@ -4,6 +4,7 @@ and replies no check decided (adherence.csv, turn_adherence.csv, conversations.c
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -233,7 +234,9 @@ def test_a_runs_check_is_measured_on_the_frozen_set_and_the_users_file(tmp_path)
     french = spec.validate_python({"type": "language", "target": "fr"})
     check = french.bind(french.base_id, DEFAULT_CANDIDATE_LANGUAGES)
     shipped = measured_checks([check], DEFAULT_CANDIDATE_LANGUAGES)[check.id]
-    rows = [json.loads(x) for x in open("harness/checks/validation/language-test.jsonl")]
+    root = Path(__file__).resolve().parents[2]
+    shipped_set = (root / "harness/checks/validation/language-test.jsonl").read_text().splitlines()
+    rows = [json.loads(x) for x in shipped_set]
     fr_rows = [r for r in rows if r["check"] == {"type": "language", "target": "fr"}]
     decided = shipped.true_pass + shipped.false_fail + shipped.true_fail + shipped.false_pass
     assert decided + shipped.abstained == len(fr_rows) and "language-test" in shipped.source
