@@ -47,3 +47,10 @@ def exit_with_error(message: object, code: int = 2) -> NoReturn:
     sys.stderr.write(f"error: {text}\n")
     sys.stderr.flush()
     sys.exit(code)
+
+
+def notice(message: str) -> None:
+    """Print `note: MESSAGE` on stderr: what a command decided for the user without asking
+    (one line, before any generation or scoring), never an error."""
+    sys.stderr.write(f"note: {message}\n")
+    sys.stderr.flush()

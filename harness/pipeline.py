@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.analysis.gates import undecided_conditions
-from harness.plan import plan_run
+from harness.errors import notice
+from harness.plan import ScorePlan, plan_run
 from harness.sequential import SamplePlan, gated_conditions
 from harness.stages.analyse import AnalyseStage
 from harness.stages.base import (
@@ -26,6 +27,7 @@ from harness.stages.fits import FitsStage
 from harness.stages.forks import ForksStage
 from harness.stages.gates import GateStage
 from harness.stages.generate import GenerateStage
+from harness.stages.logs import LOG_STAGES, ScoreContext
 from harness.stages.probe import ProbeStage
 from harness.stages.report import ManifestStage, ReportStage
 from harness.stages.score import ScoreStage
@@ -50,6 +52,17 @@ STAGES: list[Stage] = [
 LOOP: list[Stage] = [GenerateStage(), ScoreStage(), AnalyseStage(summary_only=True), GateStage()]
 check_order(STAGES)  # at import: a stage list that reads before it writes never runs
 check_order(LOOP)
+
+
+def run_score(plan: ScorePlan, show_progress: bool = False) -> ScoreContext:
+    """Score a validated chat log: the matching notes, then every LOG_STAGES stage; returns
+    the context (its `outputs` are the files written, `scores` the scored conversations)."""
+    for line in plan.matcher.shared_notes():
+        notice(f"{plan.logs}: {line}")
+    plan.out_dir.mkdir(parents=True, exist_ok=True)
+    ctx = ScoreContext(plan, plan.out_dir, started=datetime.now(UTC).isoformat(timespec="seconds"))
+    run_stages(ctx, LOG_STAGES, show_progress)
+    return ctx
 
 
 def run_pipeline(

@@ -76,10 +76,11 @@ def cannot_tell_sentence(policy: str, rows: pd.DataFrame) -> str:
         if fork_verdict(lo, hi) == "depends"
     ]
     also = f" At t = {', '.join(depends)} the prompt does change behaviour." if depends else ""
+    n = int(last["n"])
     return (
         f"{policy}: cannot tell whether removing the system prompt still changes behaviour "
-        f"from the last fork (t = {fmt_t(last['fork_t'])}) on: with n = {int(last['n'])} "
-        f"records the dependence {last['dependence']:+.2f}"
+        f"from the last fork (t = {fmt_t(last['fork_t'])}) on: with n = {n} "
+        f"record{'' if n == 1 else 's'} the dependence {last['dependence']:+.2f}"
         f"{ci_text(last, 'dependence', '+.2f', with_n=False)} contains 0 but reaches beyond "
         f"±{BAND:.2f}.{also}"
     )

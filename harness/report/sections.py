@@ -14,6 +14,7 @@ from harness.report.conversations import conversations_section
 from harness.report.gates import gates_section
 from harness.report.html import esc, figure, note, section, table
 from harness.report.load import RunData
+from harness.report.logs import logs_part
 from harness.report.verdicts import (
     Card,
     adherence_cards,
@@ -34,6 +35,7 @@ TITLES = {
     "adherence": "Adherence a(t)",
     "survival": "Survival",
     "conversations": "Conversations",
+    "logs": "Logged conversations",
     "policies": "Policies",
     "forks": "Prompt or text?",
     "correlation": "α vs behaviour",
@@ -269,6 +271,7 @@ BUILDERS = {
     "adherence": adherence,
     "survival": survival,
     "conversations": conversations_section,
+    "logs": logs_part,
     "policies": policies,
     "forks": forks_section,
     "correlation": correlation,

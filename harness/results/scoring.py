@@ -307,3 +307,47 @@ class ConversationRow(ResultRow):
     tokens_injected: int | None
     token_overhead: float
     """injected / generated tokens"""
+
+
+class LoggedRow(ResultRow):
+    file = "logged_conversations.csv"
+    written_by = "score (only with chat logs)"
+    row = 'one logged conversation (see "Logged conversations")'
+    keys = ("conversation_id",)
+
+    conversation_id: str
+    """the line's `id`, else `<file stem>:<line>`"""
+    where: str
+    """`<file>:<line>` of the conversation in its log"""
+    model: str
+    task: str
+    item: str
+    matched_by: Literal["item", "system", "--item", "shared system"]
+    """how its item was found: the line's `item`, its system prompt, `--item`, or the first
+    (in suite order) of the items whose system prompt it is"""
+    sample: int
+    """its sample index in turns.csv (0-based within its item, in file order)"""
+    turns: int
+    """user messages"""
+    scored_turns: int
+    """turns with assistant text (each one reply in turns.csv)"""
+    failed_turns: int
+    """scored turns with a failing check"""
+    first_failed_turn: int | None
+    """the first turn with a failing check; empty when none failed"""
+    first_failed_check: str
+    """that turn's first failing check (empty when none failed)"""
+    first_failed_reason: str
+    """that check's reason (empty when it gave none)"""
+    tool_calls: int
+    """tool calls the assistant made (kept in the history as text, not scored)"""
+    tool_results: int
+    """`tool` (or older `function`) messages"""
+    tool_only_messages: int
+    """assistant messages with tool calls and no text: not scored"""
+    skipped_parts: int
+    """content parts that are not text (images, audio, files): left out"""
+    metadata: str
+    """the line's own `metadata` object, as compact JSON (`{}` without one)"""
+    tags: str
+    """the line's `tags`, as a JSON list (`[]` without)"""
