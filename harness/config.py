@@ -27,6 +27,7 @@ from harness.errors import UserError
 from harness.gate_specs import LOOP_METRICS, GateSpec, gate_problem
 from harness.models import parse_model_name
 from harness.policy_specs import (
+    BASELINE,
     POLICY_NAMES,
     AdaptivePolicy,
     AttentionBiasPolicy,
@@ -36,6 +37,7 @@ from harness.policy_specs import (
     PolicySpec,
     RestatePolicy,
     policy_label,
+    repeated_policy,
 )
 from harness.sampling import SampleRange, sample_range
 from harness.schema import Strict
@@ -44,9 +46,9 @@ from harness.userfiles import read_user_text
 
 # re-exported: the suite models (harness.suites) and the policy specs (harness.policy_specs)
 __all__ = [
-    "POLICY_NAMES", "AdaptivePolicy", "AttentionBiasPolicy", "NonePolicy", "PeriodicPolicy",
-    "Placement", "PolicySpec", "RestatePolicy", "TaskItem", "TaskSuite", "UserSimulator",
-    "UserTurn", "policy_label",
+    "BASELINE", "POLICY_NAMES", "AdaptivePolicy", "AttentionBiasPolicy", "NonePolicy",
+    "PeriodicPolicy", "Placement", "PolicySpec", "RestatePolicy", "TaskItem", "TaskSuite",
+    "UserSimulator", "UserTurn", "policy_label",
 ]  # fmt: skip
 
 
@@ -85,9 +87,7 @@ class ScoringConfig(Strict):
     sentence_aligned: bool = False
     # a language check tells its target apart from these (codes lingua can detect)
     languages: list[LanguageCode] = Field(default_factory=lambda: list(DEFAULT_CANDIDATE_LANGUAGES))
-    # the user's labelled replies (JSONL: text, check, expected): the run's checks are measured
-    # on them, beside the shipped sets, for the corrected estimates (docs/architecture.md,
-    # "Estimators: corrected"); relative to the working directory, else the config's folder
+    # labelled replies (JSONL) the checks are measured on ("Estimators: corrected")
     validation: Path | None = None
 
 
@@ -211,6 +211,14 @@ class RunConfig(Strict):
         return value
 
     @model_validator(mode="after")
+    def _policies_distinct(self) -> RunConfig:
+        for field in ("policies", "conversation_policies"):
+            problem = repeated_policy(getattr(self, field) or [], field)
+            if problem:
+                raise ValueError(problem)
+        return self
+
+    @model_validator(mode="after")
     def _window_fits(self) -> RunConfig:
         if self.scoring.window > self.generation.max_tokens:
             raise ValueError(
@@ -245,6 +253,11 @@ class RunConfig(Strict):
             )
         return self
 
+    def policy_spec(self, label: str) -> PolicySpec | None:
+        """The spec behind a policy label of this run (None: not one of its policies)."""
+        specs = [*self.policies, *(self.conversation_policies or [])]
+        return next((p for p in specs if policy_label(p) == label), None)
+
     def policy_labels(self) -> list[str]:
         """Every policy label of the run, in config order, each once."""
         specs = [*self.policies, *(self.conversation_policies or [])]
@@ -271,11 +284,11 @@ class RunConfig(Strict):
         return self
 
     def run_id(self) -> str:
-        """First 12 hex of sha256 of the config JSON, every field in it but `gates`: a gate
-        judges results without changing them, so editing a threshold keeps the run."""
+        """First 12 hex of sha256 of the config JSON, every field in it but `gates` and
+        `scoring.validation`: they judge results without changing them (a threshold or a
+        labelled file edited keeps the run)."""
         import hashlib
 
-        # the labelled file only changes what the analysis reports, as gates only judge it
         text = self.model_dump_json(exclude={"gates": True, "scoring": {"validation"}})
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 

@@ -45,7 +45,7 @@ def _by_history(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(policy=named)
 
 
-def _turn_figures(curve: pd.DataFrame) -> tuple[str, dict]:
+def turn_figures(curve: pd.DataFrame) -> tuple[str, dict]:
     by_turn = _by_history(curve).rename(columns={"turn": "t"})
     fig_a = plots.curve_figure(
         by_turn.rename(columns={"a_low": "low", "a_high": "high"}), "a", "a(k)", x_title="turn k"
@@ -179,7 +179,7 @@ def conversations_section(data: RunData) -> tuple[str, dict] | None:
     html, figs = [], {}
     curve, summary = data.frame("turn_adherence.csv"), data.frame("conversations.csv")
     if curve is not None:
-        part, part_figs = _turn_figures(curve)
+        part, part_figs = turn_figures(curve)
         html += [part, undecided_turns_note(curve), corrected_turns_part(curve)]
         figs |= part_figs
     else:

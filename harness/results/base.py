@@ -8,12 +8,14 @@ share one set of names (below) and one doc each; intervals are `<metric>_low` an
 
 from __future__ import annotations
 
+import math
 import re
 import types
 import typing
 from collections.abc import Iterable
 from typing import Any, ClassVar, Literal
 
+import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
@@ -167,6 +169,35 @@ def result_frame(row: type[ResultRow], rows: Any = ()) -> pd.DataFrame:
         if problem:
             raise ValueError(f"{row.file}: column {name}: {problem}")
     return frame
+
+
+def typed_frame(row: type[ResultRow], frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` checked against `row` (`result_frame`), its bool columns holding Python bools
+    and None (not strings, not NaN), so readers test `v is True` and nothing else."""
+    frame = frame.copy()
+    for name in frame.columns:
+        if name in row.model_fields and column_kind(row, name)[0] == "bool":
+            frame[name] = _as_bools(frame[name])
+    return result_frame(row, frame)
+
+
+_BOOL_TEXT = {"true": True, "1": True, "1.0": True, "false": False, "0": False, "0.0": False}
+
+
+def as_bool(value: Any) -> bool | None:
+    """A bool cell however it arrived (a bool, numpy's bool, "True"/"False" or 1/0 read back
+    from a CSV; empty, NaN or anything else: None). The one parser of boolean cells."""
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    if isinstance(value, str):
+        return _BOOL_TEXT.get(value.strip().lower())
+    if isinstance(value, int | float) and not math.isnan(value):
+        return _BOOL_TEXT.get(f"{float(value):.1f}")
+    return None
+
+
+def _as_bools(values: pd.Series) -> pd.Series:
+    return values.map(as_bool).astype(object)
 
 
 def column_problem(row: type[ResultRow], name: str, values: pd.Series) -> str | None:

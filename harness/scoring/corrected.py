@@ -25,8 +25,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
-from harness.stats import Interval, binomial_interval, check_level, none_interval
+from harness import results
+from harness.stats import (
+    Interval,
+    binomial_interval,
+    check_level,
+    mean_interval,
+    none_interval,
+)
+
+TASK_CONDITION, RUN_SAMPLE = list(results.TASK_CONDITION), list(results.RUN_SAMPLE)
 
 # shares of alpha given to the sampling interval and to each of Se and Sp: sampling error
 # dominates at the n users run (4-64 samples against hundreds of labelled texts)
@@ -130,3 +140,33 @@ def deciding_rates(
     if check not in rates:
         return None, f"no validation data for {check}"
     return rates[check], ""
+
+
+def corrected_mean(values, raw: Interval, deciders, rates, level: float, anytime: bool) -> Interval:
+    """The corrected mean of per-sample values in [0, 1] (their raw interval `raw` at
+    `level`), for a condition whose verdicts came from the check ids `deciders`."""
+    check_rates, why = deciding_rates(deciders if isinstance(deciders, set) else set(), rates)
+    if check_rates is not None:
+        raw = mean_interval(values, level=sampling_level(level), anytime=anytime)
+    return corrected_interval(raw, check_rates, level, why)
+
+
+# ---------------------------------------------------------------- no silent abstention
+def window_abstentions(windows: pd.DataFrame) -> pd.DataFrame:
+    """Per condition: windows (a sample's window with a window-scope check row), those no
+    check decided, and the check ids that decided some window (`deciders`, a set)."""
+    w = windows[(windows["scope"] == "window") & (windows["window"] >= 0)]
+    decided = w["passed"].notna()
+    keys = [*TASK_CONDITION, *RUN_SAMPLE, "window"]
+    per_window = w.assign(decided=decided).groupby(keys, sort=True, dropna=False)["decided"].any()
+    counts = per_window.groupby(TASK_CONDITION, sort=True).agg(["size", "sum"])
+    checks = w[decided & (w["check"].astype(str) != "all")] if "check" in w else w.iloc[0:0]
+    deciders = checks.groupby(TASK_CONDITION, sort=True)["check"].agg(lambda c: set(map(str, c)))
+    out = pd.DataFrame({"windows": counts["size"], "undecided": counts["size"] - counts["sum"]})
+    return out.join(deciders.rename("deciders"), how="left")
+
+
+def abstention_fields(abstain: dict) -> dict:
+    total, undecided = int(abstain.get("windows", 0)), int(abstain.get("undecided", 0))
+    share = undecided / total if total else math.nan
+    return dict(windows_total=total, undecided_windows=undecided, undecided_window_share=share)
