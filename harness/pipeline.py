@@ -19,6 +19,7 @@ from harness.stages.fits import FitsStage
 from harness.stages.forks import ForksStage
 from harness.stages.gates import GateStage
 from harness.stages.generate import GenerateStage
+from harness.stages.laws import LawsStage
 from harness.stages.probe import ProbeStage
 from harness.stages.report import ManifestStage, ReportStage
 from harness.stages.score import ScoreStage
@@ -33,6 +34,7 @@ STAGES: list[Stage] = [
     ProbeStage(),
     TheoryStage(),
     FitsStage(),
+    LawsStage(),
     AnalyseStage(),
     GateStage(),
     ManifestStage(),

@@ -13,6 +13,7 @@ from harness.report.carried import carried_cards, forks_section, linkage_sentenc
 from harness.report.conversations import conversations_section
 from harness.report.gates import gates_section
 from harness.report.html import esc, figure, note, section, table
+from harness.report.laws import laws_section
 from harness.report.load import RunData
 from harness.report.verdicts import (
     Card,
@@ -36,6 +37,7 @@ TITLES = {
     "conversations": "Conversations",
     "policies": "Policies",
     "forks": "Prompt or text?",
+    "laws": "Does the prompt's grip vanish or settle?",
     "correlation": "α vs behaviour",
     "judge": "How far to trust the judge",
     "samples": "Samples",
@@ -271,6 +273,7 @@ BUILDERS = {
     "conversations": conversations_section,
     "policies": policies,
     "forks": forks_section,
+    "laws": laws_section,
     "correlation": correlation,
     "judge": judge,
     "samples": samples,
