@@ -131,7 +131,10 @@ def group_sets(units: list[Unit], t_min: int) -> list[CurveSet]:
         groups.setdefault((u.model, POOLED, u.policy, *kind), []).append(u)
         groups.setdefault((u.model, POOLED, POOLED, *kind), []).append(u)
     sets = []
-    for (model, item, policy, curve, group), members in sorted(groups.items()):
+    seen = {key[3:]: i for i, key in reversed(list(enumerate(groups)))}  # curves as found
+    order = sorted(groups, key=lambda k: (k[0], k[1] == POOLED, k[1], k[2], seen[k[3:]]))
+    for model, item, policy, curve, group in order:
+        members = groups[(model, item, policy, curve, group)]
         if item == POOLED and len({(m.item, m.policy) for m in members}) < 2:
             continue  # the pool is one condition: its row already exists
         built = _stack(members, t_min)
@@ -150,14 +153,21 @@ def group_sets(units: list[Unit], t_min: int) -> list[CurveSet]:
 
 
 def _stack(members: list[Unit], t_min: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """(x, units) of a group: dense curves cut to the shortest and taken at the fit grid;
-    sparse ones (turns, windows) on the union of their x."""
+    """(x, units) of a group: dense curves (t = 1..T) cut to the shortest and taken at the fit
+    grid; turns and windows on the union of their x."""
     if members[0].curve in ("kl_turn", "a_k", "a_t"):
         x = np.unique(np.concatenate([m.x for m in members]))
         ys = np.full((len(members), len(x)), np.nan)
         for i, m in enumerate(members):
             ys[i, np.searchsorted(x, m.x)] = m.y
         return x, ys
+    if not all(np.array_equal(m.x, np.arange(1, len(m.y) + 1)) for m in members):
+        # rows read back from a CSV (a few positions each): the positions >= t_min all share
+        shared = set.intersection(*(set(m.x.tolist()) for m in members))
+        x = np.array(sorted(v for v in shared if v >= t_min), dtype=np.float64)
+        if len(x) < MIN_POINTS:
+            return None
+        return x, np.stack([m.y[np.searchsorted(m.x, x)] for m in members])
     common = min(len(m.y) for m in members)
     grid = fit_positions(t_min, common)
     if len(grid) < MIN_POINTS:
