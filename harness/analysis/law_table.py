@@ -14,8 +14,9 @@ model's conversations the same way. Curves:
 - `a_k`: per sample, 1/0 per reply of a generated conversation (x = turn).
 Per set, each law's out-of-sample error, the chosen law, every parameter with a percentile
 bootstrap interval over the units (>= 3 units; fewer: no interval, "cannot tell"), the floor's
-one-sided bootstrap p-value (floor <= 0) Holm-adjusted over every tested set of the run (the
-chosen law's floor), and the floor's difference from policy `none` in the same group.
+one-sided p-value (floor <= 0, the draws' normal approximation) Holm-adjusted over every tested
+set of the run (the chosen law's floor), and the floor's difference from policy `none` in the
+same group.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import zlib
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
 from harness.analysis import laws as L
 from harness.analysis.fits import layer_groups
@@ -223,8 +225,7 @@ def set_rows(s: CurveSet, draws: int, level: float) -> tuple[list[dict], dict]:
                 row |= {f"{name}_low": bounds["low"], f"{name}_high": bounds["high"]}
             row["method"] = f"percentile-bootstrap over {n_units} {s.unit}s"
             if law in L.FLOORED:
-                good = b.floor[np.isfinite(b.floor)]
-                row["floor_p"] = (1 + int((good <= 0).sum())) / (1 + len(good))
+                row["floor_p"] = floor_p(row["floor"], b.floor)
                 floors[law] = (row["floor"], b.floor)
         else:
             row |= {"rate_low": nan, "rate_high": nan, "floor_low": nan, "floor_high": nan,
@@ -235,6 +236,18 @@ def set_rows(s: CurveSet, draws: int, level: float) -> tuple[list[dict], dict]:
         row["reason"] = ""
         rows.append(row)
     return rows, floors
+
+
+def floor_p(floor: float, draws: np.ndarray) -> float:
+    """One-sided p-value of floor <= 0 from the bootstrap's normal approximation (z = floor /
+    the draws' sd): continuous, so Holm over many curves is not bounded by 1 / draws."""
+    good = draws[np.isfinite(draws)]
+    if len(good) < 10 or not math.isfinite(floor):
+        return math.nan
+    sd = float(good.std(ddof=1))
+    if sd == 0:
+        return 0.0 if floor > 0 else 1.0
+    return float(stats.norm.sf(floor / sd))
 
 
 def _empty(base: dict, law: str, reason: str) -> dict:

@@ -305,7 +305,7 @@ class LawRow(ResultRow):
     """the intervals' method: a percentile bootstrap over the units; `none (...)` with fewer
     than 3"""
     floor_p: float
-    """one-sided bootstrap p-value of floor <= 0"""
+    """one-sided p-value of floor <= 0 (the bootstrap draws' normal approximation)"""
     floor_p_holm: float
     """floor_p Holm-adjusted over every chosen floored law of the run"""
     floor_excludes_zero: bool | None
