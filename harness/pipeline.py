@@ -23,13 +23,15 @@ from harness.stages.laws import LawsStage
 from harness.stages.probe import ProbeStage
 from harness.stages.report import ManifestStage, ReportStage
 from harness.stages.score import ScoreStage
+from harness.stages.single_turn import SingleTurnStage
 from harness.stages.theory import TheoryStage
 from harness.store import RunStore
 
 # In order; a stage reads only what the stages before it produced.
 STAGES: list[Stage] = [
     GenerateStage(),
-    ForksStage(),  # right after generation: it reuses the generation engine
+    SingleTurnStage(),  # right after generation: it reuses the generation engine
+    ForksStage(),  # so does this one
     ScoreStage(),
     ProbeStage(),
     TheoryStage(),

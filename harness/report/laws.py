@@ -12,6 +12,7 @@ import pandas as pd
 
 from harness.analysis.fits import layer_groups
 from harness.analysis.laws import LAW_EQUILIBRIUM, LAW_ZERO
+from harness.analysis.single_turn import comparison
 from harness.report.html import esc, figure, fmt_num, note, table
 from harness.report.load import RunData
 from harness.report.plots import _layout, color
@@ -221,4 +222,44 @@ def laws_section(data: RunData) -> tuple[str, dict] | None:
     if deltas:
         body.append(table(["model", "item", "policy", "curve", "law", "floor − none's",
                            "reading"], deltas))  # fmt: skip
+    body.append(twin_part(data))
     return "".join(body), figs
+
+
+def twin_part(data: RunData) -> str:
+    """Tokens or turns? The single-turn twins beside the conversation at equal token distance."""
+    single = data.frame("single_turn.csv")
+    if single is None:
+        return ""
+    per_turn, summary = comparison(single, data.frame("turns.csv"))
+    if summary.empty:
+        return "<h3>Tokens or turns?</h3>" + note("No twin reply could be paired with its turn.")
+    sentences = []
+    for _, r in summary.iterrows():
+        conv = _ci(-r["drop"], -r["drop_high"], -r["drop_low"], True)
+        twin = _ci(-r["twin_drop"], -r["twin_drop_high"], -r["twin_drop_low"], True)
+        sentences.append(
+            f"{r['model']} on {r['item']} ({int(r['n'])} samples), the pass rate's change from "
+            f"the first reply over turns k >= 2: the conversation {conv}, its single-turn twin "
+            f"at the same token distance {twin}: {r['reading']}."
+        )
+    rows = [[r["model"], r["item"], int(r["turn"]), int(r["n"]), f"{r['conversation_t']:.0f}",
+             f"{r['twin_t']:.0f}", fmt_num(r["first"], 2), fmt_num(r["conversation"], 2),
+             fmt_num(r["twin"], 2)] for _, r in per_turn.iterrows()]  # fmt: skip
+    headers = ["model", "item", "turn k", "samples", "token position: turn k",
+               "token position: twin", "a(1)", "a(k)", "twin a(k)"]  # fmt: skip
+    return (
+        "<h3>Tokens or turns?</h3>"
+        + note(
+            "For each turn k >= 2 of a conversation without reminders, its single-turn twin sends "
+            "the first k user turns and the sample's own first k - 1 replies as one message and "
+            "is answered once (single_turn.csv), at about the token distance where the "
+            "conversation's turn k reply starts. If the drop follows the tokens (the theorem's "
+            "t), the twin drops as turn k does; if it follows the turns, the twin holds like "
+            "turn 1. Differences are paired by sample, 95 % intervals over samples."
+        )
+        + "<ul>"
+        + "".join(f"<li>{esc(s)}</li>" for s in sentences)
+        + "</ul>"
+        + table(headers, rows)
+    )
