@@ -108,6 +108,15 @@ def _solve(law: str, w: np.ndarray, y0: np.ndarray, g: np.ndarray):
     return floor, scale, np.where(np.abs(det) > 1e-12 * np.maximum(s1 * sgg, _EPS), sse, np.inf)
 
 
+def _best(sse: np.ndarray, rates: np.ndarray) -> np.ndarray:
+    """Per row, the index of the least sse; among rates that fit equally well (a curve that
+    is 0 throughout fits every rate) the one nearest 0, so a flat curve reads as flat."""
+    sse = np.where(np.isfinite(sse), sse, np.inf)
+    least = sse.min(axis=1, keepdims=True)
+    tied = sse <= least + 1e-12 * np.maximum(np.abs(least), 1e-300)
+    return np.argmin(np.where(tied, np.abs(rates), np.inf), axis=1)
+
+
 def fit_law(law: str, x: np.ndarray, y: np.ndarray, space: str) -> LawParams:
     """Least-squares fit of `law` to each row of y (B, n) (or one curve (n,)) at x (n,): the
     rate grid at every COARSE-th value first, then every value within COARSE steps of each
@@ -119,11 +128,10 @@ def fit_law(law: str, x: np.ndarray, y: np.ndarray, space: str) -> LawParams:
     rates = _grid(law, x)
     coarse = np.arange(0, len(rates), COARSE)
     sse = _solve(law, w, y0, _shape(law, rates[coarse], x))[2]
-    best = coarse[np.argmin(np.where(np.isfinite(sse), sse, np.inf), axis=1)]  # (B,)
+    best = coarse[_best(sse, np.broadcast_to(rates[coarse], sse.shape))]  # (B,)
     fine = np.clip(best[:, None] + np.arange(-COARSE, COARSE + 1)[None, :], 0, len(rates) - 1)
     floor, scale, sse = _solve(law, w, y0, _shape(law, rates[fine], x))  # (B, 2 COARSE + 1)
-    sse = np.where(np.isfinite(sse), sse, np.inf)
-    pick = np.argmin(sse, axis=1)
+    pick = _best(sse, rates[fine])
     rows = np.arange(y.shape[0])
     enough = (w > 0).sum(axis=1) >= (2 if law == LAW_ZERO else 3)
 

@@ -106,3 +106,12 @@ def test_a_simulated_floor_and_a_simulated_decay_are_told_apart():
             mean = L.mean_curve(_units(law, 1.0, floor, 8, 100 + seed, sd=0.05))
             hits[law] += L.choose(L.tail_errors(X, mean, "relative")) == law
     assert hits[L.LAW_ZERO] >= 18 and hits[L.LAW_FLOOR] >= 18
+
+
+def test_a_curve_at_zero_throughout_reads_flat_not_rising():
+    x = np.array([32.0, 96.0, 160.0, 224.0, 288.0])
+    never = np.zeros((4, len(x)))
+    ident = {"model": "m", "item": "i", "policy": "none"}
+    rows = law_rows([CurveSet(ident, "a_t", "behaviour", "t", "absolute", x, never, "sample")])
+    chosen = next(r for r in rows if r["chosen"])
+    assert chosen["rate"] == 0.0 and chosen["verdict"] == "flat"
