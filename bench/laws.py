@@ -76,27 +76,36 @@ def recovery(law, rate, floor, n, reps, seed, noise) -> tuple[float, dict[str, i
     return picks.get(law, 0) / reps, picks
 
 
-def measure(run_dir: Path) -> tuple[float, float, float]:
-    """(point sd, lag-one correlation along the fit grid, unit sd) of the late layer group's
-    log rel_l2 curves in a run's divergence.csv, around each pair's power-floor fit."""
+def _noise(x: np.ndarray, units: np.ndarray) -> tuple[float, float, float]:
+    """(point sd, lag-one correlation, unit sd) of log curves around each one's power-floor fit."""
+    units = units[np.all(units > 0, axis=1)]
+    fit = L.fit_law(L.LAW_FLOOR, x, units, "relative")
+    resid = np.log(units) - np.log(np.maximum(L.predict(L.LAW_FLOOR, fit, x, x.min()), 1e-30))
+    rho = np.nanmean([np.corrcoef(r[:-1], r[1:])[0, 1] for r in resid])
+    return float(resid.std()), float(rho), float(np.log(units).mean(axis=1).std())
+
+
+def measure(run_dir: Path) -> dict[str, tuple[float, float, float]]:
+    """The noise of the trained model's single-reply curves in a run folder: the late layer
+    group's rel_l2 (divergence.csv) and the next-token KL (nexttoken.csv), at the fit grid."""
     import pandas as pd
 
     from harness.analysis.fits import layer_groups
 
     div = pd.read_csv(run_dir / "divergence.csv")
-    div = div[(div["t"] >= T_MIN) & ~div["model"].str.startswith("untrained:")]
+    single = div.groupby("pair")["turn"].transform("max") == 1  # conversations have turns
+    div = div[single & (div["t"] >= T_MIN) & ~div["model"].str.startswith("untrained:")]
     name, members = layer_groups(sorted(int(v) for v in div["layer"].unique()))[-1]
-    wide = div[div["layer"].isin(members)].groupby(["pair", "model", "t"])["rel_l2"].mean()
+    wide = div[div["layer"].isin(members)].groupby(["model", "pair", "t"])["rel_l2"].mean()
     table = wide.unstack("t").dropna(axis=1)
-    x = table.columns.to_numpy(dtype=np.float64)
-    units = table.to_numpy()
-    units = units[np.all(units > 0, axis=1)]
-    fit = L.fit_law(L.LAW_FLOOR, x, units, "relative")
-    resid = np.log(units) - np.log(L.predict(L.LAW_FLOOR, fit, x, x.min()))
-    rho = np.mean([np.corrcoef(r[:-1], r[1:])[0, 1] for r in resid])
-    level = np.log(units).mean(axis=1)
-    print(f"measured on {len(units)} pairs, {name}, {len(x)} fit positions")
-    return float(resid.std()), float(rho), float(level.std())
+    out = {f"rel_l2 {name}": _noise(table.columns.to_numpy(float), table.to_numpy())}
+    nxt = pd.read_csv(run_dir / "nexttoken.csv")
+    nxt = nxt[nxt["pair"].isin(div["pair"].unique()) & ~nxt["model"].str.startswith("untrained:")]
+    kl = nxt[nxt["t"].isin(table.columns)].groupby(["model", "pair", "t"])["kl"].mean()
+    kl = kl.unstack("t").dropna(axis=1)
+    out["kl"] = _noise(kl.columns.to_numpy(float), kl.to_numpy())
+    print(f"measured on {len(table)} pairs, {len(table.columns)} fit positions")
+    return out
 
 
 def main() -> None:
@@ -109,8 +118,8 @@ def main() -> None:
     parser.add_argument("--unit-sd", type=float, default=UNIT_SD)
     args = parser.parse_args()
     if args.measure:
-        sd, rho, unit = measure(args.measure)
-        print(f"point sd {sd:.3f}  rho {rho:.2f}  unit sd {unit:.3f}")
+        for curve, (sd, rho, unit) in measure(args.measure).items():
+            print(f"{curve}: point sd {sd:.3f}  rho {rho:.2f}  unit sd {unit:.3f}")
         return
     noise = (args.point_sd, args.rho, args.unit_sd)
     print(f"noise: point sd {noise[0]}, rho {noise[1]}, unit sd {noise[2]}; {args.reps} runs")
