@@ -29,12 +29,14 @@ from pathlib import Path
 import numpy as np
 
 from harness.analysis import laws as L
+from harness.analysis.law_table import CurveSet, law_rows
 from harness.analysis.powerlaw import fit_positions
 
 T, T_MIN = 320, 16
 UNITS = (2, 6, 24)
+VERDICT_DRAWS = 100  # bootstrap draws per simulated run when verdicts are counted
 # measured on the quickstart (see --measure); overridable
-POINT_SD, RHO, UNIT_SD = 0.05, 0.6, 0.3
+POINT_SD, RHO, UNIT_SD = 0.36, 0.3, 0.25
 
 
 def truth(law: str, t: np.ndarray, rate: float, floor: float) -> np.ndarray:
@@ -64,16 +66,25 @@ def noisy_units(truth_curve, n, rng, point_sd, rho, unit_sd) -> np.ndarray:
     return truth_curve[None, :] * np.exp(e + rng.normal(0.0, unit_sd, (n, 1)))
 
 
-def recovery(law, rate, floor, n, reps, seed, noise) -> tuple[float, dict[str, int]]:
-    x = fit_positions(T_MIN, T).astype(np.float64)
+WRONG = {L.LAW_ZERO: "settles", L.LAW_FLOOR: "vanishes", L.LAW_EQUILIBRIUM: "vanishes"}
+
+
+def recovery(law, rate, floor, n, reps, seed, noise, tokens=T, verdicts=False):
+    """(share of runs choosing the true law, share whose verdict is decided and wrong: a decay
+    to zero read `settles`, a floor read `vanishes`; NaN unless `verdicts`)."""
+    x = fit_positions(T_MIN, tokens).astype(np.float64)
     y = truth(law, x, rate, floor)
     rng = np.random.default_rng(seed)
-    picks: dict[str, int] = {}
+    right = wrong = 0
     for _ in range(reps):
-        mean = L.mean_curve(noisy_units(y, n, rng, *noise))
-        chosen = str(L.choose(L.tail_errors(x, mean, "relative")))
-        picks[chosen] = picks.get(chosen, 0) + 1
-    return picks.get(law, 0) / reps, picks
+        units = noisy_units(y, n, rng, *noise)
+        right += L.choose(L.tail_errors(x, L.mean_curve(units), "relative")) == law
+        if verdicts:
+            ident = {"model": "m", "item": "i", "policy": "none"}
+            curve = CurveSet(ident, "rel_l2", "late", "t", "relative", x, units, "pair")
+            chosen = next(r for r in law_rows([curve], draws=VERDICT_DRAWS) if r["chosen"])
+            wrong += chosen["verdict"] == WRONG[law]
+    return right / reps, (wrong / reps if verdicts else float("nan"))
 
 
 def _noise(x: np.ndarray, units: np.ndarray) -> tuple[float, float, float]:
@@ -116,20 +127,30 @@ def main() -> None:
     parser.add_argument("--point-sd", type=float, default=POINT_SD)
     parser.add_argument("--rho", type=float, default=RHO)
     parser.add_argument("--unit-sd", type=float, default=UNIT_SD)
+    parser.add_argument("--tokens", type=int, default=T, help="curve length T")
+    parser.add_argument("--verdicts", action="store_true", help="count wrong decided verdicts")
     args = parser.parse_args()
     if args.measure:
         for curve, (sd, rho, unit) in measure(args.measure).items():
             print(f"{curve}: point sd {sd:.3f}  rho {rho:.2f}  unit sd {unit:.3f}")
         return
     noise = (args.point_sd, args.rho, args.unit_sd)
-    print(f"noise: point sd {noise[0]}, rho {noise[1]}, unit sd {noise[2]}; {args.reps} runs")
-    print(f"{'truth':<16} {'rate':>6} {'floor':>6} " + " ".join(f"n={n:<5}" for n in UNITS))
-    start, worst = time.perf_counter(), 1.0
+    print(f"noise: point sd {noise[0]}, rho {noise[1]}, unit sd {noise[2]}; T = {args.tokens}; "
+          f"{args.reps} runs; cells: share choosing the true law"
+          + (" / share with a decided, wrong verdict" if args.verdicts else ""))  # fmt: skip
+    print(f"{'truth':<16} {'rate':>6} {'floor':>6} " + " ".join(f"n={n:<11}" for n in UNITS))
+    start, worst, worst_wrong = time.perf_counter(), 1.0, 0.0
     for i, (law, rate, floor) in enumerate(grid_cells(args.quick)):
-        shares = [recovery(law, rate, floor, n, args.reps, 1000 * i + n, noise)[0] for n in UNITS]
-        worst = min(worst, *shares)
-        print(f"{law:<16} {rate:>6.3f} {floor:>6.2f} " + " ".join(f"{s:<7.2f}" for s in shares))
-    print(f"worst cell {worst:.2f} (goal >= 0.90); {time.perf_counter() - start:.0f} s")
+        cells = []
+        for n in UNITS:
+            share, wrong = recovery(law, rate, floor, n, args.reps, 1000 * i + n, noise,
+                                    args.tokens, args.verdicts and n >= 3)  # fmt: skip
+            worst = min(worst, share)
+            worst_wrong = max(worst_wrong, wrong) if wrong == wrong else worst_wrong
+            cells.append(f"{share:.2f}" + (f" / {wrong:.2f}" if wrong == wrong else " / -   "))
+        print(f"{law:<16} {rate:>6.3f} {floor:>6.2f} " + " ".join(f"{c:<13}" for c in cells))
+    print(f"worst recovery {worst:.2f} (goal >= 0.90); worst wrong-verdict share "
+          f"{worst_wrong:.2f}; {time.perf_counter() - start:.0f} s")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -37,6 +37,8 @@ POOLED = "all"
 BASELINE_POLICY = "none"
 MIN_UNITS = 3  # fewer units give no interval: the verdict is "cannot tell"
 MIN_POINTS = 5
+# `vanishes` needs the data to rule out a floor this share of the initial value
+FLOOR_RULED_OUT = 0.1
 NEXT_TOKEN = "next-token"
 BEHAVIOUR = "behaviour"
 
@@ -258,17 +260,23 @@ def _empty(base: dict, law: str, reason: str) -> dict:
             "method": f"none ({reason})", "reason": reason}  # fmt: skip
 
 
-def verdict(row: dict) -> str:
-    """What the chosen law says of the curve: `vanishes` (power law to zero, exponent above 0),
-    `settles` (a floored law whose floor excludes zero after Holm), `flat` (the power law's
-    exponent interval holds 0), `grows`, or `cannot tell` (no interval, or a floor that does
-    not exclude zero)."""
+def verdict(row: dict, floored: dict | None = None) -> str:
+    """What the chosen law says of the curve: `vanishes` (power law to zero, exponent above 0,
+    and the power-floor law `floored` of the same curve rules out a floor of FLOOR_RULED_OUT of
+    the initial value: its floor interval ends below it), `settles` (a floored law whose floor
+    excludes zero after Holm), `flat` (the power law's exponent interval holds 0), `grows`, or
+    `cannot tell` (no interval, a floor that does not exclude zero, or a decay whose floor the
+    data cannot rule out: bench/laws.py shows floors read as decays at these noise levels)."""
     if not row["chosen"] or not math.isfinite(row["rate_low"]):
         return "cannot tell"
     if row["law"] == L.LAW_ZERO:
-        if row["rate_low"] > 0:
-            return "vanishes"
-        return "grows" if row["rate_high"] < 0 else "flat"
+        if row["rate_high"] < 0:
+            return "grows"
+        if row["rate_low"] <= 0:
+            return "flat"
+        high = (floored or {}).get("floor_high", math.nan)
+        ruled_out = math.isfinite(high) and high < FLOOR_RULED_OUT * row["initial"]
+        return "vanishes" if ruled_out else "cannot tell"
     return "settles" if row["floor_excludes_zero"] is True else "cannot tell"
 
 
@@ -289,8 +297,10 @@ def law_rows(sets: list[CurveSet], draws: int = 500, level: float = DEFAULT_LEVE
         if math.isfinite(p):
             rows[i]["floor_p_holm"] = float(p)
             rows[i]["floor_excludes_zero"] = bool(p < 1 - level)
+    by_set = {(*_key(r, r["curve"], r["layer_group"]), r["law"]): r for r in rows}
     for r in rows:
-        r["verdict"] = verdict(r) if r["chosen"] else ""
+        floored = by_set.get((*_key(r, r["curve"], r["layer_group"]), L.LAW_FLOOR))
+        r["verdict"] = verdict(r, floored) if r["chosen"] else ""
         _delta(r, floors, level)
     return rows
 

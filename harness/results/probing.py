@@ -311,7 +311,8 @@ class LawRow(ResultRow):
     floor_excludes_zero: bool | None
     """floor_p_holm < 1 - level; empty when not tested"""
     verdict: Verdict
-    """the chosen row's reading: `vanishes`, `settles`, `flat`, `grows` or `cannot tell`"""
+    """the chosen row's reading: `vanishes` (a floor of 10 % of `initial` ruled out too),
+    `settles`, `flat`, `grows` or `cannot tell`"""
     floor_delta: float
     """this policy's floor minus policy `none`'s (same model, item, curve, law)"""
     floor_delta_low: float
