@@ -260,13 +260,14 @@ def _empty(base: dict, law: str, reason: str) -> dict:
             "method": f"none ({reason})", "reason": reason}  # fmt: skip
 
 
-def verdict(row: dict, floored: dict | None = None) -> str:
+def verdict(row: dict, floored: list[dict] | None = None) -> str:
     """What the chosen law says of the curve: `vanishes` (power law to zero, exponent above 0,
-    and the power-floor law `floored` of the same curve rules out a floor of FLOOR_RULED_OUT of
-    the initial value: its floor interval ends below it), `settles` (a floored law whose floor
-    excludes zero after Holm), `flat` (the power law's exponent interval holds 0), `grows`, or
-    `cannot tell` (no interval, a floor that does not exclude zero, or a decay whose floor the
-    data cannot rule out: bench/laws.py shows floors read as decays at these noise levels)."""
+    and both floored laws of the same curve, `floored`, rule out a floor of FLOOR_RULED_OUT of
+    the initial value: their floor intervals end below it), `settles` (a floored law whose
+    floor excludes zero after Holm), `flat` (the power law's exponent interval holds 0),
+    `grows`, or `cannot tell` (no interval, a floor that does not exclude zero, or a decay whose
+    floor the data cannot rule out: bench/laws.py shows floors chosen as decays at these noise
+    levels)."""
     if not row["chosen"] or not math.isfinite(row["rate_low"]):
         return "cannot tell"
     if row["law"] == L.LAW_ZERO:
@@ -274,8 +275,10 @@ def verdict(row: dict, floored: dict | None = None) -> str:
             return "grows"
         if row["rate_low"] <= 0:
             return "flat"
-        high = (floored or {}).get("floor_high", math.nan)
-        ruled_out = math.isfinite(high) and high < FLOOR_RULED_OUT * row["initial"]
+        highs = [r.get("floor_high", math.nan) for r in floored or []]
+        ruled_out = bool(highs) and all(
+            math.isfinite(h) and h < FLOOR_RULED_OUT * row["initial"] for h in highs
+        )
         return "vanishes" if ruled_out else "cannot tell"
     return "settles" if row["floor_excludes_zero"] is True else "cannot tell"
 
@@ -299,7 +302,8 @@ def law_rows(sets: list[CurveSet], draws: int = 500, level: float = DEFAULT_LEVE
             rows[i]["floor_excludes_zero"] = bool(p < 1 - level)
     by_set = {(*_key(r, r["curve"], r["layer_group"]), r["law"]): r for r in rows}
     for r in rows:
-        floored = by_set.get((*_key(r, r["curve"], r["layer_group"]), L.LAW_FLOOR))
+        same = _key(r, r["curve"], r["layer_group"])
+        floored = [by_set[(*same, law)] for law in L.FLOORED if (*same, law) in by_set]
         r["verdict"] = verdict(r, floored) if r["chosen"] else ""
         _delta(r, floors, level)
     return rows
