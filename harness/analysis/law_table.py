@@ -10,7 +10,8 @@ model's conversations the same way. Curves:
   layer group (hf probe): token positions t at the fit grid of [t_min, T], T the group's
   shortest curve; a conversation's positions are its replies' tokens only;
 - `kl_turn`: the KL at each reply's first token (turn_influence.csv), x = turn;
-- `a_t`: per sample, 1/0 per scoring window (x = the window's middle position), single replies;
+- `a_t`: per sample, 1/0 per scoring window (x = the window's middle in generated tokens,
+  (index + 1/2) x window: aligned across samples), single replies;
 - `a_k`: per sample, 1/0 per reply of a generated conversation (x = turn).
 Per set, each law's out-of-sample error, the chosen law, every parameter with a percentile
 bootstrap interval over the units (>= 3 units; fewer: no interval, "cannot tell"), the floor's

@@ -44,7 +44,9 @@ class LawsStage:
 
 
 def behaviour_units(ctx) -> list:
-    """a(t) per sample of the single replies (1/0 per window, x = the window's middle) and a(k)
+    """a(t) per sample of the single replies (1/0 per window, x = the window's middle in
+    generated tokens: (index + 1/2) x window, the same x in every sample, whatever was injected
+    before it) and a(k)
     per sample of the generated conversations (1/0 per reply)."""
     conversations = {r.item for r in ctx.records if r.is_conversation}
     out = []
@@ -52,7 +54,7 @@ def behaviour_units(ctx) -> list:
     if not windows.empty:
         passes = window_passes(windows)
         passes = passes[~passes["item"].isin(conversations)]
-        passes = passes.assign(x=(passes["t_start"] + passes["t_end"]) / 2.0,
+        passes = passes.assign(x=(passes["window"] + 0.5) * ctx.config.scoring.window,
                                y=passes["passed"].astype(float))  # fmt: skip
         out += frame_units(passes, "a_t", "x", "y", BEHAVIOUR, False)
     turns = ctx.frame("turns.csv") if conversations else None

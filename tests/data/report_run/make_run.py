@@ -200,7 +200,7 @@ def _laws(div: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
             units.append(Unit(model, item, policy, False, "rel_l2", name,
                               curve.index.to_numpy(float), curve.to_numpy(float)))  # fmt: skip
     passes = window_passes(windows)
-    passes = passes.assign(x=(passes["t_start"] + passes["t_end"]) / 2.0,
+    passes = passes.assign(x=(passes["window"] + 0.5) * WINDOW,
                            y=passes["passed"].astype(float))  # fmt: skip
     units += frame_units(passes, "a_t", "x", "y", BEHAVIOUR, False)
     return pd.DataFrame(law_rows(group_sets(units, 16), draws=200))
