@@ -9,7 +9,8 @@ of the detector. Then (in a fresh process, so its peak RSS is its own) `harness 
 generated chat log: N conversations (default 10,000) of 5 assistant turns, each reply 2 to 5
 sentences drawn from the test set's (80 % French, so the French check fails on some turns),
 checked with `language: fr` and IFEval `punctuation:no_comma`, through the command's own code
-(`score_log_files`, then the report); prints conversations per second and the peak RSS.
+(`plan_score` and `run_score`: the stages of `harness score`, the report included); prints
+conversations per second and the peak RSS.
 Goal: <= 5 minutes and <= 1 GiB on 2 cores.
 """
 
@@ -129,16 +130,16 @@ def write_log(path: Path, conversations: int, turns: int = 5, seed: int = 0) -> 
 
 def logs_child(log: Path, out: Path) -> None:
     """Score the log as `harness score` does; print the figures (this process's own peak)."""
-    from harness.analysis.logged import score_log_files
     from harness.config import ScoringConfig, TaskSuite
-    from harness.report import render_report
+    from harness.pipeline import run_score
+    from harness.plan import plan_score
 
     suite = TaskSuite.model_validate(SUITE)
     start = time.perf_counter()
-    _, count = score_log_files(log, [suite], out, ScoringConfig())
-    scored = time.perf_counter() - start
-    render_report(out)
+    ctx = run_score(plan_score(log, [suite], out, ScoringConfig()))
+    count = ctx.scores.conversations
     total = time.perf_counter() - start
+    scored = total - ctx.timings["report"]
     usage = resource.getrusage(resource.RUSAGE_SELF)
     peak = usage.ru_maxrss / 1024  # KiB on Linux
     print(f"chat log: {count} conversations x 5 turns, {log.stat().st_size / 2**20:.0f} MiB")

@@ -1,14 +1,25 @@
 """Logged conversations in the OpenAI chat format, read one JSON line at a time.
 
-A line is one conversation: `{"messages": [{"role", "content"}, ...], "id"?, "item"?}` or a
-bare list of messages. Roles: an optional `system` message first, then `user` and
-`assistant` alternating, starting with `user`; at least one assistant turn; a trailing user
-message (asked, not yet answered) is allowed. `developer` (OpenAI's newer name for the system
-role) is read as `system`. Keys besides these are ignored, on the line (`model`, `metadata`,
-...) and on a message (`name`, `refusal`, `annotations`, ...): production exports carry them
-and they do not change what the turns say. Content must be a string: a multi-part content list
-or the null content of a tool call is refused, as are the `tool` and `function` roles (the
-harness scores what the assistant wrote, not tool traffic).
+A line is one conversation: `{"messages": [...], "id"?, "item"?, "metadata"?, "tags"?}` or a
+bare list of messages, in every shape the Chat Completions API writes them:
+
+- content a string, or a list of parts: the `text` parts are joined by a newline, any other
+  part (`image_url`, `input_audio`, `file`, ...) is skipped and counted (`skipped_parts`);
+  an assistant `refusal` part is the assistant's words and counts as text;
+- an assistant message with `tool_calls` (or the older `function_call`) and `content: null`,
+  then `tool` messages (or the older `function` messages) with the results;
+- `developer` (OpenAI's newer name for the system role) is read as `system`.
+
+Order: an optional system message first, then turns. **A turn** is a user message and every
+message up to the next user message; its scored reply is the assistant text of that turn (the
+text of its assistant messages, joined by a blank line). A turn whose assistant messages only
+call tools has no reply: it is not scored, and counted. A trailing user message (asked, not
+yet answered) is allowed. Tool calls and results stay in the history, rendered as text into
+the user side of the turn (`tool_text`), since a chat template that renders `tool` messages
+is the exception among the models this harness runs (docs/architecture.md, "Logged
+conversations"). The line's own `metadata` (an object) and `tags` (a list of strings) are kept
+for the report. Keys besides these are ignored (`model`, `usage`, a message's `name`,
+`annotations`, ...).
 
 The file is never read whole: `read_chat_logs` yields conversations as it parses them, so a
 caller holding one at a time stays flat in memory however long the log. Every problem is one
@@ -20,24 +31,42 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from harness.chatmessages import LoggedMessage, ToolCall, check_order, json_type, parse_message
 from harness.errors import UserError
 from harness.userfiles import user_text_lines
 
-ROLES = ("system", "user", "assistant")
-# Read as another role: OpenAI renamed the system role `developer` for its reasoning models.
-_ROLE_ALIASES = {"developer": "system"}
+__all__ = ["LoggedConversation", "LoggedMessage", "LoggedTurn", "ToolCall", "read_chat_logs"]
 
 
-class LoggedMessage(BaseModel):
+class LoggedTurn(BaseModel):
+    """Turn `turn` (the `turn`-th user message) with what followed it up to the next one."""
+
     model_config = ConfigDict(frozen=True)
 
-    role: Literal["system", "user", "assistant"]
-    content: str
+    turn: int
+    user: str
+    reply: str | None
+    """the turn's assistant text; None when the assistant only called tools, or said nothing"""
+    tools: tuple[LoggedMessage, ...] = ()
+    """the turn's tool traffic in order: assistant messages with tool calls, tool results"""
+
+
+class LogCounts(BaseModel):
+    """What a usable line holds that is not scored (conversations.csv and the manifest)."""
+
+    turns: int = 0
+    scored_turns: int = 0
+    tool_calls: int = 0
+    tool_results: int = 0
+    tool_only_messages: int = 0
+    """assistant messages with tool calls and no text: not scored"""
+    skipped_parts: int = 0
 
 
 class LoggedConversation(BaseModel):
@@ -51,6 +80,8 @@ class LoggedConversation(BaseModel):
     path: Path
     line: int
     messages: list[LoggedMessage]
+    metadata: dict[str, Any] = {}
+    tags: tuple[str, ...] = ()
 
     @property
     def where(self) -> str:
@@ -64,15 +95,74 @@ class LoggedConversation(BaseModel):
 
     @property
     def assistant_turns(self) -> int:
-        return sum(m.role == "assistant" for m in self.messages)
+        """Turns with a reply to score."""
+        return sum(turn.reply is not None for turn in self.turns())
+
+    def turns(self) -> list[LoggedTurn]:
+        """Every turn in order (see the module docstring)."""
+        return self._turns
+
+    @cached_property  # the scorer asks for them three times per conversation
+    def _turns(self) -> list[LoggedTurn]:
+        out: list[LoggedTurn] = []
+        talk = self.messages[1:] if self.system is not None else self.messages
+        user, texts, tools = None, [], []
+        for message in [*talk, None]:  # None closes the last turn
+            if message is None or message.role == "user":
+                if user is not None:
+                    reply = "\n\n".join(texts) if texts else None
+                    out.append(LoggedTurn(turn=len(out) + 1, user=user, reply=reply,
+                                          tools=tuple(tools)))  # fmt: skip
+                user, texts, tools = (message.content if message else None), [], []
+                continue
+            if message.role == "assistant" and (message.content or not message.tool_calls):
+                texts.append(message.content)
+            if message.role == "tool" or message.tool_calls:
+                tools.append(message)
+        return out
 
     def exchanges(self) -> list[tuple[str, str | None]]:
-        """(user message, the assistant's reply) per turn, 1-based turn k at index k - 1; the
-        reply is None for a trailing user message."""
-        talk = self.messages[1:] if self.system is not None else self.messages
-        users = [m.content for m in talk[0::2]]
-        replies: list[str | None] = [m.content for m in talk[1::2]]
-        return list(zip(users, replies + [None] * (len(users) - len(replies)), strict=True))
+        """(what the model read as user turn k, its reply) per turn with a reply, and a trailing
+        unanswered user turn as (text, None): a turn's tool traffic is written after its user
+        message (`tool_text`), and a turn without a reply is joined to the next user message,
+        since a chat template alternates user and assistant. Turn numbers: `scored_turns`."""
+        return [(user, reply) for _, user, reply in self.scored_turns()]
+
+    def scored_turns(self) -> list[tuple[int, str, str | None]]:
+        """(turn number, user text as the model read it, reply): see `exchanges`."""
+        out, pending = [], []
+        for turn in self.turns():
+            pending.append(turn_text(turn))
+            if turn.reply is not None:
+                out.append((turn.turn, "\n\n".join(pending), turn.reply))
+                pending = []
+        if pending:
+            out.append((self.turns()[-1].turn, "\n\n".join(pending), None))
+        return out
+
+    def counts(self) -> LogCounts:
+        turns = self.turns()
+        tools = [m for t in turns for m in t.tools]
+        return LogCounts(
+            turns=len(turns),
+            scored_turns=sum(t.reply is not None for t in turns),
+            tool_calls=sum(len(m.tool_calls) for m in tools),
+            tool_results=sum(m.role == "tool" for m in tools),
+            tool_only_messages=sum(m.role == "assistant" and not m.content for m in tools),
+            skipped_parts=sum(m.skipped_parts for m in self.messages),
+        )
+
+
+def tool_text(message: LoggedMessage) -> str:
+    """A tool call or result as the text a replay and the scorer put in the history."""
+    if message.role == "tool":
+        return f"[tool result {message.name or message.tool_call_id or ''}: {message.content}]"
+    return "\n".join(f"[tool call {call.name}({call.arguments})]" for call in message.tool_calls)
+
+
+def turn_text(turn: LoggedTurn) -> str:
+    """The user message, then the turn's tool traffic as text (nothing added without any)."""
+    return "\n\n".join([turn.user, *(tool_text(m) for m in turn.tools)])
 
 
 def is_chat_log(path: Path) -> bool:
@@ -99,6 +189,18 @@ def read_chat_logs(path: Path) -> Iterator[LoggedConversation]:
     for number, line in user_text_lines(path):
         if line.strip():
             yield _conversation(path, number, line)
+
+
+def read_chat_lines(path: Path, numbers: set[int]) -> dict[int, LoggedConversation]:
+    """The conversations on the given line numbers (the report's few shown ones), parsed as
+    `read_chat_logs` does; the other lines are skipped unparsed."""
+    path, found = Path(path), {}
+    for number, line in user_text_lines(path):
+        if number in numbers:
+            found[number] = _conversation(path, number, line)
+            if len(found) == len(numbers):
+                break
+    return found
 
 
 def validate_chat_logs(
@@ -139,6 +241,8 @@ def _conversation(path: Path, number: int, line: str) -> LoggedConversation:
         path=path,
         line=number,
         messages=messages,
+        metadata=_metadata(where, data.get("metadata")),
+        tags=_tags(where, data.get("tags")),
     )
 
 
@@ -161,47 +265,25 @@ def _item(where: str, value: Any) -> str | None:
     return value
 
 
+def _metadata(where: str, value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise UserError(f"{where}: 'metadata' must be an object, got a {json_type(value)}")
+    return value
+
+
+def _tags(where: str, value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(tag, str) for tag in value):
+        raise UserError(f"{where}: 'tags' must be a list of strings")
+    return tuple(value)
+
+
 def _messages(where: str, raw: Any) -> list[LoggedMessage]:
     if not isinstance(raw, list) or not raw:
         raise UserError(f"{where}: 'messages' must be a non-empty list")
-    messages = [_message(where, k, m) for k, m in enumerate(raw, start=1)]
-    _check_order(where, messages)
+    messages = [parse_message(f"{where}: message {k}", m) for k, m in enumerate(raw, start=1)]
+    check_order(where, messages)
     return messages
-
-
-def _message(where: str, k: int, raw: Any) -> LoggedMessage:
-    if not isinstance(raw, dict):
-        raise UserError(f"{where}: message {k} is not an object with 'role' and 'content'")
-    role = raw.get("role")
-    role = _ROLE_ALIASES.get(role, role) if isinstance(role, str) else role
-    if role not in ROLES:
-        raise UserError(
-            f"{where}: message {k} has unknown role {json.dumps(raw.get('role'))} "
-            f"(roles: {', '.join(ROLES)})"
-        )
-    content = raw.get("content")
-    if not isinstance(content, str):
-        got = "missing" if "content" not in raw else f"a {_json_type(content)}"
-        raise UserError(f"{where}: message {k} ({role}): content must be a string, got {got}")
-    return LoggedMessage(role=role, content=content)
-
-
-def _json_type(value: Any) -> str:
-    names = {list: "list", dict: "object", type(None): "null", bool: "boolean"}
-    return names.get(type(value), "number" if isinstance(value, int | float) else "value")
-
-
-def _check_order(where: str, messages: list[LoggedMessage]) -> None:
-    """System only first; then user, assistant, user, ... starting with user."""
-    start = 1 if messages[0].role == "system" else 0
-    for k, message in enumerate(messages[start:], start=start):
-        expected = "user" if (k - start) % 2 == 0 else "assistant"
-        if message.role != expected:
-            after = f" after '{messages[k - 1].role}'" if k else ""
-            place = " (a system message must be the first)" if message.role == "system" else ""
-            raise UserError(
-                f"{where}: roles out of order: message {k + 1} is '{message.role}'{after}, "
-                f"expected '{expected}'{place}"
-            )
-    if not any(m.role == "assistant" for m in messages):
-        raise UserError(f"{where}: no assistant turn to score")

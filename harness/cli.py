@@ -4,13 +4,17 @@ into exit code 3 (harness/errors.py lists the codes)."""
 
 from __future__ import annotations
 
+import os
+import shlex
+import signal
 import sys
+import threading
 import traceback
 
 import typer
 
 from harness.commands import bench, gate, init, models, probe, relay, report, run, score
-from harness.errors import INTERNAL_ERROR, UserError, exit_with_error
+from harness.errors import INTERNAL_ERROR, Interrupted, UserError, exit_with_error
 
 # harness.logs quiets the libraries at import, before any engine process is spawned
 from harness.logs import configure_logging
@@ -45,9 +49,57 @@ app.command("report")(report.report_command)
 app.command("bench", context_settings=bench.CONTEXT_SETTINGS)(bench.bench_command)
 
 
+_received: list[int] = []  # the signal that stopped this command, if one did
+# After a stop signal the engines get this long to shut down before the process ends anyway:
+# a library may swallow the interrupt or block in its shutdown, and the engine processes die
+# with this one in any case (harness/engines/lifetime.py).
+SHUTDOWN_GRACE_S = 30.0
+
+
+def _interrupt(signum: int, frame) -> None:
+    if _received:  # a second signal: stop now
+        _force_exit()
+    _received.append(signum)
+    timer = threading.Timer(SHUTDOWN_GRACE_S, _force_exit)
+    timer.daemon = True
+    timer.start()
+    raise Interrupted(signum)
+
+
+def _resume_line() -> str:
+    signum = _received[0] if _received else signal.SIGINT
+    command = shlex.join(["harness", *sys.argv[1:]])
+    return (
+        f"interrupted by {signal.Signals(signum).name}: engines stopped, finished units kept; "
+        f"re-run `{command}` to resume"
+    )
+
+
+def _exit_interrupted() -> None:
+    """One line saying how the command stopped and how to go on; exit 128 + the signal."""
+    exit_with_error(_resume_line(), 128 + (_received[0] if _received else signal.SIGINT))
+
+
+def _force_exit() -> None:
+    sys.stdout.flush()
+    sys.stderr.write(f"error: {_resume_line()}\n")
+    sys.stderr.flush()
+    os._exit(128 + (_received[0] if _received else signal.SIGINT))
+
+
 def main() -> None:
+    # SIGTERM (a CI timeout, `kill`) and SIGINT unwind like Ctrl-C, so the stages' `finally`
+    # blocks stop the engines; SIGKILL is met by the engine processes (engines/lifetime.py)
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     try:
         app()
+    except KeyboardInterrupt:
+        _exit_interrupted()
+    except SystemExit:
+        if _received:  # typer turns the interrupt into exit 130 with a bare "Aborted"
+            _exit_interrupted()
+        raise
     except UserError as exc:
         # One line, no traceback: bad input is the user's to fix, not a crash.
         exit_with_error(exc, exc.exit_code)

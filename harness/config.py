@@ -27,6 +27,7 @@ from harness.errors import UserError
 from harness.gate_specs import LOOP_METRICS, GateSpec, gate_problem
 from harness.models import parse_model_name
 from harness.policy_specs import (
+    BASELINE,
     POLICY_NAMES,
     AdaptivePolicy,
     AttentionBiasPolicy,
@@ -36,6 +37,7 @@ from harness.policy_specs import (
     PolicySpec,
     RestatePolicy,
     policy_label,
+    repeated_policy,
 )
 from harness.sampling import SampleRange, sample_range
 from harness.schema import Strict
@@ -44,9 +46,9 @@ from harness.userfiles import read_user_text
 
 # re-exported: the suite models (harness.suites) and the policy specs (harness.policy_specs)
 __all__ = [
-    "POLICY_NAMES", "AdaptivePolicy", "AttentionBiasPolicy", "NonePolicy", "PeriodicPolicy",
-    "Placement", "PolicySpec", "RestatePolicy", "TaskItem", "TaskSuite", "UserSimulator",
-    "UserTurn", "policy_label",
+    "BASELINE", "POLICY_NAMES", "AdaptivePolicy", "AttentionBiasPolicy", "NonePolicy",
+    "PeriodicPolicy", "Placement", "PolicySpec", "RestatePolicy", "TaskItem", "TaskSuite",
+    "UserSimulator", "UserTurn", "policy_label",
 ]  # fmt: skip
 
 
@@ -217,6 +219,14 @@ class RunConfig(Strict):
         return value
 
     @model_validator(mode="after")
+    def _policies_distinct(self) -> RunConfig:
+        for field in ("policies", "conversation_policies"):
+            problem = repeated_policy(getattr(self, field) or [], field)
+            if problem:
+                raise ValueError(problem)
+        return self
+
+    @model_validator(mode="after")
     def _window_fits(self) -> RunConfig:
         if self.scoring.window > self.generation.max_tokens:
             raise ValueError(
@@ -250,6 +260,11 @@ class RunConfig(Strict):
                 f"gate on {', '.join(LOOP_METRICS)} (add one, or give samples as a number)"
             )
         return self
+
+    def policy_spec(self, label: str) -> PolicySpec | None:
+        """The spec behind a policy label of this run (None: not one of its policies)."""
+        specs = [*self.policies, *(self.conversation_policies or [])]
+        return next((p for p in specs if policy_label(p) == label), None)
 
     def policy_labels(self) -> list[str]:
         """Every policy label of the run, in config order, each once."""

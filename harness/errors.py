@@ -2,9 +2,10 @@
 
 0: done, every gate passed (or none was set); 1: a gate failed or is undecided (the verdict a
 CI job acts on); 2: bad input, one line naming it, nothing written; 3: an internal error (a
-traceback: the harness's fault, never a verdict). Python's own exit code for an uncaught
-exception is 1, which would read as "a gate failed": `harness.cli.main` maps it to 3, as
-pytest does.
+traceback: the harness's fault, never a verdict); 130 / 143: stopped by SIGINT / SIGTERM (128 +
+the signal, as a shell reports it) after a clean shutdown, with the line to resume. Python's
+own exit code for an uncaught exception is 1, which would read as "a gate failed":
+`harness.cli.main` maps it to 3, as pytest does.
 """
 
 from __future__ import annotations
@@ -19,6 +20,14 @@ INTERNAL_ERROR = 3
 
 class HarnessError(Exception):
     """Base class of every error the harness raises on purpose."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM (or SIGINT) received: unwinds like Ctrl-C, so every `finally` closes its engine."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
 class UserError(HarnessError):
@@ -38,3 +47,10 @@ def exit_with_error(message: object, code: int = 2) -> NoReturn:
     sys.stderr.write(f"error: {text}\n")
     sys.stderr.flush()
     sys.exit(code)
+
+
+def notice(message: str) -> None:
+    """Print `note: MESSAGE` on stderr: what a command decided for the user without asking
+    (one line, before any generation or scoring), never an error."""
+    sys.stderr.write(f"note: {message}\n")
+    sys.stderr.flush()

@@ -18,12 +18,22 @@ GATE_METRICS: dict[str, bool] = {
     "half_life": True,
     "final": True,
     "survival_median": True,
+    # ability and reliability (harness.scoring.reliability): pass^r, percentiles of the
+    # per-sample AUCs; "cannot tell" (too few samples) reads undecided
+    "pass_1": True,
+    "pass_3": True,
+    "pass_5": True,
+    "aptitude": True,
+    "unreliability": True,
     "survival_censored_share": False,
     "token_overhead": False,
     "alpha_mean": True,
 }
-# What a sequential run's loop can decide: alpha_mean needs the probe, which runs once after it.
-LOOP_METRICS = tuple(m for m in GATE_METRICS if m != "alpha_mean")
+# What a sequential run's loop can decide: alpha_mean needs the probe, which runs once after
+# it; aptitude and unreliability have fixed-n intervals only (no confidence sequence).
+LOOP_METRICS = tuple(
+    m for m in GATE_METRICS if m not in ("alpha_mean", "aptitude", "unreliability")
+)
 GateBound = Annotated[float, Field(allow_inf_nan=False)]
 # Gates before three outcomes read one CI bound as a point; `interval` (the default) now reads
 # both: a config still naming them is told what to write instead (gate_problem).

@@ -11,15 +11,24 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.analysis.gates import undecided_conditions
-from harness.plan import plan_run
+from harness.errors import notice
+from harness.plan import ScorePlan, plan_run
 from harness.sequential import SamplePlan, gated_conditions
 from harness.stages.analyse import AnalyseStage
-from harness.stages.base import ProgressBars, RunContext, Stage, write_output
+from harness.stages.base import (
+    ProgressBars,
+    RunContext,
+    Stage,
+    check_order,
+    check_outputs,
+    write_output,
+)
 from harness.stages.fits import FitsStage
 from harness.stages.forks import ForksStage
 from harness.stages.gates import GateStage
 from harness.stages.generate import GenerateStage
 from harness.stages.laws import LawsStage
+from harness.stages.logs import LOG_STAGES, ScoreContext
 from harness.stages.probe import ProbeStage
 from harness.stages.report import ManifestStage, ReportStage
 from harness.stages.score import ScoreStage
@@ -45,6 +54,19 @@ STAGES: list[Stage] = [
 
 # What a sequential run repeats after each batch of samples: the stages from samples to verdicts.
 LOOP: list[Stage] = [GenerateStage(), ScoreStage(), AnalyseStage(summary_only=True), GateStage()]
+check_order(STAGES)  # at import: a stage list that reads before it writes never runs
+check_order(LOOP)
+
+
+def run_score(plan: ScorePlan, show_progress: bool = False) -> ScoreContext:
+    """Score a validated chat log: the matching notes, then every LOG_STAGES stage; returns
+    the context (its `outputs` are the files written, `scores` the scored conversations)."""
+    for line in plan.matcher.shared_notes():
+        notice(f"{plan.logs}: {line}")
+    plan.out_dir.mkdir(parents=True, exist_ok=True)
+    ctx = ScoreContext(plan, plan.out_dir, started=datetime.now(UTC).isoformat(timespec="seconds"))
+    run_stages(ctx, LOG_STAGES, show_progress)
+    return ctx
 
 
 def run_pipeline(
@@ -115,11 +137,14 @@ def run_stages(
         ctx.progress = ProgressBars(progress)
         try:
             for stage in stages:
+                ctx.stage = stage
                 with ctx.timed(stage.name):
                     outputs = stage.run(ctx)
+                check_outputs(stage, outputs)
                 for name, value in outputs.items():
                     write_output(ctx.out_dir / name, value)
                     ctx.outputs[name] = value
         finally:
+            ctx.stage = None
             if close_engines:
                 ctx.engines.close()  # engines a generating stage left open (none on success)

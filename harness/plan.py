@@ -14,17 +14,27 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from harness.chat import ChatFormat
-from harness.config import RunConfig, TaskSuite, load_run_config_and_suites, policy_label
+from harness.config import (
+    GenerationConfig,
+    RunConfig,
+    ScoringConfig,
+    TaskSuite,
+    load_run_config_and_suites,
+    policy_label,
+)
 from harness.engines import make_engine
 from harness.engines.options import engine_options
 from harness.errors import UserError
-from harness.models import ResolvedModel, resolve_model, untrained_name
+from harness.models import EMBEDDED_MODEL, ResolvedModel, resolve_model, untrained_name
 from harness.policies import policy_run
 from harness.policies.conversation import conversation_floor
 from harness.probes.endpoint import check_endpoint, endpoint_settings
 from harness.replay import LogError, check_replays
 from harness.sampling import SampleRange
+from harness.scoring.io import load_tokenizer
 from harness.scoring.judge import JudgeDefaults, check_judges, judge_checks_of
+from harness.scoring.logged import ItemMatcher, check_logs
+from harness.scoring.score import item_checks
 from harness.selection import Selected, policy_units, sample_specs, select_items
 
 
@@ -38,6 +48,48 @@ class RunPlan:
     out_dir: Path
     run_id: str
     probe_backends: dict[str, str] = field(default_factory=dict)  # probe model -> vllm | hf
+
+
+@dataclass
+class ScorePlan:
+    """`harness score` on a chat log, validated (`plan_score`)."""
+
+    logs: Path
+    suites: list[TaskSuite]
+    config: ScoringConfig
+    out_dir: Path
+    model: str  # whose tokenizer and chat template render the log; judges default to it
+    matcher: ItemMatcher  # every line already matched (its notes: `shared_notes`)
+    judges: JudgeDefaults
+    tokenizer: object = None  # the model's (loaded last: after the log is checked)
+    judge_checks: list = field(default_factory=list)
+    item: str | None = None
+    worst: int | None = None  # the report's failing conversations shown
+    with_text: bool = True
+
+
+def plan_score(
+    logs: Path, suites: list[TaskSuite], out: Path, config: ScoringConfig, model: str | None = None,
+    item: str | None = None, worst: int | None = None, with_text: bool = True,
+) -> ScorePlan:  # fmt: skip
+    """Every check before anything is written: `--item`, the items' checks, the output
+    folder, the judges, every line of the log parsed and matched (one `file:line` UserError),
+    then the model's tokenizer loaded (a bad model name fails here too)."""
+    matcher = ItemMatcher(suites, item)
+    for _, entry in matcher.index.values():
+        item_checks(entry, config.languages)  # a bad check fails before the log is read
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out}: exists and is not a folder")
+    name = model or EMBEDDED_MODEL
+    judge_checks = judge_checks_of(entry for _, entry in matcher.index.values())
+    judges = JudgeDefaults(name, GenerationConfig())
+    if judge_checks:
+        check_judges(judges, judge_checks)
+    check_logs(logs, matcher)
+    return ScorePlan(
+        Path(logs), list(suites), config, Path(out), name, matcher, judges, load_tokenizer(name),
+        judge_checks, item, worst, with_text,
+    )  # fmt: skip
 
 
 # `--until-decided` without `--max-samples`: up to this many samples per condition

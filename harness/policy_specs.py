@@ -6,6 +6,7 @@ re-exports these models."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
@@ -104,15 +105,39 @@ POLICY_NAMES = ("none", "restate", "periodic", "adaptive", "attention_bias")
 
 
 def policy_label(policy: _Spec) -> str:
-    """Short stable label used in records and reports, e.g. `periodic-128-user`,
-    `attention_bias-1` (numbers as `:g` writes them, so lam 1.0 and 1 label alike); between
-    turns `periodic-turns2-user`, `adaptive-turn-user`."""
+    """Short stable label used in records and reports, derived from every field that changes
+    what the policy does, e.g. `periodic-128-user`, `attention_bias-1` (numbers as `:g` writes
+    them, so lam 1.0 and 1 label alike); between turns `periodic-turns2-user`,
+    `adaptive-turn-user`. A reminder text of the config's own adds `text-` and the first 8 hex
+    digits of its SHA-256 (`periodic-16-user-text-1f2e3d4c`), so two texts are two policies;
+    a policy on the items' own reminders keeps the short label that gates and caches name."""
     data = policy.model_dump(exclude_none=True)
     name = data.pop("name")
-    data.pop("text", None)
+    text = data.pop("text", None)
     if "every_turns" in data:
         data = {"every": f"turns{data.pop('every_turns')}", **data}
     if "on" in data:
         data = {"on": data.pop("on"), **data}
-    values = (f"{v:g}" if isinstance(v, float) else str(v) for v in data.values())
+    values = [f"{v:g}" if isinstance(v, float) else str(v) for v in data.values()]
+    if text is not None:
+        values += ["text", hashlib.sha256(text.encode()).hexdigest()[:8]]
     return "-".join([name, *values])
+
+
+# the label of NonePolicy: the baseline every comparison is made against, in the result files
+BASELINE = policy_label(NonePolicy())
+
+
+def repeated_policy(specs: list[_Spec], field: str) -> str | None:
+    """Why `specs` (one list of a config) holds one policy twice, or None: two identical
+    specs would run as one policy and merge in every table."""
+    first: dict[str, int] = {}
+    for index, spec in enumerate(specs):
+        label = policy_label(spec)
+        if label in first:
+            return (
+                f"{field}[{index}] is the same policy as {field}[{first[label]}] ({label}): it "
+                "would run once and be counted once; change its text or rhythm, or drop it"
+            )
+        first[label] = index
+    return None

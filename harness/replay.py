@@ -17,7 +17,7 @@ from pathlib import Path
 from harness.chat import ChatFormat
 from harness.chatlogs import LoggedConversation, read_chat_logs
 from harness.config import NonePolicy, RunConfig, TaskItem
-from harness.errors import UserError
+from harness.errors import UserError, notice
 from harness.policies import policy_run
 from harness.policies.base import Policy, SampleSpec, SampleState
 from harness.policies.conversation import conversation_floor, prefill_history
@@ -40,15 +40,19 @@ class LoggedTalk:
     where: str  # "PATH:LINE" of the conversation in its log
     users: tuple[str, ...]
     replies: tuple[str, ...]  # len(replies) = the turns a replay answers
+    tool_messages: int = 0  # tool calls and results, in `users` as text
 
 
 def _talk(conv: LoggedConversation) -> LoggedTalk:
-    """The reader has checked the roles (a user turn first, then alternating, at least one
-    reply); a trailing user turn without a logged reply has nothing to compare with and is not
-    replayed."""
+    """The reader has checked the roles (a user turn first, at least one reply); a trailing
+    user turn without a logged reply has nothing to compare with and is not replayed. A
+    turn's tool calls and results are written as text after its user message, and a turn
+    the assistant answered with tool calls only is joined to the next one
+    (`LoggedConversation.exchanges`): the replayed replies are numbered 1.. in order."""
     turns = [(user, reply) for user, reply in conv.exchanges() if reply is not None]
     users, replies = zip(*turns, strict=True)
-    return LoggedTalk(conv.id, conv.where, tuple(users), tuple(replies))
+    tools = sum(len(turn.tools) for turn in conv.turns())
+    return LoggedTalk(conv.id, conv.where, tuple(users), tuple(replies), tools)
 
 
 def logged_talks(item: TaskItem) -> list[LoggedTalk]:
@@ -165,6 +169,14 @@ def check_replays(config: RunConfig, chat: ChatFormat, items: list[Selected], co
     logged turns before the last reply, a reminder before each user turn where the policy
     may remind, and one token per reply) fits the context; one line `PATH:LINE: ...`."""
     replays = [sel for sel in items if sel.item.is_replay]
+    for sel in replays:
+        with_tools = sum(talk.tool_messages > 0 for talk in logged_talks(sel.item))
+        if with_tools:
+            notice(
+                f"{sel.item.history}: {with_tools} conversation{'s' * (with_tools != 1)} with "
+                "tool calls: each turn's tool calls and results are replayed as text after its "
+                "user message (the chat template's tool role is not used)"
+            )
     if replays and config.sequential is not None:
         raise UserError(
             f"item '{replays[0].item.id}': a replay item cannot sample until decided "

@@ -228,6 +228,29 @@ def _beta_binomial_cs(x: np.ndarray, alpha: float) -> tuple[float, float]:
     return _outward(_grid(), np.concatenate(rejected))
 
 
+def quantile_interval(
+    values, q: float, *, level: float = DEFAULT_LEVEL, lower: float = 0.0, upper: float = 1.0
+) -> Interval:
+    """Distribution-free interval of the q-quantile of values in [lower, upper] (the sample
+    quantile, numpy's linear rule, as the estimate): [X_(l), X_(u)] with l the largest and u
+    the smallest order such that P(Bin(n, q) >= l) and P(Bin(n, q) <= u - 1) are >= 1 - alpha/2
+    (valid for any distribution, ties included); X_(0) = lower and X_(n+1) = upper, so a small
+    n keeps a valid interval whose end is the range's bound. Method `order-statistic`."""
+    level = check_level(level)
+    x = np.sort(_clean(values, lower, upper) * (upper - lower) + lower)
+    n = len(x)
+    if n == 0:
+        return none_interval(math.nan, 0, "n = 0")
+    tail = (1 - level) / 2
+    orders = np.arange(n + 2)  # P(Bin >= l) for l = 0..n+1; P(Bin <= u - 1) for u = 0..n+1
+    at_least = stats.binom.sf(orders - 1, n, q)
+    at_most = stats.binom.cdf(orders - 1, n, q)
+    padded = np.concatenate([[lower], x, [upper]])
+    low = padded[np.nonzero(at_least >= 1 - tail)[0].max()]
+    high = padded[np.nonzero(at_most >= 1 - tail)[0].min()]
+    return Interval(float(np.quantile(x, q)), float(low), float(high), n, "order-statistic")
+
+
 def correlation_interval(
     r: float, n: int, *, kind: Literal["pearson", "spearman"], level: float = DEFAULT_LEVEL
 ) -> Interval:

@@ -8,7 +8,8 @@ the unit is the record: each record's draws are aggregated first (its share of p
 per arm), adherence_with / adherence_without = the mean of those shares over the records where
 both arms decided (n), dependence = with - without, with the paired bounded-mean interval of
 the per-record differences in [-1, 1] (`harness.stats.paired_interval`: exact binomial when
-every difference is -1 or 1, a betting interval otherwise). kl and
+every difference is -1 or 1, a betting interval otherwise). verdict: "depends" when the CI
+excludes 0, "within band" when it lies within +-BAND (0.25), else "cannot tell". kl and
 abs_delta_logp: the mean next-token KL(p_with || p_without) and |delta log p| at the fork
 (nexttoken.csv row t = fork_t + 1, the first token the arms choose) over the forked records
 that were probed; NaN when none was.
@@ -27,6 +28,18 @@ from harness.stats import DEFAULT_LEVEL, Interval, paired_interval
 
 CARRIED_COLUMNS = CarriedRow.columns()
 RECORD = list(results.RECORD)
+# |dependence| below this is "no longer changes behaviour": the band an interval must lie in
+# before the report says so (a CI containing 0 alone is not evidence of no effect)
+BAND = 0.25
+
+
+def fork_verdict(low: float, high: float, band: float = BAND) -> str:
+    """depends (the CI excludes 0), within band (it lies in [-band, band]) or cannot tell."""
+    if np.isnan(low) or np.isnan(high):
+        return "cannot tell"
+    if low > 0 or high < 0:
+        return "depends"
+    return "within band" if -band <= low and high <= band else "cannot tell"
 
 
 def arm_passes(forks: pd.DataFrame) -> pd.DataFrame:
@@ -46,6 +59,23 @@ def arm_passes(forks: pd.DataFrame) -> pd.DataFrame:
 
     out = frame.groupby(keys, sort=True)["decided"].agg(verdict).reset_index()
     return out.rename(columns={"decided": "passed"})
+
+
+def record_points(forks: pd.DataFrame, nexttoken: pd.DataFrame | None) -> pd.DataFrame:
+    """Per (record, fork_t): the record's own dependence (share of passing draws with - without;
+    NaN where an arm never decided) and its next-token KL at the fork (nexttoken.csv at
+    t = fork_t + 1; NaN unprobed): linkage's kl-vs-dependence points, the record their unit."""
+    cols = [*RECORD, "fork_t", "dependence", "kl"]
+    passes = arm_passes(forks)
+    if passes.empty:
+        return pd.DataFrame(columns=cols)
+    share = passes.groupby([*RECORD, "fork_t", "arm"])["passed"].mean().unstack("arm")
+    share = share.reindex(columns=["with", "without"])  # an arm never drawn: NaN
+    points = (share["with"] - share["without"]).rename("dependence").reset_index()
+    if nexttoken is None or nexttoken.empty:
+        return points.assign(kl=np.nan)[cols]
+    at = nexttoken.assign(fork_t=nexttoken["t"] - 1)[[*RECORD, "fork_t", "kl"]]
+    return points.merge(at, on=[*RECORD, "fork_t"], how="left")[cols]
 
 
 def _as_bool(value) -> bool | None:
@@ -98,7 +128,7 @@ def _row(passes, cond, t, inside, level) -> dict:
     sel = passes[(passes["fork_t"] == t) & passes[RECORD].apply(tuple, axis=1).isin(inside)]
     if sel.empty:
         return {**row, **dict.fromkeys(CARRIED_COLUMNS[6:11], np.nan), "n": 0,
-                "method": "none (no decided draw)"}  # fmt: skip
+                "method": "none (no decided draw)", "verdict": "cannot tell"}  # fmt: skip
     table = sel.pivot_table(
         index=[*RECORD, "draw"], columns="arm", values="passed", aggfunc="first", dropna=False
     )
@@ -122,6 +152,7 @@ def _row(passes, cond, t, inside, level) -> dict:
         "dependence_high": ci.high,
         "n": ci.n,
         "method": ci.method,
+        "verdict": fork_verdict(ci.low, ci.high),
     }
 
 
@@ -148,13 +179,14 @@ def _skip_reason(skipped: int, total: int, members, lengths) -> str:
     )
 
 
-def settled_from(carried: pd.DataFrame) -> float:
-    """The first fork_t from which the dependence CI contains 0 at every later position (the
-    prompt no longer changes behaviour); NaN when the last position's CI still excludes 0."""
+def settled_from(carried: pd.DataFrame, band: float = BAND) -> float:
+    """The first fork_t from which the dependence CI lies within [-band, band] at every later
+    position (the prompt no longer changes behaviour by more than the band); NaN when the last
+    position's CI does not (it depends, or there are too few records to tell)."""
     rows = carried.dropna(subset=["dependence_low", "dependence_high"]).sort_values("fork_t")
     settled = np.nan
     bounds = zip(rows["fork_t"], rows["dependence_low"], rows["dependence_high"], strict=True)
     for t, low, high in bounds:
-        contains_zero = low <= 0 <= high
-        settled = (t if np.isnan(settled) else settled) if contains_zero else np.nan
+        within = fork_verdict(low, high, band) == "within band"
+        settled = (t if np.isnan(settled) else settled) if within else np.nan
     return float(settled)

@@ -229,7 +229,10 @@ def _check(
     value, low, high, n, why = _reading(gate, row)
     use = gate_use(gate)
     needed = math.nan
-    if math.isnan(value):
+    method = str((row or {}).get(f"{gate.metric}_method", ""))
+    if math.isnan(value) and "cannot tell" in method:  # too few samples: never a pass or fail
+        verdict, detail, why = "undecided", f"{gate.metric}: {method}: undecided", ""
+    elif math.isnan(value):
         verdict, detail = "fail", f"{gate.metric} {why}: fails"
         why = ""
     elif use == "value":
@@ -238,7 +241,6 @@ def _check(
         verdict = interval_verdict(low, high, gate.min, gate.max)
         detail = _interval_detail(gate, verdict, value, low, high, n)
         if verdict == "undecided":
-            method = str((row or {}).get(f"{gate.metric}_method", ""))
             anytime = method.endswith("-cs")  # stats' confidence sequences: *-cs
             needed, none_why = samples_needed(gate, value, low, high, n, level, anytime)
             detail += f"; {none_why or f'about {int(needed)} samples would decide it'}"

@@ -1,7 +1,8 @@
 """Each reminder policy vs `none` -> policies.csv.
 
-Per (model, item) and pooled over items (item = "all"): adherence AUC, half-life and final
-adherence of every policy (`harness.scoring.adherence.curve_metrics`),
+Per (model, item) and pooled over items (item = "all"): adherence AUC and final (the means of
+the per-sample values of `harness.scoring.adherence.sample_values`) and half-life (the mean
+curve's at the fixed checkpoints) of every policy,
 the difference to the baseline policy with a paired interval (harness.stats), the token overhead
 (injected + restated) / generated, and whether the policy is on the Pareto frontier of
 adherence AUC (higher is better) vs token overhead (lower is better) among the policies of
@@ -18,7 +19,7 @@ the items where both are finite; its interval averages the items' intervals, eac
 
 The half-life metric here is `half_life_capped`, so that policies that never halve stay
 comparable: a censored half-life (a(t) never fell below a(first)/2) becomes the last window
-start seen, a lower bound. It has its own name because summary.csv's `half_life` is NaN when
+checkpoint seen, a lower bound. It has its own name because summary.csv's `half_life` is NaN when
 censored (with `half_life_censored` saying so); with a(first) = 0 there is nothing to halve
 and both stay NaN. Token overhead is NaN, and the row off the frontier, when
 token counts are missing.
@@ -36,10 +37,10 @@ import pandas as pd
 from harness.analysis.summary import tokens_by_condition, window_verdicts
 from harness.results import PolicyRow, result_frame
 from harness.scoring.adherence import (
-    _pass_matrix,
     curve_metrics,
     half_life_interval,
-    sample_metrics,
+    half_life_points,
+    sample_values,
 )
 from harness.stats import DEFAULT_LEVEL, Interval, none_interval, paired_interval
 
@@ -80,17 +81,19 @@ def batch_curve_metrics(t: np.ndarray, curves: np.ndarray) -> np.ndarray:
     return out
 
 
-def point_metrics(t: np.ndarray, matrix: np.ndarray) -> np.ndarray:
-    """(3,): auc, restricted half_life, final of the mean curve of a (S, G) pass matrix."""
+def point_metrics(t: np.ndarray, matrix: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """(3,): auc, restricted half_life, final: the means of the per-sample values (S, 2) and
+    the half-life of the mean curve of a (S, K) pass matrix at the checkpoints t."""
     with _quiet():
         a = np.nanmean(matrix, axis=0) if len(matrix) else np.full(len(t), np.nan)
+        auc, final = np.nanmean(values, axis=0) if len(values) else (math.nan, math.nan)
     m = curve_metrics(t, a)
     half = m["half_life"]
     if m["half_life_censored"] and m["a_first"] > 0:
         half = float(t[~np.isnan(a)][-1])
     elif not m["a_first"] > 0:
         half = math.nan
-    return np.array([m["auc"], half, m["final"]])
+    return np.array([auc, half, final])
 
 
 # ---------------------------------------------------------------------------- pareto
@@ -106,15 +109,17 @@ def pareto_front(score: np.ndarray, cost: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- comparison
-def _matrices(verdicts: pd.DataFrame) -> dict:
-    """{(model, item): {policy: (grid (G,), matrix (S, G), sample ids (S,))}}."""
+def _matrices(verdicts: pd.DataFrame, horizon: float | None) -> dict:
+    """{(model, item): {policy: (checkpoints (K,), matrix (S, K), sample ids (S,), per-sample
+    auc and final (S, 2))}}: each sample's values from its own windows (`sample_values`)."""
     out: dict = {}
     for (model, item, policy), cond in verdicts.groupby(["model", "item", "policy"], sort=True):
         # One row per sample index: pairing across policies is by index (shared seed).
         cond = cond.assign(run_id="", seed=0)
-        grid, matrix = _pass_matrix(cond)
-        ids = np.sort(cond["sample"].unique())  # _pass_matrix orders rows by sample
-        out.setdefault((str(model), str(item)), {})[str(policy)] = (grid, matrix, ids)
+        points, matrix = half_life_points(cond, horizon)
+        values = np.stack(sample_values(cond, horizon), axis=1)
+        ids = np.sort(cond["sample"].unique())  # both order rows by sample
+        out.setdefault((str(model), str(item)), {})[str(policy)] = (points, matrix, ids, values)
     return out
 
 
@@ -125,11 +130,10 @@ def _capped_half_life(t: np.ndarray, matrix: np.ndarray, level: float) -> Interv
     return Interval(ci.estimate, min(ci.low, last), min(ci.high, last), ci.n, ci.method)
 
 
-def _deltas(grid, mp, b_grid, mb, level: float) -> list[Interval]:
+def _deltas(grid, mp, vp, b_grid, mb, vb, level: float) -> list[Interval]:
     """Intervals of the policy - baseline differences of auc, half_life_capped, final over the
-    pairs (rows of mp and mb are the same sample indices)."""
-    auc_p, final_p = sample_metrics(mp)
-    auc_b, final_b = sample_metrics(mb)
+    pairs (rows of mp, vp and mb, vb are the same sample indices)."""
+    (auc_p, final_p), (auc_b, final_b) = vp.T, vb.T
     half_level = 1 - (1 - level) / 2  # two intervals that must hold at once
     hp, hb = _capped_half_life(grid, mp, half_level), _capped_half_life(b_grid, mb, half_level)
     half = Interval(
@@ -145,19 +149,19 @@ def _deltas(grid, mp, b_grid, mb, level: float) -> list[Interval]:
 
 def _compare(per_policy: dict, baseline: str, level: float) -> dict:
     """{policy: (value (3,), none_value (3,), pairs)} for one (model, item); pairs: what the
-    delta intervals need, (grid, mp, b_grid, mb), or None without a baseline to pair with."""
+    delta intervals need, (grid, mp, vp, b_grid, mb, vb), or None without a baseline."""
     base = per_policy.get(baseline)
     out = {}
-    for policy, (grid, matrix, ids) in per_policy.items():
+    for policy, (grid, matrix, ids, values) in per_policy.items():
         common = np.intersect1d(ids, base[2]) if base is not None else np.array([])
         if not len(common):
-            out[policy] = (point_metrics(grid, matrix), np.full(3, np.nan), None)
+            out[policy] = (point_metrics(grid, matrix, values), np.full(3, np.nan), None)
             continue
-        b_grid, b_matrix, b_ids = base
-        mp = matrix[np.searchsorted(ids, common)]
-        mb = b_matrix[np.searchsorted(b_ids, common)]
-        value, none_value = point_metrics(grid, mp), point_metrics(b_grid, mb)
-        out[policy] = (value, none_value, (grid, mp, b_grid, mb))
+        b_grid, b_matrix, b_ids, b_values = base
+        rows, b_rows = np.searchsorted(ids, common), np.searchsorted(b_ids, common)
+        mp, vp, mb, vb = matrix[rows], values[rows], b_matrix[b_rows], b_values[b_rows]
+        value, none_value = point_metrics(grid, mp, vp), point_metrics(b_grid, mb, vb)
+        out[policy] = (value, none_value, (grid, mp, vp, b_grid, mb, vb))
     return out
 
 
@@ -257,15 +261,16 @@ def compare_policies(
     *,
     baseline: str = "none",
     level: float = DEFAULT_LEVEL,
+    horizon: float | None = None,
 ) -> pd.DataFrame:
     """policies.csv rows (columns COLUMNS), sorted by model, item ("all" last), policy
-    (baseline first), metric."""
+    (baseline first), metric. horizon: the fixed t-range of `sample_values`."""
     if windows is None or windows.empty:
         return result_frame(PolicyRow)
     by_item, pooled_cost = _overheads(generations_tokens)
     per_model: dict[str, dict[str, list]] = {}
     rows = []
-    for (model, item), per_policy in _matrices(window_verdicts(windows)).items():
+    for (model, item), per_policy in _matrices(window_verdicts(windows), horizon).items():
         results = _compare(per_policy, baseline, level)
         cost = {p: by_item.get((model, item, p), math.nan) for p in results}
         with_ci = {p: (r[0], r[1], _intervals(r, level, p == baseline)) for p, r in results.items()}

@@ -30,6 +30,7 @@ CONDITION = list(results.CONDITION)
 POOLED = "all"
 ALPHA_METRIC = "rel_l2"
 TOKEN_KINDS = ("generated", "injected", "restated")
+RELIABILITY = ("pass_1", "pass_3", "pass_5", "aptitude", "unreliability")
 ALPHA = ["alpha", "alpha_low", "alpha_high"]  # fits.csv's alpha and its interval
 # each interval with its n (the samples it rests on) and its method (harness.stats)
 BEHAVIOUR_COLUMNS = [
@@ -38,6 +39,7 @@ BEHAVIOUR_COLUMNS = [
     "half_life", "half_life_low", "half_life_high", "half_life_n", "half_life_method",
     "half_life_censored",
     "final", "final_low", "final_high", "final_n", "final_method",
+    *(f"{m}{part}" for m in RELIABILITY for part in ("", "_low", "_high", "_n", "_method")),
     "survival_median", "survival_median_low", "survival_median_high", "survival_median_n",
     "survival_median_method", "survival_censored_share",
 ]  # fmt: skip
@@ -166,12 +168,14 @@ def _alpha_table(fits: pd.DataFrame, layers: Sequence[int]) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------- behaviour
-def _behaviour_table(windows: pd.DataFrame, level: float, anytime: bool) -> pd.DataFrame:
+def _behaviour_table(
+    windows: pd.DataFrame, level: float, anytime: bool, horizon: float | None
+) -> pd.DataFrame:
     cols = [*CONDITION, *BEHAVIOUR_COLUMNS]
     if windows is None or windows.empty:
         return pd.DataFrame(columns=cols)
     w = scoring_rows(windows)
-    frame = summary_frame(adherence_summary(w, level=level, anytime=anytime))
+    frame = summary_frame(adherence_summary(w, level=level, anytime=anytime, horizon=horizon))
     if frame.empty:
         return pd.DataFrame(columns=cols)
     frame = frame.rename(columns={"n_samples": "n"})  # the samples every interval rests on
@@ -189,8 +193,10 @@ def summarise_conditions(
     *,
     level: float = DEFAULT_LEVEL,
     anytime: bool = False,
+    horizon: float | None = None,
 ) -> pd.DataFrame:
     """summary.csv: one row per condition seen in any input, columns `summary_columns(layers)`.
+    horizon: the fixed t-range [1, T] of the per-sample values (the run's max_tokens).
     anytime: intervals valid at every look of a sequential run (harness.sequential).
 
     layers: hidden-state indices reported as alpha_L<k> (default: middle and last). A condition
@@ -201,7 +207,7 @@ def summarise_conditions(
     layers = list(default_layers(fits) if layers is None else layers)
     tables = [
         _alpha_table(fits, layers),
-        _behaviour_table(windows, level, anytime),
+        _behaviour_table(windows, level, anytime, horizon),
         tokens_by_condition(generations_tokens)
         if generations_tokens is not None and not generations_tokens.empty
         else pd.DataFrame(columns=[*CONDITION, *TOKEN_COLUMNS]),

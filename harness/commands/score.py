@@ -32,14 +32,23 @@ def score_command(
         None,
         "--item",
         help="Chat logs: the item of every conversation that names none and whose system "
-        "message is no item's system.",
+        "message is no item's system (or is the system of several items).",
+    ),
+    worst: int | None = typer.Option(
+        None,
+        "--worst",
+        min=1,
+        help="Chat logs: the failing conversations the report shows [default: 20].",
+    ),
+    no_text: bool = typer.Option(
+        False, "--no-text", help="Chat logs: leave every text of the log out of the report."
     ),
 ) -> None:
     """Score transcripts window by window (chat logs turn by turn too); write the CSVs."""
-    from harness.analysis.logged import score_log_files  # lazy: CLI start-up
     from harness.chatlogs import is_chat_log  # lazy: CLI start-up
     from harness.config import ScoringConfig, load_suite  # lazy: CLI start-up
-    from harness.report import render_report  # lazy: CLI start-up
+    from harness.pipeline import run_score  # lazy: CLI start-up
+    from harness.plan import plan_score  # lazy: CLI start-up
     from harness.scoring.io import score_files  # lazy: CLI start-up
 
     suites = [load_suite(path) for path in suite]
@@ -53,8 +62,8 @@ def score_command(
         for path in score_files(generations, suites, out, config, model):
             typer.echo(str(path))
         return
-    written, count = score_log_files(generations, suites, out, config, model, item)
-    written.append(render_report(out))
-    for path in written:
-        typer.echo(str(path))
-    typer.echo(f"{count} logged conversations scored", err=True)
+    plan = plan_score(generations, suites, out, config, model, item, worst, not no_text)
+    ctx = run_score(plan)
+    for name in [*ctx.outputs, "report.html"]:
+        typer.echo(str(out / name))
+    typer.echo(f"{ctx.scores.conversations} logged conversations scored", err=True)

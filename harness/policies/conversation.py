@@ -11,6 +11,7 @@ from collections.abc import Callable
 from harness.chat import ChatFormat
 from harness.engines.base import Engine, GenerationRequest, SamplingSettings
 from harness.policies.base import CONTINUE_TEXT, Policy, SampleState
+from harness.policy_specs import RestatePolicy
 
 # Simulated-user requests are seeded apart from the assistant's rounds (seed * 7919 + round).
 SIMULATOR_SEED_OFFSET = 1_000_003
@@ -204,7 +205,7 @@ def conversation_floor(chat: ChatFormat, policy: Policy, spec) -> int:
     turn cannot be rendered (e.g. placement system without a system role)."""
     reminder = policy.reminder_text(spec) if policy.between_turns else None
     size = len(chat.prompt_ids(spec.system, spec.user)) + spec.n_turns
-    if policy.label == "restate":
+    if isinstance(policy.spec, RestatePolicy):
         size += len(chat.encode(spec.restatement))
     texts = [text for text, _ in spec.turns]
     texts += ["x"] * (spec.simulator.turns if spec.simulator else 0)

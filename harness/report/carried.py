@@ -8,7 +8,7 @@ import math
 
 import pandas as pd
 
-from harness.analysis.carried import settled_from
+from harness.analysis.carried import BAND, fork_verdict, settled_from
 from harness.report.html import esc, figure, fmt_pct, fmt_t, note, table
 from harness.report.plots import _layout, color, first_entry
 from harness.report.plots import label as lbl
@@ -27,6 +27,10 @@ def carried_sentence(policy: str, rows: pd.DataFrame) -> str:
         return f"{policy}: no fork position inside the records (see carried.csv's reason)."
     settled = settled_from(rows)
     last = rows.iloc[-1].to_dict()
+    if math.isnan(settled) and fork_verdict(last["dependence_low"], last["dependence_high"]) != (
+        "depends"
+    ):
+        return cannot_tell_sentence(policy, rows)
     if math.isnan(settled):
         return (
             f"{policy}: the prompt still changes behaviour at the last fork (t = "
@@ -57,8 +61,28 @@ def carried_sentence(policy: str, rows: pd.DataFrame) -> str:
         else f"{fmt_pct(later.iloc[0])} → {fmt_pct(later.iloc[-1])} over those forks"
     )
     return (
-        f"{policy}: {start}, removing the system prompt no longer changes behaviour (dependence "
-        f"CI contains 0); adherence with it is {span}: {reading}."
+        f"{policy}: {start}, removing the system prompt changes adherence by less than "
+        f"±{BAND:.2f} (dependence CI within the band); adherence with it is {span}: {reading}."
+    )
+
+
+def cannot_tell_sentence(policy: str, rows: pd.DataFrame) -> str:
+    """The last fork neither depends on the prompt nor lies within the band: too few records."""
+    last = rows.iloc[-1].to_dict()
+    lows, highs = rows["dependence_low"], rows["dependence_high"]
+    depends = [
+        fmt_t(t)
+        for t, lo, hi in zip(rows["fork_t"], lows, highs, strict=True)
+        if fork_verdict(lo, hi) == "depends"
+    ]
+    also = f" At t = {', '.join(depends)} the prompt does change behaviour." if depends else ""
+    n = int(last["n"])
+    return (
+        f"{policy}: cannot tell whether removing the system prompt still changes behaviour "
+        f"from the last fork (t = {fmt_t(last['fork_t'])}) on: with n = {n} "
+        f"record{'' if n == 1 else 's'} the dependence {last['dependence']:+.2f}"
+        f"{ci_text(last, 'dependence', '+.2f', with_n=False)} contains 0 but reaches beyond "
+        f"±{BAND:.2f}.{also}"
     )
 
 
@@ -176,7 +200,8 @@ def forks_section(data) -> tuple[str, dict]:
         "with the system prompt (solid) and without it (dashed), several seeded draws each. "
         "Right: dependence = adherence with − without, 95 % CI over records and draws, and the "
         "next-token KL between the two prompts at t (dotted, second axis). Where the CI sits on "
-        "0 the prompt no longer changes behaviour: what persists is carried by the text."
+        "0 and inside ±0.25 the prompt no longer changes behaviour: what persists is carried by "
+        "the text; a CI on 0 but wider than that cannot tell."
     )
     body = "".join(
         f'<div class="card card-carried"><h3>{esc(c.title)}</h3>'
@@ -200,7 +225,7 @@ def carried_table(carried: pd.DataFrame) -> str:
     cols = ["model", "item", "policy", "fork_t", "records", "draws", "adherence_with",
             "adherence_without", "dependence"]  # fmt: skip
     cols = [c for c in cols if c in carried.columns]
-    tail = [c for c in ("kl", "reason") if c in carried.columns]
+    tail = [c for c in ("verdict", "kl", "reason") if c in carried.columns]
     rows = [
         [*(r[c] for c in cols), ci_cell(r, "dependence"), n_cell(r, "dependence"),
          *(r[c] for c in tail)]

@@ -44,7 +44,7 @@ def _by_history(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(policy=named)
 
 
-def _turn_figures(curve: pd.DataFrame) -> tuple[str, dict]:
+def turn_figures(curve: pd.DataFrame) -> tuple[str, dict]:
     by_turn = _by_history(curve).rename(columns={"turn": "t"})
     fig_a = plots.curve_figure(
         by_turn.rename(columns={"a_low": "low", "a_high": "high"}), "a", "a(k)", x_title="turn k"
@@ -178,7 +178,7 @@ def conversations_section(data: RunData) -> tuple[str, dict] | None:
     html, figs = [], {}
     curve, summary = data.frame("turn_adherence.csv"), data.frame("conversations.csv")
     if curve is not None:
-        part, part_figs = _turn_figures(curve)
+        part, part_figs = turn_figures(curve)
         html.append(part)
         figs |= part_figs
     else:

@@ -30,6 +30,8 @@ class RunData:
     forks: list[dict[str, Any]] | None = None  # forks.jsonl: the fork arms' texts
     manifest: dict[str, Any] | None = None
     problems: dict[str, str] = field(default_factory=dict)  # file -> why it is not used
+    worst: int = 20  # logged conversations shown (`--worst`; harness.report.logs.WORST)
+    with_text: bool = True  # False: no text of a log is shown (`--no-text`)
 
     def frame(self, name: str) -> pd.DataFrame | None:
         return self.frames.get(name)
@@ -81,7 +83,7 @@ def _read_manifest(path: Path) -> dict[str, Any]:
     return manifest
 
 
-def load_run(run_dir: Path) -> RunData:
+def load_run(run_dir: Path, worst: int = 20, with_text: bool = True) -> RunData:
     """Read every known file of `run_dir`. Raises UserError on a missing folder, a folder with
     no run files, or a file that cannot be parsed."""
     run_dir = Path(run_dir)
@@ -94,7 +96,7 @@ def load_run(run_dir: Path) -> RunData:
         raise UserError(
             f"{run_dir}: not a run folder (no generations.jsonl, manifest.json or result CSV)"
         )
-    data = RunData(run_dir=run_dir)
+    data = RunData(run_dir=run_dir, worst=worst, with_text=with_text)
     for name, row in RESULT_FILES.items():
         if name not in present:
             continue

@@ -13,8 +13,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.atomic import atomic_write_text
-from harness.report.html import esc, script_safe
-from harness.report.load import load_run
+from harness.report.conversations import turn_figures
+from harness.report.html import esc, note, script_safe
+from harness.report.load import KNOWN_FILES, load_run
+from harness.report.logs import LOG_TITLES, WORST, log_sections
 from harness.report.sections import TITLES, build_sections
 
 CSS = """
@@ -63,6 +65,7 @@ details.sample[data-fail="1"] summary { color:#a61e1e; }
 .chat-assistant { background:#fafbfc; border:1px solid var(--line); border-radius:8px;
   padding:4px 10px; margin:4px 0 4px 12%; }
 .chat-logged { border-style:dashed; color:#444; }
+table.logs td { white-space:pre-wrap; vertical-align:top; max-width:460px; min-width:60px; }
 .gates-pass, .gate-pass td:first-child { color:#2b8a3e; font-weight:600; }
 .gates-fail, .gate-fail td:first-child { color:#a61e1e; font-weight:600; }
 .gate-fail { background:#fdecec; }
@@ -119,7 +122,8 @@ def figures_json(figs: dict) -> str:
 def page(
     title: str, subtitle: str, sections: list[str], figs: dict, anchors: list[str] | None = None
 ) -> str:
-    shown = TITLES if anchors is None else {a: TITLES[a] for a in anchors}
+    titles = TITLES | LOG_TITLES
+    shown = TITLES if anchors is None else {a: titles[a] for a in anchors}
     nav = "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in shown.items())
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -140,12 +144,41 @@ def _title(data) -> tuple[str, str]:
     return f"Prompt persistence: {name}", f"Rendered {stamp} from {files}."
 
 
-def render_report(run_dir: Path) -> Path:
-    """Read the run folder's stored files and write `report.html` there atomically."""
-    data = load_run(Path(run_dir))
-    sections, figs, anchors = build_sections(data)
-    title, subtitle = _title(data)
-    text = page(title, subtitle, sections, figs, anchors)
+def is_log_folder(data) -> bool:
+    """A folder `harness score` wrote from a chat log (its manifest says so)."""
+    return (data.manifest or {}).get("command") == "score"
+
+
+def _log_page(data) -> str:
+    """A scored log's page: only the sections a log has, then one line naming the files the
+    folder does not hold (so nothing else is shown)."""
+    curve = data.frame("turn_adherence.csv")
+    figures = turn_figures(curve) if curve is not None else ("", {})
+    sections, figs, anchors = log_sections(data, figures)
+    absent = [name for name in KNOWN_FILES if name not in data.frames and name not in
+              data.problems and not (data.run_dir / name).is_file()]  # fmt: skip
+    sections.append(
+        note(
+            f"This folder holds a scored log, so it does not contain {', '.join(absent)} "
+            "(no generation, probe, fits, gates or judge ran)."
+        )
+    )
+    log = Path(str((data.manifest or {}).get("log", data.run_dir.name))).name
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    subtitle = f"Rendered {stamp} from {', '.join(sorted(data.frames))}."
+    return page(f"Logged conversations: {log}", subtitle, sections, figs, anchors)
+
+
+def render_report(run_dir: Path, worst: int | None = None, with_text: bool = True) -> Path:
+    """Read the run folder's stored files and write `report.html` there atomically. `worst`:
+    the logged conversations shown; `with_text=False`: no text of a log in the page."""
+    data = load_run(Path(run_dir), worst or WORST, with_text)
+    if is_log_folder(data):
+        text = _log_page(data)
+    else:
+        sections, figs, anchors = build_sections(data)
+        title, subtitle = _title(data)
+        text = page(title, subtitle, sections, figs, anchors)
     out = data.run_dir / "report.html"
     atomic_write_text(out, text)
     return out

@@ -15,6 +15,7 @@ from harness.report.gates import gates_section
 from harness.report.html import esc, figure, note, section, table
 from harness.report.laws import laws_section
 from harness.report.load import RunData
+from harness.report.logs import logs_part
 from harness.report.verdicts import (
     Card,
     adherence_cards,
@@ -35,6 +36,7 @@ TITLES = {
     "adherence": "Adherence a(t)",
     "survival": "Survival",
     "conversations": "Conversations",
+    "logs": "Logged conversations",
     "policies": "Policies",
     "forks": "Prompt or text?",
     "laws": "Does the prompt's grip vanish or settle?",
@@ -271,6 +273,7 @@ BUILDERS = {
     "adherence": adherence,
     "survival": survival,
     "conversations": conversations_section,
+    "logs": logs_part,
     "policies": policies,
     "forks": forks_section,
     "laws": laws_section,

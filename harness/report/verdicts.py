@@ -17,6 +17,7 @@ import pandas as pd
 from pydantic import BaseModel
 
 from harness.models import is_untrained
+from harness.policy_specs import BASELINE
 from harness.report.html import fmt_pct, fmt_t
 from harness.scoring.adherence import curve_metrics
 
@@ -68,8 +69,8 @@ class Card:
 
 def policy_order(policies) -> list[str]:
     """`none` first, then the others by name: the baseline reads first in every list."""
-    rest = sorted(p for p in set(policies) if p != "none")
-    return (["none"] if "none" in set(policies) else []) + rest
+    rest = sorted(p for p in set(policies) if p != BASELINE)
+    return ([BASELINE] if BASELINE in set(policies) else []) + rest
 
 
 def policy_verdict(

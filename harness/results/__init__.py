@@ -26,6 +26,7 @@ from harness.results.base import (
     column_problem,
     frame_columns,
     result_frame,
+    typed_frame,
 )
 from harness.results.probing import (
     AttentionRow,
@@ -43,6 +44,7 @@ from harness.results.scoring import (
     AdherenceRow,
     ConversationRow,
     ForkRow,
+    LoggedRow,
     SingleTurnRow,
     SurvivalRow,
     TurnAdherenceRow,
@@ -73,6 +75,7 @@ ROWS: tuple[type[ResultRow], ...] = (
     TurnRow,
     TurnAdherenceRow,
     ConversationRow,
+    LoggedRow,
     SingleTurnRow,
     TurnInfluenceRow,
     RelayRow,
@@ -104,6 +107,7 @@ __all__ = [
     "ForkRow",
     "GateRow",
     "LinkageRow",
+    "LoggedRow",
     "NextTokenRow",
     "PolicyRow",
     "PredictorRow",
@@ -120,4 +124,5 @@ __all__ = [
     "column_problem",
     "frame_columns",
     "result_frame",
+    "typed_frame",
 ]

@@ -51,6 +51,36 @@ class SummaryRow(ResultRow):
     final_high: float
     final_n: int | None
     final_method: str | None
+    pass_1: float
+    """pass^1: share of samples that pass (every decided position in [1, T] passes)"""
+    pass_1_low: float
+    pass_1_high: float
+    pass_1_n: int | None
+    pass_1_method: str | None
+    pass_3: float
+    """pass^3: probability that 3 repeats all pass (NaN below 3 samples: cannot tell)"""
+    pass_3_low: float
+    pass_3_high: float
+    pass_3_n: int | None
+    pass_3_method: str | None
+    pass_5: float
+    """pass^5 (NaN below 5 samples: cannot tell)"""
+    pass_5_low: float
+    pass_5_high: float
+    pass_5_n: int | None
+    pass_5_method: str | None
+    aptitude: float
+    """90th percentile of the per-sample AUCs (Laban et al. 2025)"""
+    aptitude_low: float
+    aptitude_high: float
+    aptitude_n: int | None
+    aptitude_method: str | None
+    unreliability: float
+    """90th minus 10th percentile of the per-sample AUCs (Laban et al. 2025)"""
+    unreliability_low: float
+    unreliability_high: float
+    unreliability_n: int | None
+    unreliability_method: str | None
     survival_median: float
     survival_median_low: float
     survival_median_high: float
@@ -210,6 +240,9 @@ class CarriedRow(ResultRow):
     """records with both arms decided: the units of the interval"""
     method: str
     """the interval's method (docs/architecture.md, "Statistics")"""
+    verdict: Literal["depends", "within band", "cannot tell"]
+    """depends: the CI excludes 0; within band: the CI lies within +-0.25 (removing the prompt
+    changes adherence by less than that); cannot tell: neither (too few records)"""
     kl: float
     """mean next-token KL(p_with || p_without) at the fork"""
     abs_delta_logp: float

@@ -169,6 +169,25 @@ def result_frame(row: type[ResultRow], rows: Any = ()) -> pd.DataFrame:
     return frame
 
 
+def typed_frame(row: type[ResultRow], frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` checked against `row` (`result_frame`), its bool columns holding Python bools
+    and None (not strings, not NaN), so readers test `v is True` and nothing else."""
+    frame = frame.copy()
+    for name in frame.columns:
+        if name in row.model_fields and column_kind(row, name)[0] == "bool":
+            frame[name] = _as_bools(frame[name])
+    return result_frame(row, frame)
+
+
+def _as_bools(values: pd.Series) -> pd.Series:
+    def cell(v: Any) -> bool | None:
+        if isinstance(v, str):
+            return {"true": True, "false": False}.get(v.strip().lower())
+        return None if pd.isna(v) else bool(v)
+
+    return values.map(cell).astype(object)
+
+
 def column_problem(row: type[ResultRow], name: str, values: pd.Series) -> str | None:
     """Why `values` cannot be column `name` of `row` (None when they can): a vectorised
     check of every cell against the field's type (NaN counts as null; a float may be NaN)."""

@@ -114,9 +114,9 @@ class AdherenceRow(ResultRow):
     n_points: int
     """grid points of a(t): the window starts seen in the condition"""
     a_first: float
-    """a(t) at the first grid point"""
+    """a(t) at t = 1, the first checkpoint"""
     auc: float
-    """mean of a(t) over the grid points"""
+    """mean over samples of each sample's own share of passing positions in [1, T]"""
     auc_low: float
     auc_high: float
     auc_n: int
@@ -124,7 +124,8 @@ class AdherenceRow(ResultRow):
     auc_method: str
     """the interval's method (docs/architecture.md, "Statistics")"""
     half_life: float
-    """first t where a(t) < a_first / 2; NaN when censored"""
+    """first checkpoint t where a(t) < a_first / 2 (8 fixed points over [1, T]); NaN when
+    censored"""
     half_life_low: float
     """inf: the band says a(t) never halved within the run"""
     half_life_high: float
@@ -134,11 +135,41 @@ class AdherenceRow(ResultRow):
     half_life_censored: bool
     """a(t) never fell below half its first value within the run"""
     final: float
-    """mean a(t) over the last quarter of the grid points"""
+    """mean over samples of each sample's share of passing positions in (3T/4, T]"""
     final_low: float
     final_high: float
     final_n: int
     final_method: str
+    pass_1: float
+    """pass^1: share of samples that pass (every decided position in [1, T] passes)"""
+    pass_1_low: float
+    pass_1_high: float
+    pass_1_n: int
+    pass_1_method: str
+    pass_3: float
+    """pass^3: probability that 3 repeats all pass (NaN below 3 samples: cannot tell)"""
+    pass_3_low: float
+    pass_3_high: float
+    pass_3_n: int
+    pass_3_method: str
+    pass_5: float
+    """pass^5 (NaN below 5 samples: cannot tell)"""
+    pass_5_low: float
+    pass_5_high: float
+    pass_5_n: int
+    pass_5_method: str
+    aptitude: float
+    """90th percentile of the per-sample AUCs (Laban et al. 2025)"""
+    aptitude_low: float
+    aptitude_high: float
+    aptitude_n: int
+    aptitude_method: str
+    unreliability: float
+    """90th minus 10th percentile of the per-sample AUCs (Laban et al. 2025)"""
+    unreliability_low: float
+    unreliability_high: float
+    unreliability_n: int
+    unreliability_method: str
     survival_median: float
     """Kaplan-Meier median time to the first failing window; inf when fewer than half fail"""
     survival_median_low: float
@@ -303,3 +334,47 @@ class SingleTurnRow(ResultRow):
     value: float
     passed: bool | None
     reason: str
+
+
+class LoggedRow(ResultRow):
+    file = "logged_conversations.csv"
+    written_by = "score (only with chat logs)"
+    row = 'one logged conversation (see "Logged conversations")'
+    keys = ("conversation_id",)
+
+    conversation_id: str
+    """the line's `id`, else `<file stem>:<line>`"""
+    where: str
+    """`<file>:<line>` of the conversation in its log"""
+    model: str
+    task: str
+    item: str
+    matched_by: Literal["item", "system", "--item", "shared system"]
+    """how its item was found: the line's `item`, its system prompt, `--item`, or the first
+    (in suite order) of the items whose system prompt it is"""
+    sample: int
+    """its sample index in turns.csv (0-based within its item, in file order)"""
+    turns: int
+    """user messages"""
+    scored_turns: int
+    """turns with assistant text (each one reply in turns.csv)"""
+    failed_turns: int
+    """scored turns with a failing check"""
+    first_failed_turn: int | None
+    """the first turn with a failing check; empty when none failed"""
+    first_failed_check: str
+    """that turn's first failing check (empty when none failed)"""
+    first_failed_reason: str
+    """that check's reason (empty when it gave none)"""
+    tool_calls: int
+    """tool calls the assistant made (kept in the history as text, not scored)"""
+    tool_results: int
+    """`tool` (or older `function`) messages"""
+    tool_only_messages: int
+    """assistant messages with tool calls and no text: not scored"""
+    skipped_parts: int
+    """content parts that are not text (images, audio, files): left out"""
+    metadata: str
+    """the line's own `metadata` object, as compact JSON (`{}` without one)"""
+    tags: str
+    """the line's `tags`, as a JSON list (`[]` without)"""

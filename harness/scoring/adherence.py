@@ -2,19 +2,22 @@
 
 Definitions (docs/architecture.md, "Adherence"): a window passes when every window-scope
 check that could decide passed (undetermined checks are ignored; a window where none decided
-is left out).
-a(t) = share of samples whose window covering t passes, evaluated at the window starts seen in
-the condition; AUC = mean of a over those points; half-life = first t where
-a(t) < a(first window)/2 (censored if never); final = mean a over the last quarter of the
-points; survival = time (t_start) to the first failing window, censored at the last window's
-t_end for samples that never fail; its median is the Kaplan-Meier median.
+is left out). a(t) = share of samples whose window covering t passes, at the window starts seen
+in the condition (a picture; no per-sample metric uses that grid). Over a fixed t-range [1, T]
+(T = the run's max_tokens, fixed before the data; else each sample's own span): each sample's
+AUC = the share of its own decided positions that pass (token-weighted, its own windows only),
+final = the same over (floor(3T/4), T]; the condition's values are their means. half-life =
+first of 8 fixed checkpoints where a(t) < a(1)/2 (censored if never); survival = time
+(t_start) to the first failing window, censored at the last window's t_end for samples that
+never fail; its median is the Kaplan-Meier median. pass^r, aptitude, unreliability:
+`harness.scoring.reliability`.
 
 Intervals (harness.stats; docs/architecture.md, "Statistics"), the sample being the unit:
 a(t) pointwise exact binomial; AUC and final the bounded-mean interval of the per-sample
 values (exact binomial when each is 0 or 1, a betting interval otherwise); half-life by
-inverting a simultaneous band of a(t); survival median from exact binomial bounds on the share
-failed by t. `anytime=True` makes each a confidence sequence (valid under optional stopping,
-samples in the order of their index).
+inverting a band of a(t) simultaneous over the 8 checkpoints; survival median from exact
+binomial bounds on the share failed by t. `anytime=True` makes each a confidence sequence
+(valid under optional stopping, samples in the order of their index).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import pandas as pd
 
 from harness import results
 from harness.results import AdherenceCurveRow, AdherenceRow, SurvivalRow, result_frame
+from harness.scoring.reliability import reliability_fields
 from harness.stats import DEFAULT_LEVEL, Interval, binomial_interval, mean_interval, none_interval
 
 # pandas groups by lists: a tuple would be one key
@@ -50,10 +54,12 @@ def window_passes(windows: pd.DataFrame) -> pd.DataFrame:
 _ROWS = 8192  # windows placed in the pass matrix per step
 
 
-def _pass_matrix(cond: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def _pass_matrix(
+    cond: pd.DataFrame, grid: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(grid t (G,), matrix (S, G) of 1/0/NaN: sample s's window covering t passes; where a
-    sample's windows overlap, its later row wins)."""
-    grid = np.sort(cond["t_start"].unique())
+    sample's windows overlap, its later row wins). grid: the window starts seen, unless given."""
+    grid = np.sort(cond["t_start"].unique()) if grid is None else np.asarray(grid, float)
     groups = cond.groupby(RUN_SAMPLE, sort=True)
     sample = groups.ngroup().to_numpy()
     first = np.searchsorted(grid, cond["t_start"].to_numpy(), side="left")
@@ -123,6 +129,14 @@ def adherence_curves(
     return result_frame(AdherenceCurveRow, pd.concat(frames, ignore_index=True) if frames else ())
 
 
+HALF_LIFE_POINTS = 8  # checkpoints of the half-life: a count fixed before the data
+
+
+def checkpoints(horizon: float) -> np.ndarray:
+    """The half-life's fixed points t_j = 1 + floor(j T / K), j < K (K = HALF_LIFE_POINTS)."""
+    return 1 + np.floor(np.arange(HALF_LIFE_POINTS) * float(horizon) / HALF_LIFE_POINTS)
+
+
 def curve_metrics(t: np.ndarray, a: np.ndarray) -> dict[str, float | bool]:
     """AUC, half-life (censored flag) and final adherence of one a(t) curve."""
     keep = ~np.isnan(a)
@@ -147,23 +161,46 @@ def _columns(matrix: np.ndarray, keep: np.ndarray) -> np.ndarray:
     return matrix if keep.all() else matrix[:, keep]
 
 
-def sample_metrics(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-sample AUC and final (S,): the mean of the sample's verdicts over the curve's points
-    (its last quarter for final), NaN for a sample with none there. Their means are the
-    curve's AUC and final when every sample covers every point."""
-    keep = ~np.isnan(_nanmean(matrix, 0))
-    m = _columns(matrix, keep)
-    quarter = max(1, math.ceil(m.shape[1] / 4))
-    return _nanmean(m, 1), _nanmean(m[:, -quarter:], 1)
+def _share(weights: np.ndarray, passed: np.ndarray, sample: np.ndarray, samples: int):
+    """Per sample: the weighted share of passing positions, NaN where it has none."""
+    total = np.bincount(sample, weights, minlength=samples)
+    hits = np.bincount(sample, weights * passed, minlength=samples)
+    return np.where(total > 0, hits / np.where(total > 0, total, 1.0), np.nan)
+
+
+def sample_values(cond: pd.DataFrame, horizon: float | None = None):
+    """Per-sample AUC and final (S,), samples in `_pass_matrix`'s order, each from the sample's
+    own windows alone: the share of its decided positions that pass, over t in [1, T] (AUC)
+    and over t in (floor(3T/4), T] (final), a window weighing the positions it covers there.
+    T = `horizon`, fixed before the data (the run's max_tokens); None: each sample's own last
+    t_end. A sample that stopped before T counts over the positions it has (NaN final when it
+    has none in the last quarter: it leaves final's n)."""
+    groups = cond.groupby(RUN_SAMPLE, sort=True)
+    sample = groups.ngroup().to_numpy()
+    start, end = cond["t_start"].to_numpy(float), cond["t_end"].to_numpy(float)
+    passed = cond["passed"].to_numpy(float)
+    top = (
+        groups["t_end"].transform("max").to_numpy(float)
+        if horizon is None
+        else np.full(len(cond), float(horizon))
+    )
+    values = []
+    for low in (np.ones(len(cond)), np.floor(3 * top / 4) + 1):
+        weights = np.clip(np.minimum(end, top) - np.maximum(start, low) + 1, 0, None)
+        values.append(_share(weights, passed, sample, groups.ngroups))
+    return values[0], values[1]
 
 
 def half_life_interval(
     t: np.ndarray, matrix: np.ndarray, *, level: float, anytime: bool = False
 ) -> Interval:
-    """Half-life interval by inverting a simultaneous band [L, U] of a(t) over its points t0 <
-    t1 < ...: on the band, a(t) cannot have halved before the first t with L(t) < U(t0)/2 (the
-    low end), and has surely halved by the first t with U(t) < L(t0)/2 (the high end; inf when
-    no t is sure). inf at the low end: the band says it never halved within the run."""
+    """Half-life interval by inverting a simultaneous band [L, U] of a(t) over the fixed
+    points t0 < t1 < ... (`checkpoints`; the band is Bonferroni over all of them, determined
+    or not, so the set is fixed before the data): on the band, a(t) cannot have halved before
+    the first t with L(t) < U(t0)/2 (the low end), and has surely halved by the first t with
+    U(t) < L(t0)/2 (the high end; inf when no t is sure). inf at the low end: the band says it
+    never halved within the run."""
+    points = len(t)
     a = _nanmean(matrix, 0)
     keep = ~np.isnan(a)
     t, m = t[keep], _columns(matrix, keep)
@@ -171,7 +208,7 @@ def half_life_interval(
     n = int((~np.isnan(m)).any(axis=1).sum()) if len(t) else 0
     if len(t) == 0:
         return none_interval(math.nan, 0, "no determined window")
-    low, high, method = point_band(m, level=level, anytime=anytime, points=len(t))
+    low, high, method = point_band(m, level=level, anytime=anytime, points=points)
     maybe = np.nonzero(low[1:] < high[0] / 2)[0]
     surely = np.nonzero(high[1:] < low[0] / 2)[0]
     lo = float(t[1:][maybe[0]]) if len(maybe) else math.inf
@@ -217,22 +254,26 @@ def survival_median_interval(
     before t as failed). The median is > every t with U(t) < 1/2 and <= the first t with
     L(t) >= 1/2 (inf if none). Fixed n: exact binomial bounds; the counts only grow with t,
     so one pointwise interval suffices (the order-statistic interval when nothing is censored
-    early). anytime: confidence sequences, Bonferroni over the times."""
+    early). anytime: confidence sequences at the same level, made monotone in t (U a running
+    max, L a running min), so again only the bound at the true median matters: the correction
+    set is that one point, fixed before the data, however many times are observed."""
     durations, events = np.asarray(durations, float), np.asarray(events, bool)
     n = len(durations)
     if n == 0:
         return none_interval(math.nan, 0, "no sample")
     times, surv = kaplan_meier(durations, events)
-    below = np.nonzero(surv <= 0.5)[0]
+    below = np.nonzero(surv <= 0.5 + 1e-12)[0]  # a float product of exactly 1/2
     est = float(times[below[0]]) if len(below) else math.inf
     grid = np.unique(durations)
     k_low, k_high = _failed_bounds(durations, events, grid)
-    if anytime:
-        level_t = 1 - (1 - level) / len(grid)  # samples in their given (arrival) order
-        f_low = [_cs(durations <= t, events, level_t, True) for t in grid]
-        f_high = [_cs(durations <= t, events, level_t, False) for t in grid]
-        low_f, high_f = np.array(f_low), np.array(f_high)
-        method = f"binomial bounds (beta-binomial-cs, bonferroni over {len(grid)} times)"
+    if anytime:  # samples in their given (arrival) order
+        f_low = [_cs(durations <= t, events, level, True) for t in grid]
+        f_high = [_cs(durations <= t, events, level, False) for t in grid]
+        # monotone envelopes (U: running max from the left, L: running min from the right):
+        # then each end needs its bound at one point fixed by the truth, the median itself
+        high_f = np.maximum.accumulate(np.array(f_high))
+        low_f = np.minimum.accumulate(np.array(f_low)[::-1])[::-1]
+        method = "binomial bounds (beta-binomial-cs, monotone envelope)"
     else:
         low_f = binomial_interval(k_low, np.full(len(grid), n), level=level)[0]
         high_f = binomial_interval(k_high, np.full(len(grid), n), level=level)[1]
@@ -252,15 +293,22 @@ def _cs(by_t: np.ndarray, events: np.ndarray, level: float, surely: bool) -> flo
     return ci.low if surely else ci.high
 
 
+def half_life_points(cond: pd.DataFrame, horizon: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """(checkpoints (K,), matrix (S, K)): a(t) at the half-life's fixed points over [1, T]
+    (T = horizon, else the condition's last t_end)."""
+    top = float(cond["t_end"].max()) if horizon is None else float(horizon)
+    return _pass_matrix(cond, checkpoints(top))
+
+
 def _condition_summary(
-    key, cond: pd.DataFrame, surv: pd.DataFrame, level: float, anytime: bool
+    key, cond: pd.DataFrame, surv: pd.DataFrame, level: float, anytime: bool, horizon
 ) -> AdherenceRow:
     grid, matrix = _pass_matrix(cond)
-    metrics = curve_metrics(grid, _nanmean(matrix, 0))
-    auc_s, final_s = sample_metrics(matrix)
+    auc_s, final_s = sample_values(cond, horizon)
     auc = mean_interval(auc_s, level=level, anytime=anytime)
     final = mean_interval(final_s, level=level, anytime=anytime)
-    half = half_life_interval(grid, matrix, level=level, anytime=anytime)
+    points, at_points = half_life_points(cond, horizon)
+    half = half_life_interval(points, at_points, level=level, anytime=anytime)
     durations, events = surv["duration"].to_numpy(float), surv["event"].to_numpy(bool)
     median = survival_median_interval(durations, events, level=level, anytime=anytime)
     fields: dict = {}
@@ -271,9 +319,11 @@ def _condition_summary(
         ("survival_median", median),
     ):
         fields.update(ci.row(name))
-    # the curve's own point values (equal to the per-sample means when every sample covers
-    # every point); half_life is the curve's too
-    fields.update(metrics)
+    # auc and final: the means of the per-sample values (the intervals' estimates); a_first
+    # and the half-life: the mean curve's at the checkpoints
+    curve = curve_metrics(points, _nanmean(at_points, 0))
+    fields.update(a_first=curve["a_first"], half_life_censored=curve["half_life_censored"])
+    fields.update(reliability_fields(auc_s, level=level, anytime=anytime))
     return AdherenceRow(
         **dict(zip(TASK_CONDITION, map(str, key), strict=True)),
         n_samples=matrix.shape[0],
@@ -285,15 +335,21 @@ def _condition_summary(
 
 
 def adherence_summary(
-    windows: pd.DataFrame, *, level: float = DEFAULT_LEVEL, anytime: bool = False
+    windows: pd.DataFrame,
+    *,
+    level: float = DEFAULT_LEVEL,
+    anytime: bool = False,
+    horizon: float | None = None,
 ) -> list[AdherenceRow]:
     """AUC, final, half-life and survival median with their intervals, per condition.
-    anytime=True: every interval a confidence sequence (for sampling until decided)."""
+    anytime=True: every interval a confidence sequence (for sampling until decided).
+    horizon: the fixed t-range [1, T] of AUC, final and the half-life's checkpoints (the
+    run's max_tokens); None: each sample's own span (`sample_values`)."""
     passes = window_passes(windows)
     durations = first_failures(passes)
     by_condition = dict(iter(durations.groupby(TASK_CONDITION, sort=True)))
     return [
-        _condition_summary(key, cond, by_condition[key], level, anytime)
+        _condition_summary(key, cond, by_condition[key], level, anytime, horizon)
         for key, cond in passes.groupby(TASK_CONDITION, sort=True)
     ]
 

@@ -49,13 +49,18 @@ def tokenizer_at(path: Path):
     return AutoTokenizer.from_pretrained(path)
 
 
-def adherence_frames(windows, *, level: float = 0.95, anytime: bool = False) -> dict:
+def adherence_frames(
+    windows, *, level: float = 0.95, anytime: bool = False, horizon: float | None = None
+) -> dict:
     """The adherence files of a scored set of windows, by file name: per-condition metrics
     (adherence.csv), a(t) with CI bands (adherence_curve.csv), Kaplan-Meier (survival.csv).
-    anytime: the intervals are confidence sequences (harness.stats)."""
+    anytime: the intervals are confidence sequences (harness.stats); horizon: the fixed
+    t-range of the per-sample values (harness.scoring.adherence.sample_values)."""
 
     return {
-        "adherence.csv": summary_frame(adherence_summary(windows, level=level, anytime=anytime)),
+        "adherence.csv": summary_frame(
+            adherence_summary(windows, level=level, anytime=anytime, horizon=horizon)
+        ),
         "adherence_curve.csv": adherence_curves(windows, level=level, anytime=anytime),
         "survival.csv": survival_curves(windows, level=level),
     }

@@ -13,6 +13,7 @@ so only the rows are kept, never the log.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -21,11 +22,11 @@ from pathlib import Path
 import pandas as pd
 
 from harness.chat import ChatFormat
-from harness.chatlogs import LoggedConversation, read_chat_logs, validate_chat_logs
+from harness.chatlogs import LogCounts, LoggedConversation, read_chat_logs, validate_chat_logs
 from harness.config import ScoringConfig, TaskSuite
 from harness.errors import UserError
 from harness.records import GenerationRecord, Segment, TokenCounts
-from harness.results import TurnRow, WindowRow, result_frame
+from harness.results import LoggedRow, TurnRow, WindowRow, result_frame
 from harness.scoring.score import item_index, score_records
 from harness.scoring.turns import score_turns
 
@@ -45,38 +46,56 @@ class ItemMatcher:
         for item_id, (_, entry) in self.index.items():
             self.by_system.setdefault(entry.system.strip(), []).append(item_id)
         self.seen_ids: dict[str, int] = {}
+        self.shared: dict[tuple[str, ...], int] = {}
 
     def __call__(self, conversation: LoggedConversation) -> str:
         """The item id; UserError naming file:line when there is none."""
+        return self.match(conversation)[0]
+
+    def match(self, conversation: LoggedConversation) -> tuple[str, str]:
+        """(item id, how: `item`, `system`, `--item` or `shared system`, the first of the
+        items whose system it is, in suite order); UserError naming file:line for none."""
         where = conversation.where
         if conversation.item is not None:
             if conversation.item not in self.index:
                 raise UserError(f"{where}: field 'item': no task item '{conversation.item}'")
-            return conversation.item
+            return conversation.item, "item"
         system = (conversation.system or "").strip()
         found = self.by_system.get(system, []) if system else []
-        if len(found) > 1 and self.forced not in found:
-            raise UserError(
-                f"{where}: conversation's system message is the system of items "
-                f"{', '.join(found)}; give the line an 'item' or pass --item"
-            )
+        if self.forced is not None and (self.forced in found or not found):
+            return self.forced, "--item"
+        if len(found) > 1:
+            return found[0], "shared system"
         if found:
-            return self.forced if self.forced in found else found[0]
-        if self.forced is not None:
-            return self.forced
+            return found[0], "system"
         why = "its system message is no item's system" if system else "it has no system message"
         raise UserError(
             f"{where}: conversation matches no item (no 'item' on the line, {why}, no --item)"
         )
 
     def validate(self, conversation: LoggedConversation) -> None:
-        """The check of `validate_chat_logs`: matched, and its id not used by an earlier line."""
-        self(conversation)
+        """The check of `validate_chat_logs`: matched, and its id not used by an earlier line;
+        conversations given the first of several items that share their system are counted
+        for `shared_notes`."""
+        item, how = self.match(conversation)
+        if how == "shared system":
+            found = tuple(self.by_system[(conversation.system or "").strip()])
+            self.shared[found] = self.shared.get(found, 0) + 1
         earlier = self.seen_ids.setdefault(conversation.id, conversation.line)
         if earlier != conversation.line:
             raise UserError(
                 f"{conversation.where}: id '{conversation.id}' is also the id of line {earlier}"
             )
+
+    def shared_notes(self) -> list[str]:
+        """One line per group of items sharing a system prompt that conversations matched by
+        that prompt alone (what `harness init` writes: every item one system prompt)."""
+        return [
+            f"{count} conversation{'s' * (count != 1)} with the system prompt of items "
+            f"{', '.join(items)} and no 'item': scored as '{items[0]}' (give lines an 'item', "
+            "or pass --item, to choose)"
+            for items, count in self.shared.items()
+        ]
 
 
 def logged_record(
@@ -84,12 +103,12 @@ def logged_record(
 ) -> GenerationRecord:
     """The conversation as a run's conversation record: the logged replies are its generated
     segments (turn k), each later user message a `user` segment inside template `markup`."""
-    exchanges = [(u, r) for u, r in conversation.exchanges() if r is not None]
+    exchanges = [(k, u, r) for k, u, r in conversation.scored_turns() if r is not None]
     ids: list[int] = []
     segments: list[Segment] = []
     counts = {"generated": 0, "user": 0, "markup": 0}
-    for turn, (user, reply) in enumerate(exchanges, start=1):
-        if turn > 1:
+    for index, (turn, user, reply) in enumerate(exchanges):
+        if index:
             pieces = fmt.user_turn_pieces(user, last_token=ids[-1] if ids else None)
             for kind, _source, piece, text in pieces:
                 _append(ids, segments, kind, piece, text, turn)
@@ -97,7 +116,7 @@ def logged_record(
         reply_ids = fmt.encode(reply)
         _append(ids, segments, "generated", reply_ids, reply, turn)
         counts["generated"] += len(reply_ids)
-    system, first = conversation.system, exchanges[0][0]
+    system, first = conversation.system, exchanges[0][1]
     prompt = fmt.prompt_ids(system, first)
     messages = ([{"role": "system", "content": system}] if system is not None else []) + [
         {"role": "user", "content": first}
@@ -105,7 +124,7 @@ def logged_record(
     return GenerationRecord(
         run_id=conversation.path.stem, model=model, task=task, item=item, policy=POLICY,
         seed=0, sample=sample, prompt_messages=messages, prompt_ids=prompt,
-        continuation_ids=ids, segments=segments, text="\n\n".join(r for _, r in exchanges),
+        continuation_ids=ids, segments=segments, text="\n\n".join(r for _, _, r in exchanges),
         finish_reason="stop", engine="logged",
         tokens=TokenCounts(prompt=len(prompt), **counts),
         conversation_id=conversation.id, history="logged",
@@ -129,6 +148,7 @@ class LoggedScores:
     turns: pd.DataFrame  # turns.csv
     tokens: pd.DataFrame  # per-conversation token counts (summary.token_frame's, with history)
     conversations: int
+    logged: pd.DataFrame  # logged_conversations.csv
 
 
 def check_logs(path: Path, matcher: ItemMatcher) -> int:
@@ -137,16 +157,55 @@ def check_logs(path: Path, matcher: ItemMatcher) -> int:
 
 
 def logged_records(
-    path: Path, matcher: ItemMatcher, fmt: ChatFormat, model: str
+    path: Path, matcher: ItemMatcher, fmt: ChatFormat, model: str, rows: list[dict] | None = None
 ) -> Iterator[GenerationRecord]:
-    """The log's conversations as records, one at a time (the file is read as they are)."""
+    """The log's conversations as records, one at a time (the file is read as they are);
+    `rows` gets each conversation's logged_conversations.csv row (its failures still empty)."""
     per_item: dict[str, int] = {}
     for conversation in read_chat_logs(path):
-        item = matcher(conversation)
+        item, how = matcher.match(conversation)
         sample = per_item.get(item, 0)
         per_item[item] = sample + 1
         task = matcher.index[item][0]
+        if rows is not None:
+            rows.append(_conversation_row(conversation, model, task, item, how, sample))
         yield logged_record(conversation, item, task, sample, fmt, model)
+
+
+def _conversation_row(conversation: LoggedConversation, model, task, item, how, sample) -> dict:
+    return {
+        "conversation_id": sys.intern(conversation.id), "where": conversation.where,
+        "model": model, "task": task, "item": item, "matched_by": how, "sample": sample,
+        **conversation.counts().model_dump(),
+        "metadata": json.dumps(conversation.metadata, sort_keys=True, ensure_ascii=False,
+                               separators=(",", ":"), default=str),
+        "tags": json.dumps(list(conversation.tags), ensure_ascii=False),
+    }  # fmt: skip
+
+
+def with_failures(rows: list[dict], turns: pd.DataFrame) -> pd.DataFrame:
+    """logged_conversations.csv: each conversation's row with its failing turns from turns.csv
+    (a turn fails when one of its checks failed; the first failing check in check order)."""
+    failed = turns[turns["passed"].map(lambda v: v is False or str(v).lower() == "false")]
+    failed = failed.sort_values(["item", "sample", "turn"], kind="stable")
+    firsts = failed.drop_duplicates(["item", "sample"]).set_index(["item", "sample"])
+    counts = failed.drop_duplicates(["item", "sample", "turn"]).groupby(["item", "sample"]).size()
+    for row in rows:
+        key = (row["item"], row["sample"])
+        first = firsts.loc[key] if key in firsts.index else None
+        row["failed_turns"] = int(counts.get(key, 0))
+        row["first_failed_turn"] = None if first is None else int(first["turn"])
+        row["first_failed_check"] = "" if first is None else str(first["check"])
+        reason = "" if first is None else first["reason"]
+        row["first_failed_reason"] = reason if isinstance(reason, str) else ""
+    return result_frame(LoggedRow, rows)
+
+
+def log_totals(conversations: pd.DataFrame) -> dict[str, int]:
+    """The manifest's counts: conversations, then every count column summed."""
+    columns = ("turns", "scored_turns", "failed_turns", *LogCounts.model_fields.keys())
+    sums = {c: int(conversations[c].sum()) for c in dict.fromkeys(columns)}
+    return {"conversations": len(conversations), **sums}
 
 
 def score_logged(
@@ -175,7 +234,8 @@ def score_logged(
         tokens.append(_tokens(batch))
         batch.clear()
 
-    for record in logged_records(path, matcher, fmt, model):
+    rows: list[dict] = []
+    for record in logged_records(path, matcher, fmt, model, rows):
         batch.append(record)
         count += 1
         if len(batch) >= chunk:
@@ -189,11 +249,13 @@ def score_logged(
     turns_frame = _concat(turns, TurnRow).sort_values(
         ["model", "item", "policy", "history", "sample", "turn"], kind="stable"
     )
+    turns_frame = turns_frame.reset_index(drop=True)
     return LoggedScores(
         windows_frame.reset_index(drop=True),
-        turns_frame.reset_index(drop=True),
+        turns_frame,
         pd.concat(tokens, ignore_index=True),
         count,
+        with_failures(rows, turns_frame),
     )
 
 

@@ -5,15 +5,42 @@ code checks, from the earlier outputs."""
 from __future__ import annotations
 
 from harness.analysis.calibration import judge_calibration
-from harness.analysis.carried import carried_frame
+from harness.analysis.carried import carried_frame, record_points
 from harness.analysis.conversations import conversation_summary, turn_curves
 from harness.analysis.correlation import correlate_alpha_behaviour
 from harness.analysis.linkage import linkage_frame
 from harness.analysis.policies import compare_policies
 from harness.analysis.predictor import predict_violations, window_features
 from harness.analysis.summary import default_layers, summarise_conditions, token_frame
+from harness.results import (
+    AdherenceCurveRow,
+    AdherenceRow,
+    CalibrationRow,
+    CarriedRow,
+    ConversationRow,
+    CorrelationRow,
+    DivergenceRow,
+    FitRow,
+    ForkRow,
+    LinkageRow,
+    NextTokenRow,
+    PolicyRow,
+    PredictorRow,
+    SummaryRow,
+    SurvivalRow,
+    TurnAdherenceRow,
+    TurnRow,
+    WindowRow,
+)
 from harness.scoring.io import adherence_frames
+from harness.stages.base import Records, RunContext
 from harness.stages.forks import forked_records
+
+FULL_READS = (Records, WindowRow, TurnRow, FitRow, DivergenceRow, NextTokenRow, ForkRow)
+FULL_WRITES = (
+    AdherenceRow, AdherenceCurveRow, SurvivalRow, SummaryRow, CorrelationRow, PredictorRow,
+    PolicyRow, CalibrationRow, CarriedRow, LinkageRow, TurnAdherenceRow, ConversationRow,
+)  # fmt: skip
 
 
 class AnalyseStage:
@@ -26,46 +53,54 @@ class AnalyseStage:
     name = "analyse"
 
     def __init__(self, summary_only: bool = False) -> None:
-        # a sequential run's looks need summary.csv alone (the gates read it); the other
-        # files come once, from the final records
+        # a sequential run's looks need summary.csv alone (the gates read it), from the
+        # records and windows (no probe runs between looks); the other files come once, from
+        # the final records
         self.summary_only = summary_only
+        self.reads = (Records, WindowRow) if summary_only else FULL_READS
+        self.writes = (SummaryRow,) if summary_only else FULL_WRITES
 
-    def run(self, ctx) -> dict:
+    def run(self, ctx: RunContext) -> dict:
         import pandas as pd
 
         bar = ctx.progress.bar("analyse", 1)
         st = ctx.config.stats  # one level and number of draws for every interval
-        windows, fits = ctx.frame("windows.csv"), ctx.frame("fits.csv")
+        windows = ctx.frame(WindowRow)
+        fits = pd.DataFrame() if self.summary_only else ctx.frame(FitRow)
         tokens = token_frame(ctx.records)
         layers = default_layers(fits) if not fits.empty else []
         # a sequential run looks at its gates after every batch: anytime-valid intervals
         anytime = st.anytime or ctx.config.sequential is not None
+        # the fixed t-range of per-sample AUC and final: the budget, known before the data
+        horizon = ctx.config.generation.max_tokens
         summary = summarise_conditions(
             fits if not fits.empty else None, windows, tokens, layers,
-            level=st.level, anytime=anytime,
+            level=st.level, anytime=anytime, horizon=horizon,
         )  # fmt: skip
         if self.summary_only:
             bar.finish()
             return {"summary.csv": summary}
         out: dict = {
-            **adherence_frames(windows, level=st.level, anytime=anytime),
+            **adherence_frames(windows, level=st.level, anytime=anytime, horizon=horizon),
             "summary.csv": summary,
         }
         out["correlation.csv"] = correlate_alpha_behaviour(summary, level=st.level)
-        divergence, nexttoken = ctx.frame("divergence.csv"), ctx.frame("nexttoken.csv")
+        divergence, nexttoken = ctx.frame(DivergenceRow), ctx.frame(NextTokenRow)
         features = window_features(windows, divergence, nexttoken, layers)
         out["predictor.csv"] = predict_violations(features, n_boot=st.draws, ci=st.level)
-        out["policies.csv"] = compare_policies(windows, tokens, level=st.level)
+        out["policies.csv"] = compare_policies(windows, tokens, level=st.level, horizon=horizon)
         out["calibration.csv"] = judge_calibration(windows, level=st.level, draws=st.draws)
         carried = carried_of(ctx, nexttoken)
         if carried is not None:
             out["carried.csv"] = carried
-        no_forks = pd.DataFrame()
+        # each forked record's own kl and dependence: the record is the unit of their link
+        points = (
+            record_points(ctx.frame(ForkRow), nexttoken) if carried is not None else pd.DataFrame()
+        )
         out["linkage.csv"] = linkage_frame(
-            fits, windows, out["correlation.csv"], carried if carried is not None else no_forks,
-            level=st.level,
-        )  # fmt: skip
-        turns = ctx.frame("turns.csv")
+            fits, windows, out["correlation.csv"], points, level=st.level
+        )
+        turns = ctx.frame(TurnRow)
         if not turns.empty:  # conversations: adherence by turn, pressure effect
             out["turn_adherence.csv"] = turn_curves(turns, level=st.level)
             out["conversations.csv"] = conversation_summary(turns, tokens, level=st.level)
@@ -73,7 +108,7 @@ class AnalyseStage:
         return out
 
 
-def carried_of(ctx, nexttoken):
+def carried_of(ctx: RunContext, nexttoken):
     """carried.csv of a forking run (None when the run has no forks)."""
 
     forks = ctx.config.forks
@@ -82,4 +117,4 @@ def carried_of(ctx, nexttoken):
     records = forked_records(forks, ctx.records)
     lengths = {(r.model, r.item, r.policy, r.sample): len(r.continuation_ids) for r in records}
     level = ctx.config.stats.level
-    return carried_frame(ctx.frame("forks.csv"), lengths, list(forks.at), nexttoken, level=level)
+    return carried_frame(ctx.frame(ForkRow), lengths, list(forks.at), nexttoken, level=level)

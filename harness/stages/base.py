@@ -1,11 +1,14 @@
 """The stage protocol: every step of a run is a `Stage` over one shared `RunContext`.
 
-A stage reads what earlier stages left in the context (records, probe curves, earlier output
-frames), computes its units through the run's store (so a killed run resumes), and returns its
-output files as `{filename: value}`. The pipeline writes each returned file once, through
-`write_output`, and keeps it in `ctx.outputs` for the stages after it. A stage owns the schema
-of the files it returns. A new stage is one module with one class and one line in
-`harness.pipeline.STAGES`.
+A stage declares what it `reads` and what it `writes`: result row models (`harness.results`,
+one per CSV) and the few `Product`s that are no CSV (the records, the probe curves, the fork
+arms, the manifest, junit.xml, the report). `check_order` refuses a stage list in which a
+stage reads what no stage before it writes, before anything runs. A stage reads an earlier
+stage's CSV as `ctx.frame(WindowRow)`: checked against the row model, booleans as booleans,
+and only if it declared it. It computes its units through the run's store (so a killed run
+resumes) and returns its files as `{filename: value}`, each one it declared; the pipeline
+writes each once, through `write_output`, and keeps it in `ctx.outputs` for the stages after
+it. A new stage is one module with one class and one line in `harness.pipeline.STAGES`.
 """
 
 from __future__ import annotations
@@ -15,13 +18,13 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from harness.config import RunConfig, TaskSuite
 from harness.engines.pool import EnginePool
 from harness.models import ResolvedModel
 from harness.records import GenerationRecord
-from harness.results import RESULT_FILES, result_frame
+from harness.results import RESULT_FILES, ResultRow, result_frame, typed_frame
 from harness.selection import Selected
 from harness.sequential import SampleBatch
 from harness.store import RunStore, atomic_write_text, write_csv
@@ -34,6 +37,51 @@ if TYPE_CHECKING:  # annotations only: pandas and rich load where frames and bar
 # What a stage may return per file: a DataFrame (CSV), a list of pydantic models (JSON lines),
 # a dict (JSON) or a str (text). `write_output` picks the writer from the value's type.
 Output = Any
+
+
+class Product:
+    """What a stage leaves for later stages that is no result CSV; `file`: the run-folder
+    file it is also written to ("" where it stays in the context)."""
+
+    file: ClassVar[str] = ""
+
+
+class Records(Product):
+    """`ctx.records`, the generation records (generations.jsonl)."""
+
+    file = "generations.jsonl"
+
+
+class Curves(Product):
+    """`ctx.curves`: each probed record's divergence, next-token and attention arrays."""
+
+
+class ForkArms(Product):
+    """The fork arms' texts (forks.jsonl)."""
+
+    file = "forks.jsonl"
+
+
+class Manifest(Product):
+    file = "manifest.json"
+
+
+class JUnit(Product):
+    file = "junit.xml"
+
+
+class Report(Product):
+    """report.html, which the report stage writes itself."""
+
+    file = "report.html"
+
+
+# What a stage reads and writes: a result row model (a CSV) or a Product.
+Artifact = type[ResultRow] | type[Product]
+
+
+def artifact_name(artifact: Artifact) -> str:
+    return artifact.file or artifact.__name__
 
 
 @dataclass
@@ -88,6 +136,7 @@ class RunContext:
     batches: list[SampleBatch] = field(default_factory=list)
     sequential: dict = field(default_factory=dict)  # manifest.json's record of the looks
     engines: EnginePool = field(default_factory=lambda: _engine_pool())
+    stage: Stage | None = None  # the stage running now: `frame` reads only what it declared
     _tokenizers: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -105,12 +154,15 @@ class RunContext:
             self._tokenizers[model.name] = AutoTokenizer.from_pretrained(model.path)
         return self._tokenizers[model.name]
 
-    def frame(self, name: str) -> pd.DataFrame:
-        """An earlier stage's CSV output (an empty frame when that stage wrote none)."""
+    def frame(self, row: type[ResultRow]) -> pd.DataFrame:
+        """An earlier stage's CSV, checked against `row` (booleans as booleans); an empty
+        frame when that stage wrote none. The running stage must declare it in `reads`."""
         import pandas as pd
 
-        value = self.outputs.get(name)
-        return value if value is not None else pd.DataFrame()
+        if self.stage is not None and row not in self.stage.reads:
+            raise RuntimeError(f"stage {self.stage.name} reads {row.file} without declaring it")
+        value = self.outputs.get(row.file)
+        return typed_frame(row, value) if value is not None else pd.DataFrame()
 
     @contextmanager
     def timed(self, name: str):
@@ -127,11 +179,34 @@ def _engine_pool() -> EnginePool:
 
 
 class Stage(Protocol):
-    """One step of a run. `name` labels its timing in manifest.json."""
+    """One step of a run. `name` labels its timing in manifest.json; `reads`: what stages
+    before it must write; `writes`: every file it may return (it may return none of them)."""
 
     name: str
+    reads: tuple[Artifact, ...]
+    writes: tuple[Artifact, ...]
 
     def run(self, ctx: RunContext) -> dict[str, Output]: ...
+
+
+def check_order(stages: list[Stage]) -> None:
+    """Raise ValueError when a stage reads what no stage before it writes."""
+    written: set[Artifact] = set()
+    for stage in stages:
+        missing = [artifact_name(a) for a in stage.reads if a not in written]
+        if missing:
+            raise ValueError(
+                f"stage {stage.name} reads {', '.join(missing)}, which no stage before it writes"
+            )
+        written.update(stage.writes)
+
+
+def check_outputs(stage: Stage, outputs: dict[str, Output]) -> None:
+    """Raise RuntimeError when a stage returned a file it does not declare in `writes`."""
+    declared = {a.file for a in stage.writes}
+    undeclared = sorted(set(outputs) - declared)
+    if undeclared:
+        raise RuntimeError(f"stage {stage.name} wrote undeclared {', '.join(undeclared)}")
 
 
 def write_output(path: Path, value: Output) -> None:

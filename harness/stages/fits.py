@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from harness.analysis.fits import FitMember, fit_table
 from harness.results import CONDITION, FitRow, result_frame
+from harness.stages.base import Curves, Records, RunContext
 
 IDENT = list(CONDITION)  # a fit group: one condition
 
@@ -13,8 +14,10 @@ class FitsStage:
     """`ctx.curves` -> fits.csv; conditions in sorted order, pairs by sample."""
 
     name = "fits"
+    reads = (Records, Curves)
+    writes = (FitRow,)
 
-    def run(self, ctx) -> dict:
+    def run(self, ctx: RunContext) -> dict:
         by_key = {r.key: r for r in ctx.records}
         groups: dict[tuple[str, str, str], list[FitMember]] = {}
         for (model, rkey), arrays in sorted(ctx.curves.items()):

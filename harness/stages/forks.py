@@ -24,6 +24,7 @@ from harness.records import GenerationRecord
 from harness.results import ForkRow, result_frame
 from harness.scoring.judge import JudgeDefaults, JudgeRunner
 from harness.scoring.score import item_checks, score_checks
+from harness.stages.base import ForkArms, Records, RunContext
 from harness.stages.generate import sampling_settings
 from harness.stages.probe import record_baseline_ids
 from harness.store import unit_key
@@ -190,8 +191,10 @@ class ForksStage:
     forks.csv (their checks). Closes the generation engines when done."""
 
     name = "forks"
+    reads = (Records,)
+    writes = (ForkRow, ForkArms)
 
-    def run(self, ctx) -> dict:
+    def run(self, ctx: RunContext) -> dict:
         forks = ctx.config.forks
         if forks is None:
             return {}

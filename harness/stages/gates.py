@@ -14,6 +14,8 @@ import pandas as pd
 
 from harness.analysis.gates import GATE_COLUMNS, evaluate_gates, junit_xml, read_summary
 from harness.config import RunConfig
+from harness.results import GateRow, SummaryRow
+from harness.stages.base import JUnit, RunContext
 
 
 def gate_outputs(config: RunConfig, items: list[str], run_dir: Path) -> dict:
@@ -31,6 +33,8 @@ class GateStage:
     """summary.csv (on disk) -> gates.csv, junit.xml."""
 
     name = "gates"
+    reads = (SummaryRow,)
+    writes = (GateRow, JUnit)
 
-    def run(self, ctx) -> dict:
+    def run(self, ctx: RunContext) -> dict:
         return gate_outputs(ctx.config, [sel.item.id for sel in ctx.items], ctx.out_dir)

@@ -23,6 +23,7 @@ from harness.replay import logged_records, run_specs
 from harness.scoring import window_fails
 from harness.selection import Selected, batch_units, simulator_key
 from harness.sequential import SampleBatch, fixed_batches
+from harness.stages.base import Records, RunContext
 from harness.store import RunStore, unit_key
 
 STAGE = "generate"
@@ -191,8 +192,10 @@ class GenerateStage:
     """Every model's records -> `ctx.records` and generations.jsonl."""
 
     name = "generate"
+    reads = ()
+    writes = (Records,)
 
-    def run(self, ctx) -> dict:
+    def run(self, ctx: RunContext) -> dict:
         config = ctx.config
         for model in ctx.models:
             units = batch_units(config, model.name, ctx.items, ctx.batches or fixed_batches(config))

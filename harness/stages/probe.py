@@ -30,6 +30,7 @@ from harness.results import (
     TurnInfluenceRow,
     result_frame,
 )
+from harness.stages.base import Curves, Records, RunContext
 from harness.store import RunStore, unit_key
 
 STAGE = "probe"
@@ -246,8 +247,10 @@ class ProbeStage:
     attention_turns.csv."""
 
     name = "probe"
+    reads = (Records,)
+    writes = (Curves, DivergenceRow, NextTokenRow, AttentionRow, TurnInfluenceRow, AttentionTurnRow)
 
-    def run(self, ctx) -> dict:
+    def run(self, ctx: RunContext) -> dict:
         import pandas as pd
 
         if ctx.config.probe.enabled:  # disabled: the two files keep their header only

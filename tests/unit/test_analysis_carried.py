@@ -50,7 +50,14 @@ def test_prompt_dependence_then_carried_by_text():
     assert first["dependence_high"] == 1 and first["method"] == "clopper-pearson"
     assert (first["records"], first["draws"], first["n"]) == (8, 2, 8)
     assert second["dependence"] == 0 and second["dependence_low"] < 0 < second["dependence_high"]
-    assert settled_from(carried) == 64
+    # 8 records of 0 give [-0.41, 0.41]: on 0, but not within +-0.25, so it cannot tell
+    assert (first["verdict"], second["verdict"]) == ("depends", "cannot tell")
+    assert math.isnan(settled_from(carried))
+    # 16 records of 0: [-0.23, 0.23], within the band: from 64 on the text carries it
+    more = {(s + 8, t, arm): v for (s, t, arm), v in verdicts.items()}
+    sixteen = carried_frame(_forks(verdicts | more), _lengths(*[100] * 16), [0, 64])
+    assert sixteen["verdict"].tolist() == ["depends", "within band"]
+    assert settled_from(sixteen) == 64
     # 2 records x 2 draws (the quickstart's) cannot tell: no degenerate [1, 1]
     two = carried_frame(
         _forks({k: v for k, v in verdicts.items() if k[0] < 2}), _lengths(100, 100), [0]
@@ -123,11 +130,30 @@ def _carried(bounds: list[tuple[int, float, float]]) -> pd.DataFrame:
     )
 
 
-def test_settled_needs_the_ci_to_stay_on_zero():
+def test_settled_needs_the_ci_to_stay_within_the_band():
     assert settled_from(_carried([(0, 0.2, 0.6), (32, -0.1, 0.2), (64, 0.1, 0.3)])) is not None
     assert math.isnan(settled_from(_carried([(0, 0.2, 0.6), (32, -0.1, 0.2), (64, 0.1, 0.3)])))
     assert settled_from(_carried([(0, 0.2, 0.6), (32, -0.1, 0.2), (64, -0.2, 0.1)])) == 32
     assert settled_from(_carried([(0, -0.1, 0.1)])) == 0
+    # the quickstart's 2 records: [-0.68, 1] contains 0 but says nothing: never settled
+    assert math.isnan(settled_from(_carried([(0, -0.68, 1.0), (64, -1.0, 1.0)])))
+
+
+def test_fork_sentence_cannot_tell_where_the_interval_leaves_the_band():
+    from harness.report.carried import carried_sentence
+
+    rows = pd.DataFrame(
+        dict(fork_t=[0, 64], adherence_with=[1.0, 0.5], adherence_without=[0.0, 0.5],
+             dependence=[1.0, 0.0], dependence_low=[0.08, -0.74], dependence_high=[1.0, 0.74],
+             n=[6, 4], method="betting")
+    )  # fmt: skip
+    text = carried_sentence("none", rows)
+    assert text == (
+        "none: cannot tell whether removing the system prompt still changes behaviour from the "
+        "last fork (t = 64) on: with n = 4 records the dependence +0.00 [-0.74, +0.74] contains "
+        "0 but reaches beyond ±0.25. At t = 0 the prompt does change behaviour."
+    )
+    assert "no longer" not in text
 
 
 def _fits_and_windows(alpha_auc: dict[str, list[tuple[float, float]]]):
@@ -175,18 +201,74 @@ def test_linkage_keeps_the_cross_condition_coefficient_beside_and_kl_vs_dependen
     correlation = pd.DataFrame(
         [dict(x="alpha_mean", y="auc", n=12, spearman=0.7, spearman_low=0.2, spearman_high=0.8)]
     )
-    carried = pd.DataFrame(
-        dict(model=MODEL, item="a", policy="none", fork_t=[0, 32, 64, 128],
-             kl=[0.3, 0.05, 0.02, 0.01], dependence=[0.5, 0.2, 0.0, -0.1])
+    # 2 forked records x 4 positions: 8 points that rest on 2 records
+    points = pd.DataFrame(
+        dict(model=MODEL, item="a", policy="none", sample=[0] * 4 + [1] * 4,
+             fork_t=[0, 32, 64, 128] * 2, kl=[0.3, 0.05, 0.02, 0.01, 0.31, 0.06, 0.03, 0.02],
+             dependence=[0.5, 0.2, 0.0, -0.1, 0.6, 0.3, 0.1, -0.05])
     )  # fmt: skip
-    link = linkage_frame(fits, windows, correlation, carried)
+    link = linkage_frame(fits, windows, correlation, points)
     kinds = link.set_index("kind")
     assert kinds.loc["alpha_auc_across", "spearman"] == 0.7
     assert kinds.loc["alpha_auc_item", "spearman"] == pytest.approx(1.0)
-    assert kinds.loc["kl_dependence_item", "spearman"] == pytest.approx(1.0)
-    assert kinds.loc["kl_dependence_item", "n"] == 4
-    # 4 positions: the Fisher-z interval of a perfect rank order (n >= 4), not [1, 1]
-    assert kinds.loc["kl_dependence_item", "spearman_low"] < 1
-    assert kinds.loc["kl_dependence_item", "method"] == "fisher-z (bonett-wright)"
+    kl = kinds.loc["kl_dependence_item"]
+    assert kl["n"] == 8 and kl["spearman"] == pytest.approx(spearman_of(points))
+    # the 8 points are 2 records: no interval (Fisher-z over 8 would treat them as independent)
+    assert math.isnan(kl["spearman_low"])
+    assert kl["method"] == "none (2 records < 4: the points are not independent)"
     # 3 samples: no interval, and the method says why
-    assert kinds.loc["alpha_auc_item", "method"] == "none (n < 4)"
+    assert kinds.loc["alpha_auc_item", "method"] == "none (n < 3)" or math.isnan(
+        kinds.loc["alpha_auc_item", "spearman_low"]
+    )
+
+
+def spearman_of(points: pd.DataFrame) -> float:
+    from scipy import stats
+
+    return float(stats.spearmanr(points["kl"], points["dependence"]).statistic)
+
+
+def test_kl_dependence_resamples_records_with_all_their_positions():
+    from harness.analysis.linkage import kl_dependence
+
+    rng = np.random.default_rng(1)
+    rows = [
+        dict(model=MODEL, item="a", policy="none", sample=s, fork_t=t, kl=k, dependence=k + e)
+        for s in range(6)
+        for t, k, e in zip((0, 64, 128), rng.random(3), rng.normal(0, 0.1, 3), strict=True)
+    ]
+    (row,) = kl_dependence(pd.DataFrame(rows), level=0.95)
+    assert row["method"] == "percentile-bootstrap over 6 records (approximate)"
+    assert row["spearman_low"] <= row["spearman"] <= row["spearman_high"] and row["n"] == 18
+
+
+def test_alpha_auc_within_an_item_resamples_sample_indices_shared_by_policies():
+    from harness.analysis.linkage import within_items
+
+    # 2 sample indices x 4 policies: 8 points, 2 independent units (shared seeds)
+    samples = pd.DataFrame(
+        dict(model=MODEL, item="a", policy=[p for p in "wxyz" for _ in range(2)],
+             sample=[0, 1] * 4, alpha=np.linspace(0.1, 0.8, 8), auc=np.linspace(0.2, 0.9, 8))
+    )  # fmt: skip
+    (item, _within) = within_items(samples, level=0.95)
+    assert item["n"] == 8 and item["spearman"] == pytest.approx(1.0)
+    assert item["method"] == "none (2 sample indices < 4: the points are not independent)"
+
+
+def test_correlation_across_conditions_resamples_and_permutes_items():
+    from harness.analysis.correlation import correlate_alpha_behaviour
+
+    rng = np.random.default_rng(2)
+    summary = pd.DataFrame(
+        dict(model="m", item=[i for i in "abc" for _ in range(4)],
+             policy=["none", "p", "q", "r"] * 3, alpha_mean=rng.random(12), auc=rng.random(12))
+    )  # fmt: skip
+    row = correlate_alpha_behaviour(summary, ys=("auc",)).iloc[0]
+    assert row["n"] == 12  # conditions, but 3 items: no interval, and an exact block p >= 1/6
+    assert row["spearman_method"] == "none (3 items < 4: the points are not independent)"
+    assert math.isnan(row["spearman_low"]) and row["perm_p"] >= 1 / 6
+    six = pd.concat([summary, summary.assign(item=summary["item"] + "2")], ignore_index=True)
+    six["auc"] = rng.random(24)
+    row = correlate_alpha_behaviour(six, ys=("auc",)).iloc[0]
+    assert row["spearman_method"] == "percentile-bootstrap over 6 items (approximate)"
+    assert row["spearman_low"] <= row["spearman"] <= row["spearman_high"]

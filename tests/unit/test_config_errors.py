@@ -56,6 +56,17 @@ CASES = {
         "policies.0.periodic.text",
     ),
     "no policies": (_set("policies", []), "field 'policies'"),
+    "one policy twice": (
+        _set(
+            "policies",
+            [
+                "none",
+                {"name": "periodic", "every": 8, "text": "A"},
+                {"name": "periodic", "every": 8, "text": "A"},
+            ],
+        ),
+        "policies[2] is the same policy as policies[1] (periodic-8-user-text-",
+    ),  # fmt: skip
     "interval level 1": (_set("stats.level", 1.0), "field 'stats.level'"),
     "interval level 0": (_set("stats.level", 0), "field 'stats.level'"),
     "interval level 95": (_set("stats.level", 95), "less than 1"),
@@ -252,3 +263,19 @@ def test_a_policy_has_one_label_in_config_records_and_reports():
     from harness.policies import policy_run
 
     assert [policy_run(p, continue_on_eos=True).label for p in config.policies] == labels
+
+
+def test_two_reminder_texts_under_one_schedule_are_two_policies():
+    from harness.config import RunConfig
+
+    config = RunConfig.model_validate(
+        {"name": "x", "models": ["m"], "suites": ["s.yaml"],
+         "policies": ["none", {"name": "periodic", "every": 16, "text": "A"},
+                      {"name": "periodic", "every": 16, "text": "B"},
+                      {"name": "periodic", "every": 16}]}
+    )  # fmt: skip
+    labels = config.policy_labels()
+    assert len(set(labels)) == 4
+    assert labels[1].startswith("periodic-16-user-text-") and labels[1] != labels[2]
+    assert labels[3] == "periodic-16-user"  # the items' own reminders: the label gates name
+    assert config.policy_spec(labels[2]).text == "B"

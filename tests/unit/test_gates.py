@@ -60,7 +60,8 @@ BAD_GATES = {
     "interval of a metric without one": (
         [{"metric": "token_overhead", "policy": "none", "max": 0.5, "use": "interval"}],
         "gates[0]: metric 'token_overhead' has no interval, so use: interval is impossible "
-        "(auc, half_life, final, survival_median, alpha_mean have one); drop `use` or write "
+        "(auc, half_life, final, survival_median, pass_1, pass_3, pass_5, aptitude, "
+        "unreliability, alpha_mean have one); drop `use` or write "
         "`use: value`",
     ),
     "retired ci_low": (

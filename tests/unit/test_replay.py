@@ -282,3 +282,52 @@ def test_a_replay_run_keeps_every_history_apart(replay_run):
     assert sum(r.get("history") == "logged" for r in records) == 2
     assert all("history" not in r or r["policy"] != "logged" or r["tokens"]["generated"] == 0
                for r in records)  # fmt: skip
+
+
+def test_the_report_lists_the_failing_logged_turns_beside_the_replays(replay_run):
+    """The logs view in a replay run: the conversations that fail first, and each failing
+    logged turn with the user message, the logged reply and the replays' (escaped)."""
+    import html as html_lib
+    import re
+
+    page = (replay_run / "report.html").read_text()
+    part = page.split('<section id="logs">', 1)[1].split("</section>", 1)[0]
+    body = part.split("<h3>Failing turns</h3>", 1)[1]
+    rows = [
+        [html_lib.unescape(c) for c in re.findall(r"<td>(.*?)</td>", row, flags=re.S)]
+        for row in re.findall(r"<tr>(.*?)</tr>", body.split("<tbody>", 1)[1], flags=re.S)
+    ]
+    assert [(r[0], r[1], r[3], r[4]) for r in rows] == [
+        ("c2", "1", "V1", "no B1"), ("c<1>", "2", "U2", "no A2")
+    ]  # fmt: skip
+    assert all(r[5].startswith(" yes") or r[5].startswith("yes") for r in rows)  # reference
+    assert "c&lt;1&gt;" in part and "c<1>" not in part
+
+
+def test_a_replayed_log_with_tool_calls_keeps_them_as_text_and_says_so(tmp_path, capsys):
+    call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "t1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+        ],
+    }
+    talk = {"id": "tools", "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "U1"}]}, call,
+        {"role": "tool", "tool_call_id": "t1", "content": "found"},
+        {"role": "assistant", "content": "yes A1"},
+        {"role": "user", "content": "U2"}, {"role": "assistant", "content": "no A2"},
+    ]}  # fmt: skip
+    config, items = _plan(tmp_path, logs=[talk])
+    check_replays(config, ChatFormat(ScriptedEngine({}).tokenizer), items, 10_000)
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == (
+        f"note: {items[0].item.history}: 1 conversation with tool calls: each turn's tool calls "
+        "and results are replayed as text after its user message (the chat template's tool "
+        "role is not used)"
+    )
+    ref = [
+        s for s in replay_specs(config, "m", items[0], "rid", range(1)) if s.history == "reference"
+    ]
+    assert ref[0].user == "U1\n\n[tool call lookup({})]\n\n[tool result t1: found]"
+    assert ref[1].logged == ["yes A1"] and [t for t, _ in ref[1].turns] == ["U2"]

@@ -156,16 +156,17 @@ def test_prompt_or_text_cards_read_the_designed_dependence(synthetic_run, render
     cards = card_texts(rendered)
     french = cards["Prompt or text? french (smollm2-135m-instruct)"]
     assert (
-        "none: from t = 128 on, removing the system prompt no longer changes behaviour "
-        "(dependence CI contains 0); adherence with it is 70 % → 60 % over those forks: what the "
-        "model still does is carried by the text written so far." in french
+        "none: from t = 128 on, removing the system prompt changes adherence by less than "
+        "±0.25 (dependence CI within the band); adherence with it is 70 % → 60 % over those "
+        "forks: what the model still does is carried by the text written so far." in french
     )
-    assert "restate: at every fork, removing the system prompt no longer changes" in french
+    assert "restate: at every fork, removing the system prompt changes adherence by less" in french
     pirate = cards["Prompt or text? pirate (smollm2-135m-instruct)"]
     assert (
-        "none: from t = 64 on, removing the system prompt no longer changes behaviour "
-        "(dependence CI contains 0); adherence with it is 30 % → 0 % over those forks: the "
-        "prompt has lost its grip: re-inject it (a reminder policy) before t = 64." in pirate
+        "none: from t = 64 on, removing the system prompt changes adherence by less than "
+        "±0.25 (dependence CI within the band); adherence with it is 30 % → 0 % over those "
+        "forks: the prompt has lost its grip: re-inject it (a reminder policy) before "
+        "t = 64." in pirate
     )
     assert (
         "restate: the prompt still changes behaviour at the last fork (t = 192): 90 % with it "

@@ -113,10 +113,10 @@ class ScriptedEngine:
 class ReadLog(RunContext):
     """A RunContext that notes every earlier file a stage asked for and did not find."""
 
-    def frame(self, name):
-        if name not in self.outputs:
-            self.missing.append(name)
-        return super().frame(name)
+    def frame(self, row):
+        if row.file not in self.outputs:
+            self.missing.append(row.file)
+        return super().frame(row)
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ report's Conversations section. The one-token-per-character tokenizer stands in 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -75,7 +76,7 @@ DUPLICATE = {"id": "ok", "messages": _talk(FR_SYSTEM, FRENCH)}
         (
             {"messages": [_msg("user", "a"), {"role": "assistant", "content": [{"text": "b"}]}]},
             [],
-            "message 2 (assistant): content must be a string, got a list",
+            "message 2 (assistant): content part 1 is not an object with a 'type'",
         ),
         (
             {"messages": _talk("Sois poli.", FRENCH)},
@@ -102,7 +103,7 @@ def test_a_bad_line_is_one_error_naming_file_and_line_and_nothing_is_written(
     def no_tokenizer(name):
         raise AssertionError("the tokenizer was loaded before the log was checked")
 
-    monkeypatch.setattr("harness.analysis.logged.load_tokenizer", no_tokenizer)
+    monkeypatch.setattr("harness.plan.load_tokenizer", no_tokenizer)
     log = _write(folder / "talks.jsonl", GOOD, line, GOOD | {"id": "later"})
     code, stdout, stderr = run_cli(
         ["score", str(log), "--suite", "suite.yaml", "--out", "out", *args]
@@ -127,18 +128,30 @@ def test_item_option_errors(folder, run_cli, lines, args, problem):
     assert not (folder / "out").exists()
 
 
-def test_two_items_with_one_system_need_the_line_s_item(folder, run_cli):
+def test_two_items_with_one_system_score_as_the_first_and_say_so(folder, run_cli, monkeypatch):
+    """What `harness init` writes: every item one system prompt. A line naming no item is
+    scored as the first of them, in one note line; `--item` picks another."""
+    monkeypatch.setattr("harness.plan.load_tokenizer", lambda name: CharTokenizer())
     suite = {**SUITE, "items": [*SUITE["items"], {**SUITE["items"][0], "id": "fr-2"}]}
     (folder / "suite.yaml").write_text(yaml.safe_dump(suite, allow_unicode=True))
-    log = _write(folder / "talks.jsonl", {"messages": _talk(FR_SYSTEM, FRENCH)})
+    log = _write(folder / "talks.jsonl", *[{"messages": _talk(FR_SYSTEM, FRENCH)}] * 2)
     code, _, stderr = run_cli(["score", str(log), "--suite", "suite.yaml", "--out", "out"])
-    assert code == 2 and f"{log}:1: conversation's system message is the system of items fr, fr-2"
-    assert "fr, fr-2" in stderr and not (folder / "out").exists()
+    assert code == 0, stderr
+    assert (
+        f"note: {log}: 2 conversations with the system prompt of items fr, fr-2 and no 'item': "
+        "scored as 'fr' (give lines an 'item', or pass --item, to choose)"
+    ) in stderr.splitlines()
+    logged = pd.read_csv(folder / "out" / "logged_conversations.csv")
+    assert set(logged["item"]) == {"fr"} and set(logged.matched_by) == {"shared system"}
+    argv = ["score", str(log), "--suite", "suite.yaml", "--out", "out2", "--item", "fr-2"]
+    code, _, stderr = run_cli(argv)
+    assert code == 0 and "note:" not in stderr, stderr
+    assert set(pd.read_csv(folder / "out2" / "turns.csv")["item"]) == {"fr-2"}
 
 
 @pytest.fixture
 def scored(folder, run_cli, monkeypatch):
-    monkeypatch.setattr("harness.analysis.logged.load_tokenizer", lambda name: CharTokenizer())
+    monkeypatch.setattr("harness.plan.load_tokenizer", lambda name: CharTokenizer())
     log = _write(
         folder / "talks.jsonl",
         # matched by its system message: French, French, then English
@@ -203,4 +216,75 @@ def test_windows_are_cut_per_reply_and_the_turn_files_aggregate_conversations(sc
     assert (row.n_samples, row.n_turns, row.first_fail_median) == (1, 3, 3)
     assert row.tokens_generated == 3 * len(FRENCH) + 2 * len(ENGLISH)
     page = (out / "report.html").read_text()
-    assert 'id="conversations"' in page and "fig-turn-adherence" in page
+    assert 'id="turns"' in page and "fig-turn-adherence" in page  # the report of a log
+
+
+def test_a_tool_calling_log_scores_its_text_replies_and_counts_the_rest(
+    folder, run_cli, monkeypatch
+):
+    """Content parts, a tool call with `content: null`, its `tool` result, the older
+    `function_call` / `function` pair: the text replies are in turns.csv, the tool-only
+    messages are not scored and are counted (logged_conversations.csv and manifest.json),
+    the line's metadata and tags are kept."""
+    monkeypatch.setattr("harness.plan.load_tokenizer", lambda name: CharTokenizer())
+    call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+        ],
+    }
+    old_call = {
+        "role": "assistant",
+        "content": None,
+        "function_call": {"name": "stock", "arguments": '{"sku": 4}'},
+    }
+    parts = [{"type": "text", "text": FRENCH}, {"type": "image_url", "image_url": {"url": "u"}}]
+    talk = [
+        _msg("system", FR_SYSTEM),
+        _msg("user", "Bonjour"),
+        call,
+        {"role": "tool", "tool_call_id": "c1", "content": '{"ok": true}'},
+        {"role": "assistant", "content": parts},
+        _msg("user", "Et le stock ?"),
+        old_call,
+        {"role": "function", "name": "stock", "content": "3"},
+        _msg("assistant", ENGLISH),
+    ]
+    line = {"id": "agent-1", "metadata": {"channel": "web"}, "tags": ["beta"], "messages": talk}
+    log = _write(folder / "agent.jsonl", line)
+    code, stdout, stderr = run_cli(["score", str(log), "--suite", "suite.yaml", "--out", "out"])
+    assert code == 0, stderr
+    turns = pd.read_csv(folder / "out" / "turns.csv")
+    got = [(r.conversation_id, r.turn, r.tokens, bool(r.passed)) for r in turns.itertuples()]
+    assert got == [("agent-1", 1, len(FRENCH), True), ("agent-1", 2, len(ENGLISH), False)]
+    # the tool traffic is in the history: turn 2's reply starts after it
+    assert turns.t_start.iloc[1] > turns.t_end.iloc[0] + len("Et le stock ?[tool call stock(")
+    (row,) = pd.read_csv(folder / "out" / "logged_conversations.csv").itertuples()
+    assert (row.turns, row.scored_turns, row.failed_turns, row.first_failed_turn) == (2, 2, 1, 2)
+    assert (row.tool_calls, row.tool_results, row.tool_only_messages, row.skipped_parts) == (
+        2, 2, 2, 1)  # fmt: skip
+    assert row.first_failed_check == "language:fr" and row.where == f"{log}:1"
+    assert json.loads(row.metadata) == {"channel": "web"} and json.loads(row.tags) == ["beta"]
+    manifest = json.loads((folder / "out" / "manifest.json").read_text())
+    assert manifest["counts"] == {
+        "conversations": 1, "turns": 2, "scored_turns": 2, "failed_turns": 1, "tool_calls": 2,
+        "tool_results": 2, "tool_only_messages": 2, "skipped_parts": 1,
+    }  # fmt: skip
+
+
+def test_every_file_harness_score_writes_is_declared_by_a_log_stage(scored):
+    """`harness score` on a chat log is LOG_STAGES over a plan: each stage declares what it
+    reads and writes (row models, in docs/results.md), in order, and writes nothing else."""
+    from harness.results import RESULT_FILES
+    from harness.stages.base import check_order
+    from harness.stages.logs import LOG_STAGES
+
+    check_order(LOG_STAGES)
+    _, stdout = scored
+    declared = [a.file for stage in LOG_STAGES for a in stage.writes]
+    assert sorted(line.removeprefix("out/") for line in stdout.splitlines()) == sorted(declared)
+    csvs = [name for name in declared if name.endswith(".csv")]
+    assert all(name in RESULT_FILES for name in csvs) and "logged_conversations.csv" in csvs
+    docs = (Path(__file__).parents[2] / "docs" / "results.md").read_text()
+    assert all(f"## {name}" in docs for name in csvs)

@@ -172,7 +172,8 @@ def test_adherence_curve_auc_half_life_final():
     assert curve["a_high"].iloc[-1] == pytest.approx(1 - 0.025**0.25)
     assert set(curve["method"]) == {"clopper-pearson"}
     (summary,) = adherence_summary(frame)
-    assert summary.auc == pytest.approx((1 + 0.75 + 1 / 3 + 0) / 4)
+    # each sample's own share of passing positions (sample 3 over its 3 decided windows)
+    assert summary.auc == pytest.approx((0.75 + 0.5 + 0.25 + 2 / 3) / 4)
     assert summary.half_life == 129 and not summary.half_life_censored
     assert summary.final == 0.0
     assert summary.auc_low <= summary.auc <= summary.auc_high
@@ -225,14 +226,17 @@ def test_sticky_four_of_four_does_not_clear_a_high_bound():
 
 
 def test_half_life_interval_inverts_a_simultaneous_band():
-    halving = _windows_frame({s: [True, True, s % 2 == 0, False] for s in range(8)})
+    # checkpoints over [1, 256]: 1, 33, 65, ..., 225; the band is Bonferroni over all 8
+    halving = _windows_frame({s: [True, True, s % 2 == 0, False] for s in range(16)})
     (summary,) = adherence_summary(halving)
     assert summary.half_life == 193 and not summary.half_life_censored
-    # a(129) = 1/2 may be below a(1)/2 on the band; nothing is surely halved with 8 samples
-    assert summary.half_life_low == 129 and math.isinf(summary.half_life_high)
-    assert summary.half_life_method.startswith("band inversion (clopper-pearson, bonferroni")
-    # 5 of 8 samples hold throughout: never halves; the band allows a halving at 193
-    mostly_holding = _windows_frame({s: [True, True, True, s >= 3] for s in range(8)})
+    # a(129) = 1/2 may be below a(1)/2 on the band; 0 of 16 at 193 is surely below it
+    assert (summary.half_life_low, summary.half_life_high) == (129, 193)
+    assert summary.half_life_method == (
+        "band inversion (clopper-pearson, bonferroni over 8 points)"
+    )
+    # 10 of 16 samples hold throughout: never halves; the band allows a halving at 193
+    mostly_holding = _windows_frame({s: [True, True, True, s >= 6] for s in range(16)})
     (summary,) = adherence_summary(mostly_holding)
     assert summary.half_life_censored and math.isnan(summary.half_life)
     assert summary.half_life_low == 193 and math.isinf(summary.half_life_high)

@@ -1,5 +1,6 @@
-"""The stage protocol: stages run in order over one context, each returned file is written
-once by the one writer, and a later stage reads what an earlier one returned."""
+"""The stage protocol: stages declare what they read and write, a list that reads before it
+writes is refused before it runs, each returned file is written once by the one writer, and a
+later stage reads an earlier one's CSV as a typed frame (booleans as booleans)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import pandas as pd
 import pytest
 from pydantic import BaseModel
 
-from harness.stages.base import RunContext, write_output
+from harness.results import SummaryRow, WindowRow
+from harness.stages.base import Manifest, RunContext, check_order, write_output
 
 
 class Row(BaseModel):
@@ -18,24 +20,37 @@ class Row(BaseModel):
     b: str
 
 
-class Counts:
-    name = "counts"
+def _window(sample: int, passed) -> dict:
+    return {
+        "run_id": "r", "model": "m", "task": "t", "item": "x", "policy": "none", "seed": 1,
+        "sample": sample, "window": 0, "t_start": 1, "t_end": 16, "t_gen_start": 1,
+        "check": "lang", "scope": "window", "value": 1.0, "passed": passed, "reason": "",
+    }  # fmt: skip
+
+
+class Windows:
+    name = "windows"
+    reads = ()
+    writes = (WindowRow,)
 
     def run(self, ctx):
-        return {"counts.csv": pd.DataFrame({"item": ["x", "y"], "n": [3, 5]})}
+        rows = [_window(0, True), _window(1, False), _window(2, None)]
+        return {"windows.csv": pd.DataFrame(rows)}
 
 
-class Doubled:
-    name = "doubled"
+class Passes:
+    name = "passes"
+    reads = (WindowRow,)
+    writes = (Manifest,)
+
+    def __init__(self) -> None:
+        self.seen = None
 
     def run(self, ctx):
-        counts = ctx.frame("counts.csv")
+        windows = ctx.frame(WindowRow)
+        self.seen = list(windows["passed"])
         return {
-            "doubled.csv": counts.assign(n=counts["n"] * 2),
-            "rows.jsonl": [
-                Row(a=int(n), b=i) for i, n in zip(counts["item"], counts["n"], strict=True)
-            ],
-            "meta.json": {"total": int(counts["n"].sum())},
+            "manifest.json": {"passed": int((windows["passed"] == True).sum())},  # noqa: E712
         }
 
 
@@ -46,21 +61,71 @@ def _context(tmp_path) -> RunContext:
     )  # fmt: skip
 
 
-def test_stages_run_in_order_and_each_file_is_written_once(tmp_path):
+def test_a_later_stage_reads_a_typed_frame_and_each_file_is_written_once(tmp_path):
     from harness.pipeline import run_stages
 
-    ctx = _context(tmp_path)
-    run_stages(ctx, [Counts(), Doubled()], show_progress=False)
-    assert pd.read_csv(tmp_path / "doubled.csv")["n"].tolist() == [6, 10]
-    lines = (tmp_path / "rows.jsonl").read_text().splitlines()
-    assert [json.loads(line) for line in lines] == [{"a": 3, "b": "x"}, {"a": 5, "b": "y"}]
-    assert json.loads((tmp_path / "meta.json").read_text()) == {"total": 8}
-    assert set(ctx.timings) == {"counts", "doubled"}
+    ctx, passes = _context(tmp_path), Passes()
+    run_stages(ctx, [Windows(), passes], show_progress=False)
+    assert passes.seen == [True, False, None]  # Python bools and None, not strings or NaN
+    assert json.loads((tmp_path / "manifest.json").read_text()) == {"passed": 1}
+    assert pd.read_csv(tmp_path / "windows.csv")["sample"].tolist() == [0, 1, 2]
+    assert set(ctx.timings) == {"windows", "passes"}
     assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporary files
 
 
+def test_a_typed_frame_holds_bools_whatever_the_cells_were():
+    from harness.results import typed_frame
+
+    cells = pd.DataFrame([_window(0, "True"), _window(1, "false"), _window(2, float("nan"))])
+    assert list(typed_frame(WindowRow, cells)["passed"]) == [True, False, None]
+    with pytest.raises(ValueError, match="windows.csv: column passed: 'True' is not a bool"):
+        write_output(Path("windows.csv"), pd.DataFrame([_window(0, "True")]))  # writer: bools
+
+
+def test_a_stage_list_that_reads_before_it_writes_is_refused():
+    with pytest.raises(ValueError, match="stage passes reads windows.csv, which no stage before"):
+        check_order([Passes(), Windows()])
+    check_order([Windows(), Passes()])
+
+
+def test_the_run_s_stage_lists_are_in_order():
+    from harness.pipeline import LOOP, STAGES
+
+    check_order(STAGES)
+    check_order(LOOP)
+    analyse = next(s for s in STAGES if s.name == "analyse")
+    assert SummaryRow in analyse.writes and WindowRow in analyse.reads
+
+
+def test_a_stage_may_read_only_what_it_declares(tmp_path):
+    from harness.pipeline import run_stages
+
+    class Sneaky:
+        name, reads, writes = "sneaky", (), ()
+
+        def run(self, ctx):
+            return {"x": ctx.frame(WindowRow)}
+
+    with pytest.raises(RuntimeError, match="stage sneaky reads windows.csv without declaring"):
+        run_stages(_context(tmp_path), [Sneaky()], show_progress=False)
+
+
+def test_a_stage_may_write_only_what_it_declares(tmp_path):
+    from harness.pipeline import run_stages
+
+    class Loud:
+        name, reads, writes = "loud", (), (Manifest,)
+
+        def run(self, ctx):
+            return {"summary.csv": pd.DataFrame()}
+
+    with pytest.raises(RuntimeError, match="stage loud wrote undeclared summary.csv"):
+        run_stages(_context(tmp_path), [Loud()], show_progress=False)
+    assert not (tmp_path / "summary.csv").exists()
+
+
 def test_a_stage_reading_a_file_nobody_wrote_gets_an_empty_frame(tmp_path):
-    assert _context(tmp_path).frame("missing.csv").empty
+    assert _context(tmp_path).frame(SummaryRow).empty
 
 
 def test_write_output_refuses_a_value_it_has_no_writer_for(tmp_path):

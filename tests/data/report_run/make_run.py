@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from harness.analysis.carried import fork_verdict
 from harness.results import (
     AdherenceCurveRow,
     AdherenceRow,
@@ -338,10 +339,10 @@ CARRIED = {
     ("french", "none"): ([0.9, 0.8, 0.7, 0.6], [0.1, 0.5, 0.7, 0.6],
                          [(0.6, 1.0), (0.1, 0.5), (-0.2, 0.2), (-0.2, 0.2)]),
     ("french", "restate"): ([1, 1, 1, 1], [0.9, 1, 1, 1],
-                            [(-0.1, 0.3), (0, 0), (0, 0), (0, 0)]),
+                            [(-0.1, 0.2), (0, 0), (0, 0), (0, 0)]),
     # settles at 64 with the behaviour already gone: the prompt lost its grip
     ("pirate", "none"): ([0.8, 0.3, 0.1, 0.0], [0.2, 0.2, 0.1, 0.0],
-                         [(0.3, 0.9), (-0.1, 0.3), (-0.1, 0.1), (0, 0)]),
+                         [(0.3, 0.9), (-0.1, 0.2), (-0.1, 0.1), (0, 0)]),
     # still depends on the prompt at the last fork
     ("pirate", "restate"): ([1, 1, 0.9, 0.9], [0.2, 0.3, 0.4, 0.5],
                             [(0.6, 1.0), (0.5, 0.9), (0.3, 0.7), (0.2, 0.6)]),
@@ -357,6 +358,7 @@ def _forks(out: Path) -> None:
                 "draws": 4, "adherence_with": with_[i], "adherence_without": without[i],
                 "dependence": with_[i] - without[i], "dependence_low": cis[i][0],
                 "dependence_high": cis[i][1], "n": 2, "method": "betting",
+                "verdict": fork_verdict(*cis[i]),
                 "kl": 0.3 / (1 + t), "abs_delta_logp": 0.1,
                 "reason": "",
             })  # fmt: skip

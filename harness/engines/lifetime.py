@@ -1,0 +1,77 @@
+"""Engine processes die with the process that started them, however it ends.
+
+vLLM on CPU spawns its engine core (`VLLM::EngineCore`), which spawns its workers
+(`VLLM::Worker`), through `multiprocessing`. A clean end stops them (`vllm_engine.shutdown_all`),
+but a parent killed with SIGKILL runs no handler and no atexit hook, and the engine core then
+kept running with ~4.7 GB until the next start failed for lack of memory.
+
+`bind_engine_children()` makes every process started through `multiprocessing` from then on
+(vLLM's, and any other: none may outlive the run) ask the kernel, as the first thing it runs,
+to SIGKILL it when its parent dies (`prctl(PR_SET_PDEATHSIG)`), and
+passes the same rule on to the processes it starts (the workers of an engine core). Linux
+sends that signal when the *thread* that started the child ends, so a child started from
+another thread (none is, today) watches its parent's pid from a thread instead. Keeping the
+engine core in-process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`) would not need this, but vLLM's
+CPU platform then cannot set the workers' OpenMP binding and preloads (vllm/platforms/cpu.py).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+import threading
+import time
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_POLL_SECONDS = 0.5
+_original_start = BaseProcess.start
+
+
+class BoundToParent:
+    """A process target that dies with its parent (pickled into a spawned child as is)."""
+
+    def __init__(self, target: Any, parent_pid: int, from_main_thread: bool) -> None:
+        self.target = target
+        self.parent_pid = parent_pid
+        self.from_main_thread = from_main_thread
+
+    def __call__(self, *args, **kwargs):
+        die_with_parent(self.parent_pid, self.from_main_thread)
+        bind_engine_children()  # the engine core's own workers
+        return self.target(*args, **kwargs)
+
+
+def die_with_parent(parent_pid: int, use_pdeathsig: bool = True) -> None:
+    """End this process with SIGKILL once `parent_pid` is gone (at once if it already is)."""
+    if use_pdeathsig and sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            use_pdeathsig = False  # e.g. a sandbox refusing prctl: poll instead
+    if not (use_pdeathsig and sys.platform.startswith("linux")):
+        threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+    if os.getppid() != parent_pid:  # the parent died before the signal was armed
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _watch_parent(parent_pid: int) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(_POLL_SECONDS)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _start_bound(self: BaseProcess) -> None:
+    target = getattr(self, "_target", None)
+    if target is not None and not isinstance(target, BoundToParent):
+        main = threading.current_thread() is threading.main_thread()
+        self._target = BoundToParent(target, os.getpid(), main)
+    _original_start(self)
+
+
+def bind_engine_children() -> None:
+    """From now on, every process this process starts through multiprocessing dies with it;
+    idempotent."""
+    BaseProcess.start = _start_bound
