@@ -13,8 +13,9 @@ from harness.analysis.law_table import (
     law_rows,
     pair_units,
 )
-from harness.results import LawRow, result_frame
+from harness.results import LawRow, TurnInfluenceRow, TurnRow, WindowRow, result_frame
 from harness.scoring.adherence import window_passes
+from harness.stages.base import Curves, Records, RunContext
 
 # bootstrap draws per curve set: every set refits three laws per draw (~300 sets in the
 # quickstart); the floor's p-value is the draws' normal approximation, not their count
@@ -25,14 +26,16 @@ class LawsStage:
     """`ctx.curves`, windows.csv, turns.csv and turn_influence.csv -> laws.csv."""
 
     name = "laws"
+    reads = (Records, Curves, WindowRow, TurnRow, TurnInfluenceRow)
+    writes = (LawRow,)
 
-    def run(self, ctx) -> dict:
+    def run(self, ctx: RunContext) -> dict:
         by_key = {r.key: r for r in ctx.records}
         units = []
         for (model, rkey), arrays in sorted(ctx.curves.items()):
             units += pair_units(model, by_key[rkey], arrays)
         if any(r.is_conversation for r in ctx.records):  # the file exists only then
-            influence = ctx.frame("turn_influence.csv")
+            influence = ctx.frame(TurnInfluenceRow)
             units += frame_units(influence, "kl_turn", "turn", "kl", NEXT_TOKEN, True)
         units += behaviour_units(ctx)
         bar = ctx.progress.bar("laws", 1)
@@ -50,14 +53,14 @@ def behaviour_units(ctx) -> list:
     per sample of the generated conversations (1/0 per reply)."""
     conversations = {r.item for r in ctx.records if r.is_conversation}
     out = []
-    windows = ctx.frame("windows.csv")
+    windows = ctx.frame(WindowRow)
     if not windows.empty:
         passes = window_passes(windows)
         passes = passes[~passes["item"].isin(conversations)]
         passes = passes.assign(x=(passes["window"] + 0.5) * ctx.config.scoring.window,
                                y=passes["passed"].astype(float))  # fmt: skip
         out += frame_units(passes, "a_t", "x", "y", BEHAVIOUR, False)
-    turns = ctx.frame("turns.csv") if conversations else None
+    turns = ctx.frame(TurnRow) if conversations else None
     if turns is not None and not turns.empty:
         verdicts = turn_verdicts(turns)
         verdicts = verdicts[verdicts["history"] == "generated"]

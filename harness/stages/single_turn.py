@@ -24,6 +24,7 @@ from harness.records import GenerationRecord
 from harness.results import SingleTurnRow, result_frame
 from harness.scoring.judge import JudgeDefaults, JudgeRunner
 from harness.scoring.score import item_checks, score_checks
+from harness.stages.base import Records, RunContext
 from harness.stages.generate import sampling_settings
 from harness.store import unit_key
 
@@ -92,8 +93,10 @@ class SingleTurnStage:
     """Twins of the scripted conversations -> single_turn.csv (their check rows)."""
 
     name = "single-turn"
+    reads = (Records,)
+    writes = (SingleTurnRow,)
 
-    def run(self, ctx) -> dict:
+    def run(self, ctx: RunContext) -> dict:
         config: RunConfig = ctx.config
         if not enabled(config):
             return {}
