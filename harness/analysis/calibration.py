@@ -35,7 +35,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from harness.results import SAMPLE, TASK_CONDITION, CalibrationRow, result_frame
+from harness.results import SAMPLE, TASK_CONDITION, CalibrationRow, as_bool, result_frame
 from harness.stats import (
     DEFAULT_DRAWS,
     DEFAULT_LEVEL,
@@ -53,11 +53,8 @@ POOLED = "all"
 
 def verdict_value(passed) -> float:
     """windows.csv `passed` (bool, "True"/"False" read back from CSV, empty) -> 1 / 0 / NaN."""
-    if passed is True or str(passed).lower() == "true":
-        return 1.0
-    if passed is False or str(passed).lower() == "false":
-        return 0.0
-    return math.nan
+    verdict = as_bool(passed)
+    return math.nan if verdict is None else float(verdict)
 
 
 def agreement(tables: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

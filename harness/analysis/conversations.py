@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from harness import results
-from harness.results import ConversationRow, TurnAdherenceRow
+from harness.results import ConversationRow, TurnAdherenceRow, as_bool
 from harness.scoring.adherence import survival_median_interval
 from harness.stats import (
     DEFAULT_LEVEL,
@@ -62,8 +62,8 @@ def turn_verdicts(turns: pd.DataFrame) -> pd.DataFrame:
     passed."""
     turns = _labelled(turns)
     t = turns[turns["passed"].notna() & (turns["passed"].astype(str) != "")].copy()
-    t["passed"] = t["passed"].map(lambda v: v is True or str(v).lower() == "true")
-    t["pressure"] = t["pressure"].map(lambda v: v is True or str(v).lower() == "true")
+    t["passed"] = t["passed"].map(lambda v: as_bool(v) is True)
+    t["pressure"] = t["pressure"].map(lambda v: as_bool(v) is True)
     grouped = t.groupby([*CONDITION_HISTORY, *SAMPLE, "turn"], sort=True)
     return grouped.agg(pressure=("pressure", "first"), passed=("passed", "all")).reset_index()
 
@@ -237,7 +237,7 @@ def conversation_summary(
     turns = _labelled(turns)
     verdicts = turn_verdicts(turns)
     # the first pressure turn from every row: its reply may be undetermined and left out
-    flags = turns[turns["pressure"].map(lambda v: v is True or str(v).lower() == "true")]
+    flags = turns[turns["pressure"].map(lambda v: as_bool(v) is True)]
     first_pressure = flags.groupby(CONDITION_HISTORY)["turn"].min().to_dict()
     sums = _token_sums(tokens)
     rows, pooled = [], {}

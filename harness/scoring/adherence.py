@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from harness import results
-from harness.results import AdherenceCurveRow, AdherenceRow, SurvivalRow, result_frame
+from harness.results import AdherenceCurveRow, AdherenceRow, SurvivalRow, as_bool, result_frame
 from harness.scoring.reliability import reliability_fields
 from harness.stats import DEFAULT_LEVEL, Interval, binomial_interval, mean_interval, none_interval
 
@@ -42,7 +42,7 @@ def window_passes(windows: pd.DataFrame) -> pd.DataFrame:
     """One row per (condition, sample, window): t_start, t_end, passed (bool)."""
     w = windows[(windows["scope"] == "window") & (windows["window"] >= 0)]
     w = w[w["passed"].notna()].copy()
-    w["passed"] = w["passed"].map(lambda v: v is True or str(v).lower() == "true")
+    w["passed"] = w["passed"].map(lambda v: as_bool(v) is True)
     keys = TASK_CONDITION + RUN_SAMPLE + ["window"]
     grouped = w.groupby(keys, sort=True, dropna=False)
     out = grouped.agg(
