@@ -263,12 +263,12 @@ def _empty(base: dict, law: str, reason: str) -> dict:
 
 def verdict(row: dict, floored: list[dict] | None = None) -> str:
     """What the chosen law says of the curve: `vanishes` (power law to zero, exponent above 0,
-    and both floored laws of the same curve, `floored`, rule out a floor of FLOOR_RULED_OUT of
-    the initial value: their floor intervals end below it), `settles` (a floored law whose
-    floor excludes zero after Holm), `flat` (the power law's exponent interval holds 0),
-    `grows`, or `cannot tell` (no interval, a floor that does not exclude zero, or a decay whose
-    floor the data cannot rule out: bench/laws.py shows floors chosen as decays at these noise
-    levels)."""
+    and the better-predicting floored law of the same curve, `floored`, rules out a floor of
+    FLOOR_RULED_OUT of the initial value: its floor interval ends below it), `settles` (a
+    floored law whose floor excludes zero after Holm), `flat` (the power law's exponent
+    interval holds 0), `grows`, or `cannot tell` (no interval, a floor that does not exclude
+    zero, or a decay whose floor the data cannot rule out: bench/laws.py shows floors chosen as
+    decays at these noise levels)."""
     if not row["chosen"] or not math.isfinite(row["rate_low"]):
         return "cannot tell"
     if row["law"] == L.LAW_ZERO:
@@ -305,7 +305,10 @@ def law_rows(sets: list[CurveSet], draws: int = 500, level: float = DEFAULT_LEVE
     for r in rows:
         same = _key(r, r["curve"], r["layer_group"])
         floored = [by_set[(*same, law)] for law in L.FLOORED if (*same, law) in by_set]
-        r["verdict"] = verdict(r, floored) if r["chosen"] else ""
+        finite = [f for f in floored if math.isfinite(f["error"])]
+        # the floored law that predicts the tail better is the one whose floor must be ruled out
+        best = [min(finite, key=lambda f: f["error"])] if finite else []
+        r["verdict"] = verdict(r, best) if r["chosen"] else ""
         _delta(r, floors, level)
     return rows
 
