@@ -20,6 +20,7 @@ from harness.config import (
     ScoringConfig,
     TaskSuite,
     load_run_config_and_suites,
+    policy_label,
 )
 from harness.engines import make_engine
 from harness.engines.options import engine_options
@@ -135,6 +136,7 @@ def plan_run(
     items = select_items(config, suites)
     try:
         check_turn_budget(config, items)
+        check_twin(config, items)
     except UserError as exc:
         raise UserError(f"{config_path}: {exc}") from None
     out_dir = Path(out or config.out or Path("reports") / config.name)
@@ -201,6 +203,24 @@ def check_turn_budget(config: RunConfig, items: list[Selected]) -> None:
                 f"= {need} tokens exceed generation.max_tokens {budget}, so its last replies "
                 f"would be cut short or never run: {fix}"
             )
+
+
+def check_twin(config: RunConfig, items: list[Selected]) -> None:
+    """`conversations.twin` needs a scripted conversation and the policy `none` among the
+    conversations' policies (a twin flattens a conversation without reminders)."""
+    if config.conversations is None or not config.conversations.twin:
+        return
+    if not any(sel.item.turns and not sel.item.is_replay for sel in items):
+        raise UserError(
+            "conversations.twin: no scripted conversation (an item with `turns`) among the "
+            "items, so there is no conversation to send as one message"
+        )
+    specs = config.conversation_policies or config.policies
+    if "none" not in {policy_label(spec) for spec in specs}:
+        raise UserError(
+            "conversations.twin flattens the conversations run without reminders: add `none` "
+            "to conversation_policies"
+        )
 
 
 def check_generation(config: RunConfig, items: list[Selected], model: ResolvedModel) -> None:

@@ -14,6 +14,7 @@ from harness.report.conversations import conversations_section
 from harness.report.gates import gates_section
 from harness.report.html import esc, figure, note, section, table
 from harness.report.instrument import corrected_auc_part, undecided_windows_note
+from harness.report.laws import laws_section
 from harness.report.load import RunData
 from harness.report.logs import logs_part
 from harness.report.verdicts import (
@@ -39,6 +40,7 @@ TITLES = {
     "logs": "Logged conversations",
     "policies": "Policies",
     "forks": "Prompt or text?",
+    "laws": "Does the prompt's grip vanish or settle?",
     "correlation": "α vs behaviour",
     "judge": "How far to trust the judge",
     "samples": "Samples",
@@ -277,6 +279,7 @@ BUILDERS = {
     "logs": logs_part,
     "policies": policies,
     "forks": forks_section,
+    "laws": laws_section,
     "correlation": correlation,
     "judge": judge,
     "samples": samples,

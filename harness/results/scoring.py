@@ -340,6 +340,33 @@ class ConversationRow(ResultRow):
     """undecided_turns / replies scored"""
 
 
+class SingleTurnRow(ResultRow):
+    file = "single_turn.csv"
+    written_by = "single-turn (only with `conversations.twin`)"
+    row = (
+        "one check on one single-turn twin: turn k of a conversation sent as one message "
+        '(see "Single-turn twins")'
+    )
+    keys = (*RECORD, "turn", "check")
+
+    model: str
+    item: str
+    policy: str
+    sample: int
+    turn: int
+    """k: the twin holds the first k user turns and the sample's first k - 1 replies"""
+    twin_t: int
+    """token position (from the start of the prompt, 1-based) of the twin's first reply token"""
+    conversation_t: int
+    """the same position of turn k's reply in the conversation"""
+    tokens: int
+    """generated tokens in the twin's reply"""
+    check: str
+    value: float
+    passed: bool | None
+    reason: str
+
+
 class LoggedRow(ResultRow):
     file = "logged_conversations.csv"
     written_by = "score (only with chat logs)"
