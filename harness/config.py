@@ -87,6 +87,8 @@ class ScoringConfig(Strict):
     sentence_aligned: bool = False
     # a language check tells its target apart from these (codes lingua can detect)
     languages: list[LanguageCode] = Field(default_factory=lambda: list(DEFAULT_CANDIDATE_LANGUAGES))
+    # labelled replies (JSONL) the checks are measured on ("Estimators: corrected")
+    validation: Path | None = None
 
 
 ProbeBackend = Literal["auto", "vllm", "hf", "openai"]
@@ -180,6 +182,15 @@ class TheoryConfig(Strict):
     bias_samples: int = Field(1, gt=0)  # probed samples per item (policy `none` only)
 
 
+class ConversationsConfig(Strict):
+    """Run-wide settings of the conversations (docs/architecture.md, "Single-turn twins")."""
+
+    # per scripted conversation without reminders: for every turn k >= 2, the first k user
+    # turns and the sample's own first k - 1 replies sent as one user message, answered once,
+    # so its reply starts about where turn k's does (single_turn.csv: tokens or turns?)
+    twin: bool = False
+
+
 class RunConfig(Strict):
     name: Annotated[str, Field(pattern=r"^[\w.-]+$")]
     models: list[NonEmptyText] = Field(min_length=1)
@@ -197,6 +208,7 @@ class RunConfig(Strict):
     theory: TheoryConfig = TheoryConfig()
     gates: list[GateSpec] = Field(default_factory=list)
     forks: ForksConfig | None = None
+    conversations: ConversationsConfig | None = None
     stats: StatsConfig = StatsConfig()
     out: Path | None = None
 
@@ -282,11 +294,16 @@ class RunConfig(Strict):
         return self
 
     def run_id(self) -> str:
-        """First 12 hex of sha256 of the config JSON, every field in it but `gates`: a gate
-        judges results without changing them, so editing a threshold keeps the run."""
+        """First 12 hex of sha256 of the config JSON, every field in it but `gates` and
+        `scoring.validation`: they judge results without changing them (a threshold or a
+        labelled file edited keeps the run)."""
         import hashlib
 
-        text = self.model_dump_json(exclude={"gates"})
+        # an unset `conversations` (added later) is left out: the runs before it keep their ids
+        unset = {"conversations"} if self.conversations is None else set()
+        text = self.model_dump_json(
+            exclude={"gates": True, "scoring": {"validation"}, **dict.fromkeys(unset, True)}
+        )
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

@@ -29,6 +29,9 @@ GATE_METRICS: dict[str, bool] = {
     "token_overhead": False,
     "alpha_mean": True,
 }
+# The metrics summary.csv also carries corrected for the check's measured error
+# (`<metric>_corrected`, harness.scoring.corrected), which `corrected: true` gates on.
+CORRECTED_METRICS = ("auc",)
 # What a sequential run's loop can decide: alpha_mean needs the probe, which runs once after
 # it; aptitude and unreliability have fixed-n intervals only (no confidence sequence).
 LOOP_METRICS = tuple(
@@ -50,6 +53,9 @@ class GateSpec(Strict):
     max: GateBound | None = None
     # None: `interval` for a metric with one, else `value` (see `gate_use`)
     use: Literal["interval", "value", "ci_low", "ci_high"] | None = None
+    # true: bound `<metric>_corrected` (the estimate corrected for the check's measured
+    # sensitivity and specificity) instead of the raw metric; `use` applies to it the same way
+    corrected: bool = False
     items: list[NonEmptyText] | None = Field(None, min_length=1)  # None: every item of the run
     model: NonEmptyText | None = None  # None: every model of the run
 
@@ -60,6 +66,11 @@ def gate_use(gate: GateSpec) -> str:
     if gate.use is not None:
         return gate.use
     return "interval" if GATE_METRICS.get(gate.metric, False) else "value"
+
+
+def gate_column(gate: GateSpec) -> str:
+    """The summary.csv column the gate bounds: the metric, or its corrected estimate."""
+    return f"{gate.metric}_corrected" if gate.corrected else gate.metric
 
 
 def gate_problem(gate: GateSpec, policies: list[str], models: list[str], probe: bool) -> str:
@@ -78,6 +89,10 @@ def gate_problem(gate: GateSpec, policies: list[str], models: list[str], probe: 
             f"metric '{gate.metric}' has no interval, so use: interval is impossible ({with_ci} "
             "have one); drop `use` or write `use: value`"
         )
+    if gate.corrected and gate.metric not in CORRECTED_METRICS:
+        have = ", ".join(CORRECTED_METRICS)
+        what = f"a metric with a corrected estimate ({have})"
+        return f"corrected: true needs {what}, not '{gate.metric}'"
     if gate.min is None and gate.max is None:
         return "needs min, max or both"
     if gate.min is not None and gate.max is not None and gate.min > gate.max:

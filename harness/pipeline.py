@@ -27,21 +27,25 @@ from harness.stages.fits import FitsStage
 from harness.stages.forks import ForksStage
 from harness.stages.gates import GateStage
 from harness.stages.generate import GenerateStage
+from harness.stages.laws import LawsStage
 from harness.stages.logs import LOG_STAGES, ScoreContext
 from harness.stages.probe import ProbeStage
 from harness.stages.report import ManifestStage, ReportStage
 from harness.stages.score import ScoreStage
+from harness.stages.single_turn import SingleTurnStage
 from harness.stages.theory import TheoryStage
 from harness.store import RunStore
 
 # In order; a stage reads only what the stages before it produced.
 STAGES: list[Stage] = [
     GenerateStage(),
-    ForksStage(),  # right after generation: it reuses the generation engine
+    SingleTurnStage(),  # right after generation: it reuses the generation engine
+    ForksStage(),  # so does this one
     ScoreStage(),
     ProbeStage(),
     TheoryStage(),
     FitsStage(),
+    LawsStage(),
     AnalyseStage(),
     GateStage(),
     ManifestStage(),

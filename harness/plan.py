@@ -20,6 +20,7 @@ from harness.config import (
     ScoringConfig,
     TaskSuite,
     load_run_config_and_suites,
+    policy_label,
 )
 from harness.engines import make_engine
 from harness.engines.options import engine_options
@@ -34,6 +35,7 @@ from harness.scoring.io import load_tokenizer
 from harness.scoring.judge import JudgeDefaults, check_judges, judge_checks_of
 from harness.scoring.logged import ItemMatcher, check_logs
 from harness.scoring.score import item_checks
+from harness.scoring.validation import read_labelled
 from harness.selection import Selected, policy_units, sample_specs, select_items
 
 
@@ -136,6 +138,7 @@ def plan_run(
     items = select_items(config, suites)
     try:
         check_turn_budget(config, items)
+        check_twin(config, items)
     except UserError as exc:
         raise UserError(f"{config_path}: {exc}") from None
     out_dir = Path(out or config.out or Path("reports") / config.name)
@@ -152,6 +155,8 @@ def plan_run(
         if config.generation.engine == "openai":  # unreachable endpoint: fail before writing
             make_engine("openai", model.path, **engine_options(config.generation)).close()
     _check_judges(config, items)
+    if config.scoring.validation is not None:
+        config = labelled_file(config_path, config)
     if config.probe.enabled:
         for model in models:
             _check_probe_layers(config, model)
@@ -166,6 +171,19 @@ def plan_run(
         else {}
     )
     return RunPlan(config, suites, items, models, twins, out_dir, config.run_id(), backends)
+
+
+def labelled_file(path: Path, config: RunConfig) -> RunConfig:
+    """The config with `scoring.validation` made absolute (relative to the working directory,
+    else the config's folder, as suites), its every line read before the first token: a
+    missing file or a bad line is one error naming the file (and line)."""
+    given = config.scoring.validation
+    resolved = given if given.is_absolute() or given.exists() else path.parent / given
+    if not resolved.is_file():
+        raise UserError(f"{path}: field 'scoring.validation': {given}: file not found")
+    read_labelled(resolved)
+    scoring = config.scoring.model_copy(update={"validation": resolved.resolve()})
+    return config.model_copy(update={"scoring": scoring})
 
 
 def check_turn_budget(config: RunConfig, items: list[Selected]) -> None:
@@ -187,6 +205,24 @@ def check_turn_budget(config: RunConfig, items: list[Selected]) -> None:
                 f"= {need} tokens exceed generation.max_tokens {budget}, so its last replies "
                 f"would be cut short or never run: {fix}"
             )
+
+
+def check_twin(config: RunConfig, items: list[Selected]) -> None:
+    """`conversations.twin` needs a scripted conversation and the policy `none` among the
+    conversations' policies (a twin flattens a conversation without reminders)."""
+    if config.conversations is None or not config.conversations.twin:
+        return
+    if not any(sel.item.turns and not sel.item.is_replay for sel in items):
+        raise UserError(
+            "conversations.twin: no scripted conversation (an item with `turns`) among the "
+            "items, so there is no conversation to send as one message"
+        )
+    specs = config.conversation_policies or config.policies
+    if "none" not in {policy_label(spec) for spec in specs}:
+        raise UserError(
+            "conversations.twin flattens the conversations run without reminders: add `none` "
+            "to conversation_policies"
+        )
 
 
 def check_generation(config: RunConfig, items: list[Selected], model: ResolvedModel) -> None:

@@ -34,6 +34,7 @@ STAGE_VERSIONS = {
     "probe-cli": 3,
     "judge": 2,
     "forks": 2,
+    "single-turn": 1,
 }
 
 

@@ -35,7 +35,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from harness.results import SAMPLE, TASK_CONDITION, CalibrationRow, result_frame
+from harness.results import SAMPLE, TASK_CONDITION, CalibrationRow, as_bool, result_frame
+from harness.scoring.corrected import CheckRates
 from harness.stats import (
     DEFAULT_DRAWS,
     DEFAULT_LEVEL,
@@ -53,11 +54,8 @@ POOLED = "all"
 
 def verdict_value(passed) -> float:
     """windows.csv `passed` (bool, "True"/"False" read back from CSV, empty) -> 1 / 0 / NaN."""
-    if passed is True or str(passed).lower() == "true":
-        return 1.0
-    if passed is False or str(passed).lower() == "false":
-        return 0.0
-    return math.nan
+    verdict = as_bool(passed)
+    return math.nan if verdict is None else float(verdict)
 
 
 def agreement(tables: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -165,6 +163,28 @@ def _kappa_bootstrap(tables, kappa: float, level: float, draws: int, seed: int) 
     )  # fmt: skip
 
 
+def judge_rates(row: dict) -> CheckRates:
+    """The judge's confusion counts in one calibration.csv row, the code check's verdict taken
+    as the truth: what `harness.scoring.corrected` and a labelled set's counts are."""
+    return CheckRates(
+        str(row["judge"]), true_pass=int(row["agree_pass"]), false_fail=int(row["code_only_pass"]),
+        true_fail=int(row["agree_fail"]), false_pass=int(row["judge_only_pass"]),
+        source=f"calibration.csv against {row['code']}",
+    )  # fmt: skip
+
+
+def measured_judges(calibration: pd.DataFrame) -> dict[str, CheckRates]:
+    """Each judge check's counts summed over its (model, item, code check) rows: the rates the
+    corrected estimates of a condition that only the judge decides can use."""
+    rows = calibration[calibration["item"] != POOLED] if len(calibration) else calibration
+    out: dict[str, CheckRates] = {}
+    for judge, group in rows.groupby("judge", sort=True):
+        sums = group[["agree_pass", "code_only_pass", "agree_fail", "judge_only_pass"]].sum()
+        codes = ", ".join(sorted(map(str, group["code"].unique())))
+        out[str(judge)] = judge_rates({"judge": judge, "code": codes, **sums.to_dict()})
+    return out
+
+
 def calibration_row(labels: dict, group: pd.DataFrame, level: float, draws: int, seed: int):
     """One calibration.csv row for these meetings (see the module docstring)."""
     decided = group.dropna(subset=["judge_pass", "code_pass"])
@@ -178,6 +198,8 @@ def calibration_row(labels: dict, group: pd.DataFrame, level: float, draws: int,
         "judge_only_pass": int(total[1]), "code_only_pass": int(total[2]),
         "undetermined": len(group) - len(decided), "reason": "",
     }  # fmt: skip
+    rates = judge_rates(row)
+    row |= rates.sensitivity(level).row("sensitivity") | rates.specificity(level).row("specificity")
     if row["n"] == 0:
         nothing = none_interval(math.nan, 0, "no window where both checks decided")
         return {**row, **nothing.row("accuracy"), **nothing.row("kappa"),

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from harness import results
-from harness.results import CarriedRow, result_frame
+from harness.results import CarriedRow, as_bool, result_frame
 from harness.stats import DEFAULT_LEVEL, Interval, paired_interval
 
 CARRIED_COLUMNS = CarriedRow.columns()
@@ -48,7 +48,7 @@ def arm_passes(forks: pd.DataFrame) -> pd.DataFrame:
     if forks.empty:
         return pd.DataFrame(columns=[*keys, "passed"])
     frame = forks.copy()
-    frame["decided"] = frame["passed"].map(_as_bool)
+    frame["decided"] = frame["passed"].map(as_bool)
     window_items = set(frame.loc[frame["scope"] == "window", "item"])
     use = (frame["scope"] == "window") | ~frame["item"].isin(window_items)
     frame = frame[use]
@@ -76,14 +76,6 @@ def record_points(forks: pd.DataFrame, nexttoken: pd.DataFrame | None) -> pd.Dat
         return points.assign(kl=np.nan)[cols]
     at = nexttoken.assign(fork_t=nexttoken["t"] - 1)[[*RECORD, "fork_t", "kl"]]
     return points.merge(at, on=[*RECORD, "fork_t"], how="left")[cols]
-
-
-def _as_bool(value) -> bool | None:
-    if value is None or (isinstance(value, float) and np.isnan(value)):
-        return None
-    if isinstance(value, str):
-        return {"true": True, "false": False}.get(value.lower())
-    return bool(value)
 
 
 def dependence_interval(

@@ -27,8 +27,9 @@ import numpy as np
 import pandas as pd
 
 from harness import results
-from harness.results import ConversationRow, TurnAdherenceRow
+from harness.results import ConversationRow, TurnAdherenceRow, as_bool
 from harness.scoring.adherence import survival_median_interval
+from harness.scoring.corrected import CheckRates, corrected_bounds, deciding_rates, sampling_level
 from harness.stats import (
     DEFAULT_LEVEL,
     Interval,
@@ -62,10 +63,34 @@ def turn_verdicts(turns: pd.DataFrame) -> pd.DataFrame:
     passed."""
     turns = _labelled(turns)
     t = turns[turns["passed"].notna() & (turns["passed"].astype(str) != "")].copy()
-    t["passed"] = t["passed"].map(lambda v: v is True or str(v).lower() == "true")
-    t["pressure"] = t["pressure"].map(lambda v: v is True or str(v).lower() == "true")
+    t["passed"] = t["passed"].map(lambda v: as_bool(v) is True)
+    t["pressure"] = t["pressure"].map(lambda v: as_bool(v) is True)
     grouped = t.groupby([*CONDITION_HISTORY, *SAMPLE, "turn"], sort=True)
     return grouped.agg(pressure=("pressure", "first"), passed=("passed", "all")).reset_index()
+
+
+def turn_abstentions(turns: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """Per (condition, history, turn): replies (samples with that reply scored) and those no
+    check decided; and per (condition, history) the set of check ids that decided a reply."""
+    turns = _labelled(turns)
+    decided = turns["passed"].notna() & (turns["passed"].astype(str) != "")
+    keys = [*CONDITION_HISTORY, *SAMPLE, "turn"]
+    per_reply = turns.assign(decided=decided).groupby(keys, sort=True)["decided"].any()
+    counts = per_reply.groupby([*CONDITION_HISTORY, "turn"], sort=True).agg(["size", "sum"])
+    counts = pd.DataFrame({"replies": counts["size"], "undecided": counts["size"] - counts["sum"]})
+    checks = turns[decided].groupby(CONDITION_HISTORY, sort=True)["check"]
+    return counts, {k: set(map(str, c)) for k, c in checks}
+
+
+def _corrected_turns(a, n, passed, deciders: set, rates, level: float):
+    """a(k) corrected for the deciding check (harness.scoring.corrected): (estimate, low,
+    high, method) per turn."""
+    check_rates, why = deciding_rates(deciders, rates)
+    if check_rates is None:
+        nan = np.full(len(a), np.nan)
+        return nan, nan, nan, f"none ({why})"
+    low, high = binomial_interval(passed, n, level=sampling_level(level))
+    return corrected_bounds(a, low, high, check_rates, level)
 
 
 def _matrix(cond: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -115,10 +140,14 @@ def _first_failures(ks: np.ndarray, matrix: np.ndarray) -> tuple[np.ndarray, np.
     return ks[at][keep].astype(float), event[keep]
 
 
-def turn_curves(turns: pd.DataFrame, *, level: float = DEFAULT_LEVEL) -> pd.DataFrame:
+def turn_curves(
+    turns: pd.DataFrame, *, level: float = DEFAULT_LEVEL, rates: dict[str, CheckRates] | None = None
+) -> pd.DataFrame:
     """a(k) and S(k) with pointwise intervals per condition, history and turn
-    (turn_adherence.csv)."""
+    (turn_adherence.csv), the replies no check decided, and a(k) corrected for the deciding
+    check where `rates` (by check id) has it."""
     verdicts = turn_verdicts(turns)
+    abstain, deciders = turn_abstentions(turns)
     rows = []
     for key, cond in verdicts.groupby(CONDITION_HISTORY, sort=True):
         ks, matrix = _matrix(cond)
@@ -136,10 +165,15 @@ def turn_curves(turns: pd.DataFrame, *, level: float = DEFAULT_LEVEL) -> pd.Data
             surv, s_lo, s_hi = (np.full(len(ks), np.nan) for _ in range(3))
             s_method = NO_SURVIVAL
         pressure = cond.groupby("turn")["pressure"].first()
+        passed = np.nansum(matrix, axis=0)
+        fixed = _corrected_turns(a, n, passed, deciders.get(key, set()), rates, level)
         for i, k in enumerate(ks):
+            undecided = int(abstain.loc[(*key, k), "undecided"])
             rows.append(
                 [*key, int(k), bool(pressure[k]), a[i], a_lo[i], a_hi[i], int(n[i])]
                 + ["clopper-pearson", surv[i], s_lo[i], s_hi[i], s_method]
+                + [undecided, undecided / (undecided + int(n[i]))]
+                + [fixed[0][i], fixed[1][i], fixed[2][i], fixed[3]]
             )
     frame = pd.DataFrame(rows, columns=TurnAdherenceRow.columns())
     return results.result_frame(TurnAdherenceRow, frame)
@@ -237,9 +271,10 @@ def conversation_summary(
     turns = _labelled(turns)
     verdicts = turn_verdicts(turns)
     # the first pressure turn from every row: its reply may be undetermined and left out
-    flags = turns[turns["pressure"].map(lambda v: v is True or str(v).lower() == "true")]
+    flags = turns[turns["pressure"].map(lambda v: as_bool(v) is True)]
     first_pressure = flags.groupby(CONDITION_HISTORY)["turn"].min().to_dict()
     sums = _token_sums(tokens)
+    abstain = turn_abstentions(turns)[0].groupby(CONDITION_HISTORY, sort=True).sum()
     rows, pooled = [], {}
     for key, cond in verdicts.groupby(CONDITION_HISTORY, sort=True):
         model, _task, item, policy, history = key
@@ -247,6 +282,8 @@ def conversation_summary(
         token_sums = {tuple(key): found or (0, 0)}
         pressure = float(first_pressure.get(tuple(key), math.nan))
         row, part = _condition_row(key, cond, token_sums, pressure, level)
+        replies, undecided = (int(abstain.loc[key, c]) for c in ("replies", "undecided"))
+        row |= {"undecided_turns": undecided, "undecided_turn_share": undecided / replies}
         rows.append(row)
         if not math.isnan(row["pressure_turn"]):
             pooled.setdefault((model, policy, history), []).append((row, part))

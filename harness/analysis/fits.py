@@ -51,6 +51,20 @@ class FitMember:
         return bool(self.arrays.get("identical", False))
 
 
+def layer_groups(layers: list[int]) -> list[tuple[str, list[int]]]:
+    """Layers 1..L cut into early / middle / late thirds (fewer groups for few layers): the
+    groups the report shows and laws.csv fits."""
+    layers = sorted(layer for layer in layers if layer >= 1)
+    if len(layers) <= 3:
+        return [(f"layer {layer}", [layer]) for layer in layers]
+    parts = np.array_split(np.array(layers), 3)
+    names = ("early", "middle", "late")
+    return [
+        (f"{n} (layers {p[0]}–{p[-1]})", [int(x) for x in p])
+        for n, p in zip(names, parts, strict=False)
+    ]
+
+
 def curve_sets(arrays: dict) -> dict[tuple[int, str], np.ndarray]:
     """(layer, metric) -> (T,) float64 curve, hidden metrics first, then the next-token ones.
     A conversation's arrays carry `assistant` (a (T,) mask of the generated positions): its

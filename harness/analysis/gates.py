@@ -37,8 +37,8 @@ import numpy as np
 import pandas as pd
 
 from harness.errors import UserError
-from harness.gate_specs import GATE_METRICS, GateSpec, gate_use
-from harness.results import CONDITION, GateRow, result_frame
+from harness.gate_specs import GATE_METRICS, GateSpec, gate_column, gate_use
+from harness.results import CONDITION, GateRow, as_bool, result_frame
 from harness.stats import Interval, samples_to_decide
 from harness.stats import verdict as bound_verdict
 
@@ -86,10 +86,6 @@ def gate_name(row: dict) -> str:
     return f"gates[{row['gate']}] {label} of {row['policy']} {bound} on {row['item']}"
 
 
-def _truthy(value) -> bool:
-    return value is True or str(value).strip().lower() == "true"
-
-
 def _float(row: dict, column: str) -> float:
     value = row.get(column)
     try:
@@ -108,7 +104,7 @@ def _reading(gate: GateSpec, row: dict | None) -> tuple[float, float, float, flo
     n = _float(row, f"{gate.metric}_n")  # the units this metric's interval rests on
     if math.isnan(n) and GATE_METRICS.get(gate.metric, False):
         n = _float(row, "n")  # the adherence samples; a metric with no interval has no n
-    if gate.metric == "half_life" and _truthy(row.get("half_life_censored")):
+    if gate.metric == "half_life" and as_bool(row.get("half_life_censored")) is True:
         if _float(row, "auc") > 0:  # NaN > 0 is False
             return math.inf, low, high, n, INFINITE_BECAUSE["half_life"]
         return math.nan, low, high, n, "adherence was 0 from the start, so nothing to halve"
@@ -223,11 +219,16 @@ def samples_needed(
     return float(max(picked)), ""
 
 
+def _read_as(gate: GateSpec) -> GateSpec:
+    """The gate as the columns it reads: `corrected: true` bounds `<metric>_corrected`."""
+    return gate.model_copy(update={"metric": gate_column(gate)}) if gate.corrected else gate
+
+
 def _check(
-    index: int, gate: GateSpec, model: str, item: str, row: dict | None, level: float
+    index: int, spec: GateSpec, model: str, item: str, row: dict | None, level: float
 ) -> dict:
+    use, gate = gate_use(spec), _read_as(spec)
     value, low, high, n, why = _reading(gate, row)
-    use = gate_use(gate)
     needed = math.nan
     method = str((row or {}).get(f"{gate.metric}_method", ""))
     if math.isnan(value) and "cannot tell" in method:  # too few samples: never a pass or fail
@@ -257,9 +258,10 @@ def _check(
     }  # fmt: skip
 
 
-def _needed_columns(gate: GateSpec) -> list[str]:
+def _needed_columns(spec: GateSpec) -> list[str]:
+    gate = _read_as(spec)
     columns = [gate.metric]
-    if gate_use(gate) == "interval":
+    if gate_use(spec) == "interval":
         columns += [f"{gate.metric}_low", f"{gate.metric}_high"]
     return columns + (["half_life_censored", "auc"] if gate.metric == "half_life" else [])
 
@@ -298,7 +300,7 @@ def verdicts_of(gates: pd.DataFrame) -> pd.Series:
     `passed`, read as pass or fail."""
     if "verdict" in gates.columns:
         return gates["verdict"].astype(str)
-    passed = gates["passed"].map(_truthy)
+    passed = gates["passed"].map(lambda v: as_bool(v) is True)
     return passed.map({True: "pass", False: "fail"})
 
 

@@ -42,6 +42,8 @@ BEHAVIOUR_COLUMNS = [
     *(f"{m}{part}" for m in RELIABILITY for part in ("", "_low", "_high", "_n", "_method")),
     "survival_median", "survival_median_low", "survival_median_high", "survival_median_n",
     "survival_median_method", "survival_censored_share",
+    "auc_corrected", "auc_corrected_low", "auc_corrected_high", "auc_corrected_n",
+    "auc_corrected_method", "undecided_window_share",
 ]  # fmt: skip
 ALPHA_UNITS = ["alpha_mean_n", "alpha_mean_method"]  # fits.csv's n and method, per condition
 TEXT_COLUMNS = ["alpha_mean_method"] + [c for c in BEHAVIOUR_COLUMNS if c.endswith("_method")]
@@ -169,13 +171,15 @@ def _alpha_table(fits: pd.DataFrame, layers: Sequence[int]) -> pd.DataFrame:
 
 # ---------------------------------------------------------------------------- behaviour
 def _behaviour_table(
-    windows: pd.DataFrame, level: float, anytime: bool, horizon: float | None
+    windows: pd.DataFrame, level: float, anytime: bool, horizon: float | None, rates=None
 ) -> pd.DataFrame:
     cols = [*CONDITION, *BEHAVIOUR_COLUMNS]
     if windows is None or windows.empty:
         return pd.DataFrame(columns=cols)
     w = scoring_rows(windows)
-    frame = summary_frame(adherence_summary(w, level=level, anytime=anytime, horizon=horizon))
+    frame = summary_frame(
+        adherence_summary(w, level=level, anytime=anytime, horizon=horizon, rates=rates)
+    )
     if frame.empty:
         return pd.DataFrame(columns=cols)
     frame = frame.rename(columns={"n_samples": "n"})  # the samples every interval rests on
@@ -194,10 +198,12 @@ def summarise_conditions(
     level: float = DEFAULT_LEVEL,
     anytime: bool = False,
     horizon: float | None = None,
+    rates: dict | None = None,
 ) -> pd.DataFrame:
     """summary.csv: one row per condition seen in any input, columns `summary_columns(layers)`.
     horizon: the fixed t-range [1, T] of the per-sample values (the run's max_tokens).
     anytime: intervals valid at every look of a sequential run (harness.sequential).
+    rates: the checks' measured error by check id, for the corrected AUC.
 
     layers: hidden-state indices reported as alpha_L<k> (default: middle and last). A condition
     with no divergence (probe off, or the untrained twin which generates nothing) keeps NaN in
@@ -207,7 +213,7 @@ def summarise_conditions(
     layers = list(default_layers(fits) if layers is None else layers)
     tables = [
         _alpha_table(fits, layers),
-        _behaviour_table(windows, level, anytime, horizon),
+        _behaviour_table(windows, level, anytime, horizon, rates),
         tokens_by_condition(generations_tokens)
         if generations_tokens is not None and not generations_tokens.empty
         else pd.DataFrame(columns=[*CONDITION, *TOKEN_COLUMNS]),

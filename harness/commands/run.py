@@ -1,7 +1,7 @@
 """`harness run CONFIG`: the main job, every stage of `harness.pipeline.STAGES` in order
-(generate -> forks -> score -> probe -> theory -> fits -> analyse -> gates -> manifest ->
-report). Exit code 0, 1 when a gate check failed or is undecided, 2 on bad input (nothing
-written)."""
+(generate -> single-turn -> forks -> score -> probe -> theory -> fits -> laws -> analyse ->
+gates -> manifest -> report). Exit code 0, 1 when a gate check failed or is undecided, 2 on bad
+input (nothing written)."""
 
 from __future__ import annotations
 

@@ -34,6 +34,14 @@ HOW_TO_READ = (
     "judge agrees with the code more than chance would."
 )
 
+SAME_SCALE = (
+    "Sensitivity and specificity put the judge on the scale every check is measured on "
+    "(docs/checks.md): with the code check's verdict as the truth, the share of its passing "
+    "windows the judge passes and of its failing windows the judge fails, each with an exact "
+    "(Clopper-Pearson) 95 % CI over windows. These are the rates that correct a judged "
+    "adherence for the judge's errors (the adherence section's corrected AUC)."
+)
+
 
 def kappa_words(kappa: float) -> str:
     if math.isnan(kappa):
@@ -101,17 +109,20 @@ def calibration_section(data: RunData) -> str:
     sentences = "".join(f"<p>{esc(_sentence(r))}</p>" for r in per_model.values())
     headers = ["model", "item", "judge", "code", "n", "records", "accuracy", "95 % CI", "κ",
                "95 % CI", "both pass", "both fail", "judge only passes", "code only passes",
-               "undetermined", "note"]  # fmt: skip
+               "undetermined", "sensitivity", "95 % CI", "specificity", "95 % CI",
+               "note"]  # fmt: skip
     cells = [
         [
             r["model"], r["item"], r["judge"], r["code"], r["n"], r["n_records"],
             r["accuracy"], _bracket(r, "accuracy"), r["kappa"], _bracket(r, "kappa"),
             r["agree_pass"], r["agree_fail"], r["judge_only_pass"], r["code_only_pass"],
-            r["undetermined"], r.get("reason", ""),
+            r["undetermined"], r.get("sensitivity"), _bracket(r, "sensitivity"),
+            r.get("specificity"), _bracket(r, "specificity"), r.get("reason", ""),
         ]
         for r in rows
     ]  # fmt: skip
-    parts = [note(HOW_TO_READ), sentences, note(undetermined) if undetermined else ""]
+    parts = [note(HOW_TO_READ), note(SAME_SCALE), sentences]
+    parts.append(note(undetermined) if undetermined else "")
     return "".join(parts) + table(headers, cells)
 
 

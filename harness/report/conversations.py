@@ -12,6 +12,7 @@ import pandas as pd
 from harness.models import is_untrained
 from harness.report import derive, plots
 from harness.report.html import esc, figure, fmt_num, note, table
+from harness.report.instrument import corrected_turns_part, undecided_turns_note
 from harness.report.load import RunData
 from harness.report.replay import replay_part
 
@@ -179,7 +180,7 @@ def conversations_section(data: RunData) -> tuple[str, dict] | None:
     curve, summary = data.frame("turn_adherence.csv"), data.frame("conversations.csv")
     if curve is not None:
         part, part_figs = turn_figures(curve)
-        html.append(part)
+        html += [part, undecided_turns_note(curve), corrected_turns_part(curve)]
         figs |= part_figs
     else:
         html.append(note(data.missing("turn_adherence.csv")))

@@ -15,6 +15,7 @@ import pandas as pd
 from harness import results
 from harness.models import trained_name
 from harness.report.load import RunData
+from harness.results import as_bool
 from harness.scoring.adherence import adherence_curves, survival_curves
 
 CONDITION = list(results.CONDITION)
@@ -30,19 +31,8 @@ def _windows_for_scoring(windows: pd.DataFrame) -> pd.DataFrame:
     for col, default in (("task", ""), ("run_id", ""), ("seed", 0)):
         if col not in w.columns:
             w[col] = default
-    w["passed"] = w["passed"].map(_as_bool)
+    w["passed"] = w["passed"].map(as_bool)
     return w
-
-
-def _as_bool(value) -> bool | None:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    if isinstance(value, bool | np.bool_):
-        return bool(value)
-    text = str(value).strip().lower()
-    return (
-        True if text in {"true", "1", "1.0"} else False if text in {"false", "0", "0.0"} else None
-    )
 
 
 def adherence_curve(data: RunData) -> tuple[pd.DataFrame | None, str]:

@@ -23,6 +23,7 @@ from harness.chatlogs import read_chat_lines
 from harness.errors import UserError
 from harness.report.html import esc, fmt_num, note, section, table
 from harness.report.load import RunData
+from harness.results import as_bool
 
 WORST = 20  # conversations shown by default (`--worst`)
 TEXT_CHARS = 600  # a text shown beyond this is cut (the whole text is in the log)
@@ -36,7 +37,7 @@ LOG_TITLES = {
 
 
 def _failed(values: pd.Series) -> pd.Series:
-    return values.map(lambda v: v is False or str(v).lower() == "false")
+    return values.map(lambda v: as_bool(v) is False)
 
 
 def _decided(values: pd.Series) -> pd.Series:

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from harness.analysis.fits import layer_groups
 from harness.analysis.powerlaw import fit_alpha, reference_curves
 from harness.models import is_untrained
 from harness.report.html import esc as label
@@ -54,19 +55,6 @@ def _layout(fig, height: int, **kw):
 def _grid(n: int, max_cols: int = 3) -> tuple[int, int]:
     cols = min(n, max_cols)
     return math.ceil(n / cols), cols
-
-
-def layer_groups(layers: list[int]) -> list[tuple[str, list[int]]]:
-    """Layers 1..L cut into early / middle / late thirds (fewer groups for few layers)."""
-    layers = sorted(layer for layer in layers if layer >= 1)
-    if len(layers) <= 3:
-        return [(f"layer {layer}", [layer]) for layer in layers]
-    parts = np.array_split(np.array(layers), 3)
-    names = ("early", "middle", "late")
-    return [
-        (f"{n} (layers {p[0]}–{p[-1]})", [int(x) for x in p])
-        for n, p in zip(names, parts, strict=False)
-    ]
 
 
 def pair_matrix(div: pd.DataFrame, layers: list[int]) -> tuple[np.ndarray, np.ndarray]:

@@ -13,6 +13,8 @@ from harness.report.carried import carried_cards, forks_section, linkage_sentenc
 from harness.report.conversations import conversations_section
 from harness.report.gates import gates_section
 from harness.report.html import esc, figure, note, section, table
+from harness.report.instrument import corrected_auc_part, undecided_windows_note
+from harness.report.laws import laws_section
 from harness.report.load import RunData
 from harness.report.logs import logs_part
 from harness.report.verdicts import (
@@ -38,6 +40,7 @@ TITLES = {
     "logs": "Logged conversations",
     "policies": "Policies",
     "forks": "Prompt or text?",
+    "laws": "Does the prompt's grip vanish or settle?",
     "correlation": "α vs behaviour",
     "judge": "How far to trust the judge",
     "samples": "Samples",
@@ -115,7 +118,9 @@ def adherence(data: RunData) -> tuple[str, dict]:
         "for longer keeps the system prompt steering for longer."
     )
     fig = plots.curve_figure(curve, "a", "a(t)")
-    return figure("fig-adherence", caption, fig.layout.height), {"fig-adherence": fig}
+    stored = data.frame("adherence.csv")
+    checks = undecided_windows_note(stored) + corrected_auc_part(stored)
+    return figure("fig-adherence", caption, fig.layout.height) + checks, {"fig-adherence": fig}
 
 
 def survival(data: RunData) -> tuple[str, dict]:
@@ -274,6 +279,7 @@ BUILDERS = {
     "logs": logs_part,
     "policies": policies,
     "forks": forks_section,
+    "laws": laws_section,
     "correlation": correlation,
     "judge": judge,
     "samples": samples,

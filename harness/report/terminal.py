@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.analysis.gates import gate_name, verdicts_of
+from harness.report.instrument import UNDECIDED_SHARE
 
 
 def _num(value, fmt: str = "{:.2f}") -> str:
@@ -145,6 +146,20 @@ def sampling_summary(record: dict | None) -> str:
     return f"Sampled until decided (looks at {looks} samples): " + "; ".join(parts)
 
 
+def undecided_line(summary: pd.DataFrame) -> str:
+    """The conditions with more than UNDECIDED_SHARE of their windows without a verdict
+    ("" when none): their AUC stands for the decided windows only."""
+    if "undecided_window_share" not in summary.columns:
+        return ""
+    over = summary[summary["undecided_window_share"] > UNDECIDED_SHARE]
+    if over.empty:
+        return ""
+    parts = [
+        f"{r.item}/{r.policy} {100 * r.undecided_window_share:.1f} %" for r in over.itertuples()
+    ]
+    return "Windows without a verdict (left out of the AUC; see the report): " + ", ".join(parts)
+
+
 def print_summary(run_dir: Path, console=None) -> None:
     """Print the gate verdicts and the summary table of a finished run folder, then the
     report's path."""
@@ -166,6 +181,8 @@ def print_summary(run_dir: Path, console=None) -> None:
     for cells in summary_rows(summary, with_model=len(models) > 1) if models else []:
         table.add_row(*cells)
     console.print(table)
+    if line := undecided_line(summary):
+        console.print(line, markup=False)
     # plain print: a console would wrap a long path at its width
     print(f"report: {Path(run_dir) / 'report.html'}", flush=True)
 

@@ -10,12 +10,12 @@ reasons, are exact (they come from windows.csv).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import pandas as pd
 
 from harness.report.html import esc
+from harness.results import as_bool
 
 MAX_SAMPLES = 300  # generations shown; a bigger run lists how many were left out
 SNAP = 8  # characters a window edge may move to land on a word boundary
@@ -31,15 +31,6 @@ class WindowMark:
     reasons: str
 
 
-def _passed(value) -> bool | None:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    text = str(value).strip().lower()
-    return (
-        True if text in {"true", "1", "1.0"} else False if text in {"false", "0", "0.0"} else None
-    )
-
-
 def window_marks(windows: pd.DataFrame | None) -> dict[tuple, list[WindowMark]]:
     """(model, item, policy, seed, sample) -> windows with pass status and failing reasons."""
     if windows is None:
@@ -48,7 +39,7 @@ def window_marks(windows: pd.DataFrame | None) -> dict[tuple, list[WindowMark]]:
     if "check" in w.columns and (w["check"] == "all").any():
         w = w[w["check"] == "all"]  # the stored all-checks row decides, when there is one
     seed = w["seed"] if "seed" in w.columns else 0
-    w = w.assign(seed=seed, ok=w["passed"].map(_passed))
+    w = w.assign(seed=seed, ok=w["passed"].map(as_bool))
     out: dict[tuple, list[WindowMark]] = {}
     keys = ["model", "item", "policy", "seed", "sample", "window"]
     for key, rows in w.groupby(keys, sort=True):

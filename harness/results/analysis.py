@@ -93,6 +93,15 @@ class SummaryRow(ResultRow):
     tokens_restated: int | None
     token_overhead: float
     """(injected + restated) / generated tokens"""
+    auc_corrected: float
+    """AUC corrected for the deciding check's measured error (adherence.csv's; the gate
+    setting `corrected: true` bounds it)"""
+    auc_corrected_low: float
+    auc_corrected_high: float
+    auc_corrected_n: int | None
+    auc_corrected_method: str | None
+    undecided_window_share: float
+    """share of the condition's windows no check decided (adherence.csv's)"""
 
 
 class CorrelationRow(ResultRow):
@@ -212,6 +221,22 @@ class CalibrationRow(ResultRow):
     kappa_n: int
     kappa_method: str
     reason: str
+    sensitivity: float
+    """share of the windows the code check passed that the judge passed too (the code's
+    verdict as the truth, as a labelled set's label: see "Estimators: corrected")"""
+    sensitivity_low: float
+    sensitivity_high: float
+    sensitivity_n: int
+    """windows the code check passed (the interval's units: windows, as a labelled set's
+    texts)"""
+    sensitivity_method: str
+    specificity: float
+    """share of the windows the code check failed that the judge failed too"""
+    specificity_low: float
+    specificity_high: float
+    specificity_n: int
+    """windows the code check failed"""
+    specificity_method: str
 
 
 class CarriedRow(ResultRow):

@@ -8,12 +8,14 @@ share one set of names (below) and one doc each; intervals are `<metric>_low` an
 
 from __future__ import annotations
 
+import math
 import re
 import types
 import typing
 from collections.abc import Iterable
 from typing import Any, ClassVar, Literal
 
+import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
@@ -179,13 +181,23 @@ def typed_frame(row: type[ResultRow], frame: pd.DataFrame) -> pd.DataFrame:
     return result_frame(row, frame)
 
 
-def _as_bools(values: pd.Series) -> pd.Series:
-    def cell(v: Any) -> bool | None:
-        if isinstance(v, str):
-            return {"true": True, "false": False}.get(v.strip().lower())
-        return None if pd.isna(v) else bool(v)
+_BOOL_TEXT = {"true": True, "1": True, "1.0": True, "false": False, "0": False, "0.0": False}
 
-    return values.map(cell).astype(object)
+
+def as_bool(value: Any) -> bool | None:
+    """A bool cell however it arrived (a bool, numpy's bool, "True"/"False" or 1/0 read back
+    from a CSV; empty, NaN or anything else: None). The one parser of boolean cells."""
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    if isinstance(value, str):
+        return _BOOL_TEXT.get(value.strip().lower())
+    if isinstance(value, int | float) and not math.isnan(value):
+        return _BOOL_TEXT.get(f"{float(value):.1f}")
+    return None
+
+
+def _as_bools(values: pd.Series) -> pd.Series:
+    return values.map(as_bool).astype(object)
 
 
 def column_problem(row: type[ResultRow], name: str, values: pd.Series) -> str | None:

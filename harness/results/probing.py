@@ -239,3 +239,82 @@ class RelayRow(ResultRow):
     """the local slope -d log delta / d log t"""
     bound_ratio: float
     """delta over the theory's bound"""
+
+
+Law = Literal["power-zero", "power-floor", "exp-equilibrium"]
+Verdict = Literal["vanishes", "settles", "flat", "grows", "cannot tell", ""]
+
+
+class LawRow(ResultRow):
+    file = "laws.csv"
+    written_by = "laws"
+    row = (
+        "one candidate law fitted to one curve of one group (a condition, or pooled: item "
+        '`all`); three rows per curve (see "Estimators: laws")'
+    )
+    keys = (*CONDITION, "curve", "layer_group", "law")
+
+    model: str
+    """the probe model (mechanism curves; a twin is `untrained:<name>`) or the generating model
+    (behaviour: `a_t`, `a_k`)"""
+    item: str
+    """the item, or `all`: pooled over the model's single replies (conversations for `kl_turn`
+    and `a_k`)"""
+    policy: str
+    """the policy, or `all` in a row pooled over the model's policies"""
+    curve: str
+    """`rel_l2` (hidden-state divergence), `kl` (next-token KL per position), `share_prompt_mean`
+    (attention share), `kl_turn` (KL at each reply's first token), `a_t` (behaviour per scoring
+    window), `a_k` (behaviour per reply)"""
+    layer_group: str
+    """the report's layer group (`early (layers 1–10)`, ...), `next-token` or `behaviour`"""
+    x: Literal["t", "turn"]
+    """what the curve runs over: continuation position t or turn k"""
+    law: Law
+    """the candidate: `power-zero` c x^-rate, `power-floor` floor + c x^-rate,
+    `exp-equilibrium` floor + c e^(-rate (x - x_min))"""
+    n: int
+    """units (pairs or samples) of the curve"""
+    x_min: float
+    """first x fitted"""
+    x_max: float
+    """last x fitted"""
+    initial: float
+    """the mean curve at x_min"""
+    error: float
+    """out-of-sample RMS error (relative for mechanism curves, absolute for behaviour)"""
+    error_method: str
+    """`tail (second half of x)` (fit the first half, predict the rest) or
+    `leave-one-sample-out`"""
+    chosen: bool
+    """the law with the least out-of-sample error (a floored law must beat the power law to zero
+    by 5 %)"""
+    rate: float
+    """alpha (power laws) or lambda per unit of x (exponential)"""
+    rate_low: float
+    rate_high: float
+    floor: float
+    """the floor or equilibrium (0 by definition for `power-zero`)"""
+    floor_low: float
+    floor_high: float
+    floor_share: float
+    """floor / initial"""
+    scale: float
+    """c"""
+    method: str
+    """the intervals' method: a percentile bootstrap over the units; `none (...)` with fewer
+    than 3"""
+    floor_p: float
+    """one-sided p-value of floor <= 0 (the bootstrap draws' normal approximation)"""
+    floor_p_holm: float
+    """floor_p Holm-adjusted over every chosen floored law of the run"""
+    floor_excludes_zero: bool | None
+    """floor_p_holm < 1 - level; empty when not tested"""
+    verdict: Verdict
+    """the chosen row's reading: `vanishes` (a floor of 10 % of `initial` ruled out too),
+    `settles`, `flat`, `grows` or `cannot tell`"""
+    floor_delta: float
+    """this policy's floor minus policy `none`'s (same model, item, curve, law)"""
+    floor_delta_low: float
+    floor_delta_high: float
+    reason: str

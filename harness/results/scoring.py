@@ -180,6 +180,21 @@ class AdherenceRow(ResultRow):
     """samples with a failing window"""
     censored: int
     """samples that never failed"""
+    windows_total: int
+    """windows of the condition's samples, decided or not"""
+    undecided_windows: int
+    """windows no check could decide (e.g. too few letters): left out of every metric above"""
+    undecided_window_share: float
+    """undecided_windows / windows_total"""
+    auc_corrected: float
+    """AUC corrected for the deciding check's measured sensitivity and specificity
+    (Rogan-Gladen, clipped to [0, 1]; see "Estimators: corrected"); NaN without validation
+    data for a single deciding check (the method says why)"""
+    auc_corrected_low: float
+    auc_corrected_high: float
+    auc_corrected_n: int
+    auc_corrected_method: str
+    """the interval carries the sampling and the validation uncertainty (Bonferroni)"""
 
 
 class AdherenceCurveRow(ResultRow):
@@ -255,6 +270,18 @@ class TurnAdherenceRow(ResultRow):
     survival_method: str
     """S(k)'s band method (pointwise); NaN S(k) under the reference history, where each
     turn is replayed alone"""
+    undecided: int
+    """samples whose reply k no check could decide (left out of a)"""
+    undecided_share: float
+    """undecided / (n + undecided)"""
+    a_corrected: float
+    """a corrected for the deciding check's measured sensitivity and specificity
+    (Rogan-Gladen, clipped to [0, 1]; see "Estimators: corrected"); NaN without validation
+    data for a single deciding check"""
+    a_corrected_low: float
+    a_corrected_high: float
+    a_corrected_method: str
+    """pointwise; carries the sampling and the validation uncertainty (Bonferroni)"""
 
 
 class ConversationRow(ResultRow):
@@ -307,6 +334,37 @@ class ConversationRow(ResultRow):
     tokens_injected: int | None
     token_overhead: float
     """injected / generated tokens"""
+    undecided_turns: int | None
+    """replies no check could decide (left out of every figure above); empty in pooled rows"""
+    undecided_turn_share: float
+    """undecided_turns / replies scored"""
+
+
+class SingleTurnRow(ResultRow):
+    file = "single_turn.csv"
+    written_by = "single-turn (only with `conversations.twin`)"
+    row = (
+        "one check on one single-turn twin: turn k of a conversation sent as one message "
+        '(see "Single-turn twins")'
+    )
+    keys = (*RECORD, "turn", "check")
+
+    model: str
+    item: str
+    policy: str
+    sample: int
+    turn: int
+    """k: the twin holds the first k user turns and the sample's first k - 1 replies"""
+    twin_t: int
+    """token position (from the start of the prompt, 1-based) of the twin's first reply token"""
+    conversation_t: int
+    """the same position of turn k's reply in the conversation"""
+    tokens: int
+    """generated tokens in the twin's reply"""
+    check: str
+    value: float
+    passed: bool | None
+    reason: str
 
 
 class LoggedRow(ResultRow):

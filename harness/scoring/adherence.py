@@ -29,7 +29,8 @@ import numpy as np
 import pandas as pd
 
 from harness import results
-from harness.results import AdherenceCurveRow, AdherenceRow, SurvivalRow, result_frame
+from harness.results import AdherenceCurveRow, AdherenceRow, SurvivalRow, as_bool, result_frame
+from harness.scoring import corrected as instrument
 from harness.scoring.reliability import reliability_fields
 from harness.stats import DEFAULT_LEVEL, Interval, binomial_interval, mean_interval, none_interval
 
@@ -42,7 +43,7 @@ def window_passes(windows: pd.DataFrame) -> pd.DataFrame:
     """One row per (condition, sample, window): t_start, t_end, passed (bool)."""
     w = windows[(windows["scope"] == "window") & (windows["window"] >= 0)]
     w = w[w["passed"].notna()].copy()
-    w["passed"] = w["passed"].map(lambda v: v is True or str(v).lower() == "true")
+    w["passed"] = w["passed"].map(lambda v: as_bool(v) is True)
     keys = TASK_CONDITION + RUN_SAMPLE + ["window"]
     grouped = w.groupby(keys, sort=True, dropna=False)
     out = grouped.agg(
@@ -301,11 +302,14 @@ def half_life_points(cond: pd.DataFrame, horizon: float | None) -> tuple[np.ndar
 
 
 def _condition_summary(
-    key, cond: pd.DataFrame, surv: pd.DataFrame, level: float, anytime: bool, horizon
-) -> AdherenceRow:
+    key, cond: pd.DataFrame, surv: pd.DataFrame, level: float, anytime: bool, horizon,
+    abstain: dict, rates: dict | None,
+) -> AdherenceRow:  # fmt: skip
     grid, matrix = _pass_matrix(cond)
     auc_s, final_s = sample_values(cond, horizon)
     auc = mean_interval(auc_s, level=level, anytime=anytime)
+    deciders = abstain.get("deciders")
+    corrected = instrument.corrected_mean(auc_s, auc, deciders, rates, level, anytime)
     final = mean_interval(final_s, level=level, anytime=anytime)
     points, at_points = half_life_points(cond, horizon)
     half = half_life_interval(points, at_points, level=level, anytime=anytime)
@@ -317,6 +321,7 @@ def _condition_summary(
         ("final", final),
         ("half_life", half),
         ("survival_median", median),
+        ("auc_corrected", corrected),
     ):
         fields.update(ci.row(name))
     # auc and final: the means of the per-sample values (the intervals' estimates); a_first
@@ -330,6 +335,7 @@ def _condition_summary(
         n_points=len(grid),
         failures=int(events.sum()),
         censored=int((~events).sum()),
+        **instrument.abstention_fields(abstain),
         **fields,
     )
 
@@ -340,16 +346,21 @@ def adherence_summary(
     level: float = DEFAULT_LEVEL,
     anytime: bool = False,
     horizon: float | None = None,
+    rates: dict[str, instrument.CheckRates] | None = None,
 ) -> list[AdherenceRow]:
-    """AUC, final, half-life and survival median with their intervals, per condition.
+    """AUC, final, half-life and survival median with their intervals, per condition, the
+    windows no check decided, and the AUC corrected for the check's error where `rates` (by
+    check id) has the deciding check (harness.scoring.corrected).
     anytime=True: every interval a confidence sequence (for sampling until decided).
     horizon: the fixed t-range [1, T] of AUC, final and the half-life's checkpoints (the
     run's max_tokens); None: each sample's own span (`sample_values`)."""
     passes = window_passes(windows)
     durations = first_failures(passes)
     by_condition = dict(iter(durations.groupby(TASK_CONDITION, sort=True)))
+    abstain = instrument.window_abstentions(windows)
+    args = (level, anytime, horizon)
     return [
-        _condition_summary(key, cond, by_condition[key], level, anytime, horizon)
+        _condition_summary(key, cond, by_condition[key], *args, abstain.loc[key].to_dict(), rates)
         for key, cond in passes.groupby(TASK_CONDITION, sort=True)
     ]
 

@@ -27,7 +27,7 @@ from harness.config import ScoringConfig, TaskSuite
 from harness.errors import UserError
 from harness.interop import read_conversations
 from harness.records import GenerationRecord, Segment, TokenCounts
-from harness.results import LoggedRow, TurnRow, WindowRow, result_frame
+from harness.results import LoggedRow, TurnRow, WindowRow, as_bool, result_frame
 from harness.scoring.score import item_index, score_records
 from harness.scoring.turns import score_turns
 
@@ -193,7 +193,7 @@ def _conversation_row(conversation: LoggedConversation, model, task, item, how, 
 def with_failures(rows: list[dict], turns: pd.DataFrame) -> pd.DataFrame:
     """logged_conversations.csv: each conversation's row with its failing turns from turns.csv
     (a turn fails when one of its checks failed; the first failing check in check order)."""
-    failed = turns[turns["passed"].map(lambda v: v is False or str(v).lower() == "false")]
+    failed = turns[turns["passed"].map(lambda v: as_bool(v) is False)]
     failed = failed.sort_values(["item", "sample", "turn"], kind="stable")
     firsts = failed.drop_duplicates(["item", "sample"]).set_index(["item", "sample"])
     counts = failed.drop_duplicates(["item", "sample", "turn"]).groupby(["item", "sample"]).size()

@@ -4,7 +4,7 @@ code checks, from the earlier outputs."""
 
 from __future__ import annotations
 
-from harness.analysis.calibration import judge_calibration
+from harness.analysis.calibration import judge_calibration, measured_judges
 from harness.analysis.carried import carried_frame, record_points
 from harness.analysis.conversations import conversation_summary, turn_curves
 from harness.analysis.correlation import correlate_alpha_behaviour
@@ -32,7 +32,9 @@ from harness.results import (
     TurnRow,
     WindowRow,
 )
-from harness.scoring.io import adherence_frames
+from harness.scoring.io import adherence_frames, load_tokenizer
+from harness.scoring.measured import measured_checks
+from harness.scoring.score import item_checks
 from harness.stages.base import Records, RunContext
 from harness.stages.forks import forked_records
 
@@ -59,6 +61,7 @@ class AnalyseStage:
         self.summary_only = summary_only
         self.reads = (Records, WindowRow) if summary_only else FULL_READS
         self.writes = (SummaryRow,) if summary_only else FULL_WRITES
+        self._measured: dict | None = None  # the labelled sets' counts, scored once per run
 
     def run(self, ctx: RunContext) -> dict:
         import pandas as pd
@@ -73,15 +76,21 @@ class AnalyseStage:
         anytime = st.anytime or ctx.config.sequential is not None
         # the fixed t-range of per-sample AUC and final: the budget, known before the data
         horizon = ctx.config.generation.max_tokens
+        # the checks' measured error (labelled sets; a judge against the code checks) for the
+        # corrected estimates (harness.scoring.corrected)
+        calibration = judge_calibration(windows, level=st.level, draws=st.draws)
+        rates = {**self.measured(ctx), **measured_judges(calibration)}
         summary = summarise_conditions(
             fits if not fits.empty else None, windows, tokens, layers,
-            level=st.level, anytime=anytime, horizon=horizon,
+            level=st.level, anytime=anytime, horizon=horizon, rates=rates,
         )  # fmt: skip
         if self.summary_only:
             bar.finish()
             return {"summary.csv": summary}
         out: dict = {
-            **adherence_frames(windows, level=st.level, anytime=anytime, horizon=horizon),
+            **adherence_frames(
+                windows, level=st.level, anytime=anytime, horizon=horizon, rates=rates
+            ),
             "summary.csv": summary,
         }
         out["correlation.csv"] = correlate_alpha_behaviour(summary, level=st.level)
@@ -89,7 +98,7 @@ class AnalyseStage:
         features = window_features(windows, divergence, nexttoken, layers)
         out["predictor.csv"] = predict_violations(features, n_boot=st.draws, ci=st.level)
         out["policies.csv"] = compare_policies(windows, tokens, level=st.level, horizon=horizon)
-        out["calibration.csv"] = judge_calibration(windows, level=st.level, draws=st.draws)
+        out["calibration.csv"] = calibration
         carried = carried_of(ctx, nexttoken)
         if carried is not None:
             out["carried.csv"] = carried
@@ -102,10 +111,21 @@ class AnalyseStage:
         )
         turns = ctx.frame(TurnRow)
         if not turns.empty:  # conversations: adherence by turn, pressure effect
-            out["turn_adherence.csv"] = turn_curves(turns, level=st.level)
+            out["turn_adherence.csv"] = turn_curves(turns, level=st.level, rates=rates)
             out["conversations.csv"] = conversation_summary(turns, tokens, level=st.level)
         bar.finish()
         return out
+
+    def measured(self, ctx) -> dict:
+        """The run's checks measured on the labelled sets (harness.scoring.measured)."""
+        if self._measured is None:
+            scoring = ctx.config.scoring
+            checks = [c for sel in ctx.items for c in item_checks(sel.item, scoring.languages)]
+            tokenizer = lambda: load_tokenizer(ctx.models[0].name)  # noqa: E731
+            self._measured = measured_checks(
+                checks, scoring.languages, scoring.validation, tokenizer
+            )
+        return self._measured
 
 
 def carried_of(ctx: RunContext, nexttoken):

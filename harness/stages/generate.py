@@ -39,6 +39,13 @@ def _violation_hook(config: RunConfig, items: list[Selected]):
     return violates
 
 
+def keep_engine(config: RunConfig) -> bool:
+    """Does a stage after generation generate on its engine (single-turn twins, forks, the next
+    look of a sequential run)?"""
+    twins = config.conversations is not None and config.conversations.twin
+    return bool(config.forks or config.sequential or twins)
+
+
 def sampling_settings(config: RunConfig) -> SamplingSettings:
     gen = config.generation
     return SamplingSettings(temperature=gen.temperature, top_p=gen.top_p, max_tokens=gen.max_tokens)
@@ -195,8 +202,8 @@ class GenerateStage:
             total = sum(len(unit_items) * len(rng) for _, unit_items, rng in units)
             bar = ctx.progress.bar(f"generate {model.name}", total * config.generation.max_tokens)
             with ctx.timed(f"generate {model.name}"):
-                # the forks stage generates next, a sequential run's next look too: they keep
-                # this engine (one start per model)
+                # the twins and forks stages generate next, a sequential run's next look too:
+                # they keep this engine (one start per model)
                 ctx.records += generate_stage(
                     ctx.store,
                     config,
@@ -204,7 +211,7 @@ class GenerateStage:
                     ctx.items,
                     ctx.run_id,
                     progress=bar.update,
-                    engines=ctx.engines if config.forks or config.sequential else None,
+                    engines=ctx.engines if keep_engine(config) else None,
                     batches=ctx.batches,
                 )
             bar.finish()

@@ -100,3 +100,48 @@ def test_sample_filters(report_path, browser):
     page.check("#f-fail")
     # pirate samples with a failing window: none 4, restate 1, periodic 1.
     assert page.evaluate(f"{visible}.length") == 6
+
+
+def test_a_scored_log_s_report_shows_the_failing_turns_as_text(browser, tmp_path):
+    """`harness score` on a chat log whose reply holds markup: the report of the log renders
+    offline, its failing-turns table shows the reply as text and runs nothing (the picture in
+    docs/logs-report.png is this page on a larger log)."""
+    import json
+
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        "suite: s\nitems:\n  - {id: fr, system: Réponds en français., user: Bonjour,\n"
+        "     checks: [{type: language, target: fr}]}\n",
+        encoding="utf-8",
+    )
+    reply = "Then we speak English now. " + HOSTILE[0] + " " + HOSTILE[1] + " and so on today."
+    talk = [
+        {"role": "system", "content": "Réponds en français."},
+        {"role": "user", "content": [{"type": "text", "text": "Bonjour !"}]},
+        {"role": "assistant", "content": "Bonjour, je vous écoute avec plaisir aujourd'hui."},
+        {"role": "user", "content": "Speak English?"},
+        {"role": "assistant", "content": reply},
+    ]
+    log = tmp_path / "talks.jsonl"
+    log.write_text(json.dumps({"id": "c-1", "messages": talk}) + "\n", encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "score", str(log), "--suite", str(suite),
+         "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    alerts, errors, requests = [], [], []
+    page.on("dialog", lambda d: (alerts.append(d.message), d.dismiss()))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto((tmp_path / "out" / "report.html").as_uri())
+    page.wait_for_function("document.querySelectorAll('#turns .plotly').length >= 2")
+    failing = page.inner_text("#failing")
+    assert "c-1" in failing and "Speak English?" in failing
+    for literal in HOSTILE:
+        assert literal in failing
+    assert page.locator("img").count() == 0 and page.locator("#failing script").count() == 0
+    page.wait_for_timeout(300)
+    assert alerts == [] and errors == []
+    assert all(url.startswith(("file:", "data:", "blob:")) for url in requests), requests

@@ -52,7 +52,10 @@ def test_the_benchmark_exit_code_is_the_commands(run_cli, monkeypatch):
 def test_unknown_benchmark_is_one_line(run_cli, started):
     code, _, err = run_cli(["bench", "nope", "--rss-tokens", "1"])
     assert code == 2 and err.count("\n") == 1
-    available = "available: conversation, coverage, forks, generation, probe, runtime, scoring"
+    available = (
+        "available: conversation, corrected, coverage, forks, generation, laws, probe, runtime, "
+        "scoring"
+    )
     assert f"unknown benchmark 'nope' ({available}" in err
     assert started == []
 

@@ -16,10 +16,10 @@ MAKE_RUN = Path(__file__).parents[1] / "data" / "report_run" / "make_run.py"
 FIGURES = {
     "fig-divergence", "fig-alpha", "fig-adherence", "fig-survival", "fig-pareto",
     "fig-correlation", "fig-relay", "fig-bias", "fig-carried", "fig-attention-share",
-    "fig-attention-exponent",
+    "fig-attention-exponent", "fig-laws",
 }  # fmt: skip
 SECTIONS = ["verdicts", "divergence", "alpha", "attention", "adherence", "survival", "policies",
-            "forks", "correlation", "samples", "theory", "manifest"]  # fmt: skip
+            "forks", "laws", "correlation", "samples", "theory", "manifest"]  # fmt: skip
 
 
 def load_make_run():

@@ -229,3 +229,45 @@ def test_a_run_killed_mid_forks_keeps_every_finished_fork_unit(scripted, whole, 
     # generation comes from its units; the forks lost only the unit in flight
     assert _units(out, "forks") == fork_units and len(resumed.requests) == fork_units - 1
     _same_files(out, whole[0])
+
+
+def test_two_reminder_texts_under_one_schedule_are_two_policies_in_summary(tmp_path):
+    """`text` changes what a policy does, so it is part of its label: the two periodic
+    policies below stay two rows of summary.csv (they merged into one before)."""
+    (tmp_path / "suite.yaml").write_text(SUITE)
+    texts = CONFIG.replace(
+        "  - {name: periodic, every: 8, placement: user}\n",
+        "  - {name: periodic, every: 8, text: Lowercase only.}\n"
+        "  - {name: periodic, every: 8, text: No capitals.}\n",
+    ).replace(", policies: [none, periodic-8-user]", "")
+    (tmp_path / "run.yaml").write_text(texts)
+    config, suites = load_run_config_and_suites(tmp_path / "run.yaml")
+    model = ResolvedModel(name="tiny-random-llama", source="tiny", path=tmp_path, content_key="s")
+    engine, original = ScriptedEngine(), harness.engines.make_engine
+    with pytest.MonkeyPatch.context() as patch, RunStore(tmp_path / "out") as store:
+        for module in list(sys.modules.values()):
+            if getattr(module, "make_engine", None) is original:
+                patch.setattr(module, "make_engine", lambda *a, **k: engine)
+        ctx = RunContext(
+            config=config, store=store, out_dir=tmp_path / "out", run_id=config.run_id(),
+            suites=suites, items=select_items(config, suites), models=[model], twins={},
+        )  # fmt: skip
+        ctx._tokenizers[model.name] = CharTokenizer()
+        run_stages(ctx, STAGES, show_progress=False)
+    import pandas as pd
+
+    summary = pd.read_csv(tmp_path / "out" / "summary.csv")
+    plain = summary[summary.item == "plain"]
+    assert len(plain) == 3 and plain.policy.nunique() == 3
+    reminded = sorted(p for p in plain.policy if p != "none")
+    assert all(p.startswith("periodic-8-user-text-") for p in reminded)
+    reminders = {
+        (r.policy, s.text)
+        for r in ctx.records
+        if r.item == "plain"
+        for s in r.segments
+        if s.source == "reminder"
+    }
+    for spec in config.policies[1:]:  # each label reminds with its own text
+        said = {text for p, text in reminders if p == spec.label}
+        assert spec.label in reminded and said and all(spec.text in t for t in said), said

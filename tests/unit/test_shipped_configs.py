@@ -15,6 +15,7 @@ from harness.stats import mean_interval
 ROOT = Path(__file__).resolve().parents[2]
 RUN_CONFIGS = [
     "quickstart.yaml", "policies.yaml", "gpu-example.yaml", "judge-calibration.yaml", "replay.yaml",
+    "equilibrium.yaml",
 ]  # fmt: skip
 
 

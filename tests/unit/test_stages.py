@@ -82,6 +82,17 @@ def test_a_typed_frame_holds_bools_whatever_the_cells_were():
         write_output(Path("windows.csv"), pd.DataFrame([_window(0, "True")]))  # writer: bools
 
 
+def test_one_parser_reads_every_boolean_cell():
+    import numpy as np
+
+    from harness.results import as_bool
+
+    cells = [True, np.bool_(False), "True", " false ", "1", 0, 1.0, "", None, float("nan"), "x"]
+    assert [as_bool(c) for c in cells] == [
+        True, False, True, False, True, False, True, None, None, None, None,
+    ]  # fmt: skip
+
+
 def test_a_stage_list_that_reads_before_it_writes_is_refused():
     with pytest.raises(ValueError, match="stage passes reads windows.csv, which no stage before"):
         check_order([Passes(), Windows()])

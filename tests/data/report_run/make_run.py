@@ -28,6 +28,7 @@ from harness.results import (
     CorrelationRow,
     DivergenceRow,
     FitRow,
+    LawRow,
     LinkageRow,
     PolicyRow,
     PredictorRow,
@@ -186,6 +187,26 @@ def _divergence() -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
+def _laws(div: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    """laws.csv through the laws stage's own code, from the divergence rows (a pair's curve per
+    layer group at its positions) and the windows (a(t) per sample)."""
+    from harness.analysis.fits import layer_groups
+    from harness.analysis.law_table import BEHAVIOUR, Unit, frame_units, group_sets, law_rows
+    from harness.scoring.adherence import window_passes
+
+    units = []
+    for (model, item, policy), rows in div.groupby(["model", "item", "policy"]):
+        for name, members in layer_groups(list(range(1, LAYERS + 1))):
+            curve = rows[rows["layer"].isin(members)].groupby("t")["rel_l2"].mean()
+            units.append(Unit(model, item, policy, False, "rel_l2", name,
+                              curve.index.to_numpy(float), curve.to_numpy(float)))  # fmt: skip
+    passes = window_passes(windows)
+    passes = passes.assign(x=(passes["window"] + 0.5) * WINDOW,
+                           y=passes["passed"].astype(float))  # fmt: skip
+    units += frame_units(passes, "a_t", "x", "y", BEHAVIOUR, False)
+    return pd.DataFrame(law_rows(group_sets(units, 16), draws=200))
+
+
 def _attention() -> pd.DataFrame:
     rng = np.random.default_rng(1)
     t = np.unique(np.concatenate([np.arange(1, 17), np.round(np.geomspace(16, 268, 20))]))
@@ -225,6 +246,7 @@ def build_run(out: Path) -> Path:
     _write(out, AdherenceRow, adh, "%.4g")
     _write(out, AdherenceCurveRow, _adherence_curve(windows), "%.4g")
     _write(out, DivergenceRow, _divergence(), "%.4g")
+    _write(out, LawRow, _laws(_divergence(), windows), "%.4g")
     _write(out, AttentionRow, _attention(), "%.4g")
 
     summary = []

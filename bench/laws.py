@@ -1,0 +1,157 @@
+"""Does laws.csv pick the right law? Simulated mechanism curves with a known law, through the
+project's own chooser (`harness.analysis.laws`: rolling-origin tail errors, the 5 % margin),
+side by side over a grid of truths in one run.
+
+    .venv/bin/python bench/laws.py [--reps 100] [--quick] [--measure RUN_DIR]
+
+Truth, per unit (a probe pair), at continuation positions t = 1..T (T = 320, the quickstart's
+reply), relative to D(1) = 1: `power-zero` t^-a; `power-floor` f + (1 - f) t^-a;
+`exp-equilibrium` f + (1 - f) e^(-lam (t - 1)); f the floor's share of the initial value D(1).
+Each unit's log curve gets the embedded model's noise: a per-unit offset (sd `--unit-sd`: pairs
+differ in level) plus AR(1) noise along the fit grid (sd `--point-sd`, lag-one correlation
+`--rho` between neighbouring fit positions). The defaults were measured on a quickstart run
+(`--measure RUN_DIR` prints them from its divergence.csv: residuals of each pair's late-layer
+log rel_l2 around the power-floor fit of the same pair). Units are fitted at the fit grid of
+[t_min = 16, T], pooled as laws.csv pools them (the mean over units at each position), at the
+shipped config's unit counts: 2 pairs (a quickstart condition), 6 (a policy over the items), 24
+(a model).
+
+Per cell: the share of runs whose chosen law is the true one. Goal: >= 0.90 in every cell of the
+grid in docs/performance.md. Monte-Carlo error of a share near 0.9 over R runs: sqrt(0.09 / R).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+
+from harness.analysis import laws as L
+from harness.analysis.law_table import CurveSet, law_rows
+from harness.analysis.powerlaw import fit_positions
+
+T, T_MIN = 320, 16
+UNITS = (2, 6, 24)
+VERDICT_DRAWS = 100  # bootstrap draws per simulated run when verdicts are counted
+# measured on the quickstart (see --measure); overridable
+POINT_SD, RHO, UNIT_SD = 0.36, 0.3, 0.25
+
+
+def truth(law: str, t: np.ndarray, rate: float, floor: float) -> np.ndarray:
+    if law == L.LAW_EQUILIBRIUM:
+        return floor + (1 - floor) * np.exp(-rate * (t - 1.0))
+    return floor + (1 - floor) * t**-rate
+
+
+def grid_cells(quick: bool) -> list[tuple[str, float, float]]:
+    """(law, rate, floor share) of every truth simulated."""
+    alphas = (0.3, 1.0) if quick else (0.3, 0.5, 0.7, 1.0)
+    cells = [(L.LAW_ZERO, a, 0.0) for a in alphas]
+    cells += [(L.LAW_FLOOR, a, f) for f in (0.1, 0.25) for a in alphas]
+    lams = (1 / 32,) if quick else (1 / 64, 1 / 32, 1 / 16)
+    cells += [(L.LAW_EQUILIBRIUM, lam, f) for f in (0.1, 0.25) for lam in lams]
+    return cells
+
+
+def noisy_units(truth_curve, n, rng, point_sd, rho, unit_sd) -> np.ndarray:
+    """(n, len(truth_curve)) units: truth x exp(unit offset + AR(1) noise along the grid)."""
+    k = len(truth_curve)
+    z = rng.normal(0.0, point_sd, (n, k))
+    e = np.empty_like(z)
+    e[:, 0] = z[:, 0]
+    for i in range(1, k):
+        e[:, i] = rho * e[:, i - 1] + np.sqrt(1 - rho**2) * z[:, i]
+    return truth_curve[None, :] * np.exp(e + rng.normal(0.0, unit_sd, (n, 1)))
+
+
+WRONG = {L.LAW_ZERO: "settles", L.LAW_FLOOR: "vanishes", L.LAW_EQUILIBRIUM: "vanishes"}
+
+
+def recovery(law, rate, floor, n, reps, seed, noise, tokens=T, verdicts=False):
+    """(share of runs choosing the true law, share whose verdict is decided and wrong: a decay
+    to zero read `settles`, a floor read `vanishes`; NaN unless `verdicts`)."""
+    x = fit_positions(T_MIN, tokens).astype(np.float64)
+    y = truth(law, x, rate, floor)
+    rng = np.random.default_rng(seed)
+    right = wrong = 0
+    for _ in range(reps):
+        units = noisy_units(y, n, rng, *noise)
+        right += L.choose(L.tail_errors(x, L.mean_curve(units), "relative")) == law
+        if verdicts:
+            ident = {"model": "m", "item": "i", "policy": "none"}
+            curve = CurveSet(ident, "rel_l2", "late", "t", "relative", x, units, "pair")
+            chosen = next(r for r in law_rows([curve], draws=VERDICT_DRAWS) if r["chosen"])
+            wrong += chosen["verdict"] == WRONG[law]
+    return right / reps, (wrong / reps if verdicts else float("nan"))
+
+
+def _noise(x: np.ndarray, units: np.ndarray) -> tuple[float, float, float]:
+    """(point sd, lag-one correlation, unit sd) of log curves around each one's power-floor fit."""
+    units = units[np.all(units > 0, axis=1)]
+    fit = L.fit_law(L.LAW_FLOOR, x, units, "relative")
+    resid = np.log(units) - np.log(np.maximum(L.predict(L.LAW_FLOOR, fit, x, x.min()), 1e-30))
+    rho = np.nanmean([np.corrcoef(r[:-1], r[1:])[0, 1] for r in resid])
+    return float(resid.std()), float(rho), float(np.log(units).mean(axis=1).std())
+
+
+def measure(run_dir: Path) -> dict[str, tuple[float, float, float]]:
+    """The noise of the trained model's single-reply curves in a run folder: the late layer
+    group's rel_l2 (divergence.csv) and the next-token KL (nexttoken.csv), at the fit grid."""
+    import pandas as pd
+
+    from harness.analysis.fits import layer_groups
+
+    div = pd.read_csv(run_dir / "divergence.csv")
+    single = div.groupby("pair")["turn"].transform("max") == 1  # conversations have turns
+    div = div[single & (div["t"] >= T_MIN) & ~div["model"].str.startswith("untrained:")]
+    name, members = layer_groups(sorted(int(v) for v in div["layer"].unique()))[-1]
+    wide = div[div["layer"].isin(members)].groupby(["model", "pair", "t"])["rel_l2"].mean()
+    table = wide.unstack("t").dropna(axis=1)
+    out = {f"rel_l2 {name}": _noise(table.columns.to_numpy(float), table.to_numpy())}
+    nxt = pd.read_csv(run_dir / "nexttoken.csv")
+    nxt = nxt[nxt["pair"].isin(div["pair"].unique()) & ~nxt["model"].str.startswith("untrained:")]
+    kl = nxt[nxt["t"].isin(table.columns)].groupby(["model", "pair", "t"])["kl"].mean()
+    kl = kl.unstack("t").dropna(axis=1)
+    out["kl"] = _noise(kl.columns.to_numpy(float), kl.to_numpy())
+    print(f"measured on {len(table)} pairs, {len(table.columns)} fit positions")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=100)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--measure", type=Path, help="print the noise of a run folder's curves")
+    parser.add_argument("--point-sd", type=float, default=POINT_SD)
+    parser.add_argument("--rho", type=float, default=RHO)
+    parser.add_argument("--unit-sd", type=float, default=UNIT_SD)
+    parser.add_argument("--tokens", type=int, default=T, help="curve length T")
+    parser.add_argument("--verdicts", action="store_true", help="count wrong decided verdicts")
+    args = parser.parse_args()
+    if args.measure:
+        for curve, (sd, rho, unit) in measure(args.measure).items():
+            print(f"{curve}: point sd {sd:.3f}  rho {rho:.2f}  unit sd {unit:.3f}")
+        return
+    noise = (args.point_sd, args.rho, args.unit_sd)
+    print(f"noise: point sd {noise[0]}, rho {noise[1]}, unit sd {noise[2]}; T = {args.tokens}; "
+          f"{args.reps} runs; cells: share choosing the true law"
+          + (" / share with a decided, wrong verdict" if args.verdicts else ""))  # fmt: skip
+    print(f"{'truth':<16} {'rate':>6} {'floor':>6} " + " ".join(f"n={n:<11}" for n in UNITS))
+    start, worst, worst_wrong = time.perf_counter(), 1.0, 0.0
+    for i, (law, rate, floor) in enumerate(grid_cells(args.quick)):
+        cells = []
+        for n in UNITS:
+            share, wrong = recovery(law, rate, floor, n, args.reps, 1000 * i + n, noise,
+                                    args.tokens, args.verdicts and n >= 3)  # fmt: skip
+            worst = min(worst, share)
+            worst_wrong = max(worst_wrong, wrong) if wrong == wrong else worst_wrong
+            cells.append(f"{share:.2f}" + (f" / {wrong:.2f}" if wrong == wrong else " / -   "))
+        print(f"{law:<16} {rate:>6.3f} {floor:>6.2f} " + " ".join(f"{c:<13}" for c in cells))
+    print(f"worst recovery {worst:.2f} (goal >= 0.90); worst wrong-verdict share "
+          f"{worst_wrong:.2f}; {time.perf_counter() - start:.0f} s")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

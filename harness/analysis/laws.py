@@ -1,0 +1,247 @@
+"""Which law does a curve follow? Decay to zero against a floor or an equilibrium
+(docs/architecture.md, "Estimators: laws").
+
+Three candidate laws of a curve y(x) (x: token position t or turn k):
+- `power-zero`:      y = c x^-rate                  (the no-hair theorem: influence vanishes)
+- `power-floor`:     y = floor + c x^-rate          (decays like a power law, to a floor)
+- `exp-equilibrium`: y = floor + c e^(-rate (x - x0)) (a restoring force: a stable equilibrium,
+  "Drift No More?", arXiv 2510.07777), x0 the first position.
+
+Each law is fitted by least squares, profiled over a grid of its rate (for a fixed rate the law
+is linear in floor and c: a 2 x 2 solve per grid value, all curves and grid values in one array
+operation). `relative` space weighs each point by 1 / y^2 (relative error: mechanism curves span
+decades); `absolute` space weighs points equally (behaviour: shares in [0, 1]).
+
+The law is chosen by out-of-sample error, never in-sample fit (the floored laws nest the power
+law to zero, so they always fit at least as well in sample):
+- `tail`: fit the first half of the curve (x <= x_min + (x_max - x_min) / 2) and predict the rest;
+  the error is the RMS residual over the tail, in the fit's space.
+- `leave-one-unit-out` (behaviour with >= 3 samples): fit the mean curve of the other units,
+  predict the held-out unit's curve; the error is the RMS residual over all held-out points.
+A floored law replaces the power law to zero only when its error is below (1 - MARGIN) times the
+power law's: a tie goes to the law with fewer parameters (the simulation of bench/laws.py sets
+MARGIN; docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+LAW_ZERO = "power-zero"
+LAW_FLOOR = "power-floor"
+LAW_EQUILIBRIUM = "exp-equilibrium"
+LAWS = (LAW_ZERO, LAW_FLOOR, LAW_EQUILIBRIUM)
+FLOORED = (LAW_FLOOR, LAW_EQUILIBRIUM)
+
+# power-law exponents tried (a rise is a negative exponent); the floored power law skips
+# |rate| < 0.01, where x^-rate is constant and collinear with the floor
+ALPHA_GRID = np.round(np.arange(-1.0, 3.0001, 0.01), 4)
+FLOOR_ALPHA_GRID = ALPHA_GRID[np.abs(ALPHA_GRID) >= 0.01]
+# exponential rates, in units of 1 / (x_max - x_min) of the curve fitted
+EXP_GRID = np.geomspace(0.05, 50.0, 140)
+COARSE = 5  # the coarse pass of a fit tries every 5th rate of the grid
+MARGIN = 0.05  # a floored law must predict 5 % better than the power law to zero
+# rolling origin: the x range is fitted up to each cut (a share of it) and predicted beyond
+TAIL_CUTS = (0.3, 0.4, 0.5, 0.6, 0.7)
+_EPS = 1e-300
+
+
+@dataclass(frozen=True)
+class LawParams:
+    """Fitted parameters, each (B,) over B curves fitted together; sse the weighted residual."""
+
+    floor: np.ndarray
+    scale: np.ndarray
+    rate: np.ndarray
+    sse: np.ndarray
+
+
+def weights(y: np.ndarray, space: str) -> np.ndarray:
+    """Per-point weights: 1 / y^2 (relative) or 1 (absolute); 0 where y is unusable."""
+    ok = np.isfinite(y)
+    if space == "relative":
+        ok &= y > 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(ok, 1.0 / np.where(ok, y, 1.0) ** 2, 0.0)
+    return ok.astype(np.float64)
+
+
+def _grid(law: str, x: np.ndarray) -> np.ndarray:
+    """The rates a law is profiled over, for a curve at positions x."""
+    if law == LAW_EQUILIBRIUM:
+        return EXP_GRID / max(float(x.max() - x.min()), 1.0)
+    return ALPHA_GRID if law == LAW_ZERO else FLOOR_ALPHA_GRID
+
+
+def _shape(law: str, rates: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The law's shape function at x for each rate: rates (...,) -> (..., n)."""
+    if law == LAW_EQUILIBRIUM:
+        return np.exp(-rates[..., None] * (x - x.min()))
+    return np.exp(-rates[..., None] * np.log(x))
+
+
+def _solve(law: str, w: np.ndarray, y0: np.ndarray, g: np.ndarray):
+    """(floor, scale, sse), each (B, G), of the linear fit at every rate: g is (G, n), shared
+    by the B curves, or (B, G, n), one grid per curve."""
+    wy = w * y0
+    if g.ndim == 2:
+        sgy, sgg, sg = wy @ g.T, w @ (g * g).T, w @ g.T
+    else:
+        sgy = np.einsum("bn,bgn->bg", wy, g)
+        sgg = np.einsum("bn,bgn->bg", w, g * g)
+        sg = np.einsum("bn,bgn->bg", w, g)
+    syy = (wy * y0).sum(axis=1)[:, None]
+    if law == LAW_ZERO:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            scale = sgy / sgg
+        return np.zeros_like(scale), scale, syy - scale * sgy
+    s1 = w.sum(axis=1)[:, None]
+    sy = wy.sum(axis=1)[:, None]
+    det = s1 * sgg - sg * sg
+    with np.errstate(divide="ignore", invalid="ignore"):
+        floor = (sgg * sy - sg * sgy) / det
+        scale = (s1 * sgy - sg * sy) / det
+    sse = syy - floor * sy - scale * sgy
+    return floor, scale, np.where(np.abs(det) > 1e-12 * np.maximum(s1 * sgg, _EPS), sse, np.inf)
+
+
+def _best(sse: np.ndarray, rates: np.ndarray) -> np.ndarray:
+    """Per row, the index of the least sse; among rates that fit equally well (a curve that
+    is 0 throughout fits every rate) the one nearest 0, so a flat curve reads as flat."""
+    sse = np.where(np.isfinite(sse), sse, np.inf)
+    least = sse.min(axis=1, keepdims=True)
+    tied = sse <= least + 1e-12 * np.maximum(np.abs(least), 1e-300)
+    return np.argmin(np.where(tied, np.abs(rates), np.inf), axis=1)
+
+
+def fit_law(law: str, x: np.ndarray, y: np.ndarray, space: str) -> LawParams:
+    """Least-squares fit of `law` to each row of y (B, n) (or one curve (n,)) at x (n,): the
+    rate grid at every COARSE-th value first, then every value within COARSE steps of each
+    curve's best (the profile is smooth in the rate; the full grid costs 5 x more)."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.atleast_2d(np.asarray(y, dtype=np.float64))
+    w = weights(y, space)
+    y0 = np.where(w > 0, y, 0.0)
+    rates = _grid(law, x)
+    coarse = np.arange(0, len(rates), COARSE)
+    sse = _solve(law, w, y0, _shape(law, rates[coarse], x))[2]
+    best = coarse[_best(sse, np.broadcast_to(rates[coarse], sse.shape))]  # (B,)
+    fine = np.clip(best[:, None] + np.arange(-COARSE, COARSE + 1)[None, :], 0, len(rates) - 1)
+    floor, scale, sse = _solve(law, w, y0, _shape(law, rates[fine], x))  # (B, 2 COARSE + 1)
+    pick = _best(sse, rates[fine])
+    rows = np.arange(y.shape[0])
+    enough = (w > 0).sum(axis=1) >= (2 if law == LAW_ZERO else 3)
+
+    def chosen(a: np.ndarray) -> np.ndarray:
+        return np.where(enough, a[rows, pick], np.nan)
+
+    return LawParams(chosen(floor), chosen(scale), chosen(rates[fine]), chosen(sse))
+
+
+def predict(law: str, params: LawParams, x: np.ndarray, x0: float) -> np.ndarray:
+    """(B, n) values of the fitted laws at x; x0 is the first position of the fitted curve."""
+    x = np.asarray(x, dtype=np.float64)[None, :]
+    rate = params.rate[:, None]
+    log_shape = -rate * (x - x0) if law == LAW_EQUILIBRIUM else -rate * np.log(x)
+    return params.floor[:, None] + params.scale[:, None] * np.exp(log_shape)
+
+
+def _rms(y: np.ndarray, pred: np.ndarray, space: str) -> np.ndarray:
+    """RMS residual per row, over the points usable in `space` (NaN when none is)."""
+    w = weights(y, space)
+    resid = np.where(w > 0, (np.where(w > 0, y, 0.0) - pred), 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.sqrt((w * resid * resid).sum(axis=-1) / (w > 0).sum(axis=-1))
+
+
+def tail_errors(x: np.ndarray, y: np.ndarray, space: str) -> dict[str, float]:
+    """Each law's error predicting the tail of the mean curve y (n,): for every cut in
+    TAIL_CUTS, fit x <= cut and take the RMS residual beyond it; the errors are averaged over
+    the cuts (rolling origin: one cut's error is one draw of the curve's noise)."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    out = {law: [] for law in LAWS}
+    for share in TAIL_CUTS:
+        cut = x.min() + share * (x.max() - x.min())
+        train, test = x <= cut, x > cut
+        if train.sum() < 4 or not test.any():
+            continue
+        for law in LAWS:
+            params = fit_law(law, x[train], y[train], space)
+            pred = predict(law, params, x[test], float(x[train].min()))
+            out[law].append(float(_rms(y[test][None, :], pred, space)[0]))
+    return {law: float(np.mean(e)) if e else math.nan for law, e in out.items()}
+
+
+def held_out_errors(x: np.ndarray, units: np.ndarray, space: str) -> dict[str, float]:
+    """Each law's RMS error predicting each unit's curve (units: (U, n), NaN = no value) from
+    the mean curve of the other units, over all held-out points."""
+    units = np.asarray(units, dtype=np.float64)
+    n = units.shape[0]
+    others = np.stack([_nan_mean(np.delete(units, i, axis=0)) for i in range(n)])  # (U, n)
+    out = {}
+    for law in LAWS:
+        params = fit_law(law, x, others, space)
+        pred = predict(law, params, x, float(np.min(x)))
+        w = weights(units, space)
+        resid = np.where(w > 0, np.where(w > 0, units, 0.0) - pred, 0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[law] = float(np.sqrt((w * resid * resid).sum() / (w > 0).sum()))
+    return out
+
+
+def choose(errors: dict[str, float]) -> str | None:
+    """The law with the least out-of-sample error; a floored law only when it beats the power
+    law to zero by MARGIN (a tie goes to fewer parameters). None when no error is finite."""
+    finite = {law: e for law, e in errors.items() if math.isfinite(e)}
+    if not finite:
+        return None
+    zero = finite.get(LAW_ZERO, math.inf)
+    floored = {law: e for law, e in finite.items() if law in FLOORED}
+    best = min(floored, key=floored.get) if floored else None
+    if best is not None and floored[best] < (1.0 - MARGIN) * zero:
+        return best
+    return LAW_ZERO if math.isfinite(zero) else best
+
+
+def _nan_mean(units: np.ndarray) -> np.ndarray:
+    ok = np.isfinite(units)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(ok, units, 0.0).sum(axis=0) / ok.sum(axis=0)
+
+
+def mean_curve(units: np.ndarray) -> np.ndarray:
+    """The mean over units (rows) of the finite values at each point."""
+    return _nan_mean(np.atleast_2d(np.asarray(units, dtype=np.float64)))
+
+
+def boot_params(
+    x: np.ndarray, units: np.ndarray, space: str, draws: int, seed: int = 0
+) -> dict[str, LawParams]:
+    """Each law's parameters fitted to `draws` resampled mean curves (units drawn with
+    replacement: the interval rests on the units, pairs or samples)."""
+    units = np.atleast_2d(np.asarray(units, dtype=np.float64))
+    rng = np.random.default_rng(seed)
+    n = units.shape[0]
+    counts = rng.multinomial(n, np.full(n, 1.0 / n), size=draws).astype(np.float64)  # (B, U)
+    ok = np.isfinite(units)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = (counts @ np.where(ok, units, 0.0)) / (counts @ ok)  # (B, n)
+    return {law: fit_law(law, x, means, space) for law in LAWS}
+
+
+def holm(p: np.ndarray) -> np.ndarray:
+    """Holm's step-down adjusted p-values (NaN entries are not tests and stay NaN)."""
+    p = np.asarray(p, dtype=np.float64)
+    out = np.full_like(p, np.nan)
+    idx = np.flatnonzero(np.isfinite(p))
+    m = len(idx)
+    if not m:
+        return out
+    order = idx[np.argsort(p[idx], kind="stable")]
+    adjusted = np.maximum.accumulate(np.minimum((m - np.arange(m)) * p[order], 1.0))
+    out[order] = adjusted
+    return out

@@ -1,0 +1,265 @@
+"""The report part "Does the prompt's grip vanish or settle?": laws.csv per model and
+condition, the mechanism's verdict (the theorem predicts decay to zero) beside behaviour's (it
+may settle, carried by the text), the curves with their chosen law, and the floors' policy
+deltas. Every sentence is computed from laws.csv."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis.fits import layer_groups
+from harness.analysis.laws import LAW_EQUILIBRIUM, LAW_ZERO
+from harness.analysis.single_turn import comparison
+from harness.report.html import esc, figure, fmt_num, note, table
+from harness.report.load import RunData
+from harness.report.plots import _layout, color
+
+POOLED = "all"
+MECHANISM = ("rel_l2", "kl", "share_prompt_mean", "kl_turn")
+BEHAVIOUR = ("a_t", "a_k")
+CURVE_NAMES = {
+    "rel_l2": "hidden-state divergence",
+    "kl": "next-token KL",
+    "share_prompt_mean": "attention share",
+    "kl_turn": "KL per turn",
+    "a_t": "a(t)",
+    "a_k": "a(k)",
+}
+LAW_NAMES = {"power-zero": "power law to zero", "power-floor": "power law to a floor",
+             "exp-equilibrium": "exponential to an equilibrium"}  # fmt: skip
+
+
+def _label(row) -> str:
+    name = CURVE_NAMES.get(row["curve"], row["curve"])
+    group = str(row["layer_group"])
+    return f"{name}, {group}" if row["curve"] in ("rel_l2", "share_prompt_mean") else name
+
+
+def _ci(value: float, low: float, high: float, pct: bool = False) -> str:
+    f = (lambda v: f"{100 * v:.0f} %") if pct else (lambda v: fmt_num(v, 2))
+    if not math.isfinite(value):
+        return "–"
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return f(value)
+    return f"{f(value)} [{f(low)}, {f(high)}]"
+
+
+def reading(row) -> str:
+    """One curve's chosen law in words, with its numbers."""
+    verdict = row["verdict"]
+    law = LAW_NAMES.get(row["law"], row["law"])
+    rate = _ci(row["rate"], row["rate_low"], row["rate_high"])
+    if row["law"] == LAW_ZERO:
+        what = f"{law}, α = {rate}"
+    else:
+        share = row["floor_share"]
+        lo, hi = (row["floor_low"], row["floor_high"])
+        init = row["initial"]
+        floor = _ci(share, lo / init if init else math.nan, hi / init if init else math.nan, True)
+        what = f"{law} at {floor} of its initial value"
+        if row["law"] == LAW_EQUILIBRIUM:
+            what += f", rate {rate} per {row['x']}"
+    return f"{verdict} ({what})"
+
+
+def model_sentence(model: str, rows: pd.DataFrame) -> str:
+    """What the model's pooled curves say: mechanism per layer group, then behaviour."""
+    mech = [f"{_label(r)}: {reading(r)}" for _, r in rows.iterrows() if r["curve"] in MECHANISM]
+    beh = [f"{_label(r)}: {reading(r)}" for _, r in rows.iterrows() if r["curve"] in BEHAVIOUR]
+    text = f"On {model}, the mechanism: " + ("; ".join(mech) if mech else "not probed")
+    if beh:
+        text += ". Behaviour: " + "; ".join(beh)
+    return text + "."
+
+
+def pooled_rows(laws: pd.DataFrame) -> pd.DataFrame:
+    """The chosen row of each model's widest pool per curve: item = policy = `all` where it
+    exists, else the per-condition rows."""
+    chosen = laws[laws["chosen"].astype(bool)]
+    out = []
+    for _, rows in chosen.groupby(["model", "curve", "layer_group"], sort=False):
+        wide = rows[(rows["item"] == POOLED) & (rows["policy"] == POOLED)]
+        out.append(wide if len(wide) else rows)
+    return pd.concat(out) if out else chosen
+
+
+def delta_sentence(laws: pd.DataFrame) -> tuple[str, list[list]]:
+    """Do reminder policies lower a floor or an equilibrium? The chosen floored law's
+    floor_delta against policy none, per curve, with its interval."""
+    rows = laws[laws["chosen"].astype(bool) & np.isfinite(laws["floor_delta"].astype(float))]
+    table_rows, lower, higher, told = [], 0, 0, 0
+    for _, r in rows.iterrows():
+        lo, hi = float(r["floor_delta_low"]), float(r["floor_delta_high"])
+        decided = math.isfinite(lo) and math.isfinite(hi)
+        word = "cannot tell"
+        if decided:
+            told += 1
+            word = "lowers" if hi < 0 else "raises" if lo > 0 else "no change detected"
+            lower += hi < 0
+            higher += lo > 0
+        table_rows.append([r["model"], r["item"], r["policy"], _label(r),
+                           LAW_NAMES.get(r["law"], r["law"]),
+                           _ci(float(r["floor_delta"]), lo, hi), word])  # fmt: skip
+    if not table_rows:
+        return ("No policy's chosen law has a floor to compare with policy none's, so whether a "
+                "reminder moves the equilibrium cannot be told from this run."), []  # fmt: skip
+    return (
+        f"Against policy none, a reminder lowers the fitted floor in {lower} and raises it in "
+        f"{higher} of the {told} curves whose difference has an interval "
+        f"({len(table_rows) - told} more have too few units)."
+    ), table_rows
+
+
+def _mean_curves(data: RunData, model: str, laws: pd.DataFrame) -> dict[str, tuple]:
+    """Pooled data curves (x, mean) of one probe model from divergence.csv and nexttoken.csv,
+    single replies only, as laws.csv pools them (a pair's mean over the group's layers)."""
+    out: dict[str, tuple] = {}
+    conv = set(laws.loc[laws["x"] == "turn", "item"]) - {POOLED}
+    div = data.frame("divergence.csv")
+    if div is not None and len(div):
+        sub = div[(div["model"] == model) & ~div["item"].isin(conv)]
+        for name, members in layer_groups(sorted(int(v) for v in sub["layer"].unique())):
+            per_pair = sub[sub["layer"].isin(members)].groupby(["pair", "t"])["rel_l2"].mean()
+            mean = per_pair.groupby("t").mean()
+            out[f"rel_l2|{name}"] = (mean.index.to_numpy(float), mean.to_numpy(float))
+    nxt = data.frame("nexttoken.csv")
+    if nxt is not None and len(nxt):
+        sub = nxt[(nxt["model"] == model) & ~nxt["item"].isin(conv)]
+        mean = sub.groupby("t")["kl"].mean()
+        out["kl|next-token"] = (mean.index.to_numpy(float), mean.to_numpy(float))
+    return out
+
+
+def _law_curve(row, x: np.ndarray) -> np.ndarray:
+    if row["law"] == LAW_EQUILIBRIUM:
+        shape = np.exp(-row["rate"] * (x - row["x_min"]))
+    else:
+        shape = x ** (-row["rate"])
+    return row["floor"] + row["scale"] * shape
+
+
+def laws_figure(data: RunData, chosen: pd.DataFrame):
+    """Per probe model: each pooled mechanism curve over its initial value (log-log), the
+    chosen law dotted."""
+    from plotly.subplots import make_subplots
+
+    mech = chosen[chosen["curve"].isin(("rel_l2", "kl"))]
+    models = list(dict.fromkeys(mech["model"]))
+    if not models:
+        return None
+    fig = make_subplots(rows=1, cols=len(models), subplot_titles=[esc(m) for m in models])
+    for col, model in enumerate(models, start=1):
+        curves = _mean_curves(data, model, mech)
+        for i, (_, r) in enumerate(mech[mech["model"] == model].iterrows()):
+            key = f"{r['curve']}|{r['layer_group']}"
+            init = float(r["initial"]) or 1.0
+            lo, hi = float(r["x_min"]), float(r["x_max"])
+            if key in curves:
+                x, y = curves[key]
+                keep = (x >= lo) & (x <= hi)
+                fig.add_scatter(
+                    x=x[keep], y=y[keep] / init, mode="markers", marker=dict(size=4),
+                    row=1, col=col, line=dict(color=color(i)), legendgroup=key,
+                    name=esc(f"{_label(r)}: {r['verdict']}"), showlegend=col == 1,
+                )  # fmt: skip
+            grid = np.geomspace(lo, hi, 60)
+            fig.add_scatter(
+                x=grid, y=_law_curve(r, grid) / init, mode="lines", row=1, col=col,
+                line=dict(color=color(i), dash="dot"), legendgroup=key, showlegend=False,
+                name=esc(LAW_NAMES.get(r["law"], r["law"])), hoverinfo="name",
+            )  # fmt: skip
+    fig.update_xaxes(type="log", title_text="t (continuation position)")
+    fig.update_yaxes(type="log", title_text="over its initial value", row=1, col=1)
+    return _layout(fig, 440)
+
+
+def laws_section(data: RunData) -> tuple[str, dict] | None:
+    laws = data.frame("laws.csv")
+    if laws is None:
+        return note(data.missing("laws.csv")), {}
+    if laws.empty:
+        return note("No curve of this run had enough points or units to fit a law."), {}
+    chosen = pooled_rows(laws)
+    body = [note(
+        "Three laws per curve (laws.csv): a power law to zero (the theorem's prediction for the "
+        "prompt's direct influence), a power law to a floor, and an exponential approach to an "
+        "equilibrium. The law is chosen by out-of-sample error (fit the first part of the curve, "
+        "predict its tail; behaviour: leave one sample out); a floor 'settles' only when its "
+        "bootstrap interval over pairs or samples excludes zero after Holm's correction over "
+        "every curve of the run; fewer than 3 units: cannot tell."
+    )]  # fmt: skip
+    sentences = [model_sentence(m, rows) for m, rows in chosen.groupby("model", sort=False)]
+    body.append("<ul>" + "".join(f"<li>{esc(s)}</li>" for s in sentences) + "</ul>")
+    figs = {}
+    fig = laws_figure(data, chosen)
+    if fig is not None:
+        figs["fig-laws"] = fig
+        body.append(figure(
+            "fig-laws",
+            "Pooled mechanism curves of each probe model (dots: the mean over pairs, over the "
+            "curve's value at its first fitted position) and the chosen law (dotted).", 440,
+        ))  # fmt: skip
+    headers = ["model", "item", "policy", "curve", "n", "chosen law", "verdict", "rate",
+               "floor / initial", "error: zero", "floor", "equilibrium"]  # fmt: skip
+    errors = laws.pivot_table(
+        index=["model", "item", "policy", "curve", "layer_group"], columns="law",
+        values="error", aggfunc="first",
+    )  # fmt: skip
+    rows = []
+    for _, r in laws[laws["chosen"].astype(bool)].iterrows():
+        e = errors.loc[(r["model"], r["item"], r["policy"], r["curve"], r["layer_group"])]
+        rows.append([r["model"], r["item"], r["policy"], _label(r), int(r["n"]),
+                     LAW_NAMES.get(r["law"], r["law"]), r["verdict"],
+                     _ci(r["rate"], r["rate_low"], r["rate_high"]),
+                     "–" if r["law"] == LAW_ZERO else fmt_num(r["floor_share"], 2),
+                     *(fmt_num(e.get(k, math.nan), 3) for k in LAW_NAMES)])  # fmt: skip
+    body.append("<h3>Every curve</h3>" + table(headers, rows))
+    sentence, deltas = delta_sentence(laws)
+    body.append("<h3>Do reminders lower the floor?</h3>" + note(sentence, "claim"))
+    if deltas:
+        body.append(table(["model", "item", "policy", "curve", "law", "floor − none's",
+                           "reading"], deltas))  # fmt: skip
+    body.append(twin_part(data))
+    return "".join(body), figs
+
+
+def twin_part(data: RunData) -> str:
+    """Tokens or turns? The single-turn twins beside the conversation at equal token distance."""
+    single = data.frame("single_turn.csv")
+    if single is None:
+        return ""
+    per_turn, summary = comparison(single, data.frame("turns.csv"))
+    if summary.empty:
+        return "<h3>Tokens or turns?</h3>" + note("No twin reply could be paired with its turn.")
+    sentences = []
+    for _, r in summary.iterrows():
+        conv = _ci(-r["drop"], -r["drop_high"], -r["drop_low"], True)
+        twin = _ci(-r["twin_drop"], -r["twin_drop_high"], -r["twin_drop_low"], True)
+        sentences.append(
+            f"{r['model']} on {r['item']} ({int(r['n'])} samples), the pass rate's change from "
+            f"the first reply over turns k >= 2: the conversation {conv}, its single-turn twin "
+            f"at the same token distance {twin}: {r['reading']}."
+        )
+    rows = [[r["model"], r["item"], int(r["turn"]), int(r["n"]), f"{r['conversation_t']:.0f}",
+             f"{r['twin_t']:.0f}", fmt_num(r["first"], 2), fmt_num(r["conversation"], 2),
+             fmt_num(r["twin"], 2)] for _, r in per_turn.iterrows()]  # fmt: skip
+    headers = ["model", "item", "turn k", "samples", "token position: turn k",
+               "token position: twin", "a(1)", "a(k)", "twin a(k)"]  # fmt: skip
+    return (
+        "<h3>Tokens or turns?</h3>"
+        + note(
+            "For each turn k >= 2 of a conversation without reminders, its single-turn twin sends "
+            "the first k user turns and the sample's own first k - 1 replies as one message and "
+            "is answered once (single_turn.csv), at about the token distance where the "
+            "conversation's turn k reply starts. If the drop follows the tokens (the theorem's "
+            "t), the twin drops as turn k does; if it follows the turns, the twin holds like "
+            "turn 1. Differences are paired by sample, 95 % intervals over samples."
+        )
+        + "<ul>"
+        + "".join(f"<li>{esc(s)}</li>" for s in sentences)
+        + "</ul>"
+        + table(headers, rows)
+    )
