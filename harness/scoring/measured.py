@@ -62,7 +62,9 @@ def measured_checks(
     scored = score_labelled(rows, candidates, tokenizer() if windowed and tokenizer else None)
     counts: dict[str, dict[str, int]] = {}
     for item in scored:
-        slot = counts.setdefault(_spec_key(item.row.check), {})
+        # every outcome present: a check that never passed a violating text has false_pass 0
+        zero = dict.fromkeys(("true_pass", "false_fail", "true_fail", "false_pass"), 0)
+        slot = counts.setdefault(_spec_key(item.row.check), zero)
         slot[item.outcome] = slot.get(item.outcome, 0) + 1
     return {
         check_id: CheckRates(check_id, **counts[key], source=", ".join(sorted(sources[key])))
