@@ -131,7 +131,7 @@ def oracle_n(config_path: Path, out: Path, target: dict[str, str]) -> int | None
 
     from harness.analysis.gates import evaluate_gates
     from harness.analysis.summary import summarise_conditions, token_frame
-    from harness.config import load_run_config
+    from harness.config_files import load_run_config
     from harness.records import GenerationRecord
 
     config = load_run_config(config_path)

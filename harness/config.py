@@ -11,21 +11,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
-    BaseModel,
     BeforeValidator,
     Field,
-    ValidationError,
     field_validator,
     model_validator,
 )
 
 from harness.checks.base import NonEmptyText
 from harness.checks.language import DEFAULT_CANDIDATE_LANGUAGES, LanguageCode
-from harness.errors import UserError
 from harness.gate_specs import LOOP_METRICS, GateSpec, gate_problem
-from harness.models import parse_model_name
 from harness.policy_specs import (
     BASELINE,
     POLICY_NAMES,
@@ -42,7 +37,6 @@ from harness.policy_specs import (
 from harness.sampling import SampleRange, sample_range
 from harness.schema import Strict
 from harness.suites import TaskItem, TaskSuite, UserSimulator, UserTurn
-from harness.userfiles import read_user_text
 
 # re-exported: the suite models (harness.suites) and the policy specs (harness.policy_specs)
 __all__ = [
@@ -305,109 +299,3 @@ class RunConfig(Strict):
             exclude={"gates": True, "scoring": {"validation"}, **dict.fromkeys(unset, True)}
         )
         return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
-# ---------------------------------------------------------------- loading
-def _format_error(path: Path, exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    loc = ".".join(str(part) for part in err["loc"] if not str(part).startswith("function-"))
-    msg = err["msg"].removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
-        msg = "unknown key"
-    elif err["type"] == "union_tag_invalid":
-        kind = "policy" if "policies" in loc else "check type"
-        msg = f"unknown {kind}: {err['ctx']['tag']!r}"
-        msg += f" (expected one of {err['ctx']['expected_tags']})"
-    elif err["type"] == "union_tag_not_found":
-        msg = f"missing '{err['ctx']['discriminator'].strip(chr(39))}'"
-    where = f" field '{loc}':" if loc else ""
-    return f"{path}:{where} {msg}"
-
-
-def _read_yaml(path: Path) -> Any:
-    if not path.is_file():
-        raise UserError(f"{path}: file not found")
-    try:
-        data = yaml.safe_load(read_user_text(path))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark else ""
-        raise UserError(f"{path}:{line} not valid YAML ({getattr(exc, 'problem', exc)})") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
-    return data
-
-
-def _validate(model: type[BaseModel], path: Path, data: Any) -> Any:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise UserError(_format_error(path, exc)) from None
-
-
-def load_suite(path: Path | str) -> TaskSuite:
-    """A suite; a replay item's `history` is made absolute (it is relative to the suite file)
-    and must be a file."""
-    path = Path(path)
-    suite = _validate(TaskSuite, path, _read_yaml(path))
-    for index, item in enumerate(suite.items):
-        if item.history is None:
-            continue
-        resolved = item.history if item.history.is_absolute() else path.parent / item.history
-        if not resolved.is_file():
-            where = f"field 'items.{index}.history'"
-            raise UserError(f"{path}: item '{item.id}': {where}: {item.history}: file not found")
-        suite.items[index] = item.model_copy(update={"history": resolved.resolve()})
-    return suite
-
-
-def load_run_config(path: Path | str) -> RunConfig:
-    """Parse and cross-check a run config (see `load_run_config_and_suites`)."""
-    return load_run_config_and_suites(path)[0]
-
-
-def load_run_config_and_suites(path: Path | str) -> tuple[RunConfig, list[TaskSuite]]:
-    """Parse and cross-check a run config: suites exist and parse, items exist, models are
-    known. Returns the suites too, so a run parses each suite file once."""
-
-    path = Path(path)
-    config: RunConfig = _validate(RunConfig, path, _read_yaml(path))
-    suites, suite_files = [], []
-    for suite_path in config.suites:
-        resolved = suite_path if suite_path.is_absolute() else _relative(path, suite_path)
-        if not resolved.is_file():
-            raise UserError(f"{path}: field 'suites': {suite_path}: file not found")
-        suites.append(load_suite(resolved))
-        suite_files.append(resolved)
-    for model in config.models:
-        try:
-            parse_model_name(model)
-        except UserError as exc:
-            raise UserError(f"{path}: field 'models': {exc}") from None
-    for suite_path, suite in zip(suite_files, suites, strict=True):
-        for index, item in enumerate(suite.items):  # a simulated user's model is a zoo name
-            sim = item.user_simulator
-            if sim is not None and sim.model is not None:
-                try:
-                    parse_model_name(sim.model)
-                except UserError as exc:
-                    where = f"field 'items.{index}.user_simulator.model'"
-                    raise UserError(f"{suite_path}: item '{item.id}': {where}: {exc}") from None
-    known = {item.id for suite in suites for item in suite.items}
-    for item_id in config.items or []:
-        if item_id not in known:
-            raise UserError(f"{path}: field 'items': no task item '{item_id}' in the suites")
-    run_items = config.items or [item.id for suite in suites for item in suite.items]
-    for index, gate in enumerate(config.gates):
-        for item_id in gate.items or []:
-            if item_id not in run_items:
-                raise UserError(f"{path}: gates[{index}]: item '{item_id}' is not in the run")
-    return config, suites
-
-
-def _relative(config_path: Path, suite_path: Path) -> Path:
-    """Suite paths are relative to the working directory, else to the config's folder."""
-    if suite_path.exists():
-        return suite_path
-    beside = config_path.parent / suite_path
-    return beside if beside.exists() else suite_path

@@ -14,14 +14,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from harness.chat import ChatFormat
-from harness.config import (
-    GenerationConfig,
-    RunConfig,
-    ScoringConfig,
-    TaskSuite,
-    load_run_config_and_suites,
-    policy_label,
-)
+from harness.config import GenerationConfig, RunConfig, ScoringConfig, TaskSuite, policy_label
+from harness.config_files import load_run_config_and_suites
 from harness.engines import make_engine
 from harness.engines.options import engine_options
 from harness.errors import UserError

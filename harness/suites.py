@@ -1,5 +1,5 @@
 """Task suites: the items a run evaluates (system prompt, user turns, checks), loaded from
-YAML by `harness.config.load_suite`."""
+YAML by `harness.config_files.load_suite`."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ def gate_command(
     ),
 ) -> None:
     """Check CONFIG's gates against DIR/summary.csv; exit 1 when one fails or is undecided."""
-    from harness.config import load_run_config_and_suites  # lazy: CLI start-up
+    from harness.config_files import load_run_config_and_suites  # lazy: CLI start-up
     from harness.plan import until_decided as sampling_until_decided  # lazy: CLI start-up
     from harness.report.terminal import gates_failed, print_gates  # lazy: CLI start-up
     from harness.selection import select_items  # lazy: CLI start-up

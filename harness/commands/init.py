@@ -34,7 +34,7 @@ def init_command(
     ),
 ) -> None:
     """Write a run config and a starter suite for your system prompt (never overwrites)."""
-    from harness.config import load_run_config_and_suites  # lazy: CLI start-up
+    from harness.config_files import load_run_config_and_suites  # lazy: CLI start-up
     from harness.models import parse_model_name  # lazy: CLI start-up
     from harness.plan import check_turn_budget  # lazy: CLI start-up
     from harness.probes.pairs import read_text_arg  # lazy: CLI start-up

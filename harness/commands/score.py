@@ -53,7 +53,8 @@ def score_command(
 ) -> None:
     """Score transcripts window by window (chat logs turn by turn too); write the CSVs."""
     from harness.chatlogs import is_chat_log  # lazy: CLI start-up
-    from harness.config import ScoringConfig, load_suite  # lazy: CLI start-up
+    from harness.config import ScoringConfig  # lazy: CLI start-up
+    from harness.config_files import load_suite  # lazy: CLI start-up
     from harness.interop import FORMATS, detect_format  # lazy: CLI start-up
     from harness.pipeline import run_score  # lazy: CLI start-up
     from harness.plan import plan_score  # lazy: CLI start-up

@@ -29,6 +29,13 @@ from harness.results.base import (
     result_frame,
     typed_frame,
 )
+from harness.results.conversations import (
+    ConversationRow,
+    LoggedRow,
+    SingleTurnRow,
+    TurnAdherenceRow,
+    TurnRow,
+)
 from harness.results.probing import (
     AttentionRow,
     AttentionTurnRow,
@@ -43,13 +50,8 @@ from harness.results.probing import (
 from harness.results.scoring import (
     AdherenceCurveRow,
     AdherenceRow,
-    ConversationRow,
     ForkRow,
-    LoggedRow,
-    SingleTurnRow,
     SurvivalRow,
-    TurnAdherenceRow,
-    TurnRow,
     WindowRow,
 )
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from harness.chat import TEMPLATE_DEFAULT, ChatFormat
-from harness.config import ProbeConfig, load_run_config
+from harness.config import ProbeConfig
+from harness.config_files import load_run_config
 from harness.engines import GenerationResult, SamplingSettings
 from harness.policies import NonePolicy, SampleSpec, policy_run, run_policy
 from harness.probes.pairs import DEFAULT_SYSTEM, NO_SYSTEM, PairSpec, pair_prompt_ids

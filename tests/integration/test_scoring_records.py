@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.config import ScoringConfig, load_suite
+from harness.config import ScoringConfig
+from harness.config_files import load_suite
 from harness.records import GenerationRecord
 from harness.scoring import rows_frame, score_records, split_windows
 

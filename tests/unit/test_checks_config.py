@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from harness.config import DEFAULT_CANDIDATE_LANGUAGES, load_suite
+from harness.config import DEFAULT_CANDIDATE_LANGUAGES
+from harness.config_files import load_suite
 from harness.errors import UserError
 
 

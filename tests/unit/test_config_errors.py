@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.config import load_run_config, load_suite, policy_label
+from harness.config import policy_label
+from harness.config_files import load_run_config, load_suite
 from harness.errors import UserError
 
 DATA = Path(__file__).parent.parent / "data" / "configs"

@@ -22,7 +22,7 @@ from harness.analysis.gates import (
     undecided_conditions,
     widest_sample,
 )
-from harness.config import load_run_config
+from harness.config_files import load_run_config
 from harness.errors import UserError
 from harness.gate_specs import GateSpec
 from harness.stats import mean_interval

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.config import TaskItem, load_run_config_and_suites, policy_label
+from harness.config import TaskItem, policy_label
+from harness.config_files import load_run_config_and_suites
 from harness.gate_specs import gate_problem
 
 PROMPTS = {

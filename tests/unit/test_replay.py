@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from harness.config import load_run_config_and_suites, load_suite
+from harness.config_files import load_run_config_and_suites, load_suite
 from harness.engines.scripted import ScriptedEngine
 from harness.errors import UserError
 from harness.models import ResolvedModel

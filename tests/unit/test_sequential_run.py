@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 import harness.engines
-from harness.config import load_run_config_and_suites
+from harness.config_files import load_run_config_and_suites
 from harness.engines.scripted import ScriptedEngine
 from harness.models import ResolvedModel
 from harness.pipeline import run_sequential

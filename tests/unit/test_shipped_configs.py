@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from harness.analysis.gates import evaluate_gates
-from harness.config import load_run_config, policy_label
+from harness.config import policy_label
+from harness.config_files import load_run_config
 from harness.gate_specs import gate_use
 from harness.stats import mean_interval
 
@@ -29,7 +30,7 @@ def test_run_configs_load(name, monkeypatch):
 @pytest.fixture
 def quickstart(monkeypatch):
     """(config, the items it selects) of configs/quickstart.yaml, as `harness run` reads it."""
-    from harness.config import load_run_config_and_suites
+    from harness.config_files import load_run_config_and_suites
     from harness.plan import select_items
 
     monkeypatch.chdir(ROOT)
@@ -102,7 +103,7 @@ def test_quickstart_gates_decide_one_and_not_the_other_at_4_samples(quickstart):
 
 
 def test_conversation_suite_covers_the_issue(monkeypatch):
-    from harness.config import load_suite
+    from harness.config_files import load_suite
 
     suite = load_suite(ROOT / "tasks" / "conversations.yaml")
     assert len(suite.items) >= 12 and all(item.is_conversation for item in suite.items)
@@ -112,7 +113,7 @@ def test_conversation_suite_covers_the_issue(monkeypatch):
 
 
 def test_judge_calibration_pairs_every_judge_rule_with_a_code_check(monkeypatch):
-    from harness.config import load_run_config_and_suites
+    from harness.config_files import load_run_config_and_suites
 
     monkeypatch.chdir(ROOT)
     config, (suite,) = load_run_config_and_suites(ROOT / "configs" / "judge-calibration.yaml")

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import harness.engines
-from harness.config import load_run_config_and_suites
+from harness.config_files import load_run_config_and_suites
 from harness.engines import GenerationResult
 from harness.engines.scripted import CharTokenizer
 from harness.models import ResolvedModel

@@ -157,7 +157,7 @@ def test_the_run_command_names_every_stage_in_pipeline_order():
 def test_adaptive_generation_units_are_keyed_by_the_checks_that_trigger_them(tmp_path):
     """Editing an item's check must redo the adaptive policy's records (its reminders depend on
     the checks) and reuse every other policy's."""
-    from harness.config import load_run_config_and_suites
+    from harness.config_files import load_run_config_and_suites
     from harness.models.zoo import ResolvedModel
     from harness.selection import sample_specs, select_items
     from harness.stages.generate import generation_key

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.config import load_run_config_and_suites, policy_label
+from harness.config import policy_label
+from harness.config_files import load_run_config_and_suites
 from harness.plan import check_turn_budget
 from harness.selection import select_items
 from harness.starter.language import asked_language, choose_language

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from harness.config import load_run_config_and_suites
+from harness.config_files import load_run_config_and_suites
 from harness.models.zoo import ResolvedModel
 from harness.selection import sample_specs, select_items
 from harness.stages.generate import generation_key

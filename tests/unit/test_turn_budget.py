@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.config import load_run_config_and_suites
+from harness.config_files import load_run_config_and_suites
 from harness.errors import UserError
 from harness.plan import check_turn_budget
 from harness.selection import select_items
