@@ -29,12 +29,12 @@ import time
 
 import numpy as np
 import pandas as pd
+from _simulated import WINDOWS, window_rows
 
 from harness.analysis.conversations import turn_curves
 from harness.scoring.adherence import adherence_summary
 from harness.scoring.corrected import CheckRates
 
-WINDOWS, TOKENS = 8, 64
 NS = (4, 8, 16, 32, 64)
 PS = (0.5, 0.8, 0.95)
 # (name, Se, Sp, labelled compliant, labelled violating): a language check on short replies
@@ -70,34 +70,9 @@ def validation(reps: int, se: float, sp: float, pos: int, neg: int, rng) -> dict
     }  # fmt: skip
 
 
-def window_rows(passes: np.ndarray) -> pd.DataFrame:
-    """windows.csv rows of (reps, n, WINDOWS) verdicts: run r is item r<index>, check c<index>."""
-    r, s, w = (a.ravel() for a in np.meshgrid(*map(np.arange, passes.shape), indexing="ij"))
-    return pd.DataFrame(
-        {
-            "run_id": "sim",
-            "model": "m",
-            "task": "t",
-            "item": [f"r{i:05d}" for i in r],
-            "policy": "none",
-            "seed": s,
-            "sample": s,
-            "window": w,
-            "t_start": w * TOKENS,
-            "t_end": w * TOKENS + TOKENS - 1,
-            "t_gen_start": w * TOKENS,
-            "check": [f"c{i:05d}" for i in r],
-            "scope": "window",
-            "value": passes.ravel().astype(float),
-            "passed": passes.ravel(),
-            "reason": "",
-        }  # fmt: skip
-    )
-
-
 def turn_rows(passes: np.ndarray) -> pd.DataFrame:
     """turns.csv rows of the same verdicts, window w read as turn w + 1 of a conversation."""
-    w = window_rows(passes)
+    w = window_rows(passes, check_per_run=True)
     return w.assign(turn=w["window"] + 1, pressure=False, history="generated",
                     conversation_id="")  # fmt: skip
 
@@ -112,7 +87,8 @@ def one_cell(process: str, check: tuple, n: int, p: float, reps: int, rng) -> di
     name, se, sp, pos, neg = check
     seen = read(true_verdicts(process, reps, n, p, rng), se, sp, rng)
     rates = validation(reps, se, sp, pos, neg, rng)
-    auc = pd.DataFrame([r.model_dump() for r in adherence_summary(window_rows(seen), rates=rates)])
+    summaries = adherence_summary(window_rows(seen, check_per_run=True), rates=rates)
+    auc = pd.DataFrame([r.model_dump() for r in summaries])
     turns = turn_curves(turn_rows(seen), rates=rates)
     return dict(
         process=process, check=name, n=n, p=p,

@@ -30,12 +30,12 @@ import time
 
 import numpy as np
 import pandas as pd
+from _simulated import WINDOWS, window_rows
 from scipy import stats
 
 from harness.analysis.policies import compare_policies
 from harness.scoring.adherence import adherence_curves, adherence_summary
 
-WINDOWS, TOKENS = 8, 64
 PROCESSES = {"sticky": 1.0, "markov 0.7": 0.7, "independent": 0.0}  # name -> persistence
 NS = (4, 8, 16, 32, 64)
 PS = (0.5, 0.7, 0.9, 0.95, 0.99)
@@ -51,32 +51,6 @@ def uniforms(rho: float, reps: int, n: int, rng: np.random.Generator) -> np.ndar
     for w in range(1, WINDOWS):
         u[:, :, w] = np.where(keep[:, :, w], u[:, :, w - 1], u[:, :, w])
     return u
-
-
-def window_rows(passes: np.ndarray, policy: str = "none") -> pd.DataFrame:
-    """windows.csv rows of (reps, n, WINDOWS) verdicts: run r is item r<index>."""
-    reps, n, g = passes.shape
-    r, s, w = (a.ravel() for a in np.meshgrid(*map(np.arange, passes.shape), indexing="ij"))
-    return pd.DataFrame(
-        {
-            "run_id": "sim",
-            "model": "m",
-            "task": "t",
-            "item": [f"r{i:05d}" for i in r],
-            "policy": policy,
-            "seed": s,
-            "sample": s,
-            "window": w,
-            "t_start": w * TOKENS,
-            "t_end": w * TOKENS + TOKENS - 1,
-            "t_gen_start": w * TOKENS,
-            "check": "c",
-            "scope": "window",
-            "value": passes.ravel().astype(float),
-            "passed": passes.ravel(),
-            "reason": "",
-        }  # fmt: skip
-    )
 
 
 def _bounds(frame: pd.DataFrame, metric: str) -> tuple[np.ndarray, np.ndarray] | None:
