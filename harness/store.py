@@ -25,16 +25,18 @@ from harness.errors import UserError
 # bias 3) since every key took the one shape of `unit_key`.
 # judge: the verdict cache (how a verdict is parsed and stored; the rubric prompt has its own
 # RUBRIC_VERSION in the key)
+# score, turns, forks, single-turn +1: the language check's rule (rank among the candidates,
+# two detectors) and the script check's code stripping changed their verdicts.
 STAGE_VERSIONS = {
     "generate": 2,
-    "score": 2,
-    "turns": 2,
+    "score": 3,
+    "turns": 3,
     "probe": 4,
     "bias": 4,
     "probe-cli": 3,
     "judge": 2,
-    "forks": 2,
-    "single-turn": 1,
+    "forks": 3,
+    "single-turn": 2,
 }
 
 

@@ -25,6 +25,9 @@ class CheckResult(BaseModel):
 
     value: float  # 0..1, NaN when undetermined
     reason: str = ""
+    # The verdict, for checks whose pass rule needs more than `value` (the language check's
+    # lead over the next candidate); None: `passed` decides from the value.
+    verdict: bool | None = None
 
     @property
     def determined(self) -> bool:

@@ -122,7 +122,8 @@ def letters(text: str) -> list[str]:
 
 @register
 class ScriptCheck(Check):
-    """Share of the letters that belong to one Unicode script, e.g. Cyrillic for Russian."""
+    """Share of the letters that belong to one Unicode script, e.g. Cyrillic for Russian
+    (code and URLs removed first)."""
 
     type: Literal["script"]
     script: NonEmptyText  # Unicode script name, e.g. Cyrillic, Latin, Greek, Han
@@ -144,7 +145,9 @@ class ScriptCheck(Check):
         return f"script:{self.script}"
 
     def score(self, text: str) -> CheckResult:
-        found = letters(text)
+        # Code and URLs are not prose: a Russian reply with a pip command in it is Russian
+        # (as the language check reads it; checks.jsonl `script-ru-code`).
+        found = letters(strip_code(text))
         if len(found) < self.min_letters:
             return CheckResult(value=NAN, reason=f"{len(found)} letters < {self.min_letters}")
         prefixes = SCRIPT_PREFIXES[self.script]

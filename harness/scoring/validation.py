@@ -26,7 +26,7 @@ from harness.config import DEFAULT_CANDIDATE_LANGUAGES
 from harness.errors import UserError
 from harness.records import GenerationRecord, Segment
 from harness.scoring.score import score_checks
-from harness.scoring.windows import split_windows
+from harness.scoring.windows import response_text, split_windows
 from harness.stats import DEFAULT_LEVEL, binomial_interval
 from harness.userfiles import user_json_objects
 
@@ -156,7 +156,8 @@ class _Verdict(BaseModel):
 
 def _windows(row: LabelledReply, tokenizer) -> list[str]:
     """The row's window texts, cut by the run's `split_windows` (a reminder's tokens are
-    injected, as a run injects them, and skipped by the windows)."""
+    injected, as a run injects them, and skipped by the windows); a response-scope check
+    gets the whole reply without the reminder, as a run scores it."""
     if tokenizer is None:
         raise UserError("labelled rows with 'window' need a tokenizer (a model) to be cut")
     encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
@@ -173,6 +174,8 @@ def _windows(row: LabelledReply, tokenizer) -> list[str]:
     record = GenerationRecord.from_transcript(
         {"item": "labelled", "continuation_ids": before + reminder + after, "segments": segments}
     )
+    if row.check.scope == "response":  # a run scores these on the whole reply, reminder aside
+        return [response_text(record, tokenizer)]
     return [w.text for w in split_windows(record, tokenizer, row.window)]
 
 

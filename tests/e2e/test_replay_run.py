@@ -50,7 +50,7 @@ def replay(tmp_path_factory, embedded_model_path) -> Path:
     )
     item = {"id": "support-fr", "system": SYSTEM, "history": "logs.jsonl",
             "replay": ["reference", "own"],
-            "checks": [{"type": "language", "target": "fr", "min_letters": 10}]}  # fmt: skip
+            "checks": [{"type": "language", "target": "fr", "abstain_below": 10}]}  # fmt: skip
     (root / "suite.yaml").write_text(yaml.safe_dump({"suite": "replays", "items": [item]}))
     config = {
         "name": "replay-e2e",

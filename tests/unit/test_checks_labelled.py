@@ -52,7 +52,7 @@ def _language_verdicts():
         for target, expected in ((lang, True), (other, False)):
             check = checks.setdefault(
                 target,
-                LanguageCheck(type="language", target=target, min_letters=20, threshold=0.5),
+                LanguageCheck(type="language", target=target),
             )
             verdicts.append(
                 (window["id"], target, expected, check.passed(check.score(window["text"])))
@@ -69,8 +69,8 @@ def test_language_check_accuracy_on_labelled_windows():
     assert accuracy >= 0.95, wrong
 
 
-def test_language_check_undetermined_below_min_letters():
-    check = LanguageCheck(type="language", target="fr", min_letters=20, threshold=0.5)
+def test_language_check_undetermined_below_abstain_below():
+    check = LanguageCheck(type="language", target="fr")
     for window in WINDOWS:
         if window["lang"] is None:
             result = check.score(window["text"])
@@ -78,7 +78,7 @@ def test_language_check_undetermined_below_min_letters():
 
 
 def test_language_check_batch_matches_single():
-    check = LanguageCheck(type="language", target="de", min_letters=20, threshold=0.5)
+    check = LanguageCheck(type="language", target="de")
     texts = [w["text"] for w in WINDOWS[:10]]
     batch = check.score_many(texts)
     single = [check.score(t) for t in texts]

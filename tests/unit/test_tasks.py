@@ -33,10 +33,10 @@ def test_languages_cover_the_required_targets():
 @pytest.mark.parametrize("item", SUITES["languages"].items, ids=lambda i: i.id)
 def test_language_items_ask_in_english_and_restate_in_the_target(item):
     (spec,) = [c for c in item.checks if isinstance(c, LanguageCheck)]
-    check = LanguageCheck(type="language", target=spec.target, min_letters=10)
+    check = LanguageCheck(type="language", target=spec.target)
     assert check.passed(check.score(item.restatement)), item.restatement
     assert check.passed(check.score(item.reminder)), item.reminder
-    english = LanguageCheck(type="language", target="en", min_letters=10)
+    english = LanguageCheck(type="language", target="en")
     assert english.passed(english.score(item.user)), item.user
 
 
