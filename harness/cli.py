@@ -13,7 +13,19 @@ import traceback
 
 import typer
 
-from harness.commands import bench, export, gate, init, models, probe, relay, report, run, score
+from harness.commands import (
+    bench,
+    checks,
+    export,
+    gate,
+    init,
+    models,
+    probe,
+    relay,
+    report,
+    run,
+    score,
+)
 from harness.errors import INTERNAL_ERROR, Interrupted, UserError, exit_with_error
 
 # harness.logs quiets the libraries at import, before any engine process is spawned
@@ -45,6 +57,7 @@ app.command("gate")(gate.gate_command)
 app.command("probe")(probe.probe_command)
 app.command("relay")(relay.relay_command)
 app.command("score")(score.score_command)
+app.command("checks")(checks.checks_command)
 app.command("report")(report.report_command)
 app.command("export")(export.export_command)
 app.command("bench", context_settings=bench.CONTEXT_SETTINGS)(bench.bench_command)

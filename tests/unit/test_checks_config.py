@@ -58,6 +58,13 @@ def _suite(tmp_path, check, items=True):
         ({"type": "language", "target": "kl"}, "that the language detector (lingua) supports"),
         ({"type": "language", "target": "fr", "scope": "response"}, "Input should be 'window'"),
         (
+            {"type": "language", "target": "fr", "threshold": 0.5},
+            "'threshold' and 'min_letters' were replaced: the language check now passes when its "
+            "target ranks first among the candidates by 'margin' (default 0.02); set 'margin' / "
+            "'abstain_below'",
+        ),
+        ({"type": "language", "target": "fr", "min_letters": 20}, "set 'margin' / 'abstain_below'"),
+        (
             {"type": "vibes"},
             "unknown check type: 'vibes' (expected one of 'ifeval', 'judge', 'language', ",
         ),
