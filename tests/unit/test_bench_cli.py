@@ -53,8 +53,8 @@ def test_unknown_benchmark_is_one_line(run_cli, started):
     code, _, err = run_cli(["bench", "nope", "--rss-tokens", "1"])
     assert code == 2 and err.count("\n") == 1
     available = (
-        "available: conversation, corrected, coverage, forks, generation, laws, probe, runtime, "
-        "scoring"
+        "available: checks, conversation, corrected, coverage, forks, generation, laws, probe, "
+        "runtime, scoring"
     )
     assert f"unknown benchmark 'nope' ({available}" in err
     assert started == []

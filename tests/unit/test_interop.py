@@ -123,7 +123,7 @@ def test_a_scored_log_exported_as_inspect_log_has_one_scored_sample_per_conversa
     by_id = {s.id: s for s in log.samples}
     # ticket-1: 1 of its 2 turns is French; its first turn explains
     assert by_id["ticket-1"].scores["language:fr"].value == 0.5
-    assert by_id["ticket-1"].scores["language:fr"].explanation.startswith("turn 1 failed: fr")
+    assert by_id["ticket-1"].scores["language:fr"].explanation.startswith("turn 1 failed: found en")
     assert by_id["ticket-0"].scores["language:fr"].value == 1.0
     assert by_id["ticket-0"].metadata["item"] == "fr-support"
     assert [m.role for m in by_id["ticket-0"].messages] == [
