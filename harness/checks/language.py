@@ -2,7 +2,7 @@
 
 Each detector is built once per process per candidate set and reused: lingua with all 75
 languages costs ~1.2 GB RSS, a dozen candidates ~340 MB with the models loaded; py3langid's
-model ships inside its package (no download) and adds ~44 MiB.
+model ships inside its package (no download) and adds ~10 MiB (bench/checks.py).
 
 The verdict is a ranking, not an absolute confidence: the target passes when its averaged
 probability is the highest among the candidates by at least `margin`. An absolute threshold
@@ -97,8 +97,8 @@ def candidate_probabilities(texts: Sequence[str], candidates: Sequence[str]) -> 
     """{language: probability} per text over `candidates`: the mean of lingua's confidence
     and py3langid's normalised probability (a language py3langid does not know: lingua's
     alone). Two detectors of different kinds (lingua's n-gram rules, langid's naive Bayes on
-    byte n-grams) err on different short texts: the mean ranks the right language first far
-    more often than either alone (docs/checks.md)."""
+    byte n-grams) err on different short texts: the mean ranks the right language first more
+    often than lingua alone (docs/checks.md)."""
     codes = frozenset(c.lower() for c in candidates)
     if not texts:
         return []
