@@ -43,7 +43,8 @@ def checks_command(
         try:
             candidates = ScoringConfig(languages=languages).languages
         except ValueError as exc:  # pydantic's ValidationError is a ValueError
-            raise UserError(f"--language: {exc.errors()[0]['msg']}") from None
+            msg = exc.errors()[0]["msg"].removeprefix("Value error, ")
+            raise UserError(f"--language: {msg}") from None
     tokenizer = None
     if any(row.window is not None for row in rows):
         from harness.scoring.io import load_tokenizer  # lazy: loads a model's tokenizer

@@ -277,7 +277,8 @@ GROUPINGS: dict[str, GroupKey] = {
     "check_id": lambda s: s.check,
     "band": lambda s: s.row.band,
     "stratum": lambda s: s.row.stratum or "main",
-    "label": lambda s: str(getattr(s.row.check, "target", "")),
+    # the language check's target; a check without one: its type
+    "label": lambda s: str(getattr(s.row.check, "target", "") or s.row.check.type),
 }
 
 

@@ -84,12 +84,11 @@ def test_the_failing_conversations_and_turns_with_their_texts_escaped(folder, ru
     assert [(r[0], r[2], r[3]) for r in first] == [
         ("early", "1", "language:fr"), ("late", "3", "language:fr")
     ]  # fmt: skip
-    assert first[0][5] == "1 / 2" and first[0][4].startswith(
-        "found en "
-    )  # the reason names what was found
+    # the reason names what was found
+    assert first[0][5] == "1 / 2" and first[0][4].startswith("found en ")
     turns = _table_rows(page, "<h3>Failing turns</h3>")
     assert [(r[0], r[1]) for r in turns] == [("early", "1"), ("late", "3")]
-    assert "language:fr: fr " in turns[0][2] and "regex_must_not:whale" in turns[0][2]
+    assert "language:fr: found en " in turns[0][2] and "regex_must_not:whale" in turns[0][2]
     assert turns[0][3] == "Et ensuite ? <b>1</b>" and turns[1][3] == "Et ensuite ? <b>3</b>"
     assert turns[0][4] == (ATTACK + ENGLISH).strip()
     # model output and user text are escaped: no tag of the log reaches the page
