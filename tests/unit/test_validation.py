@@ -98,3 +98,22 @@ def test_window_rows_are_cut_and_skip_the_reminder():
     scored = score_labelled([whole, cut, reminder], tokenizer=_CharTokenizer())
     # a constraint on the reply's end fails in the windows the boundary cuts off from it
     assert [s.outcome for s in scored] == ["true_pass", "false_fail", "true_pass"]
+
+
+def test_a_response_check_on_a_windowed_row_reads_the_whole_reply():
+    # as a run scores it: the whole reply, the reminder left out (not each window)
+    ends = {"type": "ifeval", "id": "startend:end_checker", "kwargs": {"end_phrase": "Bye, Ada."}}
+    text = "Your books are due back on 4 June. Bye, Ada."
+    row = LabelledReply(
+        text=text, check=ends, expected=True, window=8, reminder="Remember: be Ada.",
+        reminder_at=text.index("Bye"),
+    )  # fmt: skip
+    (scored,) = score_labelled([row], tokenizer=_CharTokenizer())
+    assert scored.outcome == "true_pass", scored.reason
+
+
+def test_the_script_check_does_not_count_code():
+    cyrillic = {"type": "script", "script": "Cyrillic", "min_share": 0.8}
+    text = "Запустите команду:\n```\npip install requests --upgrade\n```\nи перезапустите."
+    (scored,) = score_labelled([LabelledReply(text=text, check=cyrillic, expected=True)])
+    assert scored.outcome == "true_pass", scored.reason
