@@ -10,10 +10,11 @@ from pathlib import Path
 
 import typer
 
-from harness.atomic import atomic_write_text
 from harness.errors import UserError
 
 TABLE_METRIC = "l2"
+# the files as the closing line names them
+FILE_ORDER = ("divergence.csv", "attention.csv", "nexttoken.csv", "fits.csv")
 
 
 def probe_command(
@@ -97,7 +98,7 @@ def probe_command(
 ) -> None:
     """Hidden-state divergence between two prompts that share one continuation, per layer."""
     from harness.models import is_untrained, parse_model_name, untrained_name  # lazy: CLI start-up
-    from harness.probes.experiment import ProbeRequest  # lazy: loads torch
+    from harness.probe_plan import ProbeRequest  # lazy: loads transformers
     from harness.probes.pairs import PairSpec, load_pairs, read_text_arg  # lazy: CLI start-up
 
     if tokens <= 0 or t_min <= 0 or chunk < 0:
@@ -193,48 +194,25 @@ def _run(request, out: Path | None, fresh: bool = False) -> None:
 
     from rich.console import Console
 
-    from harness.probes.experiment import UnitCache, run_probe  # lazy: loads torch
+    from harness.pipeline import run_probe  # lazy: CLI start-up
+    from harness.probe_plan import plan_probe  # lazy: loads transformers
 
     err = Console(stderr=True)
     folder = out or Path("reports") / time.strftime("probe-%Y%m%d-%H%M%S")
-    if folder.exists() and not folder.is_dir():
-        raise UserError(f"--out {folder} exists and is not a folder")
     with err.status("probing ...") as status:
 
-        def progress(msg: str) -> None:
+        def say(msg: str) -> None:
             status.update(f"probing {msg} ...")
             if not err.is_terminal:  # a log file gets one line per pair instead of a spinner
                 err.print(f"{time.strftime('%H:%M:%S')} probing {msg}")
 
-        cache = UnitCache(folder, fresh=fresh)
-        try:  # every continuation and curve set is kept under <out>/cache: a re-run resumes
-            tables = run_probe(request, progress=progress, cache=cache)
-        finally:
-            cache.close()
-    for note in tables.notes:
+        # every check before the first token; then the stages, resuming from <out>/cache
+        ctx = run_probe(plan_probe(request, folder, fresh), say)
+    for note in ctx.notes:
         err.print(f"[yellow]note:[/yellow] {note}")
-    folder.mkdir(parents=True, exist_ok=True)
-    files = [("nexttoken.csv", tables.nexttoken), ("fits.csv", tables.fits)]
-    if request.backend != "openai":  # an endpoint hands out no hidden states or attention
-        files[:0] = [("divergence.csv", tables.divergence), ("attention.csv", tables.attention)]
-    for name, frame in files:
-        _write_csv(frame, folder / name)
-    _write_continuations(tables.continuations, folder / "continuations.jsonl")
-    Console(width=160).print(alpha_table(tables.fits))
-    names = ", ".join(name for name, _ in files)
-    err.print(f"wrote {folder}/{names}, continuations.jsonl")
-
-
-def _write_continuations(conts: dict[str, list[int]], path: Path) -> None:
-    """The shared continuation of each pair, as rows reusable via `--continuation FILE#row`."""
-    import json
-
-    rows = [json.dumps({"pair": name, "continuation_ids": ids}) for name, ids in conts.items()]
-    atomic_write_text(path, "".join(row + "\n" for row in rows))
-
-
-def _write_csv(frame, path: Path) -> None:
-    atomic_write_text(path, frame.to_csv(index=False, float_format="%.8g"))
+    Console(width=160).print(alpha_table(ctx.outputs["fits.csv"]))
+    csvs = [name for name in FILE_ORDER if name in ctx.outputs]
+    err.print(f"wrote {folder}/{', '.join(csvs)}, continuations.jsonl")
 
 
 def alpha_table(fits):
