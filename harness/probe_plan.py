@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from harness.endpoint import BaseUrl, ServedModel, endpoint_of
 from harness.errors import UserError
 from harness.models import ResolvedModel, resolve_model
 from harness.probes.backend import EndpointBackend
@@ -39,18 +40,13 @@ class ProbeRequest(BaseModel):
     tensor_parallel_size: int = Field(1, gt=0)  # the vllm backend's engine
     pipeline_parallel_size: int = Field(1, gt=0)
     # the openai backend's endpoint (EndpointProbe's settings)
-    base_url: str | None = None
-    served_model: str | None = None
+    base_url: BaseUrl = None
+    served_model: ServedModel = None
     top_k: int = Field(20, gt=0)
     concurrency: int = Field(8, gt=0)
 
     def endpoint(self) -> dict:
-        return {
-            "base_url": self.base_url,
-            "served_model": self.served_model,
-            "top_k": self.top_k,
-            "concurrency": self.concurrency,
-        }
+        return {**endpoint_of(self).options(), "top_k": self.top_k, "concurrency": self.concurrency}
 
 
 @dataclass
