@@ -1,7 +1,8 @@
 """`harness probe`'s plan: every input checked before the first token (docs/architecture.md,
 "The flow of one run"; the probe's stages: `harness.stages.probe_cli`).
 
-`plan_probe` resolves the models, checks each against the backend (vLLM's support, the
+`probe_request` checks and combines the command's flags (`ProbeFlags`); `plan_probe` resolves
+the models, checks each against the backend (vLLM's support, the
 endpoint's preflight) and the layer indices against its depth, tokenises every pair, loads
 every continuation file and checks prompt + continuation against the context. A bad input
 fails here, in one line with exit code 2, and leaves no --out folder.
@@ -9,6 +10,8 @@ fails here, in one line with exit code 2, and leaves no --out folder.
 
 from __future__ import annotations
 
+import importlib.util
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -17,9 +20,21 @@ from pydantic import BaseModel, Field
 
 from harness.endpoint import BaseUrl, ServedModel, endpoint_of
 from harness.errors import UserError
-from harness.models import ResolvedModel, resolve_model
+from harness.models import (
+    ResolvedModel,
+    is_untrained,
+    parse_model_name,
+    resolve_model,
+    untrained_name,
+)
 from harness.probes.backend import EndpointBackend
-from harness.probes.pairs import PairSpec, file_continuation, pair_prompt_ids
+from harness.probes.pairs import (
+    PairSpec,
+    file_continuation,
+    load_pairs,
+    pair_prompt_ids,
+    read_text_arg,
+)
 
 
 class ProbeRequest(BaseModel):
@@ -47,6 +62,130 @@ class ProbeRequest(BaseModel):
 
     def endpoint(self) -> dict:
         return {**endpoint_of(self).options(), "top_k": self.top_k, "concurrency": self.concurrency}
+
+
+class ProbeFlags(BaseModel):
+    """The command line as given (`harness probe`'s options); `probe_request` combines them."""
+
+    model: str
+    prompt_a: str | None = None
+    prompt_b: str | None = None
+    system_a: str | None = None
+    system_b: str | None = None
+    user: str | None = None
+    continuation: str
+    generator: str = "auto"
+    tokens: int
+    layers: str = "all"
+    t_min: int = 16
+    pairs: Path | None = None
+    compare: str | None = None
+    attention_bias: str | None = None
+    backend: str = "hf"
+    base_url: str | None = None
+    served_model: str | None = None
+    top_k: int = 20
+    concurrency: int = 8
+    chunk: int = 0
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    seed: int = 0
+    n_boot: int = 1000
+
+
+def probe_request(flags: ProbeFlags) -> ProbeRequest:
+    """The flags checked and combined: the numbers, the generator and backend (`auto`
+    resolved), the pairs (--pairs, raw prompts or chat prompts), the models (--compare)."""
+    f = flags
+    if f.tokens <= 0 or f.t_min <= 0 or f.chunk < 0:
+        raise UserError("--tokens and --t-min must be positive, --chunk 0 or positive")
+    if f.tensor_parallel_size <= 0 or f.pipeline_parallel_size <= 0:
+        raise UserError("--tensor-parallel-size and --pipeline-parallel-size must be positive")
+    if f.tokens < f.t_min:
+        raise UserError(f"--tokens {f.tokens} is shorter than --t-min {f.t_min}: nothing to fit")
+    generator = f.generator
+    if generator == "auto":
+        generator = "vllm" if importlib.util.find_spec("vllm") else "hf"
+    if generator not in ("hf", "vllm"):
+        raise UserError(f"--generator must be 'vllm', 'hf' or 'auto', got '{generator}'")
+    if f.backend not in ("hf", "vllm", "openai", "auto"):
+        raise UserError(f"--backend must be 'vllm', 'hf', 'openai' or 'auto', got '{f.backend}'")
+    if f.top_k <= 0 or f.concurrency <= 0:
+        raise UserError("--top-k and --concurrency must be positive")
+    if f.backend != "openai" and (f.base_url or f.served_model):
+        raise UserError("--base-url and --served-model need --backend openai")
+    specs = _pair_specs(f)
+    models = _models(f)
+    lams = _parse_lams(f.attention_bias)
+    backend = _auto_backend(models, lams is not None) if f.backend == "auto" else f.backend
+    return ProbeRequest(
+        models=models, pairs=specs, continuation=f.continuation, tokens=f.tokens,
+        layers=f.layers, t_min=f.t_min, lams=lams, chunk=f.chunk or None, seed=f.seed,
+        n_boot=f.n_boot, backend=backend, generator=generator,
+        tensor_parallel_size=f.tensor_parallel_size,
+        pipeline_parallel_size=f.pipeline_parallel_size, base_url=f.base_url,
+        served_model=f.served_model, top_k=f.top_k, concurrency=f.concurrency,
+    )  # fmt: skip
+
+
+def _pair_specs(f: ProbeFlags) -> list[PairSpec]:
+    """--pairs FILE, or --prompt-a/--prompt-b, or --system-a/--system-b/--user: one of them."""
+    raw = f.prompt_a is not None or f.prompt_b is not None
+    chat = any(v is not None for v in (f.system_a, f.system_b, f.user))
+    if f.pairs is not None and (raw or chat):
+        raise UserError("give either --pairs FILE or prompts on the command line, not both")
+    if f.pairs is not None:
+        return load_pairs(f.pairs)
+    if raw and not chat:
+        if f.prompt_a is None or f.prompt_b is None:
+            raise UserError("--prompt-a and --prompt-b must both be given")
+        a, b = read_text_arg(f.prompt_a), read_text_arg(f.prompt_b)
+        return [PairSpec(name="cli", prompt_a=a, prompt_b=b)]
+    if chat and not raw:
+        if f.system_a is None or f.system_b is None or f.user is None:
+            raise UserError("--system-a, --system-b and --user must all be given")
+        texts = [read_text_arg(v) for v in (f.system_a, f.system_b, f.user)]
+        return [PairSpec(name="cli", system_a=texts[0], system_b=texts[1], user=texts[2])]
+    raise UserError("give --prompt-a/--prompt-b, or --system-a/--system-b/--user, or --pairs FILE")
+
+
+def _models(f: ProbeFlags) -> list[str]:
+    """--model, and its untrained twin with --compare untrained; every name parsed."""
+    models = [f.model]
+    if f.compare is not None:
+        if f.compare != "untrained":
+            raise UserError(f"--compare supports only 'untrained', got '{f.compare}'")
+        if is_untrained(f.model):
+            raise UserError("--compare untrained needs a trained --model")
+        if f.backend == "openai":
+            raise UserError("--compare untrained: the untrained twin is served nowhere")
+        models.append(untrained_name(f.model))
+    for name in models:
+        parse_model_name(name)
+    return models
+
+
+def _auto_backend(models: list[str], bias: bool) -> str:
+    """vllm when it can probe every model (and no attention bias is asked for), else hf."""
+    if bias:
+        return "hf"
+    from harness.probes.vllm_backend import vllm_support  # lazy: loads torch
+
+    return "hf" if any(vllm_support(resolve_model(m).path) for m in models) else "vllm"
+
+
+def _parse_lams(value: str | None) -> list[float] | None:
+    if value is None:
+        return None
+    try:
+        lams = [float(part) for part in value.split(",") if part.strip()]
+    except ValueError:
+        raise UserError(
+            f"--attention-bias must be comma-separated numbers, got '{value}'"
+        ) from None
+    if not lams or not all(math.isfinite(lam) for lam in lams):
+        raise UserError(f"--attention-bias needs finite numbers, got '{value}'")
+    return sorted(set(lams))
 
 
 @dataclass
