@@ -93,10 +93,10 @@ class ProbeContext:
     stage: Stage | None = None
     continuations: dict[str, list[int]] = field(default_factory=dict)  # pair -> shared ids
     curves: list[ProbedPair] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # for the user: the plan's, then the stages'
 
-    @property
-    def notes(self) -> list[str]:
-        return self.plan.notes
+    def __post_init__(self) -> None:
+        self.notes = [*self.plan.notes, *self.notes]
 
     def key(self, model: ResolvedModel, inputs: list, params: dict) -> str:
         return unit_key(UNITS, model=model.content_key, inputs=inputs, params=params)
