@@ -212,3 +212,31 @@ def test_probe_files_take_a_lam_column_after_model_and_nothing_else():
     assert list(fits.columns) == ["model", "lam", *ProbeFitRow.columns()[1:]]
     with pytest.raises(ValueError, match="undeclared column"):
         result_frame(ProbeFitRow, fits.assign(item="x"))
+
+
+def test_probe_tables_and_fits_stages_write_their_declared_files(tmp_path):
+    """harness probe's last two stages over two curve sets: every file they write has its row
+    model's columns (`lam` after `model` with a sweep), floats in the schema's format."""
+    import pandas as pd
+
+    from harness.pipeline import run_stages
+    from harness.probe_plan import ProbePlan, ProbeRequest
+    from harness.results import PROBE_FILES, frame_columns
+    from harness.stages.probe_cli import PROBE_STAGES, ProbeContext
+
+    request = ProbeRequest(
+        models=["m"], pairs=[PairSpec(name="p", prompt_a="a", prompt_b="b")],
+        continuation="x", tokens=256, n_boot=20, lams=[0.0, 1.0],
+    )  # fmt: skip
+    plan = ProbePlan(request, [], tmp_path, ids={}, given={})
+    ctx = ProbeContext(plan, store=None, out_dir=tmp_path)
+    ctx.curves = [("m", lam, "p", _fake(False, 1.0)) for lam in (0.0, 1.0)]
+    run_stages(ctx, PROBE_STAGES[2:], show_progress=False)
+    assert sorted(ctx.outputs) == sorted(PROBE_FILES)
+    for name, row in PROBE_FILES.items():
+        frame = pd.read_csv(tmp_path / name)
+        assert list(frame.columns) == frame_columns(row, frame.columns), name
+        assert list(frame.columns)[:2] == ["model", "lam"], name
+    assert len(pd.read_csv(tmp_path / "attention.csv")) == 0  # no shares in these curves
+    line = (tmp_path / "divergence.csv").read_text().splitlines()[-1]
+    assert line.split(",")[-1] == f"{_fake(False, 1.0).cos_dist[1, -1]:.9g}"
