@@ -219,7 +219,7 @@ def _actual(entry: dict | None, want: int) -> int | None:
 
 
 def endpoint_settings(config: RunConfig) -> dict:
-    """EndpointProbe's settings of a run: probe.* where set, else the generation endpoint's."""
+    """EndpointProbe's settings of a run: the probe's endpoint over generation's (Endpoint.over)."""
     probe, gen = config.probe, config.generation
     endpoint = endpoint_of(probe).over(endpoint_of(gen))
     return {**endpoint.options(), "top_k": probe.top_k, "concurrency": probe.concurrency}
