@@ -32,7 +32,6 @@ import numpy as np
 import pandas as pd
 from _cover import Cell, MissingMetric, columns, coverage_cell
 from _simulated import TOKENS, WINDOWS, breaks, fade_rates, flat, window_rows
-from scipy import stats
 
 from harness.analysis.policies import compare_policies
 from harness.scoring.adherence import adherence_curves, adherence_summary

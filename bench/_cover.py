@@ -141,10 +141,10 @@ def print_cells(cells: list[Cell]) -> None:
         for c in group:
             if c.decision:
                 extra = ", ".join(f"{k} {v}" for k, v in c.extra.items())
-                print(f"  {c.scenario:<34} {c.rate:.3f}  ({extra})")
+                print(f"  {c.scenario:<40} {c.rate:.3f}  ({extra})")
             else:
                 none = f"  no interval {c.none:.2f}" if c.none else ""
-                print(f"  {c.scenario:<34} {c.rate:.3f}  {c.width:7.3f}{none}")
+                print(f"  {c.scenario:<40} {c.rate:.3f}  {c.width:7.3f}{none}")
 
 
 def verdict(cells: list[Cell], quick: bool = False) -> int:

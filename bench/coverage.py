@@ -39,20 +39,20 @@ from _simulated import FLAT
 
 FAMILIES = ("adherence", "survival", "conversations", "forks", "calibration", "sequential")
 # the full grid: (family, function, arguments before reps and rng)
-FULL = (
-    [("adherence", flat_cells, (proc, n, p, p == 0.9)) for proc in FLAT for n in (4, 16, 64)
-     for p in (0.5, 0.9, 0.99)]
+FULL = (  # the cheap families first: a run stopped early has measured them
+    [("forks", fork_cells, (n, d, s)) for n in (4, 16, 64) for d in (2, 4) for s in (0, 0.5)]
+    + [("calibration", calibration_cells, (proc, n)) for proc in ("independent", "sticky")
+       for n in (4, 16, 64)]
+    + [("conversations", conversation_cells, (proc, n)) for n in (4, 16, 64)
+       for proc in ("independent", "markov 0.7", "sticky", "breaks h=0.2", "breaks h=0.45")]
+    + [("sequential", sequential_cells, (proc, p)) for proc in ("sticky", "independent", "mixed")
+       for p in (0.72, 0.88)]
     + [("survival", survival_cells, ("breaks", n, (h,))) for n in (4, 16, 64)
        for h in (0.08, 0.2, 0.45)]
     + [("survival", survival_cells, ("fades", n, (0.95, d))) for n in (4, 16, 64)
        for d in (0.85, 0.7)]
-    + [("conversations", conversation_cells, (proc, n)) for n in (4, 16, 64)
-       for proc in ("independent", "markov 0.7", "sticky", "breaks h=0.2", "breaks h=0.45")]
-    + [("forks", fork_cells, (n, d, s)) for n in (4, 16, 64) for d in (2, 4) for s in (0, 0.5)]
-    + [("calibration", calibration_cells, (proc, n)) for proc in ("independent", "sticky")
-       for n in (4, 16, 64)]
-    + [("sequential", sequential_cells, (proc, p)) for proc in ("sticky", "independent", "mixed")
-       for p in (0.72, 0.88)]
+    + [("adherence", flat_cells, (proc, n, p, p == 0.9)) for proc in FLAT for n in (4, 16, 64)
+     for p in (0.5, 0.9, 0.99)]
 )  # fmt: skip
 QUICK = (
     ("adherence", flat_cells, ("sticky", 8, 0.9, True)),
@@ -66,12 +66,18 @@ QUICK = (
 QUICK_REPS = 40
 
 
-def measure(grid, reps: int, seed: int, only: set[str]) -> list:
+def measure(grid, reps: int, seed: int, only: set[str], progress: bool) -> list:
+    """Every cell of the grid's families in `only`; `progress`: each scenario's cells are
+    printed as they come (a long run that is stopped still shows what it measured)."""
     rng = np.random.default_rng(seed)
     cells = []
     for family, function, args in grid:
         if family in only:
-            cells += function(*args, reps, rng)
+            new = function(*args, reps, rng)
+            cells += new
+            if progress:
+                text = ", ".join(f"{c.metric} {c.rate:.3f}/{c.width:.3g}" for c in new)
+                print(f"[{family} {new[0].scenario}] coverage/width: {text}", flush=True)
     return cells
 
 
@@ -86,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     reps = QUICK_REPS if args.quick else args.reps
     start = time.perf_counter()
-    cells = measure(QUICK if args.quick else FULL, reps, args.seed, set(args.only))
+    grid = QUICK if args.quick else FULL
+    cells = measure(grid, reps, args.seed, set(args.only), progress=not args.quick)
     print(f"{reps} simulated runs per cell, seed {args.seed}; 95 % intervals")
     print_cells(cells)
     code = verdict(cells, quick=args.quick)
