@@ -183,12 +183,16 @@ def test_a_judge_is_measured_on_the_same_scale_and_its_rates_correct_a_judged_co
     # code passes 40 windows (the judge passes 36 of them), fails 20 (the judge fails 15)
     met = windows_from(table_pairs(both_pass=36, judge_only=5, code_only=4, both_fail=15))
     (row,) = judge_calibration(met).to_dict("records")
-    assert (row["sensitivity"], row["sensitivity_n"]) == (pytest.approx(0.9), 40)
-    assert (row["specificity"], row["specificity_n"]) == (pytest.approx(0.75), 20)
-    exact = mean_interval([1.0] * 36 + [0.0] * 4)  # the one exact interval of harness.stats
+    # the pooled shares, over records as the unit (5 windows each): records 0-7 hold the
+    # code's passes the judge passed, record 8 its 4 the judge failed; the code's fails are in
+    # records 7 and 8 (the judge passed them all) and 9-11 (the judge failed them all)
+    assert (row["sensitivity"], row["sensitivity_n"]) == (pytest.approx(0.9), 9)
+    assert (row["specificity"], row["specificity_n"]) == (pytest.approx(0.75), 5)
+    exact = mean_interval([1.0] * 8 + [0.0])  # each record's share is 0 or 1: exact
     assert (row["sensitivity_low"], row["sensitivity_high"]) == pytest.approx(
         (exact.low, exact.high)
     )
+    assert row["sensitivity_method"] == "clopper-pearson over records"
     rates = measured_judges(judge_calibration(met))
     assert rates[JUDGE].true_pass == 36 and rates[JUDGE].false_pass == 5 and CODE not in rates
     # an item only the judge decides is corrected with the judge's measured rates
