@@ -16,7 +16,8 @@ gives
 
 Intervals (harness.stats), the record being the unit (windows of one sample are not
 independent): accuracy, the bounded-mean interval of the per-record shares of agreeing windows
-(exact binomial when each record agrees everywhere or nowhere); kappa of one rule, the range
+(exact binomial when each record agrees everywhere or nowhere); the judge's sensitivity and
+specificity against the code check likewise over the per-record shares; kappa of one rule, the range
 of (p_o - p_e) / (1 - p_e) over the box of simultaneous intervals for p_o and the two pass
 rates (each per-record bounded-mean, at level 1 - alpha/3, Bonferroni): kappa rises with p_o
 and falls with p_e, and p_e is bilinear in the rates, so the box's corners bound it
