@@ -15,20 +15,26 @@ and its corrected estimate) and turns.csv rows fed to
 `harness.analysis.conversations.turn_curves` (a(k), pointwise). Each run is an item with its
 own check id, so every run carries its own validation draw.
 
-Per cell: coverage of the truth p by the corrected interval and its mean width, beside the raw
-interval's coverage of p (the raw interval covers the raw rate Se p + (1 - Sp)(1 - p), not p)
-and width. Goal: every corrected cell >= 0.94. Monte-Carlo error of a coverage near 0.95 over R
-runs: sqrt(0.05 x 0.95 / R) (0.011 at 400).
+Per cell: coverage of the truth p by the corrected interval and its mean width (a(k) read at
+turn 4, one interval per run), beside the raw interval's coverage of p (the raw interval covers
+the raw rate Se p + (1 - Sp)(1 - p), not p, so it is shown, not judged) and width. Verdict on
+the corrected cells: bench/coverage.py's (bench/_cover.py: a one-sided exact binomial test per
+cell, Holm over the cells at 5 %, a floor of 0.93; `--quick`: the quick floor); exits 1 when a
+cell fails. Monte-Carlo error of a coverage near 0.95 over R runs: sqrt(0.05 x 0.95 / R)
+(0.011 at 400).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
 
 import numpy as np
 import pandas as pd
+from _cover import coverage_cell
+from _cover import verdict as cover_verdict
 from _simulated import WINDOWS, window_rows
 
 from harness.analysis.conversations import turn_curves
@@ -77,10 +83,9 @@ def turn_rows(passes: np.ndarray) -> pd.DataFrame:
                     conversation_id="")  # fmt: skip
 
 
-def cover(low, high, truth: float) -> tuple[float, float]:
-    low, high = np.asarray(low, float), np.asarray(high, float)
-    covered = (low <= truth + 1e-12) & (truth - 1e-12 <= high)
-    return float(covered.mean()), float(np.nanmean(high - low))
+def cover(low, high, truth: float, metric: str = "", label: str = ""):
+    """The cell (bench/_cover.py) of one interval per run."""
+    return coverage_cell("corrected", metric, label, low, high, truth)
 
 
 def one_cell(process: str, check: tuple, n: int, p: float, reps: int, rng) -> dict:
@@ -90,17 +95,19 @@ def one_cell(process: str, check: tuple, n: int, p: float, reps: int, rng) -> di
     summaries = adherence_summary(window_rows(seen, check_per_run=True), rates=rates)
     auc = pd.DataFrame([r.model_dump() for r in summaries])
     turns = turn_curves(turn_rows(seen), rates=rates)
+    turns = turns[turns["turn"] == 4]  # one a(k) interval per run: independent cells
+    label = f"{process} {name} n={n} p={p}"
     return dict(
         process=process, check=name, n=n, p=p,
-        auc=cover(auc["auc_corrected_low"], auc["auc_corrected_high"], p),
+        auc=cover(auc["auc_corrected_low"], auc["auc_corrected_high"], p, "auc", label),
         auc_raw=cover(auc["auc_low"], auc["auc_high"], p),
-        a=cover(turns["a_corrected_low"], turns["a_corrected_high"], p),
+        a=cover(turns["a_corrected_low"], turns["a_corrected_high"], p, "a(k)", label),
         a_raw=cover(turns["a_low"], turns["a_high"], p),
     )  # fmt: skip
 
 
-def _fmt(cell: tuple[float, float]) -> str:
-    return f"{cell[0]:.3f} {cell[1]:.3f}"
+def _fmt(cell) -> str:
+    return f"{cell.rate:.3f} {cell.width:.3f}"
 
 
 def print_cells(rows: list[dict]) -> None:
@@ -120,19 +127,16 @@ def print_cells(rows: list[dict]) -> None:
                     print(f"{process:<12} {check[0]:<20} {n:>3}  {text}")
 
 
-def verdict(rows: list[dict]) -> float:
-    lowest = min(r[m][0] for r in rows for m in ("auc", "a"))
-    raw = min(r[m + "_raw"][0] for r in rows for m in ("auc", "a"))
-    widths = {n: np.mean([r["auc"][1] for r in rows if r["n"] == n]) for n in NS}
-    print(
-        f"\nlowest corrected coverage over the cells: {lowest:.3f} (goal >= 0.94); the raw "
-        f"interval's lowest coverage of p: {raw:.3f}"
-    )
+def verdict(rows: list[dict], quick: bool = False) -> int:
+    """The exit code: bench/_cover.py's verdict over the corrected cells."""
+    raw = min(r[m + "_raw"].rate for r in rows for m in ("auc", "a"))
+    widths = {n: np.mean([r["auc"].width for r in rows if r["n"] == n]) for n in NS}
+    print(f"\nthe raw interval's lowest coverage of p (not judged): {raw:.3f}")
     print("mean corrected AUC width by n: " + ", ".join(f"{n}: {w:.3f}" for n, w in widths.items()))
-    return lowest
+    return cover_verdict([r[m] for r in rows for m in ("auc", "a")], quick=quick)
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=400, help="simulated runs per cell")
     parser.add_argument("--quick", action="store_true", help="100 runs per cell")
@@ -149,9 +153,10 @@ def main() -> None:
     for name, se, sp, pos, neg in CHECKS:
         print(f"check {name}: Se {se}, Sp {sp}, validated on {pos} compliant + {neg} violating")
     print_cells(rows)
-    verdict(rows)
+    code = verdict(rows, quick=args.quick)
     print(f"({time.perf_counter() - start:.0f} s; MC error ~{math.sqrt(0.0475 / reps):.3f})")
+    return code
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -20,6 +20,7 @@ from pydantic import (
 
 from harness.checks.base import NonEmptyText
 from harness.checks.language import DEFAULT_CANDIDATE_LANGUAGES, LanguageCode
+from harness.endpoint import DEFAULT_KEY_ENV, BaseUrl, KeyEnv, ServedModel
 from harness.gate_specs import LOOP_METRICS, GateSpec, gate_problem
 from harness.policy_specs import (
     BASELINE,
@@ -54,11 +55,11 @@ class GenerationConfig(Strict):
     top_p: float = Field(0.95, gt=0, le=1)
     seed: int = 0
     continue_on_eos: bool = False
-    base_url: str | None = None  # openai engine; else $OPENAI_BASE_URL
-    served_model: str | None = (
-        None  # openai engine: the server's model name (default: its only one)
-    )
-    api_key_env: str = "OPENAI_API_KEY"
+    # the openai engine's endpoint (harness.endpoint): else $OPENAI_BASE_URL, the server's
+    # only model, the key in $OPENAI_API_KEY
+    base_url: BaseUrl = None
+    served_model: ServedModel = None
+    api_key_env: KeyEnv = DEFAULT_KEY_ENV
     # vLLM only (generation and the probe's vllm backend): GPUs per layer / layer stages
     tensor_parallel_size: int = Field(1, gt=0)
     pipeline_parallel_size: int = Field(1, gt=0)
@@ -96,11 +97,12 @@ class ProbeConfig(Strict):
     # small model's probe. openai: a served model's prompt log-probs (vLLM's completions
     # extension): next-token influence only, no hidden states (docs/architecture.md).
     backend: ProbeBackend = "hf"
-    # openai backend: the endpoint (None: generation.base_url, else $OPENAI_BASE_URL), the
-    # served model's name (None: generation.served_model, else the server's only model), the
-    # top-k log-probs per token (the server's max_logprobs caps it) and requests in flight
-    base_url: str | None = None
-    served_model: str | None = None
+    # openai backend: the endpoint over generation's (`Endpoint.over`: None = generation's
+    # base URL, else $OPENAI_BASE_URL; the served model generation's on the same server, else
+    # the server's only model; generation's key variable), the top-k log-probs per token (the
+    # server's max_logprobs caps it) and requests in flight
+    base_url: BaseUrl = None
+    served_model: ServedModel = None
     top_k: int = Field(20, gt=0)
     concurrency: int = Field(8, gt=0)
     baseline: Literal["none", "default", "text"] = "none"

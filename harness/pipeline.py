@@ -7,12 +7,14 @@ every file is assembled in a fixed order from the units, so a resumed run writes
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.analysis.gates import undecided_conditions
 from harness.errors import notice
 from harness.plan import ScorePlan, plan_run
+from harness.probe_plan import ProbePlan
 from harness.sequential import SamplePlan, gated_conditions
 from harness.stages.analyse import AnalyseStage
 from harness.stages.base import (
@@ -21,6 +23,7 @@ from harness.stages.base import (
     Stage,
     check_order,
     check_outputs,
+    declared_row,
     write_output,
 )
 from harness.stages.fits import FitsStage
@@ -30,6 +33,7 @@ from harness.stages.generate import GenerateStage
 from harness.stages.laws import LawsStage
 from harness.stages.logs import LOG_STAGES, ScoreContext
 from harness.stages.probe import ProbeStage
+from harness.stages.probe_cli import PROBE_STAGES, ProbeContext
 from harness.stages.report import ManifestStage, ReportStage
 from harness.stages.score import ScoreStage
 from harness.stages.single_turn import SingleTurnStage
@@ -66,6 +70,16 @@ def run_score(plan: ScorePlan, show_progress: bool = False) -> ScoreContext:
     plan.out_dir.mkdir(parents=True, exist_ok=True)
     ctx = ScoreContext(plan, plan.out_dir, started=datetime.now(UTC).isoformat(timespec="seconds"))
     run_stages(ctx, LOG_STAGES, show_progress)
+    return ctx
+
+
+def run_probe(plan: ProbePlan, say: Callable[[str], None] = lambda _msg: None) -> ProbeContext:
+    """`harness probe` on a validated plan: every PROBE_STAGES stage over the units of
+    `<out>/cache` (a re-run with the same --out resumes); returns the context (its `outputs`
+    are the files written, `notes` what the user should know)."""
+    with RunStore(plan.out_dir, fresh=plan.fresh) as store:
+        ctx = ProbeContext(plan, store, plan.out_dir, say)
+        run_stages(ctx, PROBE_STAGES, show_progress=False)
     return ctx
 
 
@@ -142,7 +156,7 @@ def run_stages(
                     outputs = stage.run(ctx)
                 check_outputs(stage, outputs)
                 for name, value in outputs.items():
-                    write_output(ctx.out_dir / name, value)
+                    write_output(ctx.out_dir / name, value, declared_row(stage, name))
                     ctx.outputs[name] = value
         finally:
             ctx.stage = None

@@ -10,6 +10,7 @@ from pydantic import BeforeValidator, Field, model_validator
 
 from harness.checks import CheckSpec
 from harness.checks.base import NonEmptyText
+from harness.endpoint import DEFAULT_KEY_ENV, BaseUrl, KeyEnv, ServedModel
 from harness.schema import Strict
 
 
@@ -39,9 +40,11 @@ class UserSimulator(Strict):
     turns: int = Field(gt=0)
     model: NonEmptyText | None = None  # None: the run's model (and its engine)
     engine: Literal["vllm", "hf", "openai"] | None = None  # None: the run's engine
-    base_url: str | None = None  # openai engine: another endpoint than the run's
-    served_model: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
+    # openai engine: its endpoint over the run's (`Endpoint.over`: another base URL is
+    # another server)
+    base_url: BaseUrl = None
+    served_model: ServedModel = None
+    api_key_env: KeyEnv = DEFAULT_KEY_ENV
     max_tokens: int = Field(64, gt=0)  # per simulated user turn
 
 

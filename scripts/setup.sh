@@ -20,6 +20,31 @@ fi
 has_cuda=0
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then has_cuda=1; fi
 
+# Debian packages (tcmalloc, chromium) install in the background while pip runs: apt and pip
+# wait on different things (dpkg, downloads), and a fresh CI machine does both (~2 min).
+apt_packages() {
+  # vLLM's CPU engine runs faster with tcmalloc preloaded (harness/engines/cpu_runtime.py finds
+  # it; Intel OpenMP comes with the CPU lock). Only where apt can install it; never required.
+  if [ "$has_cuda" = 0 ] && ! ls /usr/lib/*/libtcmalloc_minimal.so.4 >/dev/null 2>&1 \
+      && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libtcmalloc-minimal4 >/dev/null 2>&1 \
+      || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+          apt-get install -y -qq libtcmalloc-minimal4 >/dev/null)) \
+      || echo "setup: could not install tcmalloc; vLLM runs without it" >&2
+  fi
+
+  if [ "$want_browser" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
+    if command -v apt-get >/dev/null 2>&1; then
+      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+        || echo "setup: could not install chromium; browser tests will be skipped" >&2
+    fi
+  fi
+}
+apt_packages &
+apt_job=$!
+# never leave apt running (a half-done dpkg) when pip fails and set -e ends the script
+trap 'wait "$apt_job" 2>/dev/null || true' EXIT
+
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 VPY=.venv/bin/python
 
@@ -52,20 +77,5 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 
-# vLLM's CPU engine runs faster with tcmalloc preloaded (harness/engines/cpu_runtime.py finds
-# it; Intel OpenMP comes with the CPU lock). Only where apt can install it; never required.
-if [ "$has_cuda" = 0 ] && ! ls /usr/lib/*/libtcmalloc_minimal.so.4 >/dev/null 2>&1 \
-    && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-  (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libtcmalloc-minimal4 >/dev/null 2>&1 \
-    || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-        apt-get install -y -qq libtcmalloc-minimal4 >/dev/null)) \
-    || echo "setup: could not install tcmalloc; vLLM runs without it" >&2
-fi
-
-if [ "$want_browser" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
-  if command -v apt-get >/dev/null 2>&1; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-      || echo "setup: could not install chromium; browser tests will be skipped" >&2
-  fi
-fi
+wait "$apt_job" || true
 echo "setup: ready (.venv, cuda=$has_cuda)"

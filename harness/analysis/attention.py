@@ -3,18 +3,18 @@ attention share"): attention.csv rows at chosen positions, per-turn means of a c
 the curves fits.csv fits, and the dilution reference (P - 1)/(P + t).
 
 The shares themselves are measured by the hf probe (`harness.probes.attention`) and travel in
-a pair's curve arrays under ATTENTION_KEYS: `attn_layers` (hidden-state indices l >= 1, the
-output of decoder layer l - 1) and one (n_layers, T) array per metric. Arrays without them
-(the vllm backend, units cached before the share existed) give no rows.
+a pair's curve arrays under `harness.probes.arrays.ATTENTION_KEYS`: `attn_layers`
+(hidden-state indices l >= 1, the output of decoder layer l - 1) and one (n_layers, T) array
+per metric. Arrays without them (the vllm backend, units cached before the share existed)
+give no rows.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-SHARE_METRICS = ("share_prompt_mean", "share_prompt_max_head", "share_sink_mean",
-                 "share_sink_max_head")  # fmt: skip
-ATTENTION_KEYS = ("attn_layers", *SHARE_METRICS)
+from harness.probes.arrays import SHARE_METRICS
+
 # fitted into fits.csv beside the hidden-state metrics: the share the dilution argument is
 # about (mean over heads); the sink's level is read off attention.csv (a fit per curve costs)
 FIT_METRICS = ("share_prompt_mean",)

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import typer
 
-from harness.atomic import atomic_write_text
-from harness.errors import UserError
-
 TABLE_METRIC = "l2"
+# the files as the closing line names them
+FILE_ORDER = ("divergence.csv", "attention.csv", "nexttoken.csv", "fits.csv")
 
 
 def probe_command(
@@ -96,145 +95,44 @@ def probe_command(
     ),
 ) -> None:
     """Hidden-state divergence between two prompts that share one continuation, per layer."""
-    from harness.models import is_untrained, parse_model_name, untrained_name  # lazy: CLI start-up
-    from harness.probes.experiment import ProbeRequest  # lazy: loads torch
-    from harness.probes.pairs import PairSpec, load_pairs, read_text_arg  # lazy: CLI start-up
+    from harness.probe_plan import ProbeFlags  # lazy: CLI start-up
 
-    if tokens <= 0 or t_min <= 0 or chunk < 0:
-        raise UserError("--tokens and --t-min must be positive, --chunk 0 or positive")
-    if tensor_parallel_size <= 0 or pipeline_parallel_size <= 0:
-        raise UserError("--tensor-parallel-size and --pipeline-parallel-size must be positive")
-    if tokens < t_min:
-        raise UserError(f"--tokens {tokens} is shorter than --t-min {t_min}: nothing to fit")
-    if generator == "auto":
-        import importlib.util
-
-        generator = "vllm" if importlib.util.find_spec("vllm") else "hf"
-    if generator not in ("hf", "vllm"):
-        raise UserError(f"--generator must be 'vllm', 'hf' or 'auto', got '{generator}'")
-    if backend not in ("hf", "vllm", "openai", "auto"):
-        raise UserError(f"--backend must be 'vllm', 'hf', 'openai' or 'auto', got '{backend}'")
-    if top_k <= 0 or concurrency <= 0:
-        raise UserError("--top-k and --concurrency must be positive")
-    if backend != "openai" and (base_url or served_model):
-        raise UserError("--base-url and --served-model need --backend openai")
-    raw = prompt_a is not None or prompt_b is not None
-    chat = any(v is not None for v in (system_a, system_b, user))
-    if pairs is not None and (raw or chat):
-        raise UserError("give either --pairs FILE or prompts on the command line, not both")
-    if pairs is not None:
-        specs = load_pairs(pairs)
-    elif raw and not chat:
-        if prompt_a is None or prompt_b is None:
-            raise UserError("--prompt-a and --prompt-b must both be given")
-        specs = [
-            PairSpec(name="cli", prompt_a=read_text_arg(prompt_a), prompt_b=read_text_arg(prompt_b))
-        ]
-    elif chat and not raw:
-        if system_a is None or system_b is None or user is None:
-            raise UserError("--system-a, --system-b and --user must all be given")
-        texts = [read_text_arg(v) for v in (system_a, system_b, user)]
-        specs = [PairSpec(name="cli", system_a=texts[0], system_b=texts[1], user=texts[2])]
-    else:
-        raise UserError(
-            "give --prompt-a/--prompt-b, or --system-a/--system-b/--user, or --pairs FILE"
-        )
-    models = [model]
-    if compare is not None:
-        if compare != "untrained":
-            raise UserError(f"--compare supports only 'untrained', got '{compare}'")
-        if is_untrained(model):
-            raise UserError("--compare untrained needs a trained --model")
-        if backend == "openai":
-            raise UserError("--compare untrained: the untrained twin is served nowhere")
-        models.append(untrained_name(model))
-    for name in models:
-        parse_model_name(name)
-    if backend == "auto":
-        backend = _auto_backend(models, attention_bias is not None)
-    request = ProbeRequest(
-        models=models, pairs=specs, continuation=continuation, tokens=tokens,
-        layers=layers, t_min=t_min, lams=_parse_lams(attention_bias), chunk=chunk or None,
-        seed=seed, n_boot=n_boot, backend=backend, generator=generator,
+    flags = ProbeFlags(
+        model=model, prompt_a=prompt_a, prompt_b=prompt_b, system_a=system_a,
+        system_b=system_b, user=user, continuation=continuation, generator=generator,
+        tokens=tokens, layers=layers, t_min=t_min, pairs=pairs, compare=compare,
+        attention_bias=attention_bias, backend=backend, base_url=base_url,
+        served_model=served_model, top_k=top_k, concurrency=concurrency, chunk=chunk,
         tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size,
-        base_url=base_url, served_model=served_model, top_k=top_k, concurrency=concurrency,
+        seed=seed, n_boot=n_boot,
     )  # fmt: skip
-    _run(request, out, fresh)
+    _run(flags, out, fresh)
 
 
-def _auto_backend(models: list[str], bias: bool) -> str:
-    """vllm when it can probe every model (and no attention bias is asked for), else hf."""
-    if bias:
-        return "hf"
-    from harness.models import resolve_model  # lazy: CLI start-up
-    from harness.probes.vllm_backend import vllm_support  # lazy: loads torch
-
-    return "hf" if any(vllm_support(resolve_model(m).path) for m in models) else "vllm"
-
-
-def _parse_lams(value: str | None) -> list[float] | None:
-    import math
-
-    if value is None:
-        return None
-    try:
-        lams = [float(part) for part in value.split(",") if part.strip()]
-    except ValueError:
-        raise UserError(
-            f"--attention-bias must be comma-separated numbers, got '{value}'"
-        ) from None
-    if not lams or not all(math.isfinite(lam) for lam in lams):
-        raise UserError(f"--attention-bias needs finite numbers, got '{value}'")
-    return sorted(set(lams))
-
-
-def _run(request, out: Path | None, fresh: bool = False) -> None:
+def _run(flags, out: Path | None, fresh: bool = False) -> None:
     import time
 
     from rich.console import Console
 
-    from harness.probes.experiment import UnitCache, run_probe  # lazy: loads torch
+    from harness.pipeline import run_probe  # lazy: CLI start-up
+    from harness.probe_plan import plan_probe, probe_request  # lazy: CLI start-up
 
     err = Console(stderr=True)
     folder = out or Path("reports") / time.strftime("probe-%Y%m%d-%H%M%S")
-    if folder.exists() and not folder.is_dir():
-        raise UserError(f"--out {folder} exists and is not a folder")
     with err.status("probing ...") as status:
 
-        def progress(msg: str) -> None:
+        def say(msg: str) -> None:
             status.update(f"probing {msg} ...")
             if not err.is_terminal:  # a log file gets one line per pair instead of a spinner
                 err.print(f"{time.strftime('%H:%M:%S')} probing {msg}")
 
-        cache = UnitCache(folder, fresh=fresh)
-        try:  # every continuation and curve set is kept under <out>/cache: a re-run resumes
-            tables = run_probe(request, progress=progress, cache=cache)
-        finally:
-            cache.close()
-    for note in tables.notes:
+        # every check before the first token; then the stages, resuming from <out>/cache
+        ctx = run_probe(plan_probe(probe_request(flags), folder, fresh), say)
+    for note in ctx.notes:
         err.print(f"[yellow]note:[/yellow] {note}")
-    folder.mkdir(parents=True, exist_ok=True)
-    files = [("nexttoken.csv", tables.nexttoken), ("fits.csv", tables.fits)]
-    if request.backend != "openai":  # an endpoint hands out no hidden states or attention
-        files[:0] = [("divergence.csv", tables.divergence), ("attention.csv", tables.attention)]
-    for name, frame in files:
-        _write_csv(frame, folder / name)
-    _write_continuations(tables.continuations, folder / "continuations.jsonl")
-    Console(width=160).print(alpha_table(tables.fits))
-    names = ", ".join(name for name, _ in files)
-    err.print(f"wrote {folder}/{names}, continuations.jsonl")
-
-
-def _write_continuations(conts: dict[str, list[int]], path: Path) -> None:
-    """The shared continuation of each pair, as rows reusable via `--continuation FILE#row`."""
-    import json
-
-    rows = [json.dumps({"pair": name, "continuation_ids": ids}) for name, ids in conts.items()]
-    atomic_write_text(path, "".join(row + "\n" for row in rows))
-
-
-def _write_csv(frame, path: Path) -> None:
-    atomic_write_text(path, frame.to_csv(index=False, float_format="%.8g"))
+    Console(width=160).print(alpha_table(ctx.outputs["fits.csv"]))
+    csvs = [name for name in FILE_ORDER if name in ctx.outputs]
+    err.print(f"wrote {folder}/{', '.join(csvs)}, continuations.jsonl")
 
 
 def alpha_table(fits):

@@ -7,7 +7,6 @@ ids when asked (`return_token_ids`); other servers get their text re-tokenised l
 
 from __future__ import annotations
 
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -15,6 +14,7 @@ from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
+from harness.endpoint import DEFAULT_KEY_ENV, api_key, server_url
 from harness.engines.base import GenerationRequest, GenerationResult, refuse_prompt_bias
 from harness.errors import UserError
 
@@ -122,7 +122,7 @@ class OpenAIEngine:
         *,
         base_url: str | None = None,
         served_model: str | None = None,
-        api_key_env: str = "OPENAI_API_KEY",
+        api_key_env: str = DEFAULT_KEY_ENV,
         max_model_len: int | None = None,
         retries: int = 4,
         timeout_s: float = 600.0,
@@ -131,15 +131,15 @@ class OpenAIEngine:
     ) -> None:
         from transformers import AutoTokenizer
 
-        url = base_url or os.environ.get("OPENAI_BASE_URL")
+        url = server_url(base_url)
         if not url:
             raise UserError(
                 "openai engine: no base URL (set generation.base_url or OPENAI_BASE_URL)"
             )
-        self.base_url = url.rstrip("/")
+        self.base_url = url
         self._api = CompletionsApi(
             self.base_url,
-            api_key=os.environ.get(api_key_env, "EMPTY"),
+            api_key=api_key(api_key_env),
             timeout_s=timeout_s,
             retries=retries,
             transport=transport,

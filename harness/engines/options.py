@@ -4,6 +4,7 @@ the judges' (a judge without its own engine runs on the run's, with all its opti
 from __future__ import annotations
 
 from harness.config import GenerationConfig
+from harness.endpoint import endpoint_of
 
 
 def engine_options(gen: GenerationConfig) -> dict:
@@ -15,10 +16,5 @@ def engine_options(gen: GenerationConfig) -> dict:
             "pipeline_parallel_size": gen.pipeline_parallel_size,
         }
     if gen.engine == "openai":
-        return {
-            "base_url": gen.base_url,
-            "api_key_env": gen.api_key_env,
-            "served_model": gen.served_model,
-            "max_model_len": gen.max_model_len,
-        }
+        return {**endpoint_of(gen).options(), "max_model_len": gen.max_model_len}
     return {"max_model_len": gen.max_model_len}

@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from harness.analysis.attention import SHARE_METRICS
 from harness.engines.attention_bias import attention_modules, bias_logits
+from harness.probes.arrays import SHARE_METRICS
 
 SHARE_NAME = "harness_attention_share"
 _RECORDER_ATTR = "_harness_share_recorder"

@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from harness.analysis.attention import ATTENTION_KEYS
 from harness.engines.attention_bias import attention_bias
 from harness.errors import UserError
+from harness.probes.arrays import ATTENTION_KEYS
 from harness.probes.attention import ShareRecorder, share_recording
 
 # logits exist HEAD_SLICE positions at a time, so one whole-sequence forward (chunk None, the

@@ -15,7 +15,6 @@ otherwise a UserError before any pair is sent.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ import numpy as np
 
 from harness.chat import ChatFormat
 from harness.config import RunConfig
+from harness.endpoint import DEFAULT_KEY_ENV, api_key, endpoint_of, server_url
 from harness.engines.openai_engine import CompletionsApi
 from harness.errors import UserError
 from harness.probes.topk import parse_entry, topk_gaps
@@ -47,25 +47,25 @@ class EndpointProbe:
         served_model: str | None = None,
         top_k: int = 20,
         concurrency: int = 8,
-        api_key_env: str = "OPENAI_API_KEY",
+        api_key_env: str = DEFAULT_KEY_ENV,
         timeout_s: float = 600.0,
         retries: int = 4,
         transport: Any = None,
     ) -> None:
         from transformers import AutoTokenizer
 
-        url = base_url or os.environ.get("OPENAI_BASE_URL")
+        url = server_url(base_url)
         if not url:
             raise UserError(
                 "probe backend openai: no base URL (set probe.base_url, generation.base_url "
                 "or OPENAI_BASE_URL; harness probe: --base-url)"
             )
-        self.base_url = url.rstrip("/")
+        self.base_url = url
         self.top_k, self.concurrency = top_k, concurrency
         self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
         self._api = CompletionsApi(
             self.base_url,
-            api_key=os.environ.get(api_key_env, "EMPTY"),
+            api_key=api_key(api_key_env),
             timeout_s=timeout_s,
             retries=retries,
             transport=transport,
@@ -219,15 +219,10 @@ def _actual(entry: dict | None, want: int) -> int | None:
 
 
 def endpoint_settings(config: RunConfig) -> dict:
-    """EndpointProbe's settings of a run: probe.* where set, else the generation endpoint's."""
+    """EndpointProbe's settings of a run: the probe's endpoint over generation's (Endpoint.over)."""
     probe, gen = config.probe, config.generation
-    return {
-        "base_url": probe.base_url or gen.base_url,
-        "served_model": probe.served_model or gen.served_model,
-        "top_k": probe.top_k,
-        "concurrency": probe.concurrency,
-        "api_key_env": gen.api_key_env,
-    }
+    endpoint = endpoint_of(probe).over(endpoint_of(gen))
+    return {**endpoint.options(), "top_k": probe.top_k, "concurrency": probe.concurrency}
 
 
 def check_endpoint(path: Path, settings: dict) -> None:

@@ -36,6 +36,13 @@ from harness.results.conversations import (
     TurnAdherenceRow,
     TurnRow,
 )
+from harness.results.probe_cli import (
+    PROBE_ROWS,
+    ProbeAttentionRow,
+    ProbeDivergenceRow,
+    ProbeFitRow,
+    ProbeNextTokenRow,
+)
 from harness.results.probing import (
     AttentionRow,
     AttentionTurnRow,
@@ -86,9 +93,13 @@ ROWS: tuple[type[ResultRow], ...] = (
     GateRow,
 )
 RESULT_FILES: dict[str, type[ResultRow]] = {row.file: row for row in ROWS}
+# `harness probe`'s files (PROBE_ROWS): a run's names, their own columns
+PROBE_FILES: dict[str, type[ResultRow]] = {row.file: row for row in PROBE_ROWS}
 
 __all__ = [
     "CONDITION",
+    "PROBE_FILES",
+    "PROBE_ROWS",
     "RECORD",
     "RESULT_FILES",
     "ROWS",
@@ -114,6 +125,10 @@ __all__ = [
     "NextTokenRow",
     "PolicyRow",
     "PredictorRow",
+    "ProbeAttentionRow",
+    "ProbeDivergenceRow",
+    "ProbeFitRow",
+    "ProbeNextTokenRow",
     "RelayRow",
     "ResultRow",
     "SingleTurnRow",

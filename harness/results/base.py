@@ -95,6 +95,9 @@ class ResultRow(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     file: ClassVar[str] = ""
+    # the command whose folder holds the file: `run` (`harness run`, and `harness score` for
+    # the files it shares with a run) or `probe` (`harness probe`: same names, other columns)
+    command: ClassVar[str] = "run"
     written_by: ClassVar[str] = ""  # the stage
     row: ClassVar[str] = ""  # what one row means
     keys: ClassVar[tuple[str, ...]] = ()  # the columns that identify a row
@@ -102,6 +105,7 @@ class ResultRow(BaseModel):
     # placed after the column `extra_after`.
     extra_pattern: ClassVar[str | None] = None
     extra_after: ClassVar[str | None] = None
+    extra_doc: ClassVar[str] = "per-run columns"
 
     @classmethod
     def columns(cls) -> list[str]:

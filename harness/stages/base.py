@@ -209,13 +209,20 @@ def check_outputs(stage: Stage, outputs: dict[str, Output]) -> None:
         raise RuntimeError(f"stage {stage.name} wrote undeclared {', '.join(undeclared)}")
 
 
-def write_output(path: Path, value: Output) -> None:
-    """The one writer of every run file, chosen by the value's type; always atomic."""
+def declared_row(stage: Stage, name: str) -> type[ResultRow] | None:
+    """The row model `stage` declares for its file `name` (None for a Product)."""
+    rows = [a for a in stage.writes if a.file == name and issubclass(a, ResultRow)]
+    return rows[0] if rows else None
+
+
+def write_output(path: Path, value: Output, row: type[ResultRow] | None = None) -> None:
+    """The one writer of every run file, chosen by the value's type; always atomic. A frame
+    goes through `row` (the writing stage's declaration), else the run's model of its name."""
     import pandas as pd
     from pydantic import BaseModel
 
     if isinstance(value, pd.DataFrame):
-        row = RESULT_FILES.get(path.name)
+        row = row or RESULT_FILES.get(path.name)
         # every result file through its row model, whichever stage built it
         write_csv(result_frame(row, value) if row is not None else value, path)
     elif isinstance(value, list) and all(isinstance(v, BaseModel) for v in value):

@@ -12,6 +12,7 @@ from dataclasses import asdict
 
 from harness.chat import ChatFormat
 from harness.config import RunConfig
+from harness.endpoint import endpoint_of
 from harness.engines import SamplingSettings, make_engine
 from harness.engines.options import engine_options
 from harness.engines.pool import EnginePool
@@ -177,11 +178,7 @@ def _simulator_factory(config: RunConfig, items: list[Selected]):
         path = resolve_model(sim.model or config.models[0]).path
         options = {"max_model_len": config.generation.max_model_len}
         if kind == "openai":
-            options |= {
-                "base_url": sim.base_url or config.generation.base_url,
-                "api_key_env": sim.api_key_env,
-                "served_model": sim.served_model,
-            }
+            options |= endpoint_of(sim).over(endpoint_of(config.generation)).options()
         engine = make_engine(kind, path, **options)
         return engine, ChatFormat(engine.tokenizer)
 

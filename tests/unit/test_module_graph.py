@@ -21,7 +21,6 @@ TORCH_MODULES = {
     "harness.probes.attention",
     "harness.probes.checkpoint",
     "harness.probes.divergence",
-    "harness.probes.experiment",
     "harness.probes.vllm_backend",
     "harness.probes.vllm_connector",
 }

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from harness.analysis.fits import REASON_ZERO
+from harness.analysis.probe_tables import probe_fits
 from harness.engines.attention_bias import prompt_bias
 from harness.errors import UserError
 from harness.probes.divergence import (
@@ -20,8 +21,8 @@ from harness.probes.divergence import (
     resolve_layers,
     vocab_sliced,
 )
-from harness.probes.experiment import ProbeRequest, fit_table
 from harness.probes.pairs import PairSpec, file_continuation, load_pairs, read_text_arg
+from harness.results import ProbeFitRow, result_frame
 
 
 def test_pair_spec_needs_one_complete_kind():
@@ -187,13 +188,9 @@ def _fake(identical: bool, scale: float) -> PairDivergence:
 
 
 def test_fit_table_reasons_and_pooled_row():
-    request = ProbeRequest(
-        models=["m"], pairs=[PairSpec(name="p", prompt_a="a", prompt_b="b")],
-        continuation="x", tokens=256, n_boot=50,
-    )  # fmt: skip
     curves = [("m", None, "p1", _fake(False, 1.0)), ("m", None, "p2", _fake(False, 2.0)),
               ("m", None, "same", _fake(True, 0.0))]  # fmt: skip
-    fits = fit_table(curves, request)
+    fits = probe_fits(curves, with_lam=False, t_min=16, n_boot=50)
     row = fits[(fits.pair == "p1") & (fits.layer == 1) & (fits.metric == "l2")].iloc[0]
     assert row.alpha == pytest.approx(0.6, abs=1e-9) and row.reason == ""
     same = fits[(fits.pair == "same") & (fits.layer == 1) & (fits.metric == "l2")].iloc[0]
@@ -204,3 +201,42 @@ def test_fit_table_reasons_and_pooled_row():
     assert pooled.alpha == pytest.approx(0.6, abs=1e-9)  # the identical pair is left out
     assert set(fits[fits.layer == -1].metric) == {"abs_delta_logp", "kl"}
     assert "lam" not in fits.columns
+    assert list(result_frame(ProbeFitRow, fits).columns) == ProbeFitRow.columns()
+
+
+def test_probe_files_take_a_lam_column_after_model_and_nothing_else():
+    """--attention-bias adds `lam` after `model` in harness probe's files; any other column
+    the row model does not declare is refused when the file is written."""
+    curves = [("m", lam, "p", _fake(False, 1.0)) for lam in (0.0, 1.0)]
+    fits = result_frame(ProbeFitRow, probe_fits(curves, with_lam=True, t_min=16, n_boot=20))
+    assert list(fits.columns) == ["model", "lam", *ProbeFitRow.columns()[1:]]
+    with pytest.raises(ValueError, match="undeclared column"):
+        result_frame(ProbeFitRow, fits.assign(item="x"))
+
+
+def test_probe_tables_and_fits_stages_write_their_declared_files(tmp_path):
+    """harness probe's last two stages over two curve sets: every file they write has its row
+    model's columns (`lam` after `model` with a sweep), floats in the schema's format."""
+    import pandas as pd
+
+    from harness.pipeline import run_stages
+    from harness.probe_plan import ProbePlan, ProbeRequest
+    from harness.results import PROBE_FILES, frame_columns
+    from harness.stages.probe_cli import PROBE_STAGES, ProbeContext
+
+    request = ProbeRequest(
+        models=["m"], pairs=[PairSpec(name="p", prompt_a="a", prompt_b="b")],
+        continuation="x", tokens=256, n_boot=20, lams=[0.0, 1.0],
+    )  # fmt: skip
+    plan = ProbePlan(request, [], tmp_path, ids={}, given={})
+    ctx = ProbeContext(plan, store=None, out_dir=tmp_path)
+    ctx.curves = [("m", lam, "p", _fake(False, 1.0)) for lam in (0.0, 1.0)]
+    run_stages(ctx, PROBE_STAGES[2:], show_progress=False)
+    assert sorted(ctx.outputs) == sorted(PROBE_FILES)
+    for name, row in PROBE_FILES.items():
+        frame = pd.read_csv(tmp_path / name)
+        assert list(frame.columns) == frame_columns(row, frame.columns), name
+        assert list(frame.columns)[:2] == ["model", "lam"], name
+    assert len(pd.read_csv(tmp_path / "attention.csv")) == 0  # no shares in these curves
+    line = (tmp_path / "divergence.csv").read_text().splitlines()[-1]
+    assert line.split(",")[-1] == f"{_fake(False, 1.0).cos_dist[1, -1]:.9g}"

@@ -1,0 +1,167 @@
+"""The coverage benches' verdict (bench/coverage.py, bench/corrected.py): a cell is a share of
+simulated runs whose interval held the truth (or, for a decision cell, that did not decide
+wrongly); the bench fails when a cell lies significantly below the nominal level or below a
+floor.
+
+- Per cell, a one-sided exact binomial test of H0 "the cell's rate >= NOMINAL" (scipy's
+  `binomtest`, alternative "less"); Holm's step-down over every cell of the run
+  (`harness.analysis.laws.holm`) at FAMILY (5 %).
+- A floor on each cell's observed rate: 0.93 for an interval's coverage and 0.95 for a
+  decision (a wrong-decision rate <= 5 %) at the full 200 runs per cell. A quick run's cells
+  rest on few runs, where a correct interval at exactly 95 % would fall below 0.93 by chance
+  alone (at 40 runs, 37 of 40 or fewer has probability 0.32), so its floor is `quick_floor`:
+  the lowest rate a cell at exactly 95 % reaches with probability >= 1 - 0.001 (per cell;
+  over the quick run's 37 cells a false alarm below 4 % in all; 0.825 at 40 runs). An
+  interval of half the width (coverage 0.10-0.45 in the quick cells) stays far below it.
+- The full run's fixed floor trips by chance too: at 200 runs a cell at exactly 95 % falls
+  below 0.93 with probability 0.08, one at 0.967 with 0.003 (docs/performance.md).
+- A cell with no interval formed (NaN ends: the harness says "cannot tell") claims nothing
+  and counts as held; its share is printed (`none`), so a metric that silently stops forming
+  intervals shows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from harness.analysis.laws import holm
+
+NOMINAL = 0.95  # the harness's default level, stats.level
+FAMILY = 0.05  # Holm's family-wise level over the cells
+FLOOR, DECISION_FLOOR = 0.93, 0.95  # full run: coverage, 1 - wrong-decision rate
+QUICK_TAIL = 0.001  # a quick cell's chance of a false alarm at exactly NOMINAL
+
+
+class MissingMetric(LookupError):
+    """A table lacks a column (or rows) the bench needs: a metric would drop out unseen."""
+
+
+@dataclass
+class Cell:
+    family: str  # e.g. "adherence", "survival"
+    metric: str  # e.g. "auc", "delta auc"
+    scenario: str  # what was simulated, e.g. "sticky n=16 p=0.9"
+    held: int  # runs whose interval held the truth (decision cells: did not decide wrongly)
+    runs: int
+    width: float = math.nan  # mean width of the formed intervals
+    none: float = 0.0  # share of runs with no interval formed
+    decision: bool = False
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        return self.held / self.runs
+
+    def p_value(self) -> float:
+        """One-sided exact binomial p of `held` under rate NOMINAL (H1: the rate is lower)."""
+        return float(stats.binomtest(self.held, self.runs, NOMINAL, "less").pvalue)
+
+
+def columns(frame: pd.DataFrame, metric: str, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) of `metric` in `frame` (<metric>_low, <metric>_high); a missing column or an
+    empty table is an error, never a metric left out."""
+    need = [f"{metric}_low", f"{metric}_high"]
+    missing = [c for c in need if c not in frame.columns]
+    if missing or frame.empty:
+        have = ", ".join(map(str, frame.columns)) or "none"
+        why = f"no column {', '.join(missing)}" if missing else "no rows"
+        raise MissingMetric(f"{what}: {why} for metric {metric!r} (columns: {have})")
+    return frame[need[0]].to_numpy(float), frame[need[1]].to_numpy(float)
+
+
+def coverage_cell(
+    family: str, metric: str, scenario: str, low, high, truth
+) -> Cell:  # fmt: skip
+    """A cell from one interval per run and the truth (a number, or one per run; inf allowed:
+    an interval ending at inf holds an infinite truth). NaN ends: no interval (held)."""
+    low, high = np.asarray(low, float), np.asarray(high, float)
+    truth = np.broadcast_to(np.asarray(truth, float), low.shape)
+    formed = ~(np.isnan(low) | np.isnan(high))
+    tol = 1e-9
+    inside = (low <= truth + tol) & ((truth - tol <= high) | (high == truth))
+    held = int((inside | ~formed).sum())
+    with np.errstate(invalid="ignore"):
+        widths = (high - low)[formed]
+    finite = widths[np.isfinite(widths)]  # an interval ending at inf: printed apart
+    width = float(finite.mean()) if len(finite) else math.inf if len(widths) else math.nan
+    return Cell(family, metric, scenario, held, len(low), width, float((~formed).mean()))
+
+
+def decision_cell(family: str, metric: str, scenario: str, wrong, extra: dict) -> Cell:
+    """A cell of decisions, one per run: `wrong` True where the run decided wrongly."""
+    wrong = np.asarray(wrong, bool)
+    return Cell(family, metric, scenario, int((~wrong).sum()), len(wrong), decision=True,
+                extra=extra)  # fmt: skip
+
+
+def quick_floor(runs: int) -> float:
+    """The rate a cell at exactly NOMINAL stays at or above with probability >= 1 - QUICK_TAIL
+    over `runs` runs: k / runs for the largest k with P(Bin(runs, NOMINAL) < k) <= QUICK_TAIL."""
+    k = int(stats.binom.ppf(QUICK_TAIL, runs, NOMINAL))
+    while stats.binom.cdf(k - 1, runs, NOMINAL) > QUICK_TAIL:
+        k -= 1
+    return k / runs
+
+
+def floors(quick: bool, runs: int) -> tuple[float, float]:
+    """(coverage floor, decision floor) of a run."""
+    if quick:
+        f = quick_floor(runs)
+        return f, f
+    return FLOOR, DECISION_FLOOR
+
+
+def failures(cells: list[Cell], quick: bool = False) -> list[str]:
+    """One line per failing cell: significantly below NOMINAL after Holm, or below its floor."""
+    if not cells:
+        raise MissingMetric("no cell was measured")
+    adjusted = holm(np.array([c.p_value() for c in cells]))
+    out = []
+    for cell, p in zip(cells, adjusted, strict=True):
+        floor = floors(quick, cell.runs)[int(cell.decision)]
+        what = "1 - wrong-decision rate" if cell.decision else "coverage"
+        name = f"{cell.family} {cell.metric} [{cell.scenario}]"
+        if p < FAMILY:
+            out.append(f"{name}: {what} {cell.rate:.3f} below {NOMINAL} (Holm p = {p:.2g})")
+        elif cell.rate < floor:
+            out.append(f"{name}: {what} {cell.rate:.3f} below the floor {floor:.3f}")
+    return out
+
+
+def print_cells(cells: list[Cell]) -> None:
+    """Each cell's coverage and mean width, grouped by family and metric."""
+    keys = list(dict.fromkeys((c.family, c.metric) for c in cells))
+    for family, metric in keys:
+        group = [c for c in cells if (c.family, c.metric) == (family, metric)]
+        head = "1 - wrong-decision rate" if group[0].decision else "coverage, mean width"
+        print(f"\n{family} / {metric}: {head}")
+        for c in group:
+            if c.decision:
+                extra = ", ".join(f"{k} {v}" for k, v in c.extra.items())
+                print(f"  {c.scenario:<40} {c.rate:.3f}  ({extra})")
+            else:
+                none = f"  no interval {c.none:.2f}" if c.none else ""
+                print(f"  {c.scenario:<40} {c.rate:.3f}  {c.width:7.3f}{none}")
+
+
+def verdict(cells: list[Cell], quick: bool = False) -> int:
+    """Print the verdict over every cell; the exit code (0: every cell passes, 1: not)."""
+    bad = failures(cells, quick)
+    runs = cells[0].runs
+    cover, decide = floors(quick, runs)
+    worst = min(cells, key=lambda c: c.rate)
+    print(
+        f"\n{len(cells)} cells, {runs} runs each; fails when a cell is below {NOMINAL} by a "
+        f"one-sided exact binomial test with Holm over the cells at {FAMILY}, or below the "
+        f"floor ({cover:.3f} coverage, {decide:.3f} for decisions)"
+    )
+    print(f"worst cell: {worst.family} {worst.metric} [{worst.scenario}] {worst.rate:.3f}")
+    for line in bad:
+        print(f"FAIL {line}")
+    print("verdict: " + ("pass" if not bad else f"fail ({len(bad)} cells)"))
+    return 1 if bad else 0

@@ -1,0 +1,72 @@
+"""The settings of an OpenAI-compatible endpoint, defined once: where it is (`base_url`), which
+of its models to ask (`served_model`), which environment variable holds its key
+(`api_key_env`). The config sections that name an endpoint (generation, probe, a simulated
+user) declare these fields with the types below, and every consumer reads them through
+`Endpoint`: `endpoint_of(section)` takes a section's settings, `Endpoint.over` merges a
+section over the run's generation endpoint (the one rule, docs/architecture.md, "Engines").
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+BASE_URL_ENV = "OPENAI_BASE_URL"
+
+# The fields as config sections declare them (their own defaults stay theirs: the run id
+# hashes the config as written).
+BaseUrl = str | None  # None: the endpoint it falls back to, else $OPENAI_BASE_URL
+ServedModel = str | None  # None: the server's only model
+KeyEnv = str  # the variable holding the API key (unset variable: the key "EMPTY")
+
+
+class Endpoint(BaseModel):
+    """One endpoint's settings; None: not set here (the fallback's, then the defaults)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    base_url: str | None = None
+    served_model: str | None = None
+    api_key_env: str | None = None
+
+    def over(self, fallback: Endpoint) -> Endpoint:
+        """These settings, each unset one taken from `fallback`, except the served model:
+        an endpoint with its own base URL is another server, whose models the fallback's
+        name does not describe (None there: the server's only model)."""
+        same_server = self.base_url is None
+        return Endpoint(
+            base_url=self.base_url or fallback.base_url,
+            served_model=self.served_model or (fallback.served_model if same_server else None),
+            api_key_env=self.api_key_env or fallback.api_key_env,
+        )
+
+    def options(self) -> dict[str, str | None]:
+        """The keyword options of the openai engine and the endpoint probe."""
+        return {
+            "base_url": self.base_url,
+            "served_model": self.served_model,
+            "api_key_env": self.api_key_env or DEFAULT_KEY_ENV,
+        }
+
+
+def server_url(base_url: str | None) -> str | None:
+    """The URL to call: `base_url`, else $OPENAI_BASE_URL, without a trailing slash."""
+    url = base_url or os.environ.get(BASE_URL_ENV)
+    return url.rstrip("/") if url else None
+
+
+def api_key(api_key_env: str | None) -> str:
+    """The key in `api_key_env` (default $OPENAI_API_KEY); "EMPTY" where it is unset."""
+    return os.environ.get(api_key_env or DEFAULT_KEY_ENV, "EMPTY")
+
+
+def endpoint_of(section: Any) -> Endpoint:
+    """The endpoint settings a config section (or request) declares; absent fields unset."""
+    return Endpoint(
+        base_url=getattr(section, "base_url", None),
+        served_model=getattr(section, "served_model", None),
+        api_key_env=getattr(section, "api_key_env", None),
+    )

@@ -1,0 +1,246 @@
+"""The stages of `harness probe` (docs/architecture.md, "The flow of one run"): continuations,
+probe, tables, fits, over one `ProbeContext` built from a validated `ProbePlan`
+(`harness.probe_plan.plan_probe`: every input is checked before the first of them runs). As
+in a run, each stage declares what it reads and writes and returns its files, which
+`pipeline.run_stages` writes, every CSV through its row model (`harness.results.probe_cli`).
+
+Units are kept under `<out>/cache/probe-cli` (a RunStore): each pair's generated
+continuation and each (model, lam, pair) curve set, keyed by content (`unit_key`). A killed
+probe re-run with the same --out redoes only the unit in flight and writes the same rows as an
+uninterrupted one (every curve goes through the store, float64 exact).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+from harness.analysis.probe_tables import (
+    ProbedPair,
+    attention_frame,
+    divergence_frame,
+    nexttoken_frame,
+    probe_fits,
+)
+from harness.models import ResolvedModel
+from harness.probe_plan import ProbePlan, fit_continuation
+from harness.probes.backend import Backend, HfBackend, cached_curves, map_pairs, open_backend
+from harness.probes.pairs import PairSpec, generate_continuation, generate_continuations_vllm
+from harness.results import (
+    ProbeAttentionRow,
+    ProbeDivergenceRow,
+    ProbeFitRow,
+    ProbeNextTokenRow,
+)
+from harness.stages.base import Output, Product, ProgressBars, Stage, check_order
+from harness.store import RunStore, unit_key
+
+UNITS = "probe-cli"  # the cache folder and STAGE_VERSIONS entry of the probe's units
+
+
+class Continuations(Product):
+    """`ctx.continuations`: each pair's shared continuation ids (continuations.jsonl, rows
+    reusable as `--continuation FILE#row`)."""
+
+    file = "continuations.jsonl"
+
+
+class ProbedPairs(Product):
+    """`ctx.curves`: every (model, lam, pair, PairDivergence), in the plan's order."""
+
+
+class ProbeBackends:
+    """The one backend open at a time (a model's curves, then it is closed); the first
+    model's hf backend is also --generator hf's, so its weights load once."""
+
+    def __init__(self) -> None:
+        self._open: tuple[Path, Backend] | None = None
+
+    def get(self, plan: ProbePlan, model: ResolvedModel, longest: int = 0) -> Backend:
+        if self._open is None or self._open[0] != model.path:
+            self.close()
+            req = plan.request
+            backend = open_backend(
+                req.backend, model.path, longest, req.chunk, req.tensor_parallel_size,
+                req.pipeline_parallel_size, req.endpoint(),
+            )  # fmt: skip
+            self._open = (model.path, backend)
+        return self._open[1]
+
+    def close(self) -> None:
+        if self._open is not None:
+            self._open[1].close()
+            self._open = None
+
+
+@dataclass
+class ProbeContext:
+    """What the probe stages share: the plan, the unit store, then what earlier stages made."""
+
+    plan: ProbePlan
+    store: RunStore
+    out_dir: Path
+    say: Callable[[str], None] = lambda _msg: None  # one line of progress (the command's)
+    progress: ProgressBars = field(default_factory=ProgressBars)
+    outputs: dict[str, Output] = field(default_factory=dict)  # file name -> value written
+    timings: dict[str, float] = field(default_factory=dict)
+    engines: ProbeBackends = field(default_factory=ProbeBackends)
+    stage: Stage | None = None
+    continuations: dict[str, list[int]] = field(default_factory=dict)  # pair -> shared ids
+    curves: list[ProbedPair] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # for the user: the plan's, then the stages'
+
+    def __post_init__(self) -> None:
+        self.notes = [*self.plan.notes, *self.notes]
+
+    def key(self, model: ResolvedModel, inputs: list, params: dict) -> str:
+        return unit_key(UNITS, model=model.content_key, inputs=inputs, params=params)
+
+    @contextlib.contextmanager
+    def timed(self, name: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[name] = round(time.perf_counter() - start, 2)
+
+
+class ContinuationStage:
+    """continuations.jsonl: the files' continuations (read by the plan), then those of
+    `--continuation generate`, sampled by the first model from prompt A (an untrained twin
+    cannot write a meaningful continuation of its own) and shared by every model."""
+
+    name = "continuations"
+    reads = ()
+    writes = (Continuations,)
+
+    def run(self, ctx: ProbeContext) -> dict[str, Output]:
+        plan = ctx.plan
+        ctx.continuations = dict(plan.given)
+        wanted = {name: a for name, (a, _) in plan.ids.items() if name not in plan.given}
+        samples = _sampled(ctx, wanted)
+        for name in wanted:
+            where = f"pair '{name}'"
+            ids = fit_continuation(samples[name], plan.request, where, ctx.notes)
+            ctx.continuations[name] = ids
+        rows = [
+            json.dumps({"pair": name, "continuation_ids": ids})
+            for name, ids in ctx.continuations.items()
+        ]
+        return {"continuations.jsonl": "".join(row + "\n" for row in rows)}
+
+
+def _sampled(ctx: ProbeContext, prompts: dict[str, list[int]]) -> dict[str, list[int]]:
+    """Each pair's sampled continuation of prompt A, from the cache or generated (on vLLM all
+    in one batch; on hf pair by pair, each kept at once)."""
+    req, model = ctx.plan.request, ctx.plan.models[0]
+    params = {"generator": req.generator, "tokens": req.tokens, "seed": req.seed}
+    keys = {name: ctx.key(model, [a], params) for name, a in prompts.items()}
+    samples = {name: ctx.store.get(UNITS, key) for name, key in keys.items()}
+    todo = [name for name in prompts if samples[name] is None]
+    if todo and req.generator == "vllm":
+        ctx.say(f"generating {req.tokens} tokens for {len(todo)} pair(s) on vLLM")
+        batch = generate_continuations_vllm(
+            model.path, [prompts[name] for name in todo], req.tokens, seed=req.seed
+        )
+        for name, sample in zip(todo, batch, strict=True):
+            ctx.store.put(UNITS, keys[name], sample)
+            samples[name] = sample
+    elif todo:
+        hf = ctx.engines.get(ctx.plan, model)
+        assert isinstance(hf, HfBackend), "--generator hf runs with --backend hf (the plan)"
+        for name in todo:  # kept pair by pair: a killed run keeps the pairs already sampled
+            ctx.say(f"generating {req.tokens} tokens for pair {name}")
+            sample = generate_continuation(hf.model(), prompts[name], req.tokens, req.seed)
+            ctx.store.put(UNITS, keys[name], sample)
+            samples[name] = sample
+    return samples
+
+
+class PairCurvesStage:
+    """Every (model, lam, pair) curve set, from the cache or computed on the model's backend
+    (on an endpoint, `concurrency` requests at a time); each model's backend is closed before
+    the next starts."""
+
+    name = "probe"
+    reads = (Continuations,)
+    writes = (ProbedPairs,)
+
+    def run(self, ctx: ProbeContext) -> dict[str, Output]:
+        longest = max(
+            max(len(a), len(b)) + len(ctx.continuations[name])
+            for name, (a, b) in ctx.plan.ids.items()
+        )
+        for model in ctx.plan.models:
+            try:
+                ctx.curves += _model_curves(ctx, model, ctx.engines.get(ctx.plan, model, longest))
+            finally:
+                ctx.engines.close()
+        return {}
+
+
+def _model_curves(ctx: ProbeContext, model: ResolvedModel, backend: Backend) -> list[ProbedPair]:
+    from harness.probes.divergence import PairDivergence  # lazy: loads torch
+
+    req = ctx.plan.request
+
+    def one(unit: tuple[float | None, PairSpec]) -> ProbedPair:
+        lam, spec = unit
+        a, b = ctx.plan.ids[spec.name]
+        cont = ctx.continuations[spec.name]
+        ctx.say(f"{model.name} {f'lam={lam} ' if lam is not None else ''}pair {spec.name}")
+        compute = partial(backend.curves, a, b, cont, req.layers, lam)
+        params = {"backend": req.backend, "layers": req.layers, "lam": lam}
+        if req.backend == "openai":  # the KL's bracket depends on the lists' length
+            params["top_k"] = req.top_k
+        key = ctx.key(model, [a, b, cont], params)
+        arrays = cached_curves(ctx.store, UNITS, key, compute)
+        return (model.name, lam, spec.name, PairDivergence.from_arrays(arrays))
+
+    lams = req.lams if req.lams is not None else [None]
+    return map_pairs(backend, one, [(lam, spec) for lam in lams for spec in req.pairs])
+
+
+class ProbeTablesStage:
+    """nexttoken.csv, and divergence.csv and attention.csv where the backend hands out hidden
+    states (an endpoint does not), every t of every curve set."""
+
+    name = "tables"
+    reads = (ProbedPairs,)
+    writes = (ProbeDivergenceRow, ProbeNextTokenRow, ProbeAttentionRow)
+
+    def run(self, ctx: ProbeContext) -> dict[str, Output]:
+        req = ctx.plan.request
+        with_lam = req.lams is not None
+        files = {"nexttoken.csv": nexttoken_frame(ctx.curves, with_lam, req.backend)}
+        if req.backend != "openai":
+            files["divergence.csv"] = divergence_frame(ctx.curves, with_lam)
+            files["attention.csv"] = attention_frame(ctx.curves, with_lam)
+        return files
+
+
+class ProbeFitsStage:
+    """fits.csv: alpha of every curve set, and pooled over the pairs."""
+
+    name = "fits"
+    reads = (ProbedPairs,)
+    writes = (ProbeFitRow,)
+
+    def run(self, ctx: ProbeContext) -> dict[str, Output]:
+        req = ctx.plan.request
+        fits = probe_fits(ctx.curves, req.lams is not None, req.t_min, req.n_boot)
+        return {"fits.csv": fits}
+
+
+PROBE_STAGES: list[Stage] = [
+    ContinuationStage(),
+    PairCurvesStage(),
+    ProbeTablesStage(),
+    ProbeFitsStage(),
+]
+check_order(PROBE_STAGES)  # at import, as the run's stage lists

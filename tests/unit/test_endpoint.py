@@ -1,0 +1,49 @@
+"""The endpoint settings, one model and one merge rule (harness.endpoint): a section's own
+settings win, the rest come from the run's generation endpoint, and a section with its own
+base URL is another server, whose served model the generation's name does not describe."""
+
+from __future__ import annotations
+
+from harness.config import RunConfig
+from harness.endpoint import Endpoint, endpoint_of
+from harness.engines.options import engine_options
+from harness.probes.endpoint import endpoint_settings
+
+GENERATION = {"engine": "openai", "base_url": "http://gen:8000/v1", "served_model": "big",
+              "api_key_env": "GEN_KEY"}  # fmt: skip
+
+
+def _config(probe: dict) -> RunConfig:
+    return RunConfig.model_validate(
+        {"name": "t", "models": ["tiny-random-llama"], "suites": ["s.yaml"],
+         "policies": ["none"], "generation": GENERATION, "probe": {"backend": "openai", **probe}}
+    )  # fmt: skip
+
+
+def test_a_probe_without_settings_asks_the_generation_endpoint():
+    settings = endpoint_settings(_config({}))
+    assert settings == {"base_url": "http://gen:8000/v1", "served_model": "big",
+                        "api_key_env": "GEN_KEY", "top_k": 20, "concurrency": 8}  # fmt: skip
+
+
+def test_a_probe_on_another_server_does_not_borrow_the_generation_model_name():
+    settings = endpoint_settings(_config({"base_url": "http://other:9000/v1"}))
+    assert settings["base_url"] == "http://other:9000/v1"
+    assert settings["served_model"] is None  # the other server's only model
+    assert settings["api_key_env"] == "GEN_KEY"
+    named = endpoint_settings(_config({"base_url": "http://other:9000/v1", "served_model": "s"}))
+    assert named["served_model"] == "s"
+
+
+def test_the_generation_engine_options_are_its_endpoint():
+    options = engine_options(_config({}).generation)
+    assert options == {"base_url": "http://gen:8000/v1", "served_model": "big",
+                       "api_key_env": "GEN_KEY", "max_model_len": None}  # fmt: skip
+
+
+def test_over_fills_only_what_is_unset():
+    run = Endpoint(base_url="http://gen/v1", served_model="big", api_key_env="GEN_KEY")
+    same = Endpoint(api_key_env="SIM_KEY").over(run)
+    assert same == Endpoint(base_url="http://gen/v1", served_model="big", api_key_env="SIM_KEY")
+    assert endpoint_of(object()).over(run) == run
+    assert Endpoint().options()["api_key_env"] == "OPENAI_API_KEY"
