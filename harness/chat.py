@@ -21,6 +21,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Literal
 
+from harness import tokens
 from harness.errors import UserError
 
 # Marks a cut in rendered template text (system turn, end of an assistant message): private-use
@@ -48,6 +49,9 @@ class ChatFormat:
             raise UserError("the model's tokenizer has no chat template; use raw text prompts")
         self.eos_id = tokenizer.eos_token_id
         self._system_ok: bool | None = None
+        # user turn -> its labelled tokens: a template renders the same turn the same way, and
+        # logs repeat user messages ("continue", "thanks"); bounded, cleared when full
+        self._turns: dict[tuple, list[tuple[int, str, str]]] = {}
 
     def _render(self, messages: list[dict], generation_prompt: bool) -> str:
         return self.tokenizer.apply_chat_template(
@@ -55,17 +59,11 @@ class ChatFormat:
         )
 
     def encode(self, text: str) -> list[int]:
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return tokens.encode(self.tokenizer, text)
 
     def encode_many(self, texts: list[str]) -> list[list[int]]:
-        """`encode` of each text. A fast tokenizer's Rust backend is called directly where it
-        truncates and pads nothing (what transformers' call sets it to): the same ids without
-        transformers' per-call overhead, a third of the CPU time of scoring a chat log's
-        replies (bench/scoring.py)."""
-        backend = getattr(self.tokenizer, "backend_tokenizer", None)
-        if backend is None or backend.truncation is not None or backend.padding is not None:
-            return [self.encode(text) for text in texts]
-        return [backend.encode(text, add_special_tokens=False).ids for text in texts]
+        """`encode` of each text (through the fast backend where exact: `harness.tokens`)."""
+        return [tokens.encode(self.tokenizer, text) for text in texts]
 
     def prompt_ids(self, system: SystemPrompt, user: str) -> list[int]:
         """The initial prompt: [system turn], user turn, then the assistant header (see the
@@ -180,6 +178,21 @@ class ChatFormat:
                 "placement 'system': the model's chat template has no system role "
                 "(use placement 'user')"
             )
+        key = (user, reminder, placement, source)
+        labelled = self._turns.get(key)
+        if labelled is None:
+            labelled = self._label_turn(user, reminder, placement, source)
+            if len(self._turns) >= 4096:
+                self._turns.clear()
+            self._turns[key] = labelled
+        if last_token is not None and labelled and last_token == labelled[0][0] == self.eos_id:
+            labelled = labelled[1:]  # the model closed its turn itself: no second EOS
+        return self._group(labelled)
+
+    def _label_turn(
+        self, user: str, reminder: str | None, placement: str, source: str
+    ) -> list[tuple[int, str, str]]:
+        """(id, kind, source) per token of the user turn's span (see `user_turn_pieces`)."""
         messages = [{"role": "user", "content": "x"}, {"role": "assistant", "content": _SENTINEL}]
         parts: list[tuple[str, str, str]] = []  # (kind, source, text) in rendered order
         content = user
@@ -206,23 +219,16 @@ class ChatFormat:
                 raise UserError(f"the chat template drops the {kind} text of a user turn")
             spans.append((at, at + len(text), kind, src))
             pos = at + len(text)
-        labelled = self._label_tokens(tail, spans)
-        if last_token is not None and labelled and last_token == labelled[0][0] == self.eos_id:
-            labelled = labelled[1:]  # the model closed its turn itself: no second EOS
-        return self._group(labelled)
+        return self._label_tokens(tail, spans)
 
     def _label_tokens(self, text: str, spans: list[tuple]) -> list[tuple[int, str, str]]:
         """(id, kind, source) per token of `text`: a token belongs to the span holding its
         first character, else it is markup. Tokenizers without offsets (slow ones) tokenise
         each span and each gap alone."""
-        try:
-            enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-            offsets = enc["offset_mapping"]
-        except (NotImplementedError, KeyError, TypeError, ValueError):
-            offsets = None
-        if offsets is not None:
+        encoded = tokens.encode_offsets(self.tokenizer, text)
+        if encoded is not None:
             out = []
-            for token, (begin, _end) in zip(enc["input_ids"], offsets, strict=True):
+            for token, (begin, _end) in zip(*encoded, strict=True):
                 hit = next((s for s in spans if s[0] <= begin < s[1]), None)
                 out.append((token, *(hit[2:] if hit else ("markup", "chat"))))
             return out
@@ -240,7 +246,7 @@ class ChatFormat:
                 pieces[-1][2].append(token)
             else:
                 pieces.append((kind, src, [token], ""))
+        texts = tokens.decode_many(self.tokenizer, [ids for _, _, ids, _ in pieces], False)
         return [
-            (kind, src, ids, self.tokenizer.decode(ids, skip_special_tokens=False))
-            for kind, src, ids, _ in pieces
+            (kind, src, ids, text) for (kind, src, ids, _), text in zip(pieces, texts, strict=True)
         ]

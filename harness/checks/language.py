@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import AfterValidator, Field, PrivateAttr, model_validator
 
 from harness.checks.base import NAN, Check, CheckResult, register
-from harness.checks.text import letters, strip_code
+from harness.checks.text import letter_count, strip_code
 
 # The languages a window is told apart from when a run config does not name them.
 DEFAULT_CANDIDATE_LANGUAGES = [
@@ -173,7 +173,7 @@ class LanguageCheck(Check):
     def score_many(self, texts: Sequence[str]) -> list[CheckResult]:
         """Score a batch: one parallel call to lingua (its parallel API releases the GIL)."""
         prepared = [strip_code(text) for text in texts]
-        counts = [len(letters(prose)) for prose in prepared]
+        counts = [letter_count(prose) for prose in prepared]
         todo = [i for i, n in enumerate(counts) if n >= self.abstain_below]
         probs = candidate_probabilities([prepared[i] for i in todo], self.candidates)
         found = dict(zip(todo, probs, strict=True))

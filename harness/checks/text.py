@@ -120,6 +120,11 @@ def letters(text: str) -> list[str]:
     return [ch for ch in text if ch.isalpha()]
 
 
+def letter_count(text: str) -> int:
+    """len(letters(text)), without building the list (the language check counts only)."""
+    return sum(map(str.isalpha, text))
+
+
 @register
 class ScriptCheck(Check):
     """Share of the letters that belong to one Unicode script, e.g. Cyrillic for Russian

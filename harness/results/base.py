@@ -212,6 +212,8 @@ def column_problem(row: type[ResultRow], name: str, values: pd.Series) -> str | 
     if not nullable and kind in ("str", "int", "bool") and null.any():
         return f"empty at row {int(null.to_numpy().argmax())}"
     cells = values[~null]
+    if _all_of_kind(cells, kind, allowed):
+        return None
     if kind == "str":
         bad = ~cells.map(lambda v: isinstance(v, str) and (allowed is None or v in allowed))
     elif kind == "bool":
@@ -227,6 +229,20 @@ def column_problem(row: type[ResultRow], name: str, values: pd.Series) -> str | 
         what = f"one of {', '.join(map(str, allowed))}" if allowed else f"a {kind}"
         return f"{first!r} is not {what}" if isinstance(first, str) else f"{first} is not {what}"
     return None
+
+
+def _all_of_kind(cells: pd.Series, kind: str, allowed) -> bool:
+    """Every cell a str (of `allowed`) or a bool, for column kind str or bool, found by
+    pandas' C type scan instead of a Python call per cell (the per-cell test below names the
+    first bad one); False when unsure."""
+    if kind not in ("str", "bool") or cells.dtype != object:
+        return False
+    inferred = pd.api.types.infer_dtype(cells, skipna=False)
+    if kind == "bool":
+        return inferred == "boolean"
+    if inferred != "string":
+        return False
+    return allowed is None or bool(cells.isin(list(allowed)).all())
 
 
 def _is_number(value: Any, kind: str) -> bool:

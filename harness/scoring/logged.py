@@ -250,16 +250,20 @@ def score_logged(
             flush()
     if batch:
         flush()
-    # chunks follow the file; the files are in key order, as a run's
-    windows_frame = _concat(windows, WindowRow).sort_values(
-        ["model", "item", "policy", "sample", "window"], kind="stable"
+    # chunks follow the file; the files are in key order, as a run's (each chunk list is
+    # emptied once joined: the chunks, the joined frame and the sorted one are never all held)
+    windows_frame = _concat(windows, WindowRow)
+    windows.clear()
+    windows_frame = windows_frame.sort_values(
+        ["model", "item", "policy", "sample", "window"], kind="stable", ignore_index=True
     )
-    turns_frame = _concat(turns, TurnRow).sort_values(
-        ["model", "item", "policy", "history", "sample", "turn"], kind="stable"
+    turns_frame = _concat(turns, TurnRow)
+    turns.clear()
+    turns_frame = turns_frame.sort_values(
+        ["model", "item", "policy", "history", "sample", "turn"], kind="stable", ignore_index=True
     )
-    turns_frame = turns_frame.reset_index(drop=True)
     return LoggedScores(
-        windows_frame.reset_index(drop=True),
+        windows_frame,
         turns_frame,
         pd.concat(tokens, ignore_index=True),
         count,

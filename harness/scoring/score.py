@@ -84,10 +84,11 @@ def score_records(
             raise UserError(f"record of item '{record.item}': no such item in the suites")
         task, item = index[record.item]
         windows = split_windows(record, tokenizer, config.window, config.sentence_aligned)
+        wheres = [_where(record, task, w) for w in windows]
         full = None
         for check in item_checks(item, config.languages):
             if check.scope == "window":
-                jobs += [(check, _where(record, task, w), w.text) for w in windows]
+                jobs += [(check, where, w.text) for where, w in zip(wheres, windows, strict=True)]
             else:
                 full = response_text(record, tokenizer) if full is None else full
                 jobs.append((check, _where(record, task, None), full))
@@ -148,7 +149,7 @@ def _where(record: GenerationRecord, task: str, window) -> dict:
             t_end=window.t_end,
             t_gen_start=window.t_gen_start,
         )
-    ident = record.model_dump(include={"run_id", "model", "item", "policy", "seed", "sample"})
+    ident = {k: getattr(record, k) for k in ("run_id", "model", "item", "policy", "seed", "sample")}
     return {**ident, "task": record.task or task, **where}
 
 

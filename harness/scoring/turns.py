@@ -12,6 +12,7 @@ from harness.config import ScoringConfig, TaskItem, TaskSuite
 from harness.records import GenerationRecord
 from harness.results import TurnRow
 from harness.scoring.score import item_checks, item_index, score_checks
+from harness.tokens import decode
 
 TURN_COLUMNS = TurnRow.columns()
 
@@ -43,11 +44,13 @@ def score_turns(
         # a replay's record of the log itself: its logged replies (kind `logged`) are scored
         logged = any(seg.kind == "logged" for seg in record.segments)
         kind = "logged" if record.history == "logged" and logged else "generated"
+        checks = item_checks(item, config.languages)
+        ident = {k: getattr(record, k) for k in ("run_id", "model", "item", "policy", "seed")}
         for turn, positions in record.turn_positions(kind).items():
             ids = [record.continuation_ids[p] for p in positions]
-            text = tokenizer.decode(ids, skip_special_tokens=True)
+            text = decode(tokenizer, ids)
             base = {
-                **record.model_dump(include={"run_id", "model", "item", "policy", "seed"}),
+                **ident,
                 "task": record.task or task,
                 "history": record.history or "generated",
                 "sample": record.sample,
@@ -58,7 +61,7 @@ def score_turns(
                 "t_end": positions[-1] + 1,
                 "tokens": len(positions),
             }
-            jobs += [(check, base, text) for check in item_checks(item, config.languages)]
+            jobs += [(check, base, text) for check in checks]
     rows = score_checks(TurnRow, jobs, judges, memo)
     rows.sort(key=lambda r: (r.model, r.item, r.policy, r.history, r.sample, r.turn))
     return rows

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from harness.records import GenerationRecord
+from harness.tokens import decode_many
 
 # A token whose text ends a sentence: closes a sentence-aligned window once it is long enough.
 _SENTENCE_END_CHARS = (".", "!", "?", "。", "！", "？", "\n")
@@ -88,7 +89,7 @@ def split_windows(
     ids = record.continuation_ids
     ends = None
     if sentence_aligned:
-        pieces = tokenizer.batch_decode([[ids[p]] for p in positions], skip_special_tokens=True)
+        pieces = decode_many(tokenizer, [[ids[p]] for p in positions])
         ends = [piece.rstrip(" ").endswith(_SENTENCE_END_CHARS) for piece in pieces]
     bounds = _turn_bounds(record, positions, size, ends)
     # Decode each uninterrupted stretch separately: a reminder between them is a break in the
@@ -99,7 +100,7 @@ def split_windows(
         for run in _runs(positions[a:b]):
             chunks.append([ids[p] for p in run])
             owner.append(k)
-    decoded = tokenizer.batch_decode(chunks, skip_special_tokens=True) if chunks else []
+    decoded = decode_many(tokenizer, chunks)
     texts: list[list[str]] = [[] for _ in bounds]
     for k, piece in zip(owner, decoded, strict=True):
         texts[k].append(piece)
@@ -120,7 +121,5 @@ def response_text(record: GenerationRecord, tokenizer) -> str:
     """The whole generated text (for response-scope checks), stretches joined by a newline."""
     ids = record.continuation_ids
     runs = _runs(record.generated_positions())
-    pieces = tokenizer.batch_decode(
-        [[ids[p] for p in run] for run in runs], skip_special_tokens=True
-    )
+    pieces = decode_many(tokenizer, [[ids[p] for p in run] for run in runs])
     return "\n".join(pieces)

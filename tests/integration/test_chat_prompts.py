@@ -118,3 +118,47 @@ def test_template_without_system_role_probes_what_it_generated(embedded_model_pa
         tokenizer.decode(prompt_b) == f"<|im_start|>user\n{USER}<|im_end|>\n<|im_start|>assistant\n"
     )
     assert baseline_ids(_config("none"), tokenizer, record) == prompt_b
+
+
+TEXTS = [
+    "Bonjour, ça va ? Très bien.",
+    "  leading spaces and a trailing newline\n",
+    "Привет, как дела? 你好。",
+    "code: `x = 1`  <|im_end|> after the end token",
+    "",
+]
+
+
+def test_fast_backend_gives_transformers_ids_and_texts(tokenizer):
+    """harness.tokens calls the Rust backend directly: the ids, offsets and decoded texts are
+    transformers' own, special tokens skipped or kept as asked."""
+    from harness import tokens
+
+    for text in TEXTS:
+        enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        assert tokens.encode(tokenizer, text) == enc["input_ids"]
+        assert tokens.encode_offsets(tokenizer, text) == (
+            enc["input_ids"],
+            [tuple(o) for o in enc["offset_mapping"]],
+        )
+    seqs = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in TEXTS]
+    seqs.append([tokenizer.eos_token_id, *seqs[0], tokenizer.eos_token_id])
+    for skip in (True, False):
+        assert tokens.decode_many(tokenizer, seqs, skip) == tokenizer.batch_decode(
+            seqs, skip_special_tokens=skip
+        )
+        assert [tokens.decode(tokenizer, s, skip) for s in seqs] == [
+            tokenizer.decode(s, skip_special_tokens=skip) for s in seqs
+        ]
+
+
+def test_a_repeated_user_turn_has_the_pieces_of_a_first_one(tokenizer):
+    """User turns are labelled once per text: the second time gives the same pieces, with the
+    closing EOS dropped after a reply that closed its turn, as the first time."""
+    fresh, cached = ChatFormat(tokenizer), ChatFormat(tokenizer)
+    cached.user_turn_pieces("Et ensuite ?", None)
+    for last in (None, tokenizer.eos_token_id, 1234):
+        assert cached.user_turn_pieces("Et ensuite ?", last) == ChatFormat(
+            tokenizer
+        ).user_turn_pieces("Et ensuite ?", last)
+    assert fresh.user_turn_pieces("Et ensuite ?", None)[0][0] == "markup"

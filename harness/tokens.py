@@ -1,0 +1,77 @@
+"""Encode and decode through a fast tokenizer's Rust backend where that gives transformers'
+own result: the same ids and texts without transformers' per-call overhead (its `__call__`
+and `decode` convert every id through `to_py_obj`: a third of the CPU time of building and
+cutting a chat log's records, bench/scoring.py). Any other tokenizer goes through
+transformers' calls, unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def encoder(tokenizer) -> Any | None:
+    """The backend where calling it gives transformers' `tokenizer(text)`: it truncates and
+    pads nothing (what transformers' call sets it to); None otherwise."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or backend.truncation is not None or backend.padding is not None:
+        return None
+    return backend
+
+
+def _decoder(tokenizer) -> Any | None:
+    """The backend where its `decode` is transformers' `decode`: the stock fast class's
+    `_decode` (not a subclass's own), with no clean-up of tokenization spaces."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or getattr(tokenizer, "clean_up_tokenization_spaces", True):
+        return None
+    from transformers.tokenization_utils_base import PreTrainedTokenizerBase
+    from transformers.tokenization_utils_tokenizers import TokenizersBackend
+
+    cls = type(tokenizer)
+    stock = (
+        cls._decode is TokenizersBackend._decode
+        and cls.decode is PreTrainedTokenizerBase.decode
+        and cls.batch_decode is PreTrainedTokenizerBase.batch_decode
+    )
+    return backend if stock else None
+
+
+def encode(tokenizer, text: str) -> list[int]:
+    """`tokenizer(text, add_special_tokens=False)["input_ids"]` as a list."""
+    backend = encoder(tokenizer)
+    if backend is None:
+        return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    return backend.encode(text, add_special_tokens=False).ids
+
+
+def encode_offsets(tokenizer, text: str) -> tuple[list[int], list[tuple[int, int]]] | None:
+    """(ids, character offsets) of `text` without special tokens; None for a tokenizer that
+    gives no offsets (slow ones)."""
+    backend = encoder(tokenizer)
+    if backend is not None:
+        enc = backend.encode(text, add_special_tokens=False)
+        return enc.ids, enc.offsets
+    try:
+        enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        return list(enc["input_ids"]), enc["offset_mapping"]
+    except (NotImplementedError, KeyError, TypeError, ValueError):
+        return None
+
+
+def decode(tokenizer, ids: list[int], skip_special_tokens: bool = True) -> str:
+    """`tokenizer.decode(ids, skip_special_tokens=...)`."""
+    backend = _decoder(tokenizer)
+    if backend is None:
+        return tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
+    return backend.decode(ids, skip_special_tokens=skip_special_tokens)
+
+
+def decode_many(tokenizer, seqs: list[list[int]], skip_special_tokens: bool = True) -> list[str]:
+    """`tokenizer.batch_decode(seqs, skip_special_tokens=...)` (a list for no sequence)."""
+    if not seqs:
+        return []
+    backend = _decoder(tokenizer)
+    if backend is None:
+        return tokenizer.batch_decode(seqs, skip_special_tokens=skip_special_tokens)
+    return [backend.decode(ids, skip_special_tokens=skip_special_tokens) for ids in seqs]
