@@ -6,7 +6,8 @@ A mix of clear and close conditions: items whose samples comply with a known pro
 (a scripted engine, harness/engines/scripted.py: no model; each sample complies in every
 window or in none, as the embedded model does), each gated `auc >= 0.8`: a one-sided question,
 tested one-sided at the full 95 % (harness.stats.sided) by every design. Every design runs
-through the project's own stages (generate, score, analyse, gates) and its tokens are counted from generations.jsonl:
+through the project's own stages (generate, score, analyse, gates) and its tokens are counted
+from generations.jsonl:
 
 - sequential: `samples: {min: 4, max: --max}`, the one-sided beta-binomial confidence sequence
   (an e-process: valid at every look), looked at after every batch; once with the default rule

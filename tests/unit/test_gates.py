@@ -565,3 +565,47 @@ def test_samples_needed_uses_the_configs_interval_level(tmp_path):
         frame = gate_outputs(config, ITEMS, tmp_path)["gates.csv"]
         needed[level] = frame["samples_needed"][0]
     assert needed[0.99] > needed[0.9] > 4
+
+
+def test_family_bonferroni_tests_each_bound_at_level_over_m_and_says_the_family_error(
+    tmp_path,
+):
+    """Item 5: with 4 checks of one bound each, stats.family: bonferroni tests each at
+    1 - 0.05 / 4; gates.csv's level says so, and the terminal states the run's error."""
+    from rich.console import Console
+
+    from harness.report.terminal import print_gates
+    from harness.stages.gates import gate_outputs
+
+    gates = [{"metric": "auc", "policy": "none", "min": 0.3},
+             {"metric": "final", "policy": "none", "max": 0.9}]  # fmt: skip
+    for family, level in (("none", 0.95), ("bonferroni", 1 - 0.05 / 4)):
+        config = load_run_config(_write_config(tmp_path, gates, stats={"family": family}))
+        write_csv(_summary().assign(model=config.models[0]), tmp_path / "summary.csv")
+        frame = gate_outputs(config, ITEMS, tmp_path)["gates.csv"]
+        assert frame["level"].tolist() == pytest.approx([level] * 4)
+        write_csv(frame, tmp_path / "gates.csv")
+        console = Console(record=True, width=300)
+        print_gates(tmp_path, console)
+        text = console.export_text()
+        assert "4 bounds tested, each wrong with probability <= " in text
+        total = "5 %" if family == "bonferroni" else "20 %"
+        assert f"the chance that any verdict is wrong is <= {total}" in text, text
+    # a metric whose interval is two-sided only cannot join the family
+    half = [{"metric": "half_life", "policy": "none", "min": 100}]
+    with pytest.raises(UserError, match="stats.family: bonferroni bounds the error of every"):
+        load_run_config(_write_config(tmp_path, half, stats={"family": "bonferroni"}))
+
+
+def test_alpha_mean_over_fewer_than_8_pairs_is_undecided_and_names_the_method(tmp_path):
+    """Item 9: alpha_mean [0.5, 0.7] clears max 0.8, but over 2 probed pairs the interval is
+    one curve's noise: undecided, and the detail names the method."""
+    summary = _summary().assign(alpha_mean_n=2, alpha_mean_method="percentile-bootstrap")
+    gate = [{"metric": "alpha_mean", "policy": "none", "max": 0.8}]
+    out = _evaluate(tmp_path, gate, summary)
+    assert out["verdict"].tolist() == ["undecided", "undecided"]
+    assert "over 2 probed pairs (percentile-bootstrap): fewer than 8 pairs" in out["detail"][0]
+    many = _evaluate(tmp_path, gate, summary.assign(alpha_mean_n=8))
+    assert many["verdict"].tolist() == ["pass", "pass"]
+    assert "(percentile-bootstrap interval)" in many["detail"][0]
+    assert many["level"].tolist() == pytest.approx([0.975, 0.975])  # one side of a 95 % CI
