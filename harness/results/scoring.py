@@ -107,7 +107,9 @@ class AdherenceRow(ResultRow):
     final_n: int
     final_method: str
     final_lcb: float
+    """one-sided lower bound of final at the gates' level"""
     final_ucb: float
+    """one-sided upper bound of final at the gates' level"""
     pass_1: float
     """pass^1: share of samples that pass (every decided position in [1, T] passes)"""
     pass_1_low: float
