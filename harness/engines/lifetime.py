@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import ctypes
 import os
+import pickle
 import signal
 import sys
 import threading
 import time
 from multiprocessing.process import BaseProcess
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -32,17 +34,35 @@ _original_start = BaseProcess.start
 
 
 class BoundToParent:
-    """A process target that dies with its parent (pickled into a spawned child as is)."""
+    """A process target that dies with its parent.
 
-    def __init__(self, target: Any, parent_pid: int, from_main_thread: bool) -> None:
+    Pickled into a spawned child, it arms the death signal as the child unpickles it: before
+    the target and the process's arguments, pickled after it, are unpickled, which imports
+    vLLM and takes seconds of start-up that a kill of the parent would otherwise miss."""
+
+    def __init__(
+        self, target: Any, parent_pid: int, from_main_thread: bool, armed: bool = False
+    ) -> None:
         self.target = target
         self.parent_pid = parent_pid
         self.from_main_thread = from_main_thread
+        self.armed = armed
+
+    def __reduce__(self):
+        target = bytes(ForkingPickler.dumps(self.target))
+        return (_armed_in_child, (self.parent_pid, self.from_main_thread, target))
 
     def __call__(self, *args, **kwargs):
-        die_with_parent(self.parent_pid, self.from_main_thread)
-        bind_engine_children()  # the engine core's own workers
+        if not self.armed:  # a forked child: nothing was unpickled
+            die_with_parent(self.parent_pid, self.from_main_thread)
+            bind_engine_children()  # the engine core's own workers
         return self.target(*args, **kwargs)
+
+
+def _armed_in_child(parent_pid: int, from_main_thread: bool, target: bytes) -> BoundToParent:
+    die_with_parent(parent_pid, from_main_thread)
+    bind_engine_children()
+    return BoundToParent(pickle.loads(target), parent_pid, from_main_thread, armed=True)
 
 
 def die_with_parent(parent_pid: int, use_pdeathsig: bool = True) -> None:

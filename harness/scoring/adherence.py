@@ -4,7 +4,8 @@ Definitions (docs/architecture.md, "Adherence"): a window passes when every wind
 check that could decide passed (undetermined checks are ignored; a window where none decided
 is left out). a(t) = share of samples whose window covering t passes, at the window starts seen
 in the condition (a picture; no per-sample metric uses that grid). Over a fixed t-range [1, T]
-(T = the run's max_tokens, fixed before the data; else each sample's own span): each sample's
+(T = the run's max_tokens, fixed before the data; else each sample's own span), in generated
+positions (reminders and user turns do not count): each sample's
 AUC = the share of its own decided positions that pass (token-weighted, its own windows only),
 final = the same over (floor(3T/4), T]; the condition's values are their means. half-life =
 first of 8 fixed checkpoints where a(t) < a(1)/2 (censored if never); survival = time
@@ -41,16 +42,30 @@ RUN_SAMPLE = list(results.RUN_SAMPLE)
 
 
 def window_passes(windows: pd.DataFrame) -> pd.DataFrame:
-    """One row per (condition, sample, window): t_start, t_end, passed (bool)."""
-    w = windows[(windows["scope"] == "window") & (windows["window"] >= 0)]
-    w = w[w["passed"].notna()].copy()
-    w["passed"] = w["passed"].map(lambda v: as_bool(v) is True)
+    """One row per (condition, sample, window) some check decided: t_start, t_end, passed
+    (bool), and g_start, g_end: the generated tokens it covers (1-based among the sample's
+    generated tokens; t also counts injected reminders, user turns and chat markup, which
+    would push a sample past the horizon in t). A window reaches to the next window's first
+    generated token (decided or not); the last one spans t_end - t_start + 1 tokens."""
+    w = windows[(windows["scope"] == "window") & (windows["window"] >= 0)].copy()
+    decided = w["passed"].notna()
+    w["passed"] = w["passed"].map(lambda v: as_bool(v) is True) | ~decided
+    w["decided"] = decided
     keys = TASK_CONDITION + RUN_SAMPLE + ["window"]
     grouped = w.groupby(keys, sort=True, dropna=False)
     out = grouped.agg(
-        t_start=("t_start", "first"), t_end=("t_end", "first"), passed=("passed", "all")
-    )
-    return out.reset_index()
+        t_start=("t_start", "first"),
+        t_end=("t_end", "first"),
+        g_start=("t_gen_start", "first"),
+        passed=("passed", "all"),
+        decided=("decided", "any"),
+    ).reset_index()
+    # undecided checks are ignored: `passed` is over the checks that decided
+    following = out.groupby(TASK_CONDITION + RUN_SAMPLE, sort=False)["g_start"].shift(-1)
+    last = out["g_start"] + out["t_end"] - out["t_start"]
+    out["g_end"] = following.sub(1).fillna(last).astype(out["g_start"].dtype)
+    out = out[out["decided"]].drop(columns="decided")
+    return out.reset_index(drop=True)
 
 
 _ROWS = 8192  # windows placed in the pass matrix per step
@@ -172,17 +187,19 @@ def _share(weights: np.ndarray, passed: np.ndarray, sample: np.ndarray, samples:
 
 def sample_values(cond: pd.DataFrame, horizon: float | None = None):
     """Per-sample AUC and final (S,), samples in `_pass_matrix`'s order, each from the sample's
-    own windows alone: the share of its decided positions that pass, over t in [1, T] (AUC)
-    and over t in (floor(3T/4), T] (final), a window weighing the positions it covers there.
-    T = `horizon`, fixed before the data (the run's max_tokens); None: each sample's own last
-    t_end. A sample that stopped before T counts over the positions it has (NaN final when it
+    own windows alone: the share of its decided generated positions that pass, over g in
+    [1, T] (AUC) and over g in (floor(3T/4), T] (final), a window weighing the generated
+    positions it covers there (`window_passes`' g_start..g_end). T = `horizon`, fixed before
+    the data (the run's max_tokens, a budget of generated tokens); None: each sample's own
+    last g_end. A sample that stopped before T counts over the positions it has (NaN final when it
     has none in the last quarter: it leaves final's n)."""
     groups = cond.groupby(RUN_SAMPLE, sort=True)
     sample = groups.ngroup().to_numpy()
-    start, end = cond["t_start"].to_numpy(float), cond["t_end"].to_numpy(float)
+    # generated positions: the horizon is the run's max_tokens, a budget of generated tokens
+    start, end = cond["g_start"].to_numpy(float), cond["g_end"].to_numpy(float)
     passed = cond["passed"].to_numpy(float)
     top = (
-        groups["t_end"].transform("max").to_numpy(float)
+        groups["g_end"].transform("max").to_numpy(float)
         if horizon is None
         else np.full(len(cond), float(horizon))
     )

@@ -18,3 +18,20 @@ def engine_core(ready) -> None:
     mp.get_context("spawn").Process(target=worker, args=(mine,)).start()
     ready.put((os.getpid(), mine.get(timeout=60)))
     time.sleep(600)
+
+
+def _load_slowly() -> SlowToLoad:
+    time.sleep(60)
+    return SlowToLoad()
+
+
+class SlowToLoad:
+    """An argument that takes a minute to unpickle in the child, as vLLM's engine-core
+    arguments do while they import vLLM (start-up)."""
+
+    def __reduce__(self):
+        return (_load_slowly, ())
+
+
+def starting_engine(_argument) -> None:
+    time.sleep(600)

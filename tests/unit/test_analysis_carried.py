@@ -167,7 +167,8 @@ def _fits_and_windows(alpha_auc: dict[str, list[tuple[float, float]]]):
             for window in range(4):
                 windows.append(dict(run_id="r", model=MODEL, task="t", item=item, policy="none",
                                     seed=0, sample=sample, window=window, t_start=window * 8 + 1,
-                                    t_end=window * 8 + 8, scope="window", check="c",
+                                    t_gen_start=window * 8 + 1, t_end=window * 8 + 8,
+                                    scope="window", check="c",
                                     passed=window < auc * 4))  # fmt: skip
     fits.append(dict(model=MODEL, item="a", policy="none", pair="all", layer=1, metric="rel_l2",
                      alpha=9.0))  # fmt: skip

@@ -107,9 +107,8 @@ def test_undecided_windows_are_counted_per_condition():
     )
     assert (row.windows_total, row.undecided_windows) == (8, 3)
     assert row.undecided_window_share == pytest.approx(3 / 8)
-    frame = _windows({0: [True, None, True, None], 1: [False, True, None, True]})
-    (decided,) = adherence_summary(frame[frame["passed"].notna()])
-    assert row.auc == decided.auc  # the undecided ones are left out, as before
+    # the undecided positions are left out: sample 1 passes 2 of its 3 decided windows
+    assert row.auc == pytest.approx((1 + 2 / 3) / 2)
 
 
 def test_undecided_replies_are_counted_per_turn_and_conversation():

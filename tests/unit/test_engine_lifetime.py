@@ -34,6 +34,26 @@ PARENT = textwrap.dedent(
 )
 
 
+# The same, but the "engine core" is killed while it starts: its argument takes a minute to
+# unpickle (vLLM's imports), and the parent prints its pid and is killed meanwhile.
+STARTING = textwrap.dedent(
+    """
+    import multiprocessing as mp, time
+    from harness.engines.lifetime import bind_engine_children
+    import tests.unit.engine_stand_in as stand_in
+
+    if __name__ == "__main__":
+        bind_engine_children()
+        core = mp.get_context("spawn").Process(
+            target=stand_in.starting_engine, args=(stand_in.SlowToLoad(),)
+        )
+        core.start()
+        print(core.pid, flush=True)
+        time.sleep(600)
+    """
+)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -61,6 +81,29 @@ def test_engine_processes_die_when_their_parent_is_killed(tmp_path):
             time.sleep(0.1)
         assert not _alive(core), "the engine core outlived its killed parent"
         assert not _alive(worker), "the worker outlived its killed engine core"
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
+def test_an_engine_killed_while_it_starts_dies_with_its_parent(tmp_path):
+    script = tmp_path / "parent.py"
+    script.write_text(STARTING)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    parent = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        core = int(parent.stdout.readline())
+        time.sleep(3)  # the child is unpickling its slow argument (a minute)
+        assert _alive(core)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while _alive(core) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(core), "an engine core killed during start-up outlived its parent"
     finally:
         parent.kill()
         parent.wait()
