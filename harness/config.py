@@ -21,7 +21,7 @@ from pydantic import (
 from harness.checks.base import NonEmptyText
 from harness.checks.language import DEFAULT_CANDIDATE_LANGUAGES, LanguageCode
 from harness.endpoint import DEFAULT_KEY_ENV, BaseUrl, KeyEnv, ServedModel
-from harness.gate_specs import LOOP_METRICS, GateSpec, gate_problem
+from harness.gate_specs import LOOP_METRICS, Family, GateSpec, gate_problem
 from harness.policy_specs import (
     BASELINE,
     POLICY_NAMES,
@@ -161,6 +161,9 @@ class StatsConfig(Strict):
     level: float = Field(0.95, gt=0, lt=1)
     draws: int = Field(2000, ge=100)  # pooled alpha fits, pooled kappa, predictor AUROC
     anytime: bool = False
+    # the gates' error over many checks (harness.gate_specs.Family): `none` bounds each bound's
+    # error by 1 - level, `bonferroni` the chance that any verdict of the run is wrong
+    family: Family = "none"
 
 
 class RelaySpec(Strict):
@@ -273,7 +276,9 @@ class RunConfig(Strict):
     def _gates_fit(self) -> RunConfig:
         labels = self.policy_labels()
         for index, gate in enumerate(self.gates):
-            problem = gate_problem(gate, labels, list(self.models), self.probe.enabled)
+            problem = gate_problem(
+                gate, labels, list(self.models), self.probe.enabled, self.stats.family
+            )
             if problem:
                 raise ValueError(f"gates[{index}]: {problem}")
         return self

@@ -37,6 +37,13 @@ CORRECTED_METRICS = ("auc",)
 LOOP_METRICS = tuple(
     m for m in GATE_METRICS if m not in ("alpha_mean", "aptitude", "unreliability")
 )
+# The metrics with one-sided bounds `<metric>_lcb/_ucb` at the gates' level (the bounded means,
+# harness.stats.sided): their interval gates test each bound one-sided at the full level.
+ONE_SIDED = ("auc", "final")
+# How the gates' error adds up over many checks: `none`, each bound tested at stats.level;
+# `bonferroni`, each at 1 - (1 - level) / m over the m bounds of every interval check, so the
+# chance that any verdict of the run is wrong is <= 1 - level.
+Family = Literal["none", "bonferroni"]
 GateBound = Annotated[float, Field(allow_inf_nan=False)]
 # Gates before three outcomes read one CI bound as a point; `interval` (the default) now reads
 # both: a config still naming them is told what to write instead (gate_problem).
@@ -73,7 +80,34 @@ def gate_column(gate: GateSpec) -> str:
     return f"{gate.metric}_corrected" if gate.corrected else gate.metric
 
 
-def gate_problem(gate: GateSpec, policies: list[str], models: list[str], probe: bool) -> str:
+def one_sided(gate: GateSpec) -> bool:
+    """Whether the gate's interval check reads one-sided bounds (`<metric>_lcb/_ucb`)."""
+    return gate_use(gate) == "interval" and gate.metric in ONE_SIDED and not gate.corrected
+
+
+def tested_bounds(gates: list[GateSpec], models: list[str], items: list[str]) -> int:
+    """The bounds tested over every interval check of the run (a check is a gate x model x
+    item; a gate with min and max tests two bounds); point comparisons test nothing."""
+    total = 0
+    for gate in gates:
+        if gate_use(gate) == "interval":
+            bounds = (gate.min is not None) + (gate.max is not None)
+            total += bounds * len([gate.model] if gate.model else models) * len(gate.items or items)
+    return total
+
+
+def gate_level(
+    gates: list[GateSpec], models: list[str], items: list[str], level: float, family: Family
+) -> float:
+    """The level each bound is tested at: `level`, or Bonferroni's 1 - (1 - level) / m over the
+    run's m tested bounds (`family: bonferroni`); fixed by the config, before the data."""
+    m = tested_bounds(gates, models, items) if family == "bonferroni" else 1
+    return 1 - (1 - level) / max(m, 1)
+
+
+def gate_problem(
+    gate: GateSpec, policies: list[str], models: list[str], probe: bool, family: Family = "none"
+) -> str:
     """Why a gate cannot be evaluated against a run config ("" when it can)."""
     if gate.metric not in GATE_METRICS:
         return f"unknown metric '{gate.metric}' (expected one of {', '.join(GATE_METRICS)})"
@@ -101,6 +135,12 @@ def gate_problem(gate: GateSpec, policies: list[str], models: list[str], probe: 
         return f"policy '{gate.policy}' is not in the config's policies ({', '.join(policies)})"
     if gate.model is not None and gate.model not in models:
         return f"model '{gate.model}' is not in the config's models ({', '.join(models)})"
+    if family != "none" and gate_use(gate) == "interval" and not one_sided(gate):
+        return (
+            f"stats.family: {family} bounds the error of every gate, and {gate_column(gate)}'s "
+            f"interval is at stats.level only; gate {', '.join(ONE_SIDED)} (not corrected) or "
+            "write `use: value`"
+        )
     if gate.metric == "alpha_mean" and not probe:
         return "metric 'alpha_mean' needs probe.enabled: true"
     return ""

@@ -33,23 +33,34 @@ import math
 import re
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from harness.errors import UserError
-from harness.gate_specs import GATE_METRICS, GateSpec, gate_column, gate_use
+from harness.gate_specs import (
+    GATE_METRICS,
+    Family,
+    GateSpec,
+    gate_column,
+    gate_level,
+    gate_use,
+    one_sided,
+)
 from harness.results import CONDITION, GateRow, as_bool, result_frame
-from harness.stats import Interval, samples_to_decide
+from harness.stats import Interval
 from harness.stats import verdict as bound_verdict
+from harness.stats.sided import samples_to_decide
 
 GATE_COLUMNS = GateRow.columns()
 INFINITE_BECAUSE = {
     "half_life": "never halved within the run (censored), so it counts as infinite",
     "survival_median": "fewer than half the samples ever failed, so it counts as infinite",
 }
-# Metrics whose interval is one of a bounded mean of per-sample values in [lower, upper]: the
-# ones `samples_needed` can project (see there).
-BOUNDED_MEANS = {"auc": (0.0, 1.0), "final": (0.0, 1.0), "survival_censored_share": (0.0, 1.0)}
+# The bounded means of per-sample values in [lower, upper] with one-sided bounds: the metrics
+# `samples_needed` can project (see there).
+BOUNDED_MEANS = {"auc": (0.0, 1.0), "final": (0.0, 1.0)}
+# alpha_mean's interval over fewer probed pairs than this reflects one curve's noise, not
+# sample-to-sample variation (a bootstrap of 1-2 pairs): its gates are undecided below it
+MIN_ALPHA_PAIRS = 8
 # beyond this an undecided check is reported as "not decided within MAX_SAMPLES" (and each
 # look at a larger n costs an interval over that many values)
 MAX_SAMPLES = 1024
@@ -100,7 +111,8 @@ def _reading(gate: GateSpec, row: dict | None) -> tuple[float, float, float, flo
         nan = math.nan
         return nan, nan, nan, nan, "no summary.csv row for this model, item and policy"
     value = _float(row, gate.metric)
-    low, high = _float(row, f"{gate.metric}_low"), _float(row, f"{gate.metric}_high")
+    ends = ("_lcb", "_ucb") if one_sided(gate) else ("_low", "_high")  # see _test_level
+    low, high = (_float(row, f"{gate.metric}{end}") for end in ends)
     n = _float(row, f"{gate.metric}_n")  # the units this metric's interval rests on
     if math.isnan(n) and GATE_METRICS.get(gate.metric, False):
         n = _float(row, "n")  # the adherence samples; a metric with no interval has no n
@@ -141,10 +153,17 @@ def _straddled(gate: GateSpec, low: float, high: float) -> list[tuple[str, float
     return out + ([("max", gate.max)] if gate.max is not None and not high <= gate.max else [])
 
 
-def _interval_detail(gate: GateSpec, verdict: str, value, low, high, n) -> str:
+def _what(gate: GateSpec, method: str, level: float) -> str:
+    """The bounds the check read, in words: `one-sided 95% clopper-pearson bounds`."""
+    if one_sided(gate):
+        return f"one-sided {100 * level:.4g} % {method + ' ' if method else ''}bounds"
+    return f"{method} interval" if method else ""
+
+
+def _interval_detail(gate: GateSpec, verdict: str, value, low, high, n, what: str) -> str:
     if math.isnan(low) or math.isnan(high):
-        return f"{gate.metric} {_fmt(value)}{_n_text(n)}: no interval (n too small): undecided"
-    head = f"{gate.metric} {_fmt(value)} [{_fmt(low)}, {_fmt(high)}]{_n_text(n)}"
+        return f"{gate.metric} {_fmt(value)}{_n_text(n)}{what}: no interval: undecided"
+    head = f"{gate.metric} {_fmt(value)} [{_fmt(low)}, {_fmt(high)}]{_n_text(n)}{what}"
     lo_b, hi_b = gate.min, gate.max
     if verdict == "pass":
         parts = [f"lower bound {_fmt(low)} >= min {lo_b:g}"] if lo_b is not None else []
@@ -170,53 +189,42 @@ def _value_verdict(gate: GateSpec, value: float) -> tuple[str, str]:
     return "pass", f"{head}, {bound_text(low, high)}"
 
 
-def widest_sample(estimate: float, n: int, lower: float, upper: float) -> np.ndarray:
-    """n values in [lower, upper] with mean `estimate` and the largest variance such a sample
-    can have: as many at `upper` as fit, one value between, the rest at `lower`. summary.csv
-    keeps a condition's estimate and n, not its per-sample values; this is the sample they
-    admit that is hardest to decide (so the estimate errs towards more samples), and it is
-    exact for per-sample values of 0 or 1 (a sample that complies in every window or none)."""
-    share = min(max((estimate - lower) / (upper - lower), 0.0), 1.0) * n
-    full = min(int(math.floor(share)), n)
-    values = np.full(n, lower, dtype=float)
-    values[:full] = upper
-    if full < n:
-        values[full] = lower + (share - full) * (upper - lower)
-    return values
-
-
 def samples_needed(
-    gate: GateSpec,
-    value: float,
-    low: float,
-    high: float,
-    n: float,
-    level: float,
-    anytime: bool = False,
+    gate: GateSpec, value: float, low: float, high: float, n: float, level: float, anytime: bool
 ) -> tuple[float, str]:
-    """(samples, why none) that would decide an undecided interval check: for a bounded-mean
-    metric, `harness.stats.samples_to_decide` on `widest_sample(estimate, n)` for each bound
-    the interval straddles (the estimate on the bound's wrong side: the samples that make it a
-    fail; else the most any straddled bound needs, which makes it a pass). `anytime`: the
-    stored interval is a confidence sequence (a sequential run's), so the projection uses one
-    too. NaN with a reason for other metrics and where n or the estimate is unknown."""
-    if gate.metric not in BOUNDED_MEANS:
+    """(samples, why none) that would decide an undecided one-sided check:
+    `harness.stats.sided.samples_to_decide` (the observed mean held, order-neutral, always more
+    than n) for each bound it straddles; the bound on the estimate's wrong side decides it (a
+    fail), else the most any straddled bound needs (a pass). `level`: the bounds' own;
+    `anytime`: they are a confidence sequence (a sequential run's). NaN with a reason for other
+    metrics and where n or the estimate is unknown."""
+    if gate.metric not in BOUNDED_MEANS or not one_sided(gate):
         return math.nan, f"no estimate of the samples needed: {gate.metric} is not a bounded mean"
     if math.isnan(n) or n < 1 or not math.isfinite(value):
         return math.nan, "no estimate of the samples needed (no n or estimate)"
     lower, upper = BOUNDED_MEANS[gate.metric]
-    values = widest_sample(value, int(n), lower, upper)
-    needs = {}
-    for side, bound in _straddled(gate, low, high):
-        needs[side] = samples_to_decide(
-            values, bound=bound, side=side, level=level, lower=lower, upper=upper,
+    straddled = _straddled(gate, low, high)
+    needs = {
+        side: samples_to_decide(
+            value, int(n), bound=bound, level=level, lower=lower, upper=upper,
             anytime=anytime, max_n=MAX_SAMPLES,
-        )  # fmt: skip
-    wrong = [s for s, b in _straddled(gate, low, high) if (value < b if s == "min" else value > b)]
+        )
+        for side, bound in straddled
+    }  # fmt: skip
+    wrong = [s for s, b in straddled if (value < b if s == "min" else value > b)]
     picked = [needs[wrong[0]]] if wrong else list(needs.values())
     if not picked or any(p is None for p in picked):
         return math.nan, f"not decided within {MAX_SAMPLES} samples at this estimate"
     return float(max(picked)), ""
+
+
+def _test_level(gate: GateSpec, use: str, level: float, checked: float) -> float:
+    """The level each bound of the check is tested at (gates.csv's `level`): the one-sided
+    bounds' own (`checked`, harness.gate_specs.gate_level), one side of a two-sided interval at
+    `level` (its error is half of 1 - level), none for a point comparison."""
+    if use != "interval":
+        return math.nan
+    return checked if one_sided(gate) else 1 - (1 - level) / 2
 
 
 def _read_as(gate: GateSpec) -> GateSpec:
@@ -225,14 +233,24 @@ def _read_as(gate: GateSpec) -> GateSpec:
 
 
 def _check(
-    index: int, spec: GateSpec, model: str, item: str, row: dict | None, level: float
+    index: int, spec: GateSpec, model: str, item: str, row: dict | None, levels: tuple
 ) -> dict:
     use, gate = gate_use(spec), _read_as(spec)
     value, low, high, n, why = _reading(gate, row)
-    needed = math.nan
-    method = str((row or {}).get(f"{gate.metric}_method", ""))
+    needed, tested = math.nan, _test_level(gate, use, *levels)
+    method = (row or {}).get(f"{gate.metric}_method")
+    method = method if isinstance(method, str) else ""  # NaN: summary.csv has none
+    few_pairs = gate.metric == "alpha_mean" and not n >= MIN_ALPHA_PAIRS  # NaN n: unknown
     if math.isnan(value) and "cannot tell" in method:  # too few samples: never a pass or fail
         verdict, detail, why = "undecided", f"{gate.metric}: {method}: undecided", ""
+    elif few_pairs and use == "interval" and not math.isnan(value):
+        pairs = "an unknown number of" if math.isnan(n) else str(int(n))
+        verdict, why = "undecided", ""
+        detail = (
+            f"{gate.metric} {_fmt(value)} over {pairs} probed pairs ({method or 'unknown method'}"
+            f"): fewer than {MIN_ALPHA_PAIRS} pairs, so the interval is one curve's noise, not "
+            "sample-to-sample variation: cannot tell: undecided"
+        )
     elif math.isnan(value):
         verdict, detail = "fail", f"{gate.metric} {why}: fails"
         why = ""
@@ -240,10 +258,11 @@ def _check(
         verdict, detail = _value_verdict(gate, value)
     else:
         verdict = interval_verdict(low, high, gate.min, gate.max)
-        detail = _interval_detail(gate, verdict, value, low, high, n)
+        what = _what(gate, method, tested)
+        detail = _interval_detail(gate, verdict, value, low, high, n, what and f" ({what})")
         if verdict == "undecided":
             anytime = method.endswith("-cs")  # stats' confidence sequences: *-cs
-            needed, none_why = samples_needed(gate, value, low, high, n, level, anytime)
+            needed, none_why = samples_needed(gate, value, low, high, n, tested, anytime)
             detail += f"; {none_why or f'about {int(needed)} samples would decide it'}"
     if why:
         detail += f" ({gate.metric} {why})"
@@ -253,8 +272,8 @@ def _check(
         "n": n,
         "min": math.nan if gate.min is None else gate.min,
         "max": math.nan if gate.max is None else gate.max,
-        "verdict": verdict, "passed": verdict == "pass", "samples_needed": needed,
-        "detail": detail,
+        "level": tested, "verdict": verdict, "passed": verdict == "pass",
+        "samples_needed": needed, "detail": detail,
     }  # fmt: skip
 
 
@@ -262,7 +281,8 @@ def _needed_columns(spec: GateSpec) -> list[str]:
     gate = _read_as(spec)
     columns = [gate.metric]
     if gate_use(spec) == "interval":
-        columns += [f"{gate.metric}_low", f"{gate.metric}_high"]
+        ends = ("_lcb", "_ucb") if one_sided(gate) else ("_low", "_high")
+        columns += [f"{gate.metric}{end}" for end in ends]
     return columns + (["half_life_censored", "auc"] if gate.metric == "half_life" else [])
 
 
@@ -272,10 +292,13 @@ def evaluate_gates(
     items: list[str],
     models: list[str],
     level: float = 0.95,
+    family: Family = "none",
 ) -> pd.DataFrame:
     """gates.csv: one row per gate x model x item (gate order, then models, then items as the
-    run lists them). `items`/`models`: the run's, for gates that name none; `level`: the
-    intervals' level (the samples-needed estimate uses it)."""
+    run lists them). `items`/`models`: the run's, for gates that name none; `level` and
+    `family`: stats.level and stats.family, which fix the level each bound is tested at (the
+    one-sided bounds in summary.csv were made at it; samples_needed projects at it)."""
+    levels = (level, gate_level(gates, models, items, level, family))
     rows = {}
     if not summary.empty:
         keys = zip(*(summary[c].astype(str) for c in CONDITION), strict=True)
@@ -291,7 +314,7 @@ def evaluate_gates(
         for model in [gate.model] if gate.model else models:
             for item in gate.items or items:
                 row = rows.get((model, item, gate.policy))
-                out.append(_check(index, gate, model, item, row, level))
+                out.append(_check(index, gate, model, item, row, levels))
     return result_frame(GateRow, pd.DataFrame(out, columns=GATE_COLUMNS).astype({"passed": bool}))
 
 

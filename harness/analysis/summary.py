@@ -35,10 +35,10 @@ ALPHA = ["alpha", "alpha_low", "alpha_high"]  # fits.csv's alpha and its interva
 # each interval with its n (the samples it rests on) and its method (harness.stats)
 BEHAVIOUR_COLUMNS = [
     "n",
-    "auc", "auc_low", "auc_high", "auc_n", "auc_method",
+    "auc", "auc_low", "auc_high", "auc_n", "auc_method", "auc_lcb", "auc_ucb",
     "half_life", "half_life_low", "half_life_high", "half_life_n", "half_life_method",
     "half_life_censored",
-    "final", "final_low", "final_high", "final_n", "final_method",
+    "final", "final_low", "final_high", "final_n", "final_method", "final_lcb", "final_ucb",
     *(f"{m}{part}" for m in RELIABILITY for part in ("", "_low", "_high", "_n", "_method")),
     "survival_median", "survival_median_low", "survival_median_high", "survival_median_n",
     "survival_median_method", "survival_censored_share",
@@ -171,14 +171,17 @@ def _alpha_table(fits: pd.DataFrame, layers: Sequence[int]) -> pd.DataFrame:
 
 # ---------------------------------------------------------------------------- behaviour
 def _behaviour_table(
-    windows: pd.DataFrame, level: float, anytime: bool, horizon: float | None, rates=None
-) -> pd.DataFrame:
+    windows: pd.DataFrame, level: float, anytime: bool, horizon: float | None, rates=None,
+    gate_level: float | None = None,
+) -> pd.DataFrame:  # fmt: skip
     cols = [*CONDITION, *BEHAVIOUR_COLUMNS]
     if windows is None or windows.empty:
         return pd.DataFrame(columns=cols)
     w = scoring_rows(windows)
     frame = summary_frame(
-        adherence_summary(w, level=level, anytime=anytime, horizon=horizon, rates=rates)
+        adherence_summary(
+            w, level=level, anytime=anytime, horizon=horizon, rates=rates, gate_level=gate_level
+        )
     )
     if frame.empty:
         return pd.DataFrame(columns=cols)
@@ -199,11 +202,13 @@ def summarise_conditions(
     anytime: bool = False,
     horizon: float | None = None,
     rates: dict | None = None,
+    gate_level: float | None = None,
 ) -> pd.DataFrame:
     """summary.csv: one row per condition seen in any input, columns `summary_columns(layers)`.
     horizon: the fixed t-range [1, T] of the per-sample values (the run's max_tokens).
     anytime: intervals valid at every look of a sequential run (harness.sequential).
     rates: the checks' measured error by check id, for the corrected AUC.
+    gate_level: the level of the one-sided bounds the gates read (None: level).
 
     layers: hidden-state indices reported as alpha_L<k> (default: middle and last). A condition
     with no divergence (probe off, or the untrained twin which generates nothing) keeps NaN in
@@ -213,7 +218,7 @@ def summarise_conditions(
     layers = list(default_layers(fits) if layers is None else layers)
     tables = [
         _alpha_table(fits, layers),
-        _behaviour_table(windows, level, anytime, horizon, rates),
+        _behaviour_table(windows, level, anytime, horizon, rates, gate_level),
         tokens_by_condition(generations_tokens)
         if generations_tokens is not None and not generations_tokens.empty
         else pd.DataFrame(columns=[*CONDITION, *TOKEN_COLUMNS]),

@@ -8,7 +8,7 @@ import math
 from harness.analysis.gates import gate_name, verdicts_of
 from harness.report.html import esc, fmt_num, note
 from harness.report.load import RunData
-from harness.report.terminal import gates_head, sampling_summary
+from harness.report.terminal import family_line, gates_head, sampling_summary
 
 NO_GATES = (
     "This run has no gates. Add `gates:` to the run config for pass/fail checks on the "
@@ -64,6 +64,7 @@ def gates_section(data: RunData) -> tuple[str, dict]:
     kind = "fail" if (verdicts == "fail").any() else "undecided"
     kind = "pass" if (verdicts == "pass").all() else kind
     extra = note(UNDECIDED_NOTE) if (verdicts == "undecided").any() else ""
+    extra += note(f"Error over every gate: {family_line(frame)}.") if family_line(frame) else ""
     extra += _sampling(data.manifest or {})
     return f'<p class="gates-{kind}">{esc(head)}</p>' + table + extra, {}
 

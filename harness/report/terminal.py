@@ -94,6 +94,28 @@ def gates_head(verdicts: pd.Series) -> str:
     )
 
 
+def family_line(gates: pd.DataFrame) -> str:
+    """The gates' error over the whole run, from gates.csv's `level`: each tested bound errs
+    with probability <= 1 - its level, so the chance that any verdict is wrong is at most their
+    sum (Bonferroni; `stats.family: bonferroni` makes the sum 1 - stats.level). "" without
+    interval checks or a level column (an older gates.csv)."""
+    if "level" not in gates.columns:
+        return ""
+    checked = gates[pd.to_numeric(gates["level"], errors="coerce").notna()]
+    if checked.empty:
+        return ""
+    bounds = checked["min"].notna().astype(int) + checked["max"].notna().astype(int)
+    errors = (1 - checked["level"].astype(float)) * bounds
+    each = sorted({f"{100 * (1 - v):.3g} %" for v in checked["level"].astype(float)})
+    total = min(float(errors.sum()), 1.0)
+    return (
+        f"{int(bounds.sum())} bounds tested, each wrong with probability <= {' or '.join(each)}; "
+        f"the chance that any verdict is wrong is <= {100 * total:.3g} % (their sum"
+        + ("" if total < 0.0501 else "; stats.family: bonferroni bounds it by 1 - stats.level")
+        + ")"
+    )
+
+
 VERDICT_MARKUP = {
     "pass": "[green]PASS[/]",
     "fail": "[bold red]FAIL[/]",
@@ -112,6 +134,8 @@ def print_gates(run_dir: Path, console=None) -> None:
     console = _console(console)
     verdicts = verdicts_of(gates)
     console.print(f"[bold]Gates:[/] {gates_head(verdicts)} (gates.csv, junit.xml)")
+    if family := family_line(gates):
+        console.print(f"  {escape(family)}")
     several = gates["model"].nunique() > 1
     for row, verdict in zip(gates.to_dict("records"), verdicts, strict=True):
         where = f" [{row['model']}]" if several else ""

@@ -40,6 +40,11 @@ class SummaryRow(ResultRow):
     """samples the interval rests on"""
     auc_method: str | None
     """the interval's method (docs/architecture.md, "Statistics")"""
+    auc_lcb: float
+    """one-sided lower bound at the gates' level (harness.stats.sided): what a `min` gate
+    reads"""
+    auc_ucb: float
+    """one-sided upper bound at the gates' level: what a `max` gate reads"""
     half_life: float
     half_life_low: float
     half_life_high: float
@@ -51,6 +56,10 @@ class SummaryRow(ResultRow):
     final_high: float
     final_n: int | None
     final_method: str | None
+    final_lcb: float
+    """one-sided lower bound of final at the gates' level"""
+    final_ucb: float
+    """one-sided upper bound of final at the gates' level"""
     pass_1: float
     """pass^1: share of samples that pass (every decided position in [1, T] passes)"""
     pass_1_low: float
@@ -314,13 +323,19 @@ class GateRow(ResultRow):
     value: float
     """the metric's estimate in summary.csv (inf: censored, see Gates)"""
     value_low: float
-    """summary.csv's `<metric>_low` (NaN: no interval)"""
+    """the lower bound the verdict reads: summary.csv's one-sided `<metric>_lcb` for auc and
+    final, else `<metric>_low` (NaN: no interval)"""
     value_high: float
-    """summary.csv's `<metric>_high` (NaN: no interval)"""
+    """`<metric>_ucb` for auc and final, else `<metric>_high` (NaN: no interval)"""
     n: float
     """the units the interval rests on (`<metric>_n`, else `n`, of summary.csv; NaN: unknown)"""
     min: float
     max: float
+    level: float
+    """the level each bound of the check is tested at: 1 - the chance that the bound's verdict
+    is wrong (auc, final: their one-sided bounds' level, stats.level or Bonferroni's under
+    stats.family; other metrics: one side of the two-sided interval, 1 - (1 - level) / 2);
+    NaN for a point comparison"""
     verdict: Literal["pass", "fail", "undecided"]
     """`pass`, `fail` or `undecided` (the interval straddles a bound, or none was formed)"""
     passed: bool

@@ -84,6 +84,11 @@ class AdherenceRow(ResultRow):
     """samples the AUC interval rests on"""
     auc_method: str
     """the interval's method (docs/architecture.md, "Statistics")"""
+    auc_lcb: float
+    """one-sided lower bound at the gates' level (harness.stats.sided): what a `min` gate
+    reads"""
+    auc_ucb: float
+    """one-sided upper bound at the gates' level: what a `max` gate reads"""
     half_life: float
     """first checkpoint t where a(t) < a_first / 2 (8 fixed points over [1, T]); NaN when
     censored"""
@@ -101,6 +106,10 @@ class AdherenceRow(ResultRow):
     final_high: float
     final_n: int
     final_method: str
+    final_lcb: float
+    """one-sided lower bound of final at the gates' level"""
+    final_ucb: float
+    """one-sided upper bound of final at the gates' level"""
     pass_1: float
     """pass^1: share of samples that pass (every decided position in [1, T] passes)"""
     pass_1_low: float

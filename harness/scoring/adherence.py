@@ -34,6 +34,7 @@ from harness.results import AdherenceCurveRow, AdherenceRow, SurvivalRow, as_boo
 from harness.scoring import corrected as instrument
 from harness.scoring.reliability import reliability_fields
 from harness.stats import DEFAULT_LEVEL, Interval, binomial_interval, mean_interval, none_interval
+from harness.stats.sided import one_sided_bounds
 
 # pandas groups by lists: a tuple would be one key
 TASK_CONDITION = list(results.TASK_CONDITION)
@@ -320,7 +321,7 @@ def half_life_points(cond: pd.DataFrame, horizon: float | None) -> tuple[np.ndar
 
 def _condition_summary(
     key, cond: pd.DataFrame, surv: pd.DataFrame, level: float, anytime: bool, horizon,
-    abstain: dict, rates: dict | None,
+    gate_level: float, abstain: dict, rates: dict | None,
 ) -> AdherenceRow:  # fmt: skip
     grid, matrix = _pass_matrix(cond)
     auc_s, final_s = sample_values(cond, horizon)
@@ -346,6 +347,9 @@ def _condition_summary(
     curve = curve_metrics(points, _nanmean(at_points, 0))
     fields.update(a_first=curve["a_first"], half_life_censored=curve["half_life_censored"])
     fields.update(reliability_fields(auc_s, level=level, anytime=anytime))
+    for name, values in (("auc", auc_s), ("final", final_s)):  # what the gates read
+        bounds = one_sided_bounds(values, level=gate_level, anytime=anytime)
+        fields.update({f"{name}_lcb": bounds.lcb, f"{name}_ucb": bounds.ucb})
     return AdherenceRow(
         **dict(zip(TASK_CONDITION, map(str, key), strict=True)),
         n_samples=matrix.shape[0],
@@ -364,18 +368,21 @@ def adherence_summary(
     anytime: bool = False,
     horizon: float | None = None,
     rates: dict[str, instrument.CheckRates] | None = None,
+    gate_level: float | None = None,
 ) -> list[AdherenceRow]:
     """AUC, final, half-life and survival median with their intervals, per condition, the
     windows no check decided, and the AUC corrected for the check's error where `rates` (by
     check id) has the deciding check (harness.scoring.corrected).
     anytime=True: every interval a confidence sequence (for sampling until decided).
     horizon: the fixed t-range [1, T] of AUC, final and the half-life's checkpoints (the
-    run's max_tokens); None: each sample's own span (`sample_values`)."""
+    run's max_tokens); None: each sample's own span (`sample_values`). gate_level: the level
+    of the one-sided bounds auc/final_lcb/ucb that gates read (`harness.gate_specs.gate_level`;
+    None: `level`)."""
     passes = window_passes(windows)
     durations = first_failures(passes)
     by_condition = dict(iter(durations.groupby(TASK_CONDITION, sort=True)))
     abstain = instrument.window_abstentions(windows)
-    args = (level, anytime, horizon)
+    args = (level, anytime, horizon, level if gate_level is None else gate_level)
     return [
         _condition_summary(key, cond, by_condition[key], *args, abstain.loc[key].to_dict(), rates)
         for key, cond in passes.groupby(TASK_CONDITION, sort=True)

@@ -56,13 +56,16 @@ def adherence_frames(
     anytime: bool = False,
     horizon: float | None = None,
     rates: dict | None = None,
+    gate_level: float | None = None,
 ) -> dict:
     """The adherence files of a scored set of windows, by file name: per-condition metrics
     (adherence.csv), a(t) with CI bands (adherence_curve.csv), Kaplan-Meier (survival.csv).
     anytime: the intervals are confidence sequences (harness.stats); horizon: the fixed
     t-range of the per-sample values (harness.scoring.adherence.sample_values); rates: the
     checks' measured error by check id, for the corrected AUC (harness.scoring.corrected)."""
-    summary = adherence_summary(windows, level=level, anytime=anytime, horizon=horizon, rates=rates)
+    summary = adherence_summary(
+        windows, level=level, anytime=anytime, horizon=horizon, rates=rates, gate_level=gate_level
+    )
     return {
         "adherence.csv": summary_frame(summary),
         "adherence_curve.csv": adherence_curves(windows, level=level, anytime=anytime),

@@ -12,6 +12,7 @@ from harness.analysis.linkage import linkage_frame
 from harness.analysis.policies import compare_policies
 from harness.analysis.predictor import predict_violations, window_features
 from harness.analysis.summary import default_layers, summarise_conditions, token_frame
+from harness.gate_specs import gate_level
 from harness.results import (
     AdherenceCurveRow,
     AdherenceRow,
@@ -80,17 +81,24 @@ class AnalyseStage:
         # corrected estimates (harness.scoring.corrected)
         calibration = judge_calibration(windows, level=st.level, draws=st.draws)
         rates = {**self.measured(ctx), **measured_judges(calibration)}
+        items = [sel.item.id for sel in ctx.items]  # the gates' checks, for their level
+        checked = gate_level(ctx.config.gates, list(ctx.config.models), items, st.level, st.family)
         summary = summarise_conditions(
             fits if not fits.empty else None, windows, tokens, layers,
-            level=st.level, anytime=anytime, horizon=horizon, rates=rates,
+            level=st.level, anytime=anytime, horizon=horizon, rates=rates, gate_level=checked,
         )  # fmt: skip
         if self.summary_only:
             bar.finish()
             return {"summary.csv": summary}
         out: dict = {
             **adherence_frames(
-                windows, level=st.level, anytime=anytime, horizon=horizon, rates=rates
-            ),
+                windows,
+                level=st.level,
+                anytime=anytime,
+                horizon=horizon,
+                rates=rates,
+                gate_level=checked,
+            ),  # fmt: skip
             "summary.csv": summary,
         }
         out["correlation.csv"] = correlate_alpha_behaviour(summary, level=st.level)

@@ -22,8 +22,10 @@ def gate_outputs(config: RunConfig, items: list[str], run_dir: Path) -> dict:
     """{"gates.csv": frame, "junit.xml": text} of `config`'s gates on run_dir/summary.csv."""
     if config.gates:
         summary = read_summary(Path(run_dir) / "summary.csv")
-        models, level = list(config.models), config.stats.level  # samples_needed's level
-        frame = evaluate_gates(config.gates, summary, items, models, level)
+        st = config.stats  # the level each bound is tested at (harness.gate_specs.gate_level)
+        frame = evaluate_gates(
+            config.gates, summary, items, list(config.models), st.level, st.family
+        )
     else:
         frame = pd.DataFrame(columns=GATE_COLUMNS)
     return {"gates.csv": frame, "junit.xml": junit_xml(frame, config.name)}

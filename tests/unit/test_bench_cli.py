@@ -54,7 +54,7 @@ def test_unknown_benchmark_is_one_line(run_cli, started):
     assert code == 2 and err.count("\n") == 1
     available = (
         "available: checks, conversation, corrected, coverage, forks, generation, laws, probe, "
-        "runtime, scoring"
+        "runtime, samples_needed, scoring"
     )
     assert f"unknown benchmark 'nope' ({available}" in err
     assert started == []

@@ -141,7 +141,7 @@ def _gate_summary() -> pd.DataFrame:
         low_high = corrected or (math.nan,) * 3
         rows.append({
             "model": "m", "item": item, "policy": "none", "n": 32, "auc": 0.9,
-            "auc_low": 0.82, "auc_high": 0.95, "auc_n": 32,
+            "auc_low": 0.82, "auc_high": 0.95, "auc_n": 32, "auc_lcb": 0.83, "auc_ucb": 0.94,
             "auc_corrected": low_high[0], "auc_corrected_low": low_high[1],
             "auc_corrected_high": low_high[2], "auc_corrected_n": 32,
             "auc_corrected_method": "rogan-gladen" if corrected else "none (no validation data)",

@@ -20,18 +20,18 @@ from harness.analysis.gates import (
     junit_xml,
     read_summary,
     undecided_conditions,
-    widest_sample,
 )
 from harness.config_files import load_run_config
 from harness.errors import UserError
 from harness.gate_specs import GateSpec
 from harness.stats import mean_interval
-from harness.stats import verdict as bound_verdict
+from harness.stats.sided import one_sided_bounds
 from harness.store import write_csv
 
 DATA = Path(__file__).parent.parent / "data" / "configs"
 VALID = yaml.safe_load((DATA / "valid.yaml").read_text())
 ITEMS = ["mini-fr", "mini-lower"]
+CP = "(one-sided 95 % clopper-pearson bounds)"  # what an auc gate's detail says it read
 
 
 def _write_config(tmp_path: Path, gates: list, **changes) -> Path:
@@ -144,6 +144,11 @@ def _summary(overrides: dict | None = None) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     for (item, policy, column), value in (overrides or {}).items():
         frame.loc[(frame["item"] == item) & (frame["policy"] == policy), column] = value
+    for metric in ("auc", "final"):  # the one-sided bounds the gates read: the ends, here
+        for bound, end in (("lcb", "low"), ("ucb", "high")):
+            if f"{metric}_{bound}" not in frame.columns:
+                frame[f"{metric}_{bound}"] = frame[f"{metric}_{end}"]
+        frame[f"{metric}_method"] = frame.get(f"{metric}_method", "clopper-pearson")
     return frame
 
 
@@ -175,12 +180,16 @@ def test_min_reads_the_lower_bound_max_the_upper_and_a_straddle_is_undecided(tmp
     assert first["value_low"].tolist()[:3] == pytest.approx([0.7, 0.4, 0.4])
     assert first["value_high"].tolist()[:3] == pytest.approx([0.95, 0.65, 0.65])
     assert first["detail"].tolist()[:3] == [
-        "auc 0.9 [0.7, 0.95], n = 4: lower bound 0.7 >= min 0.7",
-        "auc 0.6 [0.4, 0.65], n = 4: upper bound 0.65 below min 0.7",
-        "auc 0.6 [0.4, 0.65], n = 4: the interval straddles min 0.5: undecided; about "
+        f"auc 0.9 [0.7, 0.95], n = 4 {CP}: lower bound 0.7 >= min 0.7",
+        f"auc 0.6 [0.4, 0.65], n = 4 {CP}: upper bound 0.65 below min 0.7",
+        f"auc 0.6 [0.4, 0.65], n = 4 {CP}: the interval straddles min 0.5: undecided; about "
         f"{int(first['samples_needed'].iloc[2])} samples would decide it",
     ]
-    assert first["detail"].iloc[4] == "auc 0.9 [0.7, 0.95], n = 4: lower bound 0.7 above max 0.6"
+    assert (
+        first["detail"].iloc[4] == f"auc 0.9 [0.7, 0.95], n = 4 {CP}: lower bound 0.7 above max 0.6"
+    )
+    # each bound tested one-sided at the full level (gates.csv's level)
+    assert set(out["level"]) == {0.95}
     # mini-lower's none interval is [0.4, 0.45]: wholly below min 0.5, a fail now
     assert out[out["item"] == "mini-lower"]["verdict"].iloc[2] == "fail"
     decided = out["verdict"] != "undecided"
@@ -202,8 +211,9 @@ def test_four_of_four_passing_samples_no_longer_pass_auc_at_0_8(tmp_path, run_cl
     assert out["verdict"].tolist() == ["undecided", "undecided"] and not out["passed"].any()
     needed = int(out["samples_needed"][0])
     assert needed > 4
-    # at that many samples, all passing, the interval clears the bound; at 4 it did not
-    assert mean_interval([1.0] * needed, level=0.95, lower=0.0, upper=1.0).low >= 0.8
+    # at that many samples, all passing, the one-sided bound clears the bound; one fewer not
+    assert one_sided_bounds([1.0] * needed, level=0.95).lcb >= 0.8
+    assert one_sided_bounds([1.0] * (needed - 1), level=0.95).lcb < 0.8
     retired = _write_config(tmp_path, [{"metric": "auc", "policy": "none", "min": 0.8,
                                         "use": "ci_low"}])  # fmt: skip
     code, _, stderr = run_cli(["run", str(retired), "--out", str(tmp_path / "out")])
@@ -217,26 +227,33 @@ def test_four_of_four_passing_samples_no_longer_pass_auc_at_0_8(tmp_path, run_cl
     assert "UNDECIDED gates[0] auc of none >= 0.8 on mini-fr: auc 1 [" in stdout
 
 
-def _decides(values, n: int, bound: float, side: str) -> bool:
-    """Whether `n` values repeating `values` give an interval on one side of `bound`."""
-    tiled = np.resize(np.asarray(values, dtype=float), n)
-    ci = mean_interval(tiled, level=0.95, lower=0.0, upper=1.0)
-    return bound_verdict(ci, bound, side) != "undecided"
+def test_samples_needed_holds_the_mean_and_is_never_the_current_n(tmp_path):
+    """The issue's case: 24 of 32 samples pass, gated auc >= 0.8. The old projection put the
+    passes first, its running intersection rejected 0.75 itself, and it printed 32; holding
+    the mean, the one-sided bound needs hundreds (order-neutral: only mean and n enter)."""
+    gate = [{"metric": "auc", "policy": "none", "min": 0.8}]
+    for method, anytime in (("clopper-pearson", False), ("beta-binomial-cs", True)):
+        summary = _summary({(i, "none", c): v for i in ITEMS for c, v in (
+            ("n", 32), ("auc", 0.75), ("auc_lcb", 0.62), ("auc_ucb", 0.86),
+            ("auc_method", method))})  # fmt: skip
+        needed = int(_evaluate(tmp_path, gate, summary)["samples_needed"][0])
+        assert needed > 32
+        # about that many values of mean 0.75 (evenly ordered) put the upper bound below 0.8,
+        # a tenth fewer do not: the projection is where the same bound decides
+        sizes = [4 * round(needed * f / 4) for f in (0.9, 1.05)]  # whole [1, 1, 1, 0] blocks
+        ucb = [one_sided_bounds(np.resize([1, 1, 1, 0], size), level=0.95,
+                                anytime=anytime).ucb for size in sizes]  # fmt: skip
+        assert ucb[0] >= 0.8 > ucb[1], (method, needed, ucb)
+        if anytime:
+            assert 600 < needed < 1024  # a fixed design needs ~ 100: valid at every look costs
+        else:
+            assert 100 < needed < 300
 
 
-def test_samples_needed_projects_the_widest_sample_until_the_interval_decides(tmp_path):
+def test_samples_needed_of_closer_calls_on_the_bound_and_other_metrics(tmp_path):
     out = _evaluate(tmp_path, [{"metric": "auc", "policy": "none", "min": 0.5}])
     needed = int(out["samples_needed"][0])  # auc 0.6 at n = 4, straddling 0.5
-    wide = widest_sample(0.6, 4, 0.0, 1.0)
-    assert needed > 4 and _decides(wide, needed, 0.5, "min")
-    assert not _decides(wide, needed - 1, 0.5, "min")  # the first n that decides
-    tiled = np.resize(wide, needed)
-    assert mean_interval(tiled, level=0.95, lower=0.0, upper=1.0).low >= 0.5  # a pass
-    # the estimate on the wrong side of the bound: the samples that make it a fail
-    wider = _summary({("mini-fr", "none", "auc_high"): 0.9})
-    below = _evaluate(tmp_path, [{"metric": "auc", "policy": "none", "min": 0.7}], wider)
-    tiled = np.resize(wide, int(below["samples_needed"][0]))
-    assert mean_interval(tiled, level=0.95, lower=0.0, upper=1.0).high < 0.7
+    assert needed > 4
     # a closer call needs more samples
     closer = _evaluate(tmp_path, [{"metric": "auc", "policy": "none", "min": 0.55}])
     assert closer["samples_needed"][0] > needed
@@ -251,21 +268,11 @@ def test_samples_needed_projects_the_widest_sample_until_the_interval_decides(tm
 
 
 def test_a_sequential_runs_interval_projects_with_a_confidence_sequence(tmp_path):
-    summary = _summary({(i, "none", "auc_method"): "betting-cs" for i in ITEMS})
-    summary.loc[summary["policy"] != "none", "auc_method"] = "betting"
+    summary = _summary({(i, "none", "auc_method"): "beta-binomial-cs" for i in ITEMS})
     gate = [{"metric": "auc", "policy": "none", "min": 0.5}]
     fixed = _evaluate(tmp_path, gate)["samples_needed"][0]
     anytime = _evaluate(tmp_path, gate, summary)["samples_needed"][0]
     assert anytime > fixed  # valid at every look costs samples
-
-
-def test_widest_sample_keeps_the_mean_and_is_0_or_1_where_it_can():
-    assert widest_sample(0.75, 4, 0.0, 1.0).tolist() == [1.0, 1.0, 1.0, 0.0]
-    values = widest_sample(0.6, 4, 0.0, 1.0)
-    assert values.tolist() == pytest.approx([1.0, 1.0, 0.4, 0.0])
-    assert values.mean() == pytest.approx(0.6) and values.var() > np.full(4, 0.6).var() + 0.17
-    assert widest_sample(1.0, 3, 0.0, 1.0).tolist() == [1.0, 1.0, 1.0]
-    assert widest_sample(0.0, 3, 0.0, 1.0).tolist() == [0.0, 0.0, 0.0]
 
 
 def test_no_interval_at_n_1_is_undecided_not_a_pass(tmp_path):
@@ -273,7 +280,7 @@ def test_no_interval_at_n_1_is_undecided_not_a_pass(tmp_path):
                         (("n", 1), ("auc_low", math.nan), ("auc_high", math.nan))})  # fmt: skip
     out = _evaluate(tmp_path, [{"metric": "auc", "policy": "none", "min": 0.1}], summary)
     assert out["verdict"].tolist() == ["undecided", "pass"]
-    assert out["detail"][0].startswith("auc 0.6, n = 1: no interval (n too small): undecided")
+    assert out["detail"][0].startswith(f"auc 0.6, n = 1 {CP}: no interval: undecided")
 
 
 def test_use_value_is_a_point_comparison_and_says_so(tmp_path):
@@ -398,12 +405,12 @@ def test_junit_xml_fails_fail_and_undecided_checks_and_says_which(tmp_path):
     assert cases[2].find("failure") is None and cases[3].find("failure") is None
     assert undecided.get("type") == "gate-undecided"
     assert undecided.get("message").startswith(
-        "undecided: auc 0.6 [0.4, 0.65], n = 4: the interval straddles min 0.5: undecided"
+        f"undecided: auc 0.6 [0.4, 0.65], n = 4 {CP}: the interval straddles min 0.5: undecided"
     )
     assert undecided.get("message").endswith("samples would decide it [model m]")
     assert failed.get("type") == "gate-fail"
     assert failed.get("message") == (
-        "fail: auc 0.6 [0.4, 0.45], n = 4: upper bound 0.45 below min 0.5 [model m]"
+        f"fail: auc 0.6 [0.4, 0.45], n = 4 {CP}: upper bound 0.45 below min 0.5 [model m]"
     )
 
 
@@ -516,9 +523,14 @@ def test_terminal_shows_the_gates_before_the_table(tmp_path):
     assert text.index("Gates: 2 of 4 gate checks passed, 1 failed, 1 undecided") < text.index(
         "adherence AUC"
     )
-    assert "UNDECIDED gates[0] auc of none >= 0.5 on mini-fr: auc 0.6 [0.4, 0.65], n = 4: " in text
-    assert "FAIL gates[0] auc of none >= 0.5 on mini-lower: auc 0.6 [0.4, 0.45], n = 4: " in text
-    assert "PASS gates[1] auc of none >= 0.3 on mini-fr: auc 0.6 [0.4, 0.65], n = 4: " in text
+    assert (
+        f"UNDECIDED gates[0] auc of none >= 0.5 on mini-fr: auc 0.6 [0.4, 0.65], n = 4 {CP}: "
+        in text
+    )
+    assert (
+        f"FAIL gates[0] auc of none >= 0.5 on mini-lower: auc 0.6 [0.4, 0.45], n = 4 {CP}: " in text
+    )
+    assert f"PASS gates[1] auc of none >= 0.3 on mini-fr: auc 0.6 [0.4, 0.65], n = 4 {CP}: " in text
     assert "0.60 [0.40, 0.65] n=4" in text  # the summary table's intervals carry n too
 
 
@@ -553,3 +565,47 @@ def test_samples_needed_uses_the_configs_interval_level(tmp_path):
         frame = gate_outputs(config, ITEMS, tmp_path)["gates.csv"]
         needed[level] = frame["samples_needed"][0]
     assert needed[0.99] > needed[0.9] > 4
+
+
+def test_family_bonferroni_tests_each_bound_at_level_over_m_and_says_the_family_error(
+    tmp_path,
+):
+    """Item 5: with 4 checks of one bound each, stats.family: bonferroni tests each at
+    1 - 0.05 / 4; gates.csv's level says so, and the terminal states the run's error."""
+    from rich.console import Console
+
+    from harness.report.terminal import print_gates
+    from harness.stages.gates import gate_outputs
+
+    gates = [{"metric": "auc", "policy": "none", "min": 0.3},
+             {"metric": "final", "policy": "none", "max": 0.9}]  # fmt: skip
+    for family, level in (("none", 0.95), ("bonferroni", 1 - 0.05 / 4)):
+        config = load_run_config(_write_config(tmp_path, gates, stats={"family": family}))
+        write_csv(_summary().assign(model=config.models[0]), tmp_path / "summary.csv")
+        frame = gate_outputs(config, ITEMS, tmp_path)["gates.csv"]
+        assert frame["level"].tolist() == pytest.approx([level] * 4)
+        write_csv(frame, tmp_path / "gates.csv")
+        console = Console(record=True, width=300)
+        print_gates(tmp_path, console)
+        text = console.export_text()
+        assert "4 bounds tested, each wrong with probability <= " in text
+        total = "5 %" if family == "bonferroni" else "20 %"
+        assert f"the chance that any verdict is wrong is <= {total}" in text, text
+    # a metric whose interval is two-sided only cannot join the family
+    half = [{"metric": "half_life", "policy": "none", "min": 100}]
+    with pytest.raises(UserError, match="stats.family: bonferroni bounds the error of every"):
+        load_run_config(_write_config(tmp_path, half, stats={"family": "bonferroni"}))
+
+
+def test_alpha_mean_over_fewer_than_8_pairs_is_undecided_and_names_the_method(tmp_path):
+    """Item 9: alpha_mean [0.5, 0.7] clears max 0.8, but over 2 probed pairs the interval is
+    one curve's noise: undecided, and the detail names the method."""
+    summary = _summary().assign(alpha_mean_n=2, alpha_mean_method="percentile-bootstrap")
+    gate = [{"metric": "alpha_mean", "policy": "none", "max": 0.8}]
+    out = _evaluate(tmp_path, gate, summary)
+    assert out["verdict"].tolist() == ["undecided", "undecided"]
+    assert "over 2 probed pairs (percentile-bootstrap): fewer than 8 pairs" in out["detail"][0]
+    many = _evaluate(tmp_path, gate, summary.assign(alpha_mean_n=8))
+    assert many["verdict"].tolist() == ["pass", "pass"]
+    assert "(percentile-bootstrap interval)" in many["detail"][0]
+    assert many["level"].tolist() == pytest.approx([0.975, 0.975])  # one side of a 95 % CI

@@ -12,6 +12,7 @@ from harness.config import policy_label
 from harness.config_files import load_run_config
 from harness.gate_specs import gate_use
 from harness.stats import mean_interval
+from harness.stats.sided import one_sided_bounds
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_CONFIGS = [
@@ -90,16 +91,19 @@ def test_quickstart_forks_at_4_positions_and_gates_one_condition_twice(quickstar
 
 def test_quickstart_gates_decide_one_and_not_the_other_at_4_samples(quickstart):
     """The verdicts the quickstart's gates get when restate's 4 samples all comply (as the
-    embedded model's do): the exact binomial interval [0.40, 1] at n = 4."""
+    embedded model's do): the exact binomial interval [0.40, 1] at n = 4, and the one-sided
+    lower bound the gates read, 0.05^(1/4) = 0.47."""
     config, _ = quickstart
     interval = mean_interval([1.0] * config.samples)
+    bounds = one_sided_bounds([1.0] * config.samples, level=0.95)
     summary = pd.DataFrame([{
         "model": config.models[0], "item": "fmt-lowercase-story", "policy": "restate",
         "auc": 1.0, "auc_low": interval.low, "auc_high": interval.high, "auc_n": 4,
+        "auc_lcb": bounds.lcb, "auc_ucb": bounds.ucb, "auc_method": "clopper-pearson",
     }])  # fmt: skip
     gates = evaluate_gates(config.gates, summary, config.items, config.models)
     assert gates["verdict"].tolist() == ["pass", "undecided"]
-    assert gates["samples_needed"].iloc[1] == 17  # 0.025 ** (1 / 17) >= 0.8 > 0.025 ** (1 / 16)
+    assert gates["samples_needed"].iloc[1] == 14  # 0.05 ** (1 / 14) >= 0.8 > 0.05 ** (1 / 13)
 
 
 def test_conversation_suite_covers_the_issue(monkeypatch):

@@ -13,7 +13,6 @@ from harness.stats import (
     mean_interval,
     none_interval,
     paired_interval,
-    samples_to_decide,
     verdict,
 )
 
@@ -48,7 +47,7 @@ def test_bounded_coverage(n, p, anytime):
     )
     # (a run of 4 whole passes is 0/1 data and gets the binomial method)
     binary = "beta-binomial-cs" if anytime else "clopper-pearson"
-    assert methods <= {"betting-cs" if anytime else "betting", binary}
+    assert methods <= {binary if anytime else "betting", binary}  # one method per sequence
     assert cov >= 0.93, cov
 
 
@@ -135,19 +134,6 @@ def test_verdict_three_outcomes():
     assert verdict(none_interval(1.0, 1, "n < 2"), 0.5, "min") == "undecided"
 
 
-def test_samples_to_decide():
-    # 16 passes give CP low 0.025^(1/16) = 0.794 < 0.8, 17 give 0.805
-    assert samples_to_decide([1, 1, 1, 1], bound=0.8, side="min") == 17
-    assert samples_to_decide([1] * 20, bound=0.8, side="min") == 20  # decided already
-    assert samples_to_decide([1, 0, 1, 0], bound=0.5, side="min") is None  # on the bound
-    assert samples_to_decide([1, 1, 1, 1], bound=0.8, side="min", max_n=16) is None
-    seq = samples_to_decide([1, 1, 1, 1], bound=0.8, side="min", anytime=True)
-    assert seq > 17  # the sequence pays for looking
-    n = samples_to_decide([1, 0, 1, 1], bound=0.9, side="min")  # mean 0.75: fails in time
-    assert verdict(mean_interval(np.resize([1, 0, 1, 1], n)), 0.9, "min") == "fail"
-    assert verdict(mean_interval(np.resize([1, 0, 1, 1], n - 1)), 0.9, "min") == "undecided"
-
-
 def test_bootstrap_interval():
     draws = np.arange(1000, dtype=float)
     ci = bootstrap_interval(5.0, draws, n=7, level=0.9)
@@ -177,4 +163,6 @@ def test_many_units_are_tested_a_slice_of_means_at_a_time(anytime):
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 64 * 2**20, peak / 2**20
-    assert ci.low < 0.5 < ci.high and ci.width < 0.02 and ci.method.startswith("betting")
+    assert ci.low < 0.5 < ci.high and ci.method == ("beta-binomial-cs" if anytime else "betting")
+    # the sequence's one method spends the variance of 0/1 data on these low-variance values
+    assert ci.width < (0.035 if anytime else 0.02)

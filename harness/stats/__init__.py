@@ -11,13 +11,17 @@ rests on (`n`) and the method that made it. The methods (docs/architecture.md, "
   section 4). Its coverage is guaranteed by Ville's inequality for any distribution on the
   bounds, at every n; the running intersection over the prefixes is taken (still valid: Ville
   bounds the whole path).
-- `beta-binomial-cs` / `betting-cs` (`anytime=True`): time-uniform confidence sequences,
-  valid however often the data are looked at and whenever sampling stops. On 0/1 data the
-  conjugate beta-binomial mixture martingale (Robbins' mixture; its likelihood ratio is a
-  supermartingale for any [0, 1] data, as x -> (q/p)^x ((1-q)/(1-p))^(1-x) is convex); on
-  other data the hedged betting CS with the predictable plug-in bets of the paper's eq. (26).
-  Both are evaluated as the running intersection up to the n given, so the values must come in
-  the order they were sampled.
+- `beta-binomial-cs` (`anytime=True`): a time-uniform confidence sequence, valid however often
+  the data are looked at and whenever sampling stops: the conjugate beta-binomial mixture
+  martingale (Robbins' mixture). Its likelihood ratio is a supermartingale for any [0, 1] data,
+  not only 0/1 (x -> (q/p)^x ((1-q)/(1-p))^(1-x) is convex, so its mean under any law on [0, 1]
+  with mean p is at most 1), so it is the one method of every anytime metric, fixed before the
+  data: a fractional value no longer moves a running sequence onto a fresh betting sequence
+  (which made the error bound 2 alpha). On 0/1 data it is as tight as before; on fractional
+  data it is conservative (it spends the variance of 0/1 data at that mean). It is evaluated as
+  the running intersection up to the n given, so the values must come in the order they were
+  sampled; an empty intersection (the data contradict every mean) gives no interval (NaN ends,
+  method `none (empty running intersection)`), never [0, 1].
 - `percentile-bootstrap` (`bootstrap_interval`): what remains resampled (e.g. a block bootstrap
   of one curve's noise), with one implementation, level and number of draws.
 
@@ -115,15 +119,17 @@ def mean_interval(
     if n == 0:
         return none_interval(math.nan, 0, "n = 0")
     binary = _is_binary(x)
-    if anytime:
-        low, high = _beta_binomial_cs(x, 1 - level) if binary else _betting(x, 1 - level, True)
-        method = "beta-binomial-cs" if binary else "betting-cs"
+    if anytime:  # one method for every value type (module docstring)
+        low, high = _beta_binomial_cs(x, 1 - level)
+        method = "beta-binomial-cs"
     elif binary:
         ci = stats.binomtest(int(x.sum()), n).proportion_ci(level, method="exact")
         low, high, method = ci.low, ci.high, "clopper-pearson"
     else:
         (low, high), method = _betting(x, 1 - level, False), "betting"
     span = upper - lower
+    if math.isnan(low):
+        return none_interval(lower + span * float(x.mean()), n, "empty running intersection")
     return Interval(
         lower + span * float(x.mean()), lower + span * low, lower + span * high, n, method
     )
@@ -166,8 +172,8 @@ def _outward(grid: np.ndarray, rejected: np.ndarray) -> tuple[float, float]:
     """The smallest [low, high] containing every grid point not rejected, its ends moved out to
     the next rejected point (the set between two grid points is unknown)."""
     kept = np.nonzero(~rejected)[0]
-    if len(kept) == 0:  # cannot happen for a valid process at the sample mean; stay safe
-        return 0.0, 1.0
+    if len(kept) == 0:  # a running intersection can be empty (early data far from late):
+        return math.nan, math.nan  # no interval, not [0, 1] (mean_interval says why)
     first, last = kept[0], kept[-1]
     return float(grid[max(first - 1, 0)]), float(grid[min(last + 1, len(grid) - 1)])
 
@@ -287,48 +293,6 @@ def verdict(
     if side == "min":
         return "pass" if low >= bound else "fail" if high < bound else "undecided"
     return "pass" if high <= bound else "fail" if low > bound else "undecided"
-
-
-def samples_to_decide(
-    values: Sequence[float] | np.ndarray,
-    *,
-    bound: float,
-    side: Literal["min", "max"],
-    level: float = DEFAULT_LEVEL,
-    lower: float = 0.0,
-    upper: float = 1.0,
-    anytime: bool = False,
-    max_n: int = 1024,
-) -> int | None:
-    """The n at which `mean_interval` would decide the gate (pass or fail) if further values
-    repeated the observed ones (same mean and spread, cycled in their order); len(values) when
-    it is decided already; None when it never would (the mean on the bound, no values) or only
-    beyond max_n. Decisions are taken as monotone in n (they are for the repeated values up to
-    the grid), so the answer is found by doubling then bisection."""
-    x = np.asarray(values, dtype=float).ravel()
-    x = x[~np.isnan(x)]
-    n0 = len(x)
-    if n0 == 0:
-        return None
-
-    def decided(n: int) -> bool:
-        tiled = np.resize(x, n)
-        ci = mean_interval(tiled, level=level, lower=lower, upper=upper, anytime=anytime)
-        return verdict(ci, bound, side) != "undecided"
-
-    if decided(n0):
-        return n0
-    if math.isclose(float(x.mean()), bound, abs_tol=1e-12) or max_n <= n0 or not decided(max_n):
-        return None
-    lo, hi = n0, max_n  # undecided at lo, decided at hi
-    probe = n0
-    while (probe := min(probe * 2, hi)) < hi and not decided(probe):
-        lo = probe
-    hi = probe
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if decided(mid) else (mid, hi)
-    return hi
 
 
 def bootstrap_interval(

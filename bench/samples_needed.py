@@ -1,0 +1,137 @@
+"""samples_needed against simulated decisions: how far the gates' "about N samples would decide
+it" is from the n at which more sampling actually decides.
+
+    .venv/bin/python bench/samples_needed.py [--paths 400] [--seed 0]
+
+The grid (issue 32): every k of n passes, n = 4, 8, 16, 32, 64, against the bounds 0.5, 0.8 and
+0.9 of a `min` gate at 95 %; a cell counts where the gate is undecided at n. For each cell the
+projection is `harness.stats.sided.samples_to_decide` (the mean k/n held, order-neutral), and
+the truth is what sampling on at a true rate of k/n does, the first n samples being the cell's:
+
+- fixed n: a design of N samples decides when its one-sided Clopper-Pearson bound clears the
+  bound; its decision n is the smallest N at which it decides with probability >= 1/2 (exact:
+  the passes among the N - n new samples are binomial, no simulation);
+- sequential: the one-sided beta-binomial confidence sequence looked at after every sample;
+  its decision n is the median over --paths seeded paths of the first n at which it decides.
+
+A cell agrees when the projection is within a factor of 1.5 of the decision n (both beyond
+1024, the gates' MAX_SAMPLES, agree too). Cells with k/n on the bound are left out (no n
+decides them; the projection says so). Goal: >= 90 % of the cells agree, in both designs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import numpy as np
+from scipy import stats
+
+from harness.stats.sided import log_evalue_above, samples_to_decide
+
+NS = (4, 8, 16, 32, 64)
+BOUNDS = (0.5, 0.8, 0.9)
+LEVEL = 0.95
+LARGEST = 1024  # harness.analysis.gates.MAX_SAMPLES
+FACTOR = 1.5
+
+
+def thresholds(bound: float, anytime: bool, largest: int) -> tuple[np.ndarray, np.ndarray]:
+    """(k_pass, k_fail) per t = 0..largest: at t samples the one-sided bound decides a pass
+    when the passes are >= k_pass[t], a fail when they are <= k_fail[t] (-1: never)."""
+    alpha = 1 - LEVEL
+    k_pass, k_fail = np.full(largest + 1, largest + 2), np.full(largest + 1, -1)
+    for t in range(1, largest + 1):
+        k = np.arange(t + 1, dtype=float)
+        if anytime:
+            up = log_evalue_above(k, t, bound) >= math.log(1 / alpha)
+            down = log_evalue_above(t - k, t, 1 - bound) >= math.log(1 / alpha)
+        else:  # one-sided Clopper-Pearson: lcb >= bound, ucb < bound
+            up = stats.binom.sf(k - 1, t, bound) <= alpha
+            down = stats.binom.cdf(k, t, bound) < alpha
+        if up.any():
+            k_pass[t] = int(np.nonzero(up)[0][0])
+        if down.any():
+            k_fail[t] = int(np.nonzero(down)[0][-1])
+    return k_pass, k_fail
+
+
+def fixed_decision(k: int, n: int, cuts) -> int | None:
+    """Smallest N > n at which N samples decide with probability >= 1/2 (exact)."""
+    k_pass, k_fail = cuts
+    p = k / n
+    for big in range(n + 1, LARGEST + 1):
+        new = big - n
+        decided = stats.binom.sf(k_pass[big] - k - 1, new, p) + stats.binom.cdf(
+            k_fail[big] - k, new, p
+        )
+        if decided >= 0.5:
+            return big
+    return None
+
+
+def sequential_decision(k: int, n: int, cuts, paths: int, rng) -> int | None:
+    """Median over paths of the first t > n at which the sequence decides (None: beyond)."""
+    k_pass, k_fail = cuts
+    draws = rng.random((paths, LARGEST - n)) < k / n
+    passes = k + np.cumsum(draws, axis=1)
+    t = np.arange(n + 1, LARGEST + 1)
+    decided = (passes >= k_pass[t]) | (passes <= k_fail[t])
+    first = np.where(decided.any(axis=1), t[decided.argmax(axis=1)], LARGEST + 1)
+    median = float(np.median(first))
+    return None if median > LARGEST else int(median)
+
+
+def agrees(projected: int | None, truth: int | None) -> bool:
+    if projected is None or truth is None:
+        other = truth if projected is None else projected
+        return other is None or other * FACTOR >= LARGEST
+    return max(projected, truth) <= FACTOR * min(projected, truth)
+
+
+def undecided_at(k: int, n: int, cuts) -> bool:
+    k_pass, k_fail = cuts
+    return k_fail[n] < k < k_pass[n]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--paths", type=int, default=400, help="sequential paths per cell")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    rng = np.random.default_rng(args.seed)
+    failed = False
+    for anytime in (False, True):
+        design = "sequential" if anytime else "fixed n"
+        cells, good, ratios = 0, 0, []
+        for bound in BOUNDS:
+            cuts = thresholds(bound, anytime, LARGEST)
+            for n in NS:
+                for k in range(n + 1):
+                    if math.isclose(k / n, bound) or not undecided_at(k, n, cuts):
+                        continue
+                    projected = samples_to_decide(
+                        k / n, n, bound=bound, level=LEVEL, anytime=anytime, max_n=LARGEST
+                    )
+                    truth = (
+                        sequential_decision(k, n, cuts, args.paths, rng)
+                        if anytime
+                        else fixed_decision(k, n, cuts)
+                    )
+                    assert projected is None or projected > n, (k, n, bound, projected)
+                    cells += 1
+                    good += agrees(projected, truth)
+                    if projected and truth:
+                        ratios.append(projected / truth)
+        share = good / cells
+        failed |= share < 0.9
+        print(
+            f"{design}: {good} of {cells} undecided cells ({share:.1%}) within {FACTOR}x of "
+            f"the decision n; projected / decision n: median {np.median(ratios):.2f}, "
+            f"range {min(ratios):.2f}-{max(ratios):.2f}"
+        )
+    raise SystemExit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,217 @@
+"""One-sided bounds for gates, and how many samples would decide one (docs/architecture.md,
+"Gates"; the two-sided intervals are `harness.stats`).
+
+A gate asks a one-sided question (is the rate above the bound?), so each of its bounds is tested
+one-sided at the gate's full level: `lcb` (a lower confidence bound: the mean is at least lcb
+with probability >= level) for `min`, `ucb` for `max`. Each bound errs with probability at most
+1 - level, whichever side the truth lies on, where one side of a two-sided interval spends
+only half of that (its other half goes to the side the gate does not ask about). The method is
+the interval's own, one-sided:
+
+- fixed n, 0/1 values: Clopper-Pearson's one-sided bounds (the Beta quantiles at alpha and
+  1 - alpha instead of alpha/2, 1 - alpha/2);
+- fixed n, other values: the betting test's one capital process on the side asked (K+ for lcb,
+  no hedge), bets tuned for the fixed n at log(1/alpha);
+- anytime (`beta-binomial-cs`): the one-sided beta-binomial mixture e-process. For H0: mean <= m
+  it mixes the likelihood ratio (q/m)^x ((1-q)/(1-m))^(1-x) over q in (m, 1] only (the Jeffreys
+  prior restricted there, renormalised): each such ratio has mean <= 1 under any [0, 1] law with
+  mean <= m, so the mixture is a test supermartingale, and Ville's inequality makes
+  {m : max_t E_t(m) < 1/alpha} a lower confidence sequence, valid at every look. Restricting
+  the prior to the alternative the gate asks about is what makes it tighter than one side of
+  the two-sided sequence (whose prior puts mass on both sides).
+
+Bounds are taken as running extremes (lcb the running max of the lower bounds, ucb the running
+min), so they must come in sampling order; lcb > ucb (the data contradict every mean) gives no
+bounds (NaN).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from scipy import special, stats
+
+from harness.stats import (
+    PRIOR,
+    TRUNCATION,
+    _clean,
+    _column_chunks,
+    _grid,
+    _is_binary,
+    check_level,
+)
+
+Side = Literal["min", "max"]
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """One-sided bounds, each at `level`; NaN where none could be formed."""
+
+    lcb: float
+    ucb: float
+    n: int
+    method: str  # the interval's method, tested one-sided
+    level: float
+
+
+def log_evalue_above(k, t, m, prior: float = PRIOR) -> np.ndarray:
+    """log E_t(m) of the one-sided beta-binomial mixture against H0: mean <= m, after t values
+    summing to k (k may be fractional: values in [0, 1]). Broadcasts over k, t and m."""
+    k, t, m = np.asarray(k, float), np.asarray(t, float), np.asarray(m, float)
+    m = np.clip(m, 1e-12, 1 - 1e-12)
+    with np.errstate(divide="ignore"):
+        mixed = special.betaln(prior + k, prior + t - k) - special.betaln(prior, prior)
+        tail = np.log(special.betaincc(prior + k, prior + t - k, m))
+        norm = np.log(special.betaincc(prior, prior, m))
+    return mixed + tail - norm - k * np.log(m) - (t - k) * np.log1p(-m)
+
+
+def _rejected_below(rejected: np.ndarray) -> float:
+    """The lower bound: the last rejected grid point before the first kept one (the set
+    between two grid points is unknown, so the end moves out); NaN when none is kept."""
+    kept = np.nonzero(~rejected)[0]
+    return math.nan if len(kept) == 0 else float(_grid()[max(kept[0] - 1, 0)])
+
+
+def _ceiling(k: np.ndarray, t: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """A cheap upper bound on log E_t(m) (no incomplete beta): the mixture over all q divided
+    by the prior mass above m, and the likelihood ratio at the best q (t KL(k/t, m)), whichever
+    is less; -inf where k/t <= m (then every ratio with q > m is below 1, so E_t(m) <= 1)."""
+    mean = k / t
+    with np.errstate(divide="ignore", invalid="ignore"):
+        null = k * np.log(m) + (t - k) * np.log1p(-m)
+        mixed = special.betaln(PRIOR + k, PRIOR + t - k) - special.betaln(PRIOR, PRIOR)
+        mixture = mixed - np.log(special.betaincc(PRIOR, PRIOR, m)) - null
+        best = special.xlogy(k, mean) + special.xlogy(t - k, 1 - mean) - null
+    return np.where(mean > m, np.minimum(mixture, best), -np.inf)
+
+
+def _anytime_lcb(x: np.ndarray, alpha: float) -> float:
+    """Running max over t <= n of the one-sided CS's lower bound, on the grid (outward): m is
+    rejected once E_t(m) >= 1/alpha at some t. Exact on the grid, and fast: a candidate mean
+    whose cheap ceiling stays below the threshold at every t is kept without the incomplete
+    beta; one whose exact e-value at the ceiling's best t crosses it is rejected; only the
+    rest (near the bound) are evaluated at every t."""
+    threshold = math.log(1 / alpha)
+    t = np.arange(1, len(x) + 1, dtype=float)[:, None]
+    k = np.cumsum(x)[:, None]
+    m = np.clip(_grid(), 1e-12, 1 - 1e-12)
+    rejected = np.zeros(len(m), dtype=bool)
+    for start, chunk in _chunks(m, len(x)):
+        ceiling = _ceiling(k, t, chunk[None, :])
+        open_ = np.nonzero(ceiling.max(axis=0) >= threshold)[0]
+        best = ceiling[:, open_].argmax(axis=0)
+        first = log_evalue_above(k[best, 0], t[best, 0], chunk[open_]) >= threshold
+        rest = open_[~first]
+        if len(rest):
+            exact = log_evalue_above(k, t, chunk[None, rest]).max(axis=0) >= threshold
+            rejected[start + rest[exact]] = True
+        rejected[start + open_[first]] = True
+    return _rejected_below(rejected)
+
+
+def _chunks(m: np.ndarray, n: int):
+    """(offset, slice) of the candidate means, a slice at a time (harness.stats._CELLS)."""
+    offset = 0
+    for chunk in _column_chunks(m, n):
+        yield offset, chunk
+        offset += len(chunk)
+
+
+def _betting_lcb(x: np.ndarray, alpha: float) -> float:
+    """Fixed-n one-sided betting bound: m is rejected once K+_t(m) >= 1/alpha for some t
+    (the betting interval's K+ alone, its bets tuned at log(1/alpha) for the fixed n)."""
+    n = len(x)
+    t = np.arange(1, n + 1)
+    mu = (0.5 + np.cumsum(x)) / (t + 1)
+    sigma2 = (0.25 + np.cumsum((x - mu) ** 2)) / (t + 1)
+    prev = np.concatenate([[0.25], sigma2[:-1]])  # sigma_hat^2_{t-1}: predictable
+    lam = np.sqrt(2 * math.log(1 / alpha) / (prev * n))[:, None]
+    rejected = []
+    for m in _column_chunks(_grid(), n):
+        with np.errstate(divide="ignore"):
+            bets = np.minimum(lam, TRUNCATION / m[None, :])
+        capital = np.cumsum(np.log1p(bets * (x[:, None] - m[None, :])), axis=0)
+        rejected.append(capital.max(axis=0) >= math.log(1 / alpha))
+    return _rejected_below(np.concatenate(rejected))
+
+
+def _lcb(x: np.ndarray, alpha: float, anytime: bool, binary: bool) -> float:
+    if anytime:
+        return _anytime_lcb(x, alpha)
+    if binary:
+        k = int(x.sum())
+        return 0.0 if k == 0 else float(stats.beta.ppf(alpha, k, len(x) - k + 1))
+    return _betting_lcb(x, alpha)
+
+
+def one_sided_bounds(
+    values: Sequence[float] | np.ndarray,
+    *,
+    level: float,
+    lower: float = 0.0,
+    upper: float = 1.0,
+    anytime: bool = False,
+) -> Bounds:
+    """lcb and ucb of the mean of values in [lower, upper], each one-sided at `level`."""
+    alpha = 1 - check_level(level)
+    x = _clean(values, lower, upper)
+    n = len(x)
+    if n == 0:
+        return Bounds(math.nan, math.nan, 0, "none (n = 0)", level)
+    binary = _is_binary(x)
+    method = "beta-binomial-cs" if anytime else "clopper-pearson" if binary else "betting"
+    lcb = _lcb(x, alpha, anytime, binary)
+    ucb = 1.0 - _lcb(1.0 - x, alpha, anytime, binary)
+    if not lcb <= ucb:  # NaN, or the running bounds crossed
+        return Bounds(math.nan, math.nan, n, "none (empty running intersection)", level)
+    span = upper - lower
+    return Bounds(lower + span * lcb, lower + span * ucb, n, method, level)
+
+
+def _decides(mean: float, n: np.ndarray, bound: float, alpha: float, anytime: bool):
+    """Whether n values of this mean (0/1-like: the variance a mean in [0, 1] can have at most)
+    put the one-sided bound on the mean's side of `bound`, elementwise in n."""
+    above = mean > bound  # the bound that can decide: lcb >= bound if above, else ucb < bound
+    k = mean * n if above else (1 - mean) * n  # mirror: ucb < b is lcb of 1 - x > 1 - b
+    b = bound if above else 1 - bound
+    if anytime:
+        return log_evalue_above(k, n, b) >= math.log(1 / alpha)
+    with np.errstate(invalid="ignore"):
+        lcb = np.where(k > 0, stats.beta.ppf(alpha, np.maximum(k, 1e-12), n - k + 1), 0.0)
+    return lcb >= b if above else lcb > b
+
+
+def samples_to_decide(
+    mean: float,
+    n: int,
+    *,
+    bound: float,
+    level: float,
+    lower: float = 0.0,
+    upper: float = 1.0,
+    anytime: bool = False,
+    max_n: int = 1024,
+) -> int | None:
+    """About how many samples would decide a one-sided bound now undecided at n: the smallest
+    N > n at which the same bound (same method, same level) on N values with the observed mean
+    would lie on the mean's side of `bound`. Order-neutral: only the mean and N enter, never
+    the order the n values came in (a running intersection made from a guessed order can
+    reject the mean itself), and always more than n (the check is undecided at n). The values
+    are taken as 0/1-like, the most variance a mean in [0, 1] allows, so for fractional values
+    it errs towards more samples. None: the mean on the bound (no N decides it), or no N <=
+    max_n does. bench/samples_needed.py checks it against simulated decisions."""
+    alpha = 1 - check_level(level)
+    p = (mean - lower) / (upper - lower)
+    b = (bound - lower) / (upper - lower)
+    if not math.isfinite(p) or math.isclose(p, b, abs_tol=1e-12) or max_n <= n:
+        return None
+    p = min(max(p, 0.0), 1.0)
+    grid = np.arange(n + 1, max_n + 1, dtype=float)
+    hit = np.nonzero(_decides(p, grid, b, alpha, anytime))[0]
+    return int(grid[hit[0]]) if len(hit) else None
