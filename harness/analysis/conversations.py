@@ -7,7 +7,7 @@ survival over turns = Kaplan-Meier of the first failing turn (censored at the la
 turn); pressure effect = adherence on the replies from the first pressure turn on minus on
 the replies before it. Intervals (harness.stats), the sample (one conversation) being the unit:
 a(k) pointwise exact binomial; S(k) and the first failing turn's median from exact binomial
-bounds on the share failed by turn k (`harness.scoring.adherence.survival_median_interval`);
+bounds on the share failed by turn k (`harness.scoring.survival.survival_median_interval`);
 mean adherence the bounded-mean interval of the per-sample means; the pressure change the
 paired interval of each sample's after - before. The pooled pressure row averages the items'
 intervals at level 1 - alpha/I (Bonferroni over its I items).
@@ -28,8 +28,8 @@ import pandas as pd
 
 from harness import results
 from harness.results import ConversationRow, TurnAdherenceRow, as_bool
-from harness.scoring.adherence import survival_median_interval
 from harness.scoring.corrected import CheckRates, corrected_bounds, deciding_rates, sampling_level
+from harness.scoring.survival import survival_median_interval
 from harness.stats import (
     DEFAULT_LEVEL,
     Interval,

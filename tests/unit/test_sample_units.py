@@ -83,7 +83,7 @@ def test_half_life_band_corrects_over_fixed_checkpoints_not_the_window_starts():
 
 
 def test_survival_median_sequence_does_not_widen_with_distinct_times():
-    from harness.scoring.adherence import survival_median_interval
+    from harness.scoring.survival import survival_median_interval
 
     order = np.random.default_rng(0).permutation(24)  # samples in a random arrival order
     events = np.array([True] * 12 + [False] * 12)[order]

@@ -1,0 +1,94 @@
+"""Survival of adherence: time to a sample's first failing window (or turn) and the
+Kaplan-Meier median with an interval from binomial bounds on the share failed by t
+(docs/architecture.md, "Adherence"; used by `harness.scoring.adherence` for windows and by
+`harness.analysis.conversations` for turns)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from harness import results
+from harness.stats import Interval, binomial_interval, mean_interval, none_interval
+
+TASK_CONDITION = list(results.TASK_CONDITION)
+RUN_SAMPLE = list(results.RUN_SAMPLE)
+
+
+def first_failures(passes: pd.DataFrame) -> pd.DataFrame:
+    """Per sample: duration (t_start of its first failing window, else last t_end) and event."""
+    keys = TASK_CONDITION + RUN_SAMPLE
+    p = passes.sort_values([*keys, "t_start"])
+    fail_start = p["t_start"].where(~p["passed"])
+    grouped = pd.DataFrame({"fail": fail_start, "end": p["t_end"]}).groupby(
+        [p[k] for k in keys], sort=True, dropna=False
+    )
+    agg = grouped.agg(fail=("fail", "min"), end=("end", "max")).reset_index()
+    event = agg["fail"].notna()
+    agg["duration"] = np.where(event, agg["fail"], agg["end"]).astype(float)
+    agg["event"] = event.to_numpy()
+    return agg[[*TASK_CONDITION, *RUN_SAMPLE, "duration", "event"]]
+
+
+def kaplan_meier(durations: np.ndarray, events: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(event times, S(t) just after each) of the product-limit estimator."""
+    times = np.unique(durations[events])
+    at_risk = (durations[None, :] >= times[:, None]).sum(axis=1)
+    died = (durations[None, :] == times[:, None]) & events[None, :]
+    return times, np.cumprod(1 - died.sum(axis=1) / at_risk)
+
+
+def failed_bounds(durations, events, times) -> tuple[np.ndarray, np.ndarray]:
+    """Per t: samples surely failed by t, and those that may have (a sample censored before t
+    may or may not have failed by t) -> (k_low, k_high) of shape (T,)."""
+    by_t = durations[None, :] <= times[:, None]
+    return (by_t & events[None, :]).sum(axis=1), by_t.sum(axis=1)
+
+
+def survival_median_interval(
+    durations: np.ndarray, events: np.ndarray, *, level: float, anytime: bool = False
+) -> Interval:
+    """Kaplan-Meier median with an interval from bounds on F(t) = P(fail by t) at each observed
+    time: F(t) >= L(t) (failures counted, censored as not failed) and F(t) <= U(t) (censored
+    before t as failed). The median is > every t with U(t) < 1/2 and <= the first t with
+    L(t) >= 1/2 (inf if none). Fixed n: exact binomial bounds; the counts only grow with t,
+    so one pointwise interval suffices (the order-statistic interval when nothing is censored
+    early). anytime: confidence sequences at the same level, made monotone in t (U a running
+    max, L a running min), so again only the bound at the true median matters: the correction
+    set is that one point, fixed before the data, however many times are observed."""
+    durations, events = np.asarray(durations, float), np.asarray(events, bool)
+    n = len(durations)
+    if n == 0:
+        return none_interval(math.nan, 0, "no sample")
+    times, surv = kaplan_meier(durations, events)
+    below = np.nonzero(surv <= 0.5 + 1e-12)[0]  # a float product of exactly 1/2
+    est = float(times[below[0]]) if len(below) else math.inf
+    grid = np.unique(durations)
+    k_low, k_high = failed_bounds(durations, events, grid)
+    if anytime:  # samples in their given (arrival) order
+        f_low = [_cs(durations <= t, events, level, True) for t in grid]
+        f_high = [_cs(durations <= t, events, level, False) for t in grid]
+        # monotone envelopes (U: running max from the left, L: running min from the right):
+        # then each end needs its bound at one point fixed by the truth, the median itself
+        high_f = np.maximum.accumulate(np.array(f_high))
+        low_f = np.minimum.accumulate(np.array(f_low)[::-1])[::-1]
+        method = "binomial bounds (beta-binomial-cs, monotone envelope)"
+    else:
+        low_f = binomial_interval(k_low, np.full(len(grid), n), level=level)[0]
+        high_f = binomial_interval(k_high, np.full(len(grid), n), level=level)[1]
+        method = "binomial bounds (clopper-pearson)"
+    # the last time before U(t) first reaches 1/2 (all of them if it never does), else 0
+    reach = np.nonzero(high_f >= 0.5)[0]
+    first = reach[0] if len(reach) else len(grid)
+    lo = float(grid[first - 1]) if first > 0 else 0.0
+    over = np.nonzero(low_f >= 0.5)[0]
+    hi = float(grid[over[0]]) if len(over) else math.inf
+    return Interval(est, lo, hi, n, method)
+
+
+def _cs(by_t: np.ndarray, events: np.ndarray, level: float, surely: bool) -> float:
+    """One end of the CS of F(t): low end from sure failures, high end from possible ones."""
+    ci = mean_interval((by_t & events) if surely else by_t, level=level, anytime=True)
+    return ci.low if surely else ci.high
