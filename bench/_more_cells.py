@@ -1,7 +1,8 @@
 """bench/coverage.py's other cells: conversations (`turn_curves`, `conversation_summary`),
 fork dependence (`carried.dependence_interval`), judge calibration (`judge_calibration`) and
 sequential decisions (`sample_values` + `mean_interval(anytime=True)` + the gates'
-`interval_verdict`, what a sequential run's summary and gate read).
+`interval_verdict`; and the one-sided e-process bounds `one_sided_bounds(anytime=True)` that
+an auc gate of a sequential run reads).
 
 Truths:
 - conversations: 8 turns (window w = turn w + 1), two items per run (model m<r>). pressure:
@@ -37,7 +38,9 @@ from harness.analysis.carried import dependence_interval
 from harness.analysis.conversations import conversation_summary, turn_curves
 from harness.analysis.gates import interval_verdict
 from harness.scoring.adherence import sample_values, window_passes
+from harness.stats import DEFAULT_LEVEL as LEVEL
 from harness.stats import mean_interval
+from harness.stats.sided import Bounds, one_sided_bounds
 
 PRESSURE_FROM = 5  # the first pressure turn
 RATES = {"i0": (0.9, 0.6), "i1": (0.8, 0.8)}  # item: (before, after) pass rate
@@ -147,9 +150,11 @@ LOOKS = range(BATCH, SEQ_MAX + 1, BATCH)
 
 
 def _decide(cis: list) -> tuple[str, int]:
-    """(verdict at the first decided look, else undecided at the last; samples drawn)."""
+    """(verdict at the first decided look, else undecided at the last; samples drawn). Each
+    look is an Interval (low, high) or one-sided Bounds (lcb, ucb), the ends a gate reads."""
     for m, ci in zip(LOOKS, cis, strict=False):
-        verdict = interval_verdict(ci.low, ci.high, BOUND, None)
+        low, high = (ci.lcb, ci.ucb) if isinstance(ci, Bounds) else (ci.low, ci.high)
+        verdict = interval_verdict(low, high, BOUND, None)
         if verdict != "undecided":
             return verdict, m
     return "undecided", SEQ_MAX
@@ -185,6 +190,18 @@ def sequential_cells(process: str, p: float, reps: int, rng) -> list[Cell]:
         "fixed-n peeked (not judged): wrong": f"{peeked_wrong:.3f}",
     }
     cells = [decision_cell("sequential", "decision", label, wrong, extra)]
+    # what an auc gate decides on since gates are one-sided: the one-sided e-process bounds
+    sided = [
+        _decide([one_sided_bounds(values[r, :m], level=LEVEL, anytime=True) for m in LOOKS])
+        for r in range(reps)
+    ]
+    wrong_sided = np.array([v == wrong_verdict for v, _ in sided])
+    extra_sided = {
+        "decided": f"{np.mean([v != 'undecided' for v, _ in sided]):.2f}",
+        "mean n": f"{np.mean([m for _, m in sided]):.1f}",
+    }
+    cells.append(decision_cell("sequential", "decision (one-sided gate)", label, wrong_sided,
+                               extra_sided))  # fmt: skip
     held = [all(ci.low <= p <= ci.high for ci in c) for c in cis]
     width = float(np.mean([c[-1].width for c in cis]))  # at the last look, n = 64
     cells.append(Cell("sequential", "path coverage", label, int(sum(held)), reps, width))
