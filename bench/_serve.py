@@ -15,6 +15,8 @@ def serve(path, max_model_len: int):
 
     import httpx
 
+    from harness.engines.lifetime import terminate_with_parent
+
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -24,6 +26,7 @@ def serve(path, max_model_len: int):
          "--max-model-len", str(max_model_len), "--max-logprobs", "20",
          "--served-model-name", "bench"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ),
+        preexec_fn=terminate_with_parent,  # a killed bench runs no cleanup
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.time() + 900

@@ -261,6 +261,8 @@ def vllm_server(embedded_model_path, tmp_path_factory):
     pytest.importorskip("vllm")
     import httpx
 
+    from harness.engines.lifetime import terminate_with_parent
+
     port = free_port()
     log = tmp_path_factory.mktemp("server") / "serve.log"
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
@@ -273,6 +275,7 @@ def vllm_server(embedded_model_path, tmp_path_factory):
              "--dtype", "float32", "--max-model-len", "2048", "--enforce-eager",
              "--max-logprobs", "64", "--served-model-name", "smollm2"],
             stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            preexec_fn=terminate_with_parent,  # a killed pytest runs no teardown
         )  # fmt: skip
     url = f"http://127.0.0.1:{port}/v1"
     try:

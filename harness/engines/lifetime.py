@@ -77,6 +77,14 @@ def die_with_parent(parent_pid: int, use_pdeathsig: bool = True) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def terminate_with_parent() -> None:
+    """`preexec_fn` of a server process a test or bench starts (`vllm serve`): SIGTERM it when
+    its parent dies, however that parent ends (a killed pytest runs no fixture teardown);
+    SIGTERM, not SIGKILL, so that the server stops its own engine processes."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
 def _watch_parent(parent_pid: int) -> None:
     while os.getppid() == parent_pid:
         time.sleep(_POLL_SECONDS)

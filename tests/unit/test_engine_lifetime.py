@@ -54,6 +54,22 @@ STARTING = textwrap.dedent(
 )
 
 
+# A parent that starts a "server" (a plain subprocess, as the tests' `vllm serve` is) with
+# terminate_with_parent, prints its pid, then waits to be killed.
+SERVING = textwrap.dedent(
+    """
+    import subprocess, sys, time
+    from harness.engines.lifetime import terminate_with_parent
+
+    server = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)"], preexec_fn=terminate_with_parent
+    )
+    print(server.pid, flush=True)
+    time.sleep(600)
+    """
+)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -104,6 +120,28 @@ def test_an_engine_killed_while_it_starts_dies_with_its_parent(tmp_path):
         while _alive(core) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not _alive(core), "an engine core killed during start-up outlived its parent"
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
+def test_a_server_started_by_a_killed_parent_is_terminated(tmp_path):
+    script = tmp_path / "parent.py"
+    script.write_text(SERVING)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    parent = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        server = int(parent.stdout.readline())
+        assert _alive(server)
+        parent.send_signal(signal.SIGKILL)  # as `timeout` or a CI kill ends a pytest session
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while _alive(server) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(server), "the server outlived the process that started it"
     finally:
         parent.kill()
         parent.wait()
