@@ -79,72 +79,49 @@ def _alive(pid: int) -> bool:
         return stat.read().split(")")[-1].split()[0] != "Z"
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
+def _kill_parent_and_wait(script: str, tmp_path, settle: float = 0.0) -> list[int]:
+    """Run `script` as a parent process, read the pids of the children it prints, wait
+    `settle` seconds, SIGKILL the parent (as `timeout` or a CI kill does) and return those of
+    its children still alive 10 s later (all were alive before the kill)."""
+    path = tmp_path / "parent.py"
+    path.write_text(script)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    parent = subprocess.Popen(
+        [sys.executable, str(path)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        children = [int(pid) for pid in parent.stdout.readline().split()]
+        time.sleep(settle)
+        assert all(_alive(pid) for pid in children)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return [pid for pid in children if _alive(pid)]
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+LINUX_ONLY = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
+
+
+@LINUX_ONLY
 def test_engine_processes_die_when_their_parent_is_killed(tmp_path):
-    script = tmp_path / "parent.py"
-    script.write_text(PARENT)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    parent = subprocess.Popen(
-        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env
-    )
-    try:
-        core, worker = (int(pid) for pid in parent.stdout.readline().split())
-        assert _alive(core) and _alive(worker)
-        parent.send_signal(signal.SIGKILL)
-        parent.wait(timeout=10)
-        deadline = time.monotonic() + 10
-        while (_alive(core) or _alive(worker)) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not _alive(core), "the engine core outlived its killed parent"
-        assert not _alive(worker), "the worker outlived its killed engine core"
-    finally:
-        parent.kill()
-        parent.wait()
+    # the engine core and its worker: neither outlives the killed parent
+    assert _kill_parent_and_wait(PARENT, tmp_path) == []
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
+@LINUX_ONLY
 def test_an_engine_killed_while_it_starts_dies_with_its_parent(tmp_path):
-    script = tmp_path / "parent.py"
-    script.write_text(STARTING)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    parent = subprocess.Popen(
-        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env
-    )
-    try:
-        core = int(parent.stdout.readline())
-        time.sleep(3)  # the child is unpickling its slow argument (a minute)
-        assert _alive(core)
-        parent.send_signal(signal.SIGKILL)
-        parent.wait(timeout=10)
-        deadline = time.monotonic() + 10
-        while _alive(core) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not _alive(core), "an engine core killed during start-up outlived its parent"
-    finally:
-        parent.kill()
-        parent.wait()
+    # 3 s in, the engine core is still unpickling its slow argument (a minute)
+    assert _kill_parent_and_wait(STARTING, tmp_path, settle=3) == []
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
+@LINUX_ONLY
 def test_a_server_started_by_a_killed_parent_is_terminated(tmp_path):
-    script = tmp_path / "parent.py"
-    script.write_text(SERVING)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    parent = subprocess.Popen(
-        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env
-    )
-    try:
-        server = int(parent.stdout.readline())
-        assert _alive(server)
-        parent.send_signal(signal.SIGKILL)  # as `timeout` or a CI kill ends a pytest session
-        parent.wait(timeout=10)
-        deadline = time.monotonic() + 10
-        while _alive(server) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not _alive(server), "the server outlived the process that started it"
-    finally:
-        parent.kill()
-        parent.wait()
+    assert _kill_parent_and_wait(SERVING, tmp_path) == []
 
 
 def test_an_engine_start_without_memory_gets_one_line(tmp_path, monkeypatch):
