@@ -113,8 +113,24 @@ class Bar:
         self.update(self.total)
 
 
+class StageTimings:
+    """`timed`, which the pipeline wraps each stage in, for a context with a `timings` dict
+    (stage -> seconds) that manifest.json reports: `harness run`'s, `score`'s and `probe`'s."""
+
+    timings: dict[str, float]
+
+    @contextmanager
+    def timed(self, name: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            # summed: a sequential run runs its first stages once per look
+            self.timings[name] = round(self.timings.get(name, 0) + time.perf_counter() - start, 2)
+
+
 @dataclass
-class RunContext:
+class RunContext(StageTimings):
     """Everything a stage may read: the validated inputs, then what earlier stages produced."""
 
     config: RunConfig
@@ -163,15 +179,6 @@ class RunContext:
             raise RuntimeError(f"stage {self.stage.name} reads {row.file} without declaring it")
         value = self.outputs.get(row.file)
         return typed_frame(row, value) if value is not None else pd.DataFrame()
-
-    @contextmanager
-    def timed(self, name: str):
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            # summed: a sequential run runs its first stages once per look
-            self.timings[name] = round(self.timings.get(name, 0) + time.perf_counter() - start, 2)
 
 
 def _engine_pool() -> EnginePool:

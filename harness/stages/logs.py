@@ -8,7 +8,6 @@ every CSV through its row model (docs/results.md).
 from __future__ import annotations
 
 import contextlib
-import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,6 +37,7 @@ from harness.stages.base import (
     ProgressBars,
     Report,
     Stage,
+    StageTimings,
     check_order,
     typed_frame,
 )
@@ -48,7 +48,7 @@ if TYPE_CHECKING:  # annotations only: pandas loads where frames are made
 
 
 @dataclass
-class ScoreContext:
+class ScoreContext(StageTimings):
     """What the score stages share: the plan, then what earlier stages produced."""
 
     plan: ScorePlan
@@ -69,14 +69,6 @@ class ScoreContext:
             raise RuntimeError(f"stage {self.stage.name} reads {row.file} without declaring it")
         value = self.outputs.get(row.file)
         return typed_frame(row, value) if value is not None else pd.DataFrame()
-
-    @contextlib.contextmanager
-    def timed(self, name: str):
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.timings[name] = round(time.perf_counter() - start, 2)
 
 
 class LogScoreStage:

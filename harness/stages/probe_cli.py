@@ -12,9 +12,7 @@ uninterrupted one (every curve goes through the store, float64 exact).
 
 from __future__ import annotations
 
-import contextlib
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -37,7 +35,14 @@ from harness.results import (
     ProbeFitRow,
     ProbeNextTokenRow,
 )
-from harness.stages.base import Output, Product, ProgressBars, Stage, check_order
+from harness.stages.base import (
+    Output,
+    Product,
+    ProgressBars,
+    Stage,
+    StageTimings,
+    check_order,
+)
 from harness.store import RunStore, unit_key
 
 UNITS = "probe-cli"  # the cache folder and STAGE_VERSIONS entry of the probe's units
@@ -79,7 +84,7 @@ class ProbeBackends:
 
 
 @dataclass
-class ProbeContext:
+class ProbeContext(StageTimings):
     """What the probe stages share: the plan, the unit store, then what earlier stages made."""
 
     plan: ProbePlan
@@ -100,14 +105,6 @@ class ProbeContext:
 
     def key(self, model: ResolvedModel, inputs: list, params: dict) -> str:
         return unit_key(UNITS, model=model.content_key, inputs=inputs, params=params)
-
-    @contextlib.contextmanager
-    def timed(self, name: str):
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.timings[name] = round(time.perf_counter() - start, 2)
 
 
 class ContinuationStage:
