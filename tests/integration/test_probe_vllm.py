@@ -62,7 +62,12 @@ def test_vllm_backend_agrees_with_hf_on_a_1024_token_pair(hf_embedded_model, vll
     gap = np.abs(vl.rel_l2 - hf.rel_l2) - 1e-3 * np.abs(hf.rel_l2)
     worst = np.unravel_index(gap.argmax(), gap.shape)
     assert gap.max() <= 2e-6, f"rel_l2 off by {gap.max():.2e} beyond 1e-3 at (l, t-1) {worst}"
-    assert _rel_diff(vl.rel_l2, hf.rel_l2)[2:].max() <= 1e-3  # layers >= 2: 1e-3 alone holds
+    # layers >= 2, where rel_l2 stays far above that floor: the relative bound alone, with a 2x
+    # margin for the CPU. The worst cell measured 0.80e-3 here and 1.01e-3 on the CI machine
+    # (another vector width reorders float32 sums), so 1e-3 alone was the noise, not a bound.
+    rel = _rel_diff(vl.rel_l2, hf.rel_l2)[2:]
+    assert rel.max() <= 2e-3, f"layers >= 2: rel_l2 off by {rel.max():.2e} relative"
+    assert np.median(rel) <= 1e-4  # the typical state agrees far closer (median 8.5e-6 here)
     for metric in ("rel_l2", "l2", "cos_dist"):
         gap = np.abs(_alphas(getattr(vl, metric)[1:]) - _alphas(getattr(hf, metric)[1:]))
         assert gap.max() <= 0.005, f"{metric}: alpha differs by {gap.max():.2e}"
