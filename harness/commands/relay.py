@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from harness.errors import UserError
+from harness.stats.text import bracket
 
 
 def _default_out(prompt_len: int, layers: int, tokens: int, self_weight: float) -> Path:
@@ -90,7 +91,7 @@ def _layer_table(result, elapsed: float):
         table.add_row(
             str(row.layer),
             _fmt(row.alpha),
-            f"[{_fmt(row.ci_low, 3)}, {_fmt(row.ci_high, 3)}]",
+            bracket(row.ci_low, row.ci_high, lambda x: _fmt(x, 3)),
             _fmt(row.local_alpha_T),
             _fmt(row.bound_ratio_T10),
             _fmt(row.bound_ratio_T),
