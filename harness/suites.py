@@ -41,7 +41,8 @@ class UserSimulator(Strict):
     model: NonEmptyText | None = None  # None: the run's model (and its engine)
     engine: Literal["vllm", "hf", "openai"] | None = None  # None: the run's engine
     # openai engine: its endpoint over the run's (`Endpoint.over`: another base URL is
-    # another server)
+    # another server, a `model` other than the run's first another model: neither borrows
+    # the run's served model)
     base_url: BaseUrl = None
     served_model: ServedModel = None
     api_key_env: KeyEnv = DEFAULT_KEY_ENV

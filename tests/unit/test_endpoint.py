@@ -47,3 +47,9 @@ def test_over_fills_only_what_is_unset():
     assert same == Endpoint(base_url="http://gen/v1", served_model="big", api_key_env="SIM_KEY")
     assert endpoint_of(object()).over(run) == run
     assert Endpoint().options()["api_key_env"] == "OPENAI_API_KEY"
+
+
+def test_an_endpoint_asking_another_model_does_not_borrow_the_served_model():
+    run = Endpoint(base_url="http://gen/v1", served_model="big", api_key_env="GEN_KEY")
+    other = Endpoint().over(run, same_model=False)
+    assert other == Endpoint(base_url="http://gen/v1", served_model=None, api_key_env="GEN_KEY")
