@@ -7,7 +7,6 @@ from pathlib import Path
 import typer
 
 from harness.errors import UserError
-from harness.stats.text import bracket
 
 
 def _default_out(prompt_len: int, layers: int, tokens: int, self_weight: float) -> Path:
@@ -70,6 +69,8 @@ def _fmt(x: float, digits: int = 4) -> str:
 
 def _layer_table(result, elapsed: float):
     from rich.table import Table
+
+    from harness.stats.text import bracket  # lazy: CLI start-up (harness.stats loads scipy)
 
     T = result.tokens
     title = (
