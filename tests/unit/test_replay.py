@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
@@ -18,17 +17,15 @@ import yaml
 from harness.config_files import load_run_config_and_suites, load_suite
 from harness.engines.scripted import ScriptedEngine
 from harness.errors import UserError
-from harness.models import ResolvedModel
 from harness.pipeline import run_stages
 from harness.policies import ChatFormat, policy_run, run_policies
 from harness.replay import LogError, check_replays, logged_records, replay_specs, run_specs
 from harness.selection import select_items
 from harness.stages.analyse import AnalyseStage
-from harness.stages.base import RunContext
 from harness.stages.generate import GenerateStage, sampling_settings
 from harness.stages.report import ReportStage
 from harness.stages.score import ScoreStage
-from harness.store import RunStore
+from tests.scripted_run import scripted_run
 
 LOGS = [
     {"id": "c<1>", "messages": [
@@ -229,23 +226,10 @@ def replay_run(tmp_path):
     """A replay through generate, score, analyse and report on the scripted engine (every
     reply 'yes': the logged 'no' replies are the only failures)."""
     path = _write(tmp_path)
-    config, suites = load_run_config_and_suites(path)
-    items = select_items(config, suites)
-    model = ResolvedModel(name="tiny-random-llama", source="tiny", path=tmp_path,
-                          content_key="scripted-1")  # fmt: skip
-    engine = ScriptedEngine({"SYS": 1.0})
     out = tmp_path / "out"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("harness.stages.generate.make_engine", lambda *a, **k: engine)
-        with RunStore(out) as store:
-            ctx = RunContext(
-                config=config, store=store, out_dir=out, run_id=config.run_id(),
-                suites=suites, items=items, models=[model], twins={},
-                started=datetime.now(UTC).isoformat(timespec="seconds"),
-            )  # fmt: skip
-            ctx._tokenizers[model.name] = engine.tokenizer
-            stages = [GenerateStage(), ScoreStage(), AnalyseStage(), ReportStage()]
-            run_stages(ctx, stages, show_progress=False)
+    with scripted_run(path, out, ScriptedEngine({"SYS": 1.0})) as ctx:
+        stages = [GenerateStage(), ScoreStage(), AnalyseStage(), ReportStage()]
+        run_stages(ctx, stages, show_progress=False)
     return out
 
 
