@@ -32,7 +32,8 @@ RECORD = (*CONDITION, "sample")
 
 # The doc of a column shared by several files (a field's own docstring takes precedence).
 SHARED_DOCS = {
-    "run_id": "the run that produced the row (first 12 hex of the config's hash)",
+    "run_id": "the run that produced the row: first 12 hex of the hash of the run's config "
+    "(`harness score`: of the scored file and its settings, manifest.json `run_id`)",
     "model": "the generating model (in probe files the probe model: a twin is `untrained:<name>`)",
     "task": "the item's suite",
     "item": "the task item's id",
