@@ -76,24 +76,15 @@ def write_inputs(folder: Path, samples, tokens: int) -> Path:
 
 
 def install_scripted_engine():
-    """The scripted engine in place of the generation engine (both places that make one)."""
-    import sys
-
+    """The scripted engine in place of every engine the harness makes (the engine registry)."""
     from transformers import AutoTokenizer
 
-    import harness.engines
-    import harness.pipeline  # noqa: F401  (every module that makes an engine is loaded)
-    from harness.engines.scripted import ScriptedEngine
+    from harness.engines.scripted import ScriptedEngine, replace_every_engine
     from harness.models import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model("tiny-random-llama").path)
     engine = ScriptedEngine({f"[{item}]": rate for item, rate in RATES.items()}, tokenizer)
-    original = harness.engines.make_engine
-    # Every module that imported make_engine by name (the stages, the engine pool) gets the
-    # scripted one: patching one name let the pool start the real hf engine on the tiny model.
-    for name, module in list(sys.modules.items()):
-        if name.startswith("harness") and getattr(module, "make_engine", None) is original:
-            module.make_engine = lambda kind, path, **options: engine
+    replace_every_engine(engine)  # for the bench's whole process
     return engine
 
 

@@ -55,18 +55,18 @@ def _validate(model: type[BaseModel], path: Path, data: Any) -> Any:
 
 
 def load_suite(path: Path | str) -> TaskSuite:
-    """A suite; a replay item's `history` is made absolute (it is relative to the suite file)
+    """A suite; a replay item's `log` is made absolute (it is relative to the suite file)
     and must be a file."""
     path = Path(path)
     suite = _validate(TaskSuite, path, _read_yaml(path))
     for index, item in enumerate(suite.items):
-        if item.history is None:
+        if item.log is None:
             continue
-        resolved = item.history if item.history.is_absolute() else path.parent / item.history
+        resolved = item.log if item.log.is_absolute() else path.parent / item.log
         if not resolved.is_file():
-            where = f"field 'items.{index}.history'"
-            raise UserError(f"{path}: item '{item.id}': {where}: {item.history}: file not found")
-        suite.items[index] = item.model_copy(update={"history": resolved.resolve()})
+            where = f"field 'items.{index}.log'"
+            raise UserError(f"{path}: item '{item.id}': {where}: {item.log}: file not found")
+        suite.items[index] = item.model_copy(update={"log": resolved.resolve()})
     return suite
 
 

@@ -32,14 +32,16 @@ class Endpoint(BaseModel):
     served_model: str | None = None
     api_key_env: str | None = None
 
-    def over(self, fallback: Endpoint) -> Endpoint:
+    def over(self, fallback: Endpoint, same_model: bool = True) -> Endpoint:
         """These settings, each unset one taken from `fallback`, except the served model:
-        an endpoint with its own base URL is another server, whose models the fallback's
-        name does not describe (None there: the server's only model)."""
-        same_server = self.base_url is None
+        an endpoint with its own base URL is another server, and one that asks another model
+        (`same_model` False: a judge or simulated user naming a model of its own) another
+        model, which the fallback's name does not describe (None there: the server's only
+        model)."""
+        borrow = self.base_url is None and same_model
         return Endpoint(
             base_url=self.base_url or fallback.base_url,
-            served_model=self.served_model or (fallback.served_model if same_server else None),
+            served_model=self.served_model or (fallback.served_model if borrow else None),
             api_key_env=self.api_key_env or fallback.api_key_env,
         )
 

@@ -25,6 +25,7 @@ from harness.policies.conversation import conversation_floor
 from harness.probes.endpoint import check_endpoint, endpoint_settings
 from harness.replay import LogError, check_replays
 from harness.sampling import SampleRange
+from harness.scoring.inputs import score_run_id
 from harness.scoring.io import load_tokenizer
 from harness.scoring.judge import JudgeDefaults, check_judges, judge_checks_of
 from harness.scoring.logged import ItemMatcher, check_logs
@@ -62,6 +63,7 @@ class ScorePlan:
     worst: int | None = None  # the report's failing conversations shown
     with_text: bool = True
     log_format: str = "auto"  # chat, inspect or otel (`harness.interop.FORMATS`)
+    run_id: str = ""  # the rows' run_id (`scoring.inputs.score_run_id`)
 
 
 def plan_score(
@@ -83,9 +85,10 @@ def plan_score(
     if judge_checks:
         check_judges(judges, judge_checks)
     check_logs(logs, matcher, log_format)
+    run_id = score_run_id(Path(logs), suites, config, model=name, item=item, format=log_format)
     return ScorePlan(
         Path(logs), list(suites), config, Path(out), name, matcher, judges, load_tokenizer(name),
-        judge_checks, item, worst, with_text, log_format,
+        judge_checks, item, worst, with_text, log_format, run_id,
     )  # fmt: skip
 
 

@@ -1,4 +1,4 @@
-"""Replay: a suite item's logged conversations (`history:`), answered again by the model
+"""Replay: a suite item's logged conversations (`log:`), answered again by the model
 (docs/architecture.md, "Replay").
 
 For each logged conversation and each of its assistant turns k, `reference` regenerates reply
@@ -59,13 +59,13 @@ def logged_talks(item: TaskItem) -> list[LoggedTalk]:
     """The item's logged conversations, in file order (read again on every call: the log is
     streamed, never held beside its parsed form)."""
     try:
-        talks = [_talk(conv) for conv in read_chat_logs(Path(item.history))]
+        talks = [_talk(conv) for conv in read_chat_logs(Path(item.log))]
     except LogError:
         raise
     except UserError as exc:  # the reader's own `PATH:LINE: problem`
         raise LogError(str(exc)) from None
     if not talks:
-        raise LogError(f"{item.history}: no conversation in the log")
+        raise LogError(f"{item.log}: no conversation in the log")
     return talks
 
 
@@ -173,7 +173,7 @@ def check_replays(config: RunConfig, chat: ChatFormat, items: list[Selected], co
         with_tools = sum(talk.tool_messages > 0 for talk in logged_talks(sel.item))
         if with_tools:
             notice(
-                f"{sel.item.history}: {with_tools} conversation{'s' * (with_tools != 1)} with "
+                f"{sel.item.log}: {with_tools} conversation{'s' * (with_tools != 1)} with "
                 "tool calls: each turn's tool calls and results are replayed as text after its "
                 "user message (the chat template's tool role is not used)"
             )

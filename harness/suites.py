@@ -41,7 +41,8 @@ class UserSimulator(Strict):
     model: NonEmptyText | None = None  # None: the run's model (and its engine)
     engine: Literal["vllm", "hf", "openai"] | None = None  # None: the run's engine
     # openai engine: its endpoint over the run's (`Endpoint.over`: another base URL is
-    # another server)
+    # another server, a `model` other than the run's first another model: neither borrows
+    # the run's served model)
     base_url: BaseUrl = None
     served_model: ServedModel = None
     api_key_env: KeyEnv = DEFAULT_KEY_ENV
@@ -49,6 +50,12 @@ class UserSimulator(Strict):
 
 
 Replay = Literal["reference", "own"]
+
+
+RENAMED_HISTORY = (
+    "'history' was renamed 'log': the JSONL of logged conversations a replay item answers "
+    "again (`history` now names only turns.csv's column); write 'log: PATH'"
+)
 
 
 def _one_or_list(value: Any) -> Any:
@@ -59,7 +66,7 @@ def _one_or_list(value: Any) -> Any:
 class TaskItem(Strict):
     id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][\w.-]*$")]
     system: NonEmptyText
-    # None only on a replay item, whose user turns come from its `history`
+    # None only on a replay item, whose user turns come from its `log`
     user: NonEmptyText | None = None
     checks: list[CheckSpec] = Field(min_length=1)
     # Optional: periodic/adaptive without a policy `text` and without a reminder repeat the
@@ -75,34 +82,42 @@ class TaskItem(Strict):
     user_simulator: UserSimulator | None = None
     # Replay (docs/architecture.md, "Replay"): logged conversations (OpenAI chat JSONL, the
     # path relative to the suite file) whose user turns the model answers, each reply given
-    # the logged history before it (`reference`) or its own (`own`).
-    history: Path | None = None
+    # the logged history before it (`reference`) or its own (`own`). (`history` names only
+    # whose replies came before a reply: turns.csv's column; the field was `history`.)
+    log: Path | None = None
     replay: Annotated[list[Replay], BeforeValidator(_one_or_list), Field(min_length=1)] | None = (
         None
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_renamed(cls, data: Any) -> Any:
+        # `history` means whose replies came before a reply (turns.csv); a suite that still
+        # names its log so must be told, not read as an unknown field's generic error
+        if isinstance(data, dict) and "history" in data:
+            raise ValueError(RENAMED_HISTORY)
+        return data
+
     @model_validator(mode="after")
     def _replay_or_script(self) -> TaskItem:
-        if self.history is None:
+        if self.log is None:
             if self.replay is not None:
-                raise ValueError("`replay` needs `history` (a JSONL of logged conversations)")
+                raise ValueError("`replay` needs `log` (a JSONL of logged conversations)")
             if self.user is None:
                 raise ValueError("field 'user' missing (only a replay item has none)")
             return self
         if self.replay is None:
-            raise ValueError("`history` needs `replay`: reference, own, or [reference, own]")
+            raise ValueError("`log` needs `replay`: reference, own, or [reference, own]")
         if len(set(self.replay)) != len(self.replay):
             raise ValueError(f"`replay` lists a history twice: {self.replay}")
         scripted = [name for name in ("user", "turns", "user_simulator") if getattr(self, name)]
         if scripted:
-            raise ValueError(
-                f"a replay item takes its user turns from `history`: drop `{scripted[0]}`"
-            )
+            raise ValueError(f"a replay item takes its user turns from `log`: drop `{scripted[0]}`")
         return self
 
     @property
     def is_replay(self) -> bool:
-        return self.history is not None
+        return self.log is not None
 
     @property
     def is_conversation(self) -> bool:

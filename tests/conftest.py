@@ -162,6 +162,25 @@ def _vllm_engines_stop_before_capture_closes():
     shutdown_all()
 
 
+@pytest.fixture
+def scripted_engine():
+    """`scripted_engine(engine) -> engine`: for the rest of this test every engine the harness
+    makes, whatever kind and model the config names, is `engine` (a ScriptedEngine or another
+    stand-in; the engine registry, harness.engines.scripted.every_engine). A whole run on it:
+    tests/scripted_run.py."""
+    from harness.engines.scripted import replace_every_engine
+
+    restores = []
+
+    def use(engine):
+        restores.append(replace_every_engine(engine))
+        return engine
+
+    yield use
+    for restore in reversed(restores):
+        restore()
+
+
 @pytest.fixture(scope="session")
 def tiny_model_path() -> Path:
     """tiny-random-llama: 4 layers, hidden 128, head_dim 64, the embedded model's tokenizer."""

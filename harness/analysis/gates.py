@@ -49,6 +49,7 @@ from harness.results import CONDITION, GateRow, as_bool, result_frame
 from harness.stats import Interval
 from harness.stats import verdict as bound_verdict
 from harness.stats.sided import samples_to_decide
+from harness.stats.text import bracket, interval_text
 
 GATE_COLUMNS = GateRow.columns()
 INFINITE_BECAUSE = {
@@ -83,7 +84,7 @@ def bound_text(low: float | None, high: float | None) -> str:
     low = None if low is None or pd.isna(low) else low
     high = None if high is None or pd.isna(high) else high
     if low is not None and high is not None:
-        return f"in [{low:g}, {high:g}]"
+        return "in " + bracket(low, high, "g")
     return f">= {low:g}" if low is not None else f"<= {high:g}"
 
 
@@ -163,7 +164,7 @@ def _what(gate: GateSpec, method: str, level: float) -> str:
 def _interval_detail(gate: GateSpec, verdict: str, value, low, high, n, what: str) -> str:
     if math.isnan(low) or math.isnan(high):
         return f"{gate.metric} {_fmt(value)}{_n_text(n)}{what}: no interval: undecided"
-    head = f"{gate.metric} {_fmt(value)} [{_fmt(low)}, {_fmt(high)}]{_n_text(n)}{what}"
+    head = f"{gate.metric} {interval_text(value, low, high, _fmt)}{_n_text(n)}{what}"
     lo_b, hi_b = gate.min, gate.max
     if verdict == "pass":
         parts = [f"lower bound {_fmt(low)} >= min {lo_b:g}"] if lo_b is not None else []

@@ -132,9 +132,13 @@ class JudgeSpec(BaseModel):
     # renders its chat template (default: the run's first model).
     model: NonEmptyText | None = None
     engine: Literal["vllm", "hf", "openai"] | None = None
-    base_url: NonEmptyText | None = None  # openai; default the run's, else $OPENAI_BASE_URL
-    served_model: NonEmptyText | None = None  # openai; default the server's only model
-    api_key_env: NonEmptyText | None = None  # openai; default the run's (OPENAI_API_KEY)
+    # openai: the judge's endpoint, merged over the run's generation endpoint by the one rule
+    # (`harness.endpoint.Endpoint.over`): unset = the run's base URL (else $OPENAI_BASE_URL)
+    # and key variable; the run's served model only for the run's first model on the run's
+    # server, else the server's only model
+    base_url: NonEmptyText | None = None
+    served_model: NonEmptyText | None = None
+    api_key_env: NonEmptyText | None = None
 
     @field_validator("model")
     @classmethod

@@ -70,6 +70,8 @@ def _fmt(x: float, digits: int = 4) -> str:
 def _layer_table(result, elapsed: float):
     from rich.table import Table
 
+    from harness.stats.text import bracket  # lazy: CLI start-up (harness.stats loads scipy)
+
     T = result.tokens
     title = (
         f"relay model  P={result.prompt_len}  L={result.layers}  T={T:,}  "
@@ -90,7 +92,7 @@ def _layer_table(result, elapsed: float):
         table.add_row(
             str(row.layer),
             _fmt(row.alpha),
-            f"[{_fmt(row.ci_low, 3)}, {_fmt(row.ci_high, 3)}]",
+            bracket(row.ci_low, row.ci_high, lambda x: _fmt(x, 3)),
             _fmt(row.local_alpha_T),
             _fmt(row.bound_ratio_T10),
             _fmt(row.bound_ratio_T),

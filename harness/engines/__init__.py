@@ -6,6 +6,7 @@ it too, through the top-p plugin (`vllm_plugin`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from harness.engines.base import Engine, GenerationRequest, GenerationResult, SamplingSettings
@@ -14,15 +15,28 @@ from harness.engines.openai_engine import OpenAIEngine
 from harness.engines.vllm_engine import get_vllm_engine
 from harness.errors import UserError
 
-__all__ = ["Engine", "GenerationRequest", "GenerationResult", "SamplingSettings", "make_engine"]
+__all__ = [
+    "ENGINES",
+    "Engine",
+    "GenerationRequest",
+    "GenerationResult",
+    "SamplingSettings",
+    "make_engine",
+]
+
+# The engine kinds a config can name -> what builds one from (model folder, **options). Every
+# engine the harness starts comes from here, so a test that puts a stand-in in this table
+# (tests/scripted_run.py: `every_engine`) runs the whole harness on it.
+ENGINES: dict[str, Callable[..., Engine]] = {
+    "vllm": get_vllm_engine,
+    "hf": HfEngine,
+    "openai": OpenAIEngine,
+}
 
 
 def make_engine(kind: str, model_path: Path, **options) -> Engine:
     """Build (or reuse, for vLLM) an engine; its model loads here."""
-    if kind == "vllm":
-        return get_vllm_engine(model_path, **options)
-    if kind == "hf":
-        return HfEngine(model_path, **options)
-    if kind == "openai":
-        return OpenAIEngine(model_path, **options)
-    raise UserError(f"unknown engine '{kind}' (expected vllm, hf or openai)")
+    build = ENGINES.get(kind)
+    if build is None:
+        raise UserError(f"unknown engine '{kind}' (expected vllm, hf or openai)")
+    return build(model_path, **options)

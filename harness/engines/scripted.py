@@ -1,19 +1,48 @@
 """An engine without a model, whose samples comply with a known probability: for benchmarks
 and tests of what runs around generation (bench/sequential.py, tests of the sampling loop).
 
-No config can name it (`make_engine` does not know it); a caller puts it in place of the
-generation engine. Each request is answered with one word repeated up to its max_tokens: the
-compliant word when a uniform number drawn from the request's seed falls below the pass rate of
-the first marker found in the decoded prompt, else the violating word. A policy that sends one
-request per sample (`none`, no continue_on_eos) thus gets samples that comply in every window or
-in none, as the embedded model does, with a per-sample pass rate the caller knows.
+No config can name it (`make_engine` does not know it); a caller puts it in place of every
+engine the harness makes (`every_engine`, through the engine registry: the one seam of the
+benchmarks and of the tests that run stages on it, tests/conftest.py's `scripted_engine`).
+Each request is answered with one word repeated up to its max_tokens: the compliant word when a
+uniform number drawn from the request's seed falls below the pass rate of the first marker
+found in the decoded prompt, else the violating word. A policy that sends one request per
+sample (`none`, no continue_on_eos) thus gets samples that comply in every window or in none,
+as the embedded model does, with a per-sample pass rate the caller knows.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
+from harness.engines import ENGINES
 from harness.engines.base import GenerationRequest, GenerationResult
+
+
+def replace_every_engine(engine: Any) -> Callable[[], None]:
+    """From now on every engine the harness makes, whatever the kind and model, is `engine`
+    (a ScriptedEngine or another stand-in). Returns what puts the real engines back."""
+    saved = dict(ENGINES)
+    ENGINES.update(dict.fromkeys(saved, lambda model_path, **options: engine))
+
+    def restore() -> None:
+        ENGINES.clear()
+        ENGINES.update(saved)
+
+    return restore
+
+
+@contextmanager
+def every_engine(engine: Any) -> Iterator[Any]:
+    """`engine` as every engine the harness makes inside the block (`replace_every_engine`)."""
+    restore = replace_every_engine(engine)
+    try:
+        yield engine
+    finally:
+        restore()
 
 
 class CharTokenizer:

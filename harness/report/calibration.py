@@ -8,6 +8,7 @@ import pandas as pd
 
 from harness.report.html import esc, fmt_num, fmt_pct, note, table
 from harness.report.load import RunData
+from harness.stats.text import bracket, has_interval
 
 # Landis & Koch's (1977) bands, the usual words for Cohen's kappa.
 KAPPA_BANDS = [
@@ -54,11 +55,9 @@ def kappa_words(kappa: float) -> str:
 
 def _interval(row: dict, base: str, percent: bool = False) -> str:
     low, high = row.get(f"{base}_low"), row.get(f"{base}_high")
-    if low is None or high is None or math.isnan(low) or math.isnan(high):
+    if not has_interval(low, high):
         return "no CI"
-    if percent:
-        return f"95 % CI {fmt_pct(low)} to {fmt_pct(high)}"
-    return f"95 % CI {low:.2f} to {high:.2f}"
+    return bracket(low, high, fmt_pct if percent else ".2f", opening="95 % CI ", sep=" to ", end="")
 
 
 def _sentence(row: dict) -> str:
@@ -128,4 +127,4 @@ def calibration_section(data: RunData) -> str:
 
 def _bracket(row: dict, base: str) -> str:
     low, high = row.get(f"{base}_low"), row.get(f"{base}_high")
-    return f"[{fmt_num(low)}, {fmt_num(high)}]"
+    return bracket(low, high, fmt_num)

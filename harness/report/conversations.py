@@ -15,6 +15,7 @@ from harness.report.html import esc, figure, fmt_num, note, table
 from harness.report.instrument import corrected_turns_part, undecided_turns_note
 from harness.report.load import RunData
 from harness.report.replay import replay_part
+from harness.stats.text import bracket, has_interval, interval_text
 
 FILES = ("turn_adherence.csv", "conversations.csv", "turns.csv")
 
@@ -22,11 +23,11 @@ FILES = ("turn_adherence.csv", "conversations.csv", "turns.csv")
 def _interval(row: dict, base: str) -> str:
     """`value [low, high] (n = N)` as stored; the value alone where no interval was formed."""
     low, high = row.get(f"{base}_low"), row.get(f"{base}_high")
-    if low is None or high is None or pd.isna(low) or pd.isna(high):
+    if not has_interval(low, high):
         return fmt_num(row.get(base))
     n = row.get(f"{base}_n")
     size = "" if n is None or pd.isna(n) else f" (n = {int(n)})"
-    return f"{fmt_num(row.get(base))} [{fmt_num(low)}, {fmt_num(high)}]{size}"
+    return interval_text(row.get(base), low, high, fmt_num) + size
 
 
 def _pct(value) -> str:
@@ -154,7 +155,7 @@ def _influence_part(frame: pd.DataFrame | None) -> tuple[str, dict]:
     rows = [
         [r["model"], r["policy"], int(r["turn"]), int(r["pairs"]), fmt_num(r["kl"]),
          fmt_num(r["kl_low"]) if r["kl_low"] == r["kl_high"] else
-         f"[{fmt_num(r['kl_low'])}, {fmt_num(r['kl_high'])}]", r["backend"]]
+         bracket(r["kl_low"], r["kl_high"], fmt_num), r["backend"]]
         for r in mean.to_dict("records")
     ]  # fmt: skip
     headers = ["model", "policy", "turn", "pairs", "KL at the reply's first token",

@@ -9,6 +9,7 @@ from harness.analysis.gates import gate_name, verdicts_of
 from harness.report.html import esc, fmt_num, note
 from harness.report.load import RunData
 from harness.report.terminal import family_line, gates_head, sampling_summary
+from harness.stats.text import interval_text
 
 NO_GATES = (
     "This run has no gates. Add `gates:` to the run config for pass/fail checks on the "
@@ -31,9 +32,7 @@ def _number(value) -> float:
 def interval_cell(row: dict) -> str:
     """The estimate, with its interval when there is one: `0.95 [0.62, 1]`."""
     value, low, high = (_number(row.get(k)) for k in ("value", "value_low", "value_high"))
-    if math.isnan(low) or math.isnan(high):
-        return fmt_num(value)
-    return f"{fmt_num(value)} [{fmt_num(low)}, {fmt_num(high)}]"
+    return interval_text(value, low, high, fmt_num)
 
 
 def gates_section(data: RunData) -> tuple[str, dict]:

@@ -9,6 +9,7 @@ import math
 import pandas as pd
 
 from harness.report.html import fmt_pct, note, table
+from harness.stats.text import interval_text
 
 # Undecided windows or replies above this share of a condition's get a report line: below it
 # they cannot move a 95 % verdict much; above it the decided ones may not stand for the rest.
@@ -83,9 +84,7 @@ def _ci(row: dict, base: str) -> str:
     value = _number(row.get(base))
     if math.isnan(value):
         return "–"
-    if math.isnan(low) or math.isnan(high):
-        return f"{value:.2f} (no CI)"
-    return f"{value:.2f} [{low:.2f}, {high:.2f}]"
+    return interval_text(value, low, high, ".2f", no_interval=" (no CI)")
 
 
 def _width(row: dict, base: str) -> float:

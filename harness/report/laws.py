@@ -16,6 +16,7 @@ from harness.analysis.single_turn import comparison
 from harness.report.html import esc, figure, fmt_num, note, table
 from harness.report.load import RunData
 from harness.report.plots import _layout, color
+from harness.stats.text import interval_text
 
 POOLED = "all"
 MECHANISM = ("rel_l2", "kl", "share_prompt_mean", "kl_turn")
@@ -44,7 +45,7 @@ def _ci(value: float, low: float, high: float, pct: bool = False) -> str:
         return "–"
     if not (math.isfinite(low) and math.isfinite(high)):
         return f(value)
-    return f"{f(value)} [{f(low)}, {f(high)}]"
+    return interval_text(value, low, high, f)
 
 
 def reading(row) -> str:

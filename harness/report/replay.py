@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.report.html import esc, fmt_num, note, table
+from harness.stats.text import interval_text
 
 HISTORIES = ("logged", "reference", "own")
 EXAMPLE_CONVERSATIONS = 3  # conversations shown reply by reply
@@ -18,8 +19,8 @@ def _a(row: dict | None) -> str:
     """`a [low, high] (n = N)`, or a dash where the history has no reply at that turn."""
     if row is None:
         return "–"
-    return (
-        f"{fmt_num(row['a'])} [{fmt_num(row['a_low'])}, {fmt_num(row['a_high'])}] (n = {row['n']})"
+    return interval_text(row["a"], row["a_low"], row["a_high"], fmt_num, no_interval=None) + (
+        f" (n = {row['n']})"
     )
 
 
@@ -59,7 +60,8 @@ def _means(summary: pd.DataFrame | None) -> str:
         parts = [("logged", logged.get((model, item)))]
         parts += [(r["history"], r) for r in cond.to_dict("records")]
         said = "; ".join(
-            f"{history} {fmt_num(r['mean'])} [{fmt_num(r['mean_low'])}, {fmt_num(r['mean_high'])}]"
+            f"{history} "
+            + interval_text(r["mean"], r["mean_low"], r["mean_high"], fmt_num, no_interval=None)
             for history, r in parts
             if r is not None
         )

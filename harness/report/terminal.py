@@ -13,6 +13,7 @@ import pandas as pd
 
 from harness.analysis.gates import gate_name, verdicts_of
 from harness.report.instrument import UNDECIDED_SHARE
+from harness.stats.text import interval_text
 
 
 def _num(value, fmt: str = "{:.2f}") -> str:
@@ -29,7 +30,7 @@ def _with_ci(row: pd.Series, base: str) -> str:
         return "–"
     if low is None or high is None or pd.isna(low) or pd.isna(high):
         return _num(value) + (f"{n_text}, no interval" if n_text else "")
-    return f"{float(value):.2f} [{float(low):.2f}, {float(high):.2f}]{n_text}"
+    return interval_text(value, low, high, ".2f") + n_text
 
 
 def _half_life(row: pd.Series) -> str:

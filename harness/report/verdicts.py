@@ -20,6 +20,7 @@ from harness.models import is_untrained
 from harness.policy_specs import BASELINE
 from harness.report.html import fmt_pct, fmt_t
 from harness.scoring.adherence import curve_metrics
+from harness.stats.text import bracket
 
 HOLD = 0.9  # adherence level a verdict calls "holds"
 MIN_OVERHEAD = 0.005  # below this a policy is said to cost nothing extra
@@ -209,7 +210,7 @@ def ci_text(row: dict, base: str, spec: str = ".2f", with_n: bool = True) -> str
     n_text = "" if math.isnan(n) else f"n = {int(n)}"
     if math.isnan(low) or math.isnan(high):
         return f" ({n_text}: too small for an interval)" if n_text and n < 2 else ""
-    bounds = f" [{low:{spec}}, {high:{spec}}]"
+    bounds = " " + bracket(low, high, spec)
     if low == high:
         method = row.get(f"{base}_method") or row.get("method")
         over = " over ".join(str(x) for x in (method, n_text) if isinstance(x, str) and x)
@@ -224,7 +225,7 @@ def ci_cell(row: dict, base: str, spec: str = ".3g") -> str:
     n = interval_n(row, base)
     if math.isnan(low) or math.isnan(high):
         return "n too small" if not math.isnan(n) and n < 2 else "–"
-    bounds = f"[{low:{spec}}, {high:{spec}}]"
+    bounds = bracket(low, high, spec)
     if low == high:
         method = row.get(f"{base}_method") or row.get("method")
         return f"{bounds} degenerate" + (f" ({method})" if isinstance(method, str) else "")

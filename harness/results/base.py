@@ -3,7 +3,9 @@
 One row model per CSV of a run folder (docs/architecture.md, "Files of a run folder"): its
 fields are the file's columns in order, each field's docstring the column's doc. Key columns
 share one set of names (below) and one doc each; intervals are `<metric>_low` and
-`<metric>_high`. Adding a column is one field in its model.
+`<metric>_high`. Adding a column is one field in its model. Columns that several files share
+beyond the keys (a measurement with its docs) are declared once in a `FieldGroup`, which a row
+model takes as a base and places after one of its columns (`place`).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ RECORD = (*CONDITION, "sample")
 
 # The doc of a column shared by several files (a field's own docstring takes precedence).
 SHARED_DOCS = {
-    "run_id": "the run that produced the row (first 12 hex of the config's hash)",
+    "run_id": "the run that produced the row: first 12 hex of the hash of the run's config "
+    "(`harness score`: of the scored file and its settings, manifest.json `run_id`)",
     "model": "the generating model (in probe files the probe model: a twin is `untrained:<name>`)",
     "task": "the item's suite",
     "item": "the task item's id",
@@ -88,6 +91,15 @@ BOUND_DOCS = {
 _KINDS = {str: "str", int: "int", float: "float", bool: "bool"}
 
 
+class FieldGroup(BaseModel):
+    """Columns that several files share, declared once with their types and docstrings. A
+    row model takes the group as a base and says which column the group follows (`place`):
+    pydantic puts a base's fields first, `ResultRow.columns` puts them where the file has them,
+    so sharing a group never reorders a CSV."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
 class ResultRow(BaseModel):
     """One row of a result file. Subclasses set the file's metadata (class variables) and
     declare its columns as fields, in order, each with a docstring."""
@@ -106,10 +118,31 @@ class ResultRow(BaseModel):
     extra_pattern: ClassVar[str | None] = None
     extra_after: ClassVar[str | None] = None
     extra_doc: ClassVar[str] = "per-run columns"
+    # The FieldGroup bases and the column each one's fields follow, in order (a group may
+    # follow a column of a group placed before it).
+    place: ClassVar[dict[type[FieldGroup], str]] = {}
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        cls.columns()  # a group without a place, or placed after no column, fails here
 
     @classmethod
     def columns(cls) -> list[str]:
-        return list(cls.model_fields)
+        """The file's columns in order: the model's own fields as declared, each field
+        group's inserted after the column `place` names."""
+        groups = [b for b in cls.__mro__[1:] if issubclass(b, FieldGroup) and b is not FieldGroup]
+        unplaced = [group.__name__ for group in groups if group not in cls.place]
+        if unplaced or len(cls.place) != len(groups):
+            raise TypeError(f"{cls.__name__}: place every field group it takes ({unplaced})")
+        grouped = {name for group in groups for name in group.model_fields}
+        names = [name for name in cls.model_fields if name not in grouped]
+        for group, after in cls.place.items():
+            if after not in names:
+                raise TypeError(f"{cls.__name__}: {group.__name__} follows no column '{after}'")
+            at = names.index(after) + 1
+            names[at:at] = list(group.model_fields)
+        return names
 
     @classmethod
     def column_doc(cls, name: str) -> str:

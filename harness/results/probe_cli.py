@@ -1,13 +1,22 @@
 """Row models of the files `harness probe` writes into its --out folder (docs/architecture.md,
 "Files of a run folder"). They share names with a run's probe files but not their columns:
 a pair here is one of the user's own prompt pairs (its name), not a generation record, and a
-lam sweep (--attention-bias) adds a `lam` column after `model`."""
+lam sweep (--attention-bias) adds a `lam` column after `model`. The measurements are the
+run's field groups (results/probing.py), placed where these files have them."""
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 from harness.results.base import ResultRow
+from harness.results.probing import (
+    AlphaFit,
+    AttentionShares,
+    HiddenDistances,
+    KlBounds,
+    LogpShift,
+    ProbeBackendField,
+)
 
 # --attention-bias adds this column after `model` in every file; without it there is none
 LAM_PATTERN = "lam"
@@ -28,42 +37,28 @@ class ProbeRow(ResultRow):
     """the pair's name (`cli` for the command line's prompts; `all` in a pooled fit)"""
 
 
-class ProbeDivergenceRow(ProbeRow):
+class ProbeDivergenceRow(ProbeRow, HiddenDistances):
     file = "divergence.csv"
     written_by = "`harness probe`: tables (not with --backend openai)"
     row = "one (probe model[, lam], pair, hidden-state index, t), every t"
     keys = ("model", "lam", "pair", "layer", "t")
+    place: ClassVar = {HiddenDistances: "t"}
 
     layer: int
     t: int
-    l2: float
-    """L2 distance of the two prompts' hidden states at t"""
-    rel_l2: float
-    """l2 over the mean norm of the two hidden states"""
-    cos_dist: float
-    """1 - cosine similarity of the two hidden states"""
 
 
-class ProbeNextTokenRow(ProbeRow):
+class ProbeNextTokenRow(ProbeRow, LogpShift, KlBounds, ProbeBackendField):
     file = "nexttoken.csv"
     written_by = "`harness probe`: tables"
     row = "one (probe model[, lam], pair, t), every t"
     keys = ("model", "lam", "pair", "t")
+    place: ClassVar = {LogpShift: "t", KlBounds: "delta_logp", ProbeBackendField: "kl_high"}
 
     t: int
-    delta_logp: float
-    """log p(c_t | prompt A) - log p(c_t | prompt B)"""
-    kl: float
-    """KL(p_A || p_B) of the next-token distributions at t (as the run's nexttoken.csv)"""
-    kl_low: float
-    """a lower bound of the KL (= kl on hf/vllm)"""
-    kl_high: float
-    """an upper bound of the KL (= kl on hf/vllm)"""
-    backend: Literal["hf", "vllm", "openai"]
-    """the probe backend that computed the row"""
 
 
-class ProbeAttentionRow(ProbeRow):
+class ProbeAttentionRow(ProbeRow, AttentionShares):
     file = "attention.csv"
     written_by = "`harness probe`: tables (not with --backend openai)"
     row = (
@@ -71,25 +66,14 @@ class ProbeAttentionRow(ProbeRow):
         "share; header-only on the vllm backend"
     )
     keys = ("model", "lam", "pair", "layer", "t")
+    place: ClassVar = {AttentionShares: "t"}
 
     layer: int
     """hidden-state index l >= 1 whose decoder layer (l - 1) the attention belongs to"""
     t: int
-    prompt_len: int
-    """P: tokens of prompt A (the keys before t = 1)"""
-    share_prompt_mean: float
-    """attention of the query at t on prompt A's tokens after its first, mean over heads"""
-    share_prompt_max_head: float
-    """the same share of the head that puts the most on those tokens"""
-    share_sink_mean: float
-    """attention of the query at t on the prompt's first token, mean over heads"""
-    share_sink_max_head: float
-    """the same share of the head that puts the most on the first token"""
-    uniform: float
-    """(P - 1) / (P + t): share_prompt under uniform attention"""
 
 
-class ProbeFitRow(ProbeRow):
+class ProbeFitRow(ProbeRow, AlphaFit):
     file = "fits.csv"
     written_by = "`harness probe`: fits"
     row = (
@@ -97,26 +81,12 @@ class ProbeFitRow(ProbeRow):
         'over the pairs (see "Estimators: fits table")'
     )
     keys = ("model", "lam", "pair", "layer", "metric")
+    place: ClassVar = {AlphaFit: "metric"}
 
     layer: int
     """hidden-state index; -1 for the next-token metrics"""
     metric: str
     """the curve fitted: `l2`, `rel_l2`, `cos_dist`, `kl`, `abs_delta_logp`, `share_prompt_mean`"""
-    alpha: float
-    """the power-law exponent: metric ~ t^-alpha; NaN when degenerate"""
-    alpha_low: float
-    alpha_high: float
-    n: int
-    """pairs the interval rests on (1: a single curve)"""
-    method: str
-    """the interval's method"""
-    r2: float
-    """R^2 of the log-log fit"""
-    t_min: int
-    """first position fitted"""
-    t_max: int
-    """last position fitted (0 when nothing was)"""
-    reason: str
 
 
 PROBE_ROWS: tuple[type[ProbeRow], ...] = (

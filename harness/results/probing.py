@@ -3,16 +3,84 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
-from harness.results.base import CONDITION, RECORD, ResultRow
+from harness.results.base import CONDITION, RECORD, FieldGroup, ResultRow
 
 # a continuation token's role: one list for every file with a `role` column (replay adds
 # "logged", the logged replies a replay feeds back as history)
 ContinuationRole = Literal["assistant", "user", "markup", "reminder", "restatement", "logged"]
 
 
-class DivergenceRow(ResultRow):
+# The measurements a run's probe files and `harness probe`'s (results/probe_cli.py) share,
+# declared once: each file places them after its own columns (`ResultRow.place`).
+class HiddenDistances(FieldGroup):
+    l2: float
+    """L2 distance of the two prompts' hidden states at t"""
+    rel_l2: float
+    """l2 over the mean norm of the two hidden states"""
+    cos_dist: float
+    """1 - cosine similarity of the two hidden states"""
+
+
+class LogpShift(FieldGroup):
+    delta_logp: float
+    """log p(c_t | prompt A) - log p(c_t | prompt B) of the token at t"""
+
+
+class KlBounds(FieldGroup):
+    kl: float
+    """KL(p_A || p_B) of the next-token distributions that predict the token at t (backend
+    openai: kl_low, the KL with the tokens outside both top-k lists merged)"""
+    kl_low: float
+    """a lower bound of the KL (= kl; on backend openai see "Metrics: next-token influence
+    through an endpoint")"""
+    kl_high: float
+    """an upper bound of the KL (= kl on hf/vllm; on openai valid under the stated premise
+    on the unseen tokens)"""
+
+
+class ProbeBackendField(FieldGroup):
+    backend: Literal["hf", "vllm", "openai"]
+    """the probe backend that computed the row"""
+
+
+class AttentionShares(FieldGroup):
+    prompt_len: int
+    """P: tokens of the prompt (prompt A in `harness probe`; the keys before t = 1)"""
+    share_prompt_mean: float
+    """attention of the query at t on the prompt's tokens after its first, mean over heads"""
+    share_prompt_max_head: float
+    """the same share of the head that puts the most on those tokens"""
+    share_sink_mean: float
+    """attention of the query at t on the prompt's first token (BOS / attention sink), mean
+    over heads"""
+    share_sink_max_head: float
+    """the same share of the head that puts the most on the first token"""
+    uniform: float
+    """(P - 1) / (P + t): share_prompt under uniform attention (P/(P+t) without the sink)"""
+
+
+class AlphaFit(FieldGroup):
+    alpha: float
+    """the power-law exponent: metric ~ t^-alpha; NaN when degenerate"""
+    alpha_low: float
+    alpha_high: float
+    n: int
+    """pairs the interval rests on (1: a single curve)"""
+    method: str
+    """the interval's method: `block-bootstrap (curve noise)` or `bootstrap over 2 pairs (curve
+    noise)` where it reflects one or two curves' noise, not sample-to-sample variation"""
+    r2: float
+    """R^2 of the log-log fit"""
+    t_min: int
+    """first position fitted"""
+    t_max: int
+    """last position fitted (0 when nothing was)"""
+    reason: str
+
+
+class DivergenceRow(ResultRow, HiddenDistances):
     file = "divergence.csv"
     written_by = "probe"
     row = (
@@ -21,6 +89,7 @@ class DivergenceRow(ResultRow):
         "curves stay in the cache"
     )
     keys = (*RECORD, "layer", "t")
+    place: ClassVar = {HiddenDistances: "role"}
 
     model: str
     item: str
@@ -33,19 +102,14 @@ class DivergenceRow(ResultRow):
     """the token's turn (1 in a single reply)"""
     role: ContinuationRole
     """the token's role in the continuation"""
-    l2: float
-    """L2 distance of the two prompts' hidden states at t"""
-    rel_l2: float
-    """l2 over the mean norm of the two hidden states"""
-    cos_dist: float
-    """1 - cosine similarity of the two hidden states"""
 
 
-class NextTokenRow(ResultRow):
+class NextTokenRow(ResultRow, LogpShift, KlBounds, ProbeBackendField):
     file = "nexttoken.csv"
     written_by = "probe"
     row = "one (probe model, pair, t), every t"
     keys = (*RECORD, "t")
+    place: ClassVar = {LogpShift: "t", KlBounds: "delta_logp", ProbeBackendField: "kl_high"}
 
     model: str
     item: str
@@ -53,28 +117,16 @@ class NextTokenRow(ResultRow):
     sample: int
     pair: str
     t: int
-    delta_logp: float
-    """log p(c_t | prompt A) - log p(c_t | prompt B)"""
-    kl: float
-    """KL(p_A || p_B) of the next-token distributions at t (backend openai: kl_low, the KL with
-    the tokens outside both top-k lists merged)"""
-    kl_low: float
-    """a lower bound of the KL (= kl; on backend openai see "Metrics: next-token influence
-    through an endpoint")"""
-    kl_high: float
-    """an upper bound of the KL (= kl on hf/vllm; on openai valid under the stated premise
-    on the unseen tokens)"""
-    backend: Literal["hf", "vllm", "openai"]
-    """the probe backend that computed the row"""
 
 
-class TurnInfluenceRow(ResultRow):
+class TurnInfluenceRow(ResultRow, KlBounds, LogpShift, ProbeBackendField):
     file = "turn_influence.csv"
     written_by = "probe (only with conversations)"
     row = (
         "one (probe model, conversation, turn): the next-token influence at the reply's first token"
     )
     keys = (*RECORD, "turn")
+    place: ClassVar = {KlBounds: "t", LogpShift: "kl_high", ProbeBackendField: "delta_logp"}
 
     model: str
     item: str
@@ -84,19 +136,9 @@ class TurnInfluenceRow(ResultRow):
     turn: int
     t: int
     """continuation position of the reply's first token"""
-    kl: float
-    """KL(p_A || p_B) of the distributions that predict the reply's first token"""
-    kl_low: float
-    """lower bound of the KL (see nexttoken.csv)"""
-    kl_high: float
-    """upper bound of the KL (see nexttoken.csv)"""
-    delta_logp: float
-    """log p_A - log p_B of the reply's first token"""
-    backend: Literal["hf", "vllm", "openai"]
-    """the probe backend that computed the row"""
 
 
-class AttentionRow(ResultRow):
+class AttentionRow(ResultRow, AttentionShares):
     file = "attention.csv"
     written_by = "probe"
     row = (
@@ -105,6 +147,7 @@ class AttentionRow(ResultRow):
         "header-only where no pair ran on the hf backend"
     )
     keys = (*RECORD, "layer", "t")
+    place: ClassVar = {AttentionShares: "role"}
 
     model: str
     item: str
@@ -118,19 +161,6 @@ class AttentionRow(ResultRow):
     """the token's turn (1 in a single reply)"""
     role: ContinuationRole
     """the token's role in the continuation"""
-    prompt_len: int
-    """P: tokens of the record's prompt (the keys before t = 1)"""
-    share_prompt_mean: float
-    """attention of the query at t on the prompt's tokens after its first, mean over heads"""
-    share_prompt_max_head: float
-    """the same share of the head that puts the most on those tokens"""
-    share_sink_mean: float
-    """attention of the query at t on the prompt's first token (BOS / attention sink), mean
-    over heads"""
-    share_sink_max_head: float
-    """the same share of the head that puts the most on the first token"""
-    uniform: float
-    """(P - 1) / (P + t): share_prompt under uniform attention (P/(P+t) without the sink)"""
 
 
 class AttentionTurnRow(ResultRow):
@@ -163,11 +193,12 @@ class AttentionTurnRow(ResultRow):
     """the mean of (P - 1) / (P + t) over the same tokens"""
 
 
-class FitRow(ResultRow):
+class FitRow(ResultRow, AlphaFit):
     file = "fits.csv"
     written_by = "fits"
     row = 'one alpha fit (see "Estimators: fits table")'
     keys = (*CONDITION, "pair", "layer", "metric")
+    place: ClassVar = {AlphaFit: "metric"}
 
     model: str
     item: str
@@ -178,22 +209,6 @@ class FitRow(ResultRow):
     layer: int
     metric: str
     """the curve fitted: `rel_l2`, `cos_dist`, `kl`, ... (`<metric>@assistant` in conversations)"""
-    alpha: float
-    """the power-law exponent: metric ~ t^-alpha; NaN when degenerate"""
-    alpha_low: float
-    alpha_high: float
-    n: int
-    """pairs the interval rests on (1: a single curve)"""
-    method: str
-    """the interval's method: `block-bootstrap (curve noise)` or `bootstrap over 2 pairs (curve
-    noise)` where it reflects one or two curves' noise, not sample-to-sample variation"""
-    r2: float
-    """R^2 of the log-log fit"""
-    t_min: int
-    """first position fitted"""
-    t_max: int
-    """last position fitted (0 when nothing was)"""
-    reason: str
 
 
 class BiasRow(ResultRow):

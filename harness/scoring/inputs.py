@@ -6,7 +6,10 @@ scored or written.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -25,13 +28,34 @@ def _first_error(exc: ValueError) -> str:
     return f"field '{loc}': {msg}" if loc else msg
 
 
+def score_run_id(path: Path, suites: Any, config: Any, **settings: Any) -> str:
+    """The run id of a `harness score` (its rows' `run_id`, its manifest's): first 12 hex of
+    the sha256 of the scored file's bytes, the suites, the scoring config as in a run's id
+    (without `validation`) and the command's other `settings` (model, item, format), so one
+    meaning holds everywhere: the hash of what produced the rows."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    what = {
+        "command": "score",
+        "file": digest.hexdigest(),
+        "suites": [suite.model_dump(mode="json") for suite in suites],
+        "scoring": config.model_dump(mode="json", exclude={"validation"}),
+        **settings,
+    }
+    text = json.dumps(what, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 def read_records(
-    path: Path, known_items: set[str], tokenizer_for, model: str | None = None
+    path: Path, known_items: set[str], tokenizer_for, model: str | None = None, run_id: str = ""
 ) -> list[GenerationRecord]:
     """Parse every line; text-only lines are tokenised with `tokenizer_for(model_name)`.
 
     Text lines become records whose every token is generated, numbered per item in file order
-    (sample 0, 1, ...), with policy `logged`.
+    (sample 0, 1, ...), with policy `logged` and the line's `run_id`, else `run_id` (the
+    score's, `score_run_id`).
     """
     if not path.is_file():
         raise UserError(f"{path}: file not found")
@@ -51,7 +75,7 @@ def read_records(
             sample = per_item.get(item, 0)
             per_item[item] = sample + 1
             data = {
-                "run_id": data.get("run_id", path.stem),
+                "run_id": data.get("run_id", run_id),
                 "model": name,
                 "item": item,
                 "policy": data.get("policy", "logged"),

@@ -17,7 +17,7 @@ from harness.scoring.adherence import (
     summary_frame,
     survival_curves,
 )
-from harness.scoring.inputs import read_records
+from harness.scoring.inputs import read_records, score_run_id
 from harness.scoring.judge import JudgeDefaults, JudgeRunner, check_judges, judge_checks_of
 from harness.scoring.score import item_checks, item_index, rows_frame, score_records
 from harness.store import RunStore, write_csv
@@ -93,7 +93,9 @@ def score_files(
     defaults = JudgeDefaults(model or EMBEDDED_MODEL, GenerationConfig())
     if judge_checks:
         check_judges(defaults, judge_checks)
-    records = read_records(generations, set(index), load_tokenizer, model)
+    # (a missing file: read_records says so in one line)
+    run_id = score_run_id(generations, suites, config, model=model) if generations.is_file() else ""
+    records = read_records(generations, set(index), load_tokenizer, model, run_id)
     if model is not None:
         for record in records:
             record.model = record.model or model

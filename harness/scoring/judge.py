@@ -37,6 +37,7 @@ from harness.checks.judge import (
     verdict_result,
 )
 from harness.config import GenerationConfig
+from harness.endpoint import endpoint_of
 from harness.engines import GenerationRequest, SamplingSettings, make_engine
 from harness.engines.options import engine_options
 from harness.errors import UserError
@@ -71,17 +72,13 @@ def _default_resolve(name: str) -> ResolvedModel:
 
 def judge_target(spec: JudgeSpec, defaults: JudgeDefaults, resolve: Resolve) -> JudgeTarget:
     """The spec with the run's defaults filled in: no engine = the run's engine with all its
-    options; engine openai takes base_url / api_key_env from the spec, else from the run."""
+    options; an engine of its own takes its endpoint over the run's (`Endpoint.over`: the
+    run's served model only for the run's own model on the run's server)."""
     gen = defaults.generation
     if spec.engine is not None:
-        gen = gen.model_copy(
-            update={
-                "engine": spec.engine,
-                "base_url": spec.base_url or gen.base_url,
-                "api_key_env": spec.api_key_env or gen.api_key_env,
-                "served_model": spec.served_model,
-            }
-        )
+        same_model = spec.model is None or spec.model == defaults.model
+        endpoint = endpoint_of(spec).over(endpoint_of(gen), same_model=same_model)
+        gen = gen.model_copy(update={"engine": spec.engine, **endpoint.model_dump()})
     model = resolve(spec.model or defaults.model)
     options = engine_options(gen)
     if gen.engine == "openai":

@@ -100,7 +100,13 @@ class ItemMatcher:
 
 
 def logged_record(
-    conversation: LoggedConversation, item: str, task: str, sample: int, fmt: ChatFormat, model: str
+    conversation: LoggedConversation,
+    item: str,
+    task: str,
+    sample: int,
+    fmt: ChatFormat,
+    model: str,
+    run_id: str = "",
 ) -> GenerationRecord:
     """The conversation as a run's conversation record: the logged replies are its generated
     segments (turn k), each later user message a `user` segment inside template `markup`."""
@@ -123,7 +129,7 @@ def logged_record(
         {"role": "user", "content": first}
     ]
     return GenerationRecord(
-        run_id=conversation.path.stem, model=model, task=task, item=item, policy=POLICY,
+        run_id=run_id, model=model, task=task, item=item, policy=POLICY,
         seed=0, sample=sample, prompt_messages=messages, prompt_ids=prompt,
         continuation_ids=ids, segments=segments, text="\n\n".join(r for _, _, r in exchanges),
         finish_reason="stop", engine="logged",
@@ -165,9 +171,11 @@ def logged_records(
     model: str,
     rows: list[dict] | None = None,
     log_format: str = "auto",
+    run_id: str = "",
 ) -> Iterator[GenerationRecord]:
     """The log's conversations as records, one at a time (the file is read as they are);
-    `rows` gets each conversation's logged_conversations.csv row (its failures still empty)."""
+    `rows` gets each conversation's logged_conversations.csv row (its failures still empty);
+    `run_id`: the score's (`scoring.inputs.score_run_id`)."""
     per_item: dict[str, int] = {}
     for conversation in read_conversations(path, log_format):
         item, how = matcher.match(conversation)
@@ -176,7 +184,7 @@ def logged_records(
         task = matcher.index[item][0]
         if rows is not None:
             rows.append(_conversation_row(conversation, model, task, item, how, sample))
-        yield logged_record(conversation, item, task, sample, fmt, model)
+        yield logged_record(conversation, item, task, sample, fmt, model, run_id)
 
 
 def _conversation_row(conversation: LoggedConversation, model, task, item, how, sample) -> dict:
@@ -225,6 +233,7 @@ def score_logged(
     judges=None,
     chunk: int = CHUNK,
     log_format: str = "auto",
+    run_id: str = "",
 ) -> LoggedScores:
     """windows.csv and turns.csv rows of every logged conversation (already checked with
     `check_logs`), scored `chunk` conversations at a time through the run's scoring."""
@@ -243,7 +252,7 @@ def score_logged(
         batch.clear()
 
     rows: list[dict] = []
-    for record in logged_records(path, matcher, fmt, model, rows, log_format):
+    for record in logged_records(path, matcher, fmt, model, rows, log_format, run_id):
         batch.append(record)
         count += 1
         if len(batch) >= chunk:

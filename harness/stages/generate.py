@@ -178,7 +178,9 @@ def _simulator_factory(config: RunConfig, items: list[Selected]):
         path = resolve_model(sim.model or config.models[0]).path
         options = {"max_model_len": config.generation.max_model_len}
         if kind == "openai":
-            options |= endpoint_of(sim).over(endpoint_of(config.generation)).options()
+            same_model = sim.model is None or sim.model == config.models[0]
+            endpoint = endpoint_of(sim).over(endpoint_of(config.generation), same_model)
+            options |= endpoint.options()
         engine = make_engine(kind, path, **options)
         return engine, ChatFormat(engine.tokenizer)
 

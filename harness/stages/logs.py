@@ -93,6 +93,7 @@ class LogScoreStage:
                 plan.config,
                 judges,
                 log_format=plan.log_format,
+                run_id=plan.run_id,
             )
         return {
             "windows.csv": ctx.scores.windows,
@@ -119,7 +120,8 @@ class LogAnalyseStage:
 
 
 class LogManifestStage:
-    """manifest.json: `command: score`, the log, the model, the counts, the matching notes."""
+    """manifest.json: `command: score`, its run id, the log, the model, the counts, the
+    matching notes."""
 
     name = "manifest"
     reads = (LoggedRow,)
@@ -130,6 +132,7 @@ class LogManifestStage:
         return {
             "manifest.json": {
                 "command": "score",
+                "run_id": plan.run_id,
                 "log": str(plan.logs.resolve()),
                 "log_format": plan.log_format,
                 "model": plan.model,

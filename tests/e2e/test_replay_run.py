@@ -48,7 +48,7 @@ def replay(tmp_path_factory, embedded_model_path) -> Path:
     (root / "logs.jsonl").write_text(
         "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in LOGS), encoding="utf-8"
     )
-    item = {"id": "support-fr", "system": SYSTEM, "history": "logs.jsonl",
+    item = {"id": "support-fr", "system": SYSTEM, "log": "logs.jsonl",
             "replay": ["reference", "own"],
             "checks": [{"type": "language", "target": "fr", "abstain_below": 10}]}  # fmt: skip
     (root / "suite.yaml").write_text(yaml.safe_dump({"suite": "replays", "items": [item]}))

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 
 import pandas as pd
 import pytest
@@ -21,20 +20,13 @@ ENGLISH = " Your order left last night and will arrive tomorrow morning."
 
 
 @pytest.fixture
-def scripted(monkeypatch, tiny_model_path):
+def scripted(scripted_engine, tiny_model_path):
     from transformers import AutoTokenizer
 
-    import harness.engines
-    import harness.pipeline  # noqa: F401  (every module that makes an engine is loaded)
     from harness.engines.scripted import ScriptedEngine
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_path)
-    engine = ScriptedEngine({"[fr]": 0.75}, tokenizer, good=FRENCH, bad=ENGLISH)
-    original = harness.engines.make_engine
-    for name, module in list(sys.modules.items()):
-        if name.startswith("harness") and getattr(module, "make_engine", None) is original:
-            monkeypatch.setattr(module, "make_engine", lambda kind, path, **options: engine)
-    return engine
+    return scripted_engine(ScriptedEngine({"[fr]": 0.75}, tokenizer, good=FRENCH, bad=ENGLISH))
 
 
 def _config(tmp_path, gates: list) -> object:

@@ -74,7 +74,7 @@ def test_an_unreachable_openai_judge_is_one_line_exit_2(tmp_path, run_cli, monke
 
 
 def test_harness_score_asks_the_judge_once_and_caches_in_the_out_folder(
-    tmp_path, run_cli, monkeypatch, embedded_model_path
+    tmp_path, run_cli, scripted_engine, embedded_model_path
 ):
     """`harness score` with a judge check: the judge (here a stand-in that reads the real
     prompts and says "pass") is asked in one batch, its verdicts land in windows.csv and in
@@ -84,7 +84,6 @@ def test_harness_score_asks_the_judge_once_and_caches_in_the_out_folder(
     import pandas as pd
     from transformers import AutoTokenizer
 
-    import harness.engines as engines
     from harness.engines import GenerationResult
 
     tokenizer = AutoTokenizer.from_pretrained(embedded_model_path)
@@ -109,11 +108,7 @@ def test_harness_score_asks_the_judge_once_and_caches_in_the_out_folder(
         def close(self) -> None:
             pass
 
-    # harness.scoring.judge imported make_engine by name at its top: patch it there too
-    import harness.scoring.judge as judge_scoring
-
-    for module in (engines, judge_scoring):
-        monkeypatch.setattr(module, "make_engine", lambda kind, path, **options: PassingJudge())
+    scripted_engine(PassingJudge())
     suite = {"suite": "s", "items": [{
         "id": "fr", "system": "French only.", "user": "Tell a story.", "reminder": "French.",
         "restatement": "Voici :",

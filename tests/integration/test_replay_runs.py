@@ -26,7 +26,7 @@ TALKS = [
 
 def _write(tmp_path: Path, lines: list[str], **changes) -> Path:
     (tmp_path / "logs.jsonl").write_text("".join(line + "\n" for line in lines))
-    item = {"id": "logs", "system": "Answer briefly.", "history": "logs.jsonl",
+    item = {"id": "logs", "system": "Answer briefly.", "log": "logs.jsonl",
             "replay": ["reference", "own"], "checks": [{"type": "regex_must_not",
                                                         "pattern": "sorry"}]}  # fmt: skip
     (tmp_path / "suite.yaml").write_text(yaml.safe_dump({"suite": "replays", "items": [item]}))

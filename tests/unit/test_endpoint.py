@@ -4,6 +4,8 @@ base URL is another server, whose served model the generation's name does not de
 
 from __future__ import annotations
 
+import pytest
+
 from harness.config import RunConfig
 from harness.endpoint import Endpoint, endpoint_of
 from harness.engines.options import engine_options
@@ -47,3 +49,56 @@ def test_over_fills_only_what_is_unset():
     assert same == Endpoint(base_url="http://gen/v1", served_model="big", api_key_env="SIM_KEY")
     assert endpoint_of(object()).over(run) == run
     assert Endpoint().options()["api_key_env"] == "OPENAI_API_KEY"
+
+
+def test_an_endpoint_asking_another_model_does_not_borrow_the_served_model():
+    run = Endpoint(base_url="http://gen/v1", served_model="big", api_key_env="GEN_KEY")
+    other = Endpoint().over(run, same_model=False)
+    assert other == Endpoint(base_url="http://gen/v1", served_model=None, api_key_env="GEN_KEY")
+
+
+def _simulator_options(tmp_path, monkeypatch, simulator: dict) -> dict:
+    """The options the generate stage's simulator factory gives the openai engine."""
+    import yaml
+
+    import harness.stages.generate as generate
+    from harness.config_files import load_run_config_and_suites
+    from harness.engines import ENGINES
+    from harness.models import ResolvedModel
+    from harness.plan import select_items
+    from harness.selection import simulator_key
+
+    sim = {"system": "Ask.", "turns": 1, "engine": "openai", **simulator}
+    item = {"id": "talk", "system": "S.", "user": "U.", "turns": ["T."], "user_simulator": sim,
+            "checks": [{"type": "regex_must", "pattern": "x"}]}  # fmt: skip
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump({"suite": "s", "items": [item]}))
+    config = {"name": "t", "models": ["tiny-random-llama"], "suites": ["suite.yaml"],
+              "policies": ["none"], "generation": GENERATION,
+              "probe": {"enabled": False}}  # fmt: skip
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
+    config, suites = load_run_config_and_suites(tmp_path / "run.yaml")
+    items = select_items(config, suites)
+    model = ResolvedModel(name="m", source="tiny", path=tmp_path, content_key="k")
+    monkeypatch.setattr(generate, "resolve_model", lambda name: model)
+    seen: list[dict] = []
+
+    class Stop(Exception):
+        pass
+
+    def record(path, **options):
+        seen.append(options)
+        raise Stop  # the options are what this test reads; no engine is needed
+
+    monkeypatch.setitem(ENGINES, "openai", record)
+    with pytest.raises(Stop):
+        generate._simulator_factory(config, items)(simulator_key(items[0].item.user_simulator))
+    return seen[0]
+
+
+def test_a_simulated_user_with_its_own_model_does_not_borrow_the_served_model(
+    tmp_path, monkeypatch
+):
+    own = _simulator_options(tmp_path, monkeypatch, {"model": "tiny-random-qwen2"})
+    assert (own["base_url"], own["served_model"]) == ("http://gen:8000/v1", None)
+    same = _simulator_options(tmp_path, monkeypatch, {})
+    assert (same["base_url"], same["served_model"]) == ("http://gen:8000/v1", "big")

@@ -242,6 +242,27 @@ def test_the_default_judge_is_the_runs_first_model_on_the_runs_engine():
     assert target.identity == ("openai", "http://h/v1", "", "k:org/tok")
 
 
+def test_a_judge_endpoint_goes_over_the_runs_by_the_one_rule():
+    gen = GenerationConfig(engine="openai", base_url="http://gen/v1", served_model="big",
+                           api_key_env="GEN_KEY")  # fmt: skip
+    defaults = JudgeDefaults("tiny-random-llama", gen)
+
+    def options(judge: dict) -> dict:
+        spec = judge_check(judge={"engine": "openai", **judge}).judge
+        return dict(judge_target(spec, defaults, fake_model).options)
+
+    # the run's own model on the run's server: the run's endpoint, served model included
+    assert options({}) == {"base_url": "http://gen/v1", "served_model": "big",
+                           "api_key_env": "GEN_KEY", "max_model_len": None}  # fmt: skip
+    assert options({"model": "tiny-random-llama"})["served_model"] == "big"
+    # another model, or another server: the run's served model does not name it
+    assert options({"model": "tiny-random-qwen2"})["served_model"] is None
+    other = options({"base_url": "http://judge/v1", "api_key_env": "J_KEY"})
+    assert (other["base_url"], other["served_model"], other["api_key_env"]) == (
+        "http://judge/v1", None, "J_KEY")  # fmt: skip
+    assert options({"model": "tiny-random-qwen2", "served_model": "j"})["served_model"] == "j"
+
+
 def test_empty_and_too_long_texts_are_undetermined_without_asking(tmp_path):
     engine = ScriptedJudge(no_comma_judge, max_model_len=700)
     check = judge_check().with_judges(runner(RunStore(tmp_path), engine))

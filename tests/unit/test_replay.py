@@ -1,4 +1,4 @@
-"""Replay of logged conversations (`history:` + `replay:` on a suite item): the suite rules, the
+"""Replay of logged conversations (`log:` + `replay:` on a suite item): the suite rules, the
 samples a replay makes, the logged history in place before the first round, the context stop,
 the checks before the run, and a run through the real stages on a scripted engine (no model)
 that writes every history apart in turns.csv, turn_adherence.csv, conversations.csv and the
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
@@ -18,17 +17,15 @@ import yaml
 from harness.config_files import load_run_config_and_suites, load_suite
 from harness.engines.scripted import ScriptedEngine
 from harness.errors import UserError
-from harness.models import ResolvedModel
 from harness.pipeline import run_stages
 from harness.policies import ChatFormat, policy_run, run_policies
 from harness.replay import LogError, check_replays, logged_records, replay_specs, run_specs
 from harness.selection import select_items
 from harness.stages.analyse import AnalyseStage
-from harness.stages.base import RunContext
 from harness.stages.generate import GenerateStage, sampling_settings
 from harness.stages.report import ReportStage
 from harness.stages.score import ScoreStage
-from harness.store import RunStore
+from tests.scripted_run import scripted_run
 
 LOGS = [
     {"id": "c<1>", "messages": [
@@ -46,7 +43,7 @@ LOGS = [
 ITEM = {
     "id": "replayed",
     "system": "Say yes. (SYS)",
-    "history": "logs.jsonl",
+    "log": "logs.jsonl",
     "replay": ["reference", "own"],
     "checks": [{"type": "regex_must_not", "pattern": r"\bno\b"}],
 }
@@ -84,28 +81,39 @@ def _suite_error(tmp_path: Path, **changes) -> str:
 def test_a_replay_item_resolves_its_log_beside_the_suite(tmp_path):
     _write(tmp_path, item={**ITEM, "replay": "own"})
     item = load_suite(tmp_path / "suite.yaml").items[0]
-    assert item.history == (tmp_path / "logs.jsonl").resolve() and item.replay == ["own"]
+    assert item.log == (tmp_path / "logs.jsonl").resolve() and item.replay == ["own"]
     assert item.is_replay and item.is_conversation and item.user is None
 
 
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"history": None}, "`replay` needs `history`"),
-        ({"replay": None}, "`history` needs `replay`: reference, own, or [reference, own]"),
+        ({"log": None}, "`replay` needs `log`"),
+        ({"replay": None}, "`log` needs `replay`: reference, own, or [reference, own]"),
         ({"replay": ["own", "own"]}, "`replay` lists a history twice"),
         ({"replay": "logged"}, "replay"),
-        ({"user": "Hi"}, "takes its user turns from `history`: drop `user`"),
+        ({"user": "Hi"}, "takes its user turns from `log`: drop `user`"),
         ({"turns": ["Hi"]}, "drop `turns`"),
-        ({"history": "missing.jsonl"}, "field 'items.0.history': missing.jsonl: file not found"),
+        ({"log": "missing.jsonl"}, "field 'items.0.log': missing.jsonl: file not found"),
     ],
 )
 def test_suite_rules_for_replay_items(tmp_path, changes, message):
     assert message in _suite_error(tmp_path, **changes)
 
 
-def test_an_item_without_history_still_needs_a_user_turn(tmp_path):
-    assert "field 'user' missing" in _suite_error(tmp_path, history=None, replay=None)
+def test_an_item_without_a_log_still_needs_a_user_turn(tmp_path):
+    assert "field 'user' missing" in _suite_error(tmp_path, log=None, replay=None)
+
+
+def test_the_old_history_field_is_refused_with_one_line_naming_log(tmp_path, run_cli):
+    renamed = {**{k: v for k, v in ITEM.items() if k != "log"}, "history": "logs.jsonl"}
+    code, out, err = run_cli(
+        ["run", str(_write(tmp_path, item=renamed)), "--out", str(tmp_path / "o")]
+    )
+    assert code == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert "'history' was renamed 'log'" in line and "write 'log: PATH'" in line
+    assert not (tmp_path / "o").exists()
 
 
 def _plan(tmp_path: Path, **kw):
@@ -229,23 +237,10 @@ def replay_run(tmp_path):
     """A replay through generate, score, analyse and report on the scripted engine (every
     reply 'yes': the logged 'no' replies are the only failures)."""
     path = _write(tmp_path)
-    config, suites = load_run_config_and_suites(path)
-    items = select_items(config, suites)
-    model = ResolvedModel(name="tiny-random-llama", source="tiny", path=tmp_path,
-                          content_key="scripted-1")  # fmt: skip
-    engine = ScriptedEngine({"SYS": 1.0})
     out = tmp_path / "out"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("harness.stages.generate.make_engine", lambda *a, **k: engine)
-        with RunStore(out) as store:
-            ctx = RunContext(
-                config=config, store=store, out_dir=out, run_id=config.run_id(),
-                suites=suites, items=items, models=[model], twins={},
-                started=datetime.now(UTC).isoformat(timespec="seconds"),
-            )  # fmt: skip
-            ctx._tokenizers[model.name] = engine.tokenizer
-            stages = [GenerateStage(), ScoreStage(), AnalyseStage(), ReportStage()]
-            run_stages(ctx, stages, show_progress=False)
+    with scripted_run(path, out, ScriptedEngine({"SYS": 1.0})) as ctx:
+        stages = [GenerateStage(), ScoreStage(), AnalyseStage(), ReportStage()]
+        run_stages(ctx, stages, show_progress=False)
     return out
 
 
@@ -322,7 +317,7 @@ def test_a_replayed_log_with_tool_calls_keeps_them_as_text_and_says_so(tmp_path,
     check_replays(config, ChatFormat(ScriptedEngine({}).tokenizer), items, 10_000)
     (line,) = capsys.readouterr().err.splitlines()
     assert line == (
-        f"note: {items[0].item.history}: 1 conversation with tool calls: each turn's tool calls "
+        f"note: {items[0].item.log}: 1 conversation with tool calls: each turn's tool calls "
         "and results are replayed as text after its user message (the chat template's tool "
         "role is not used)"
     )

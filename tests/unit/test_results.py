@@ -170,3 +170,64 @@ def test_fork_arms_are_scored_through_the_routine():
         ["with", 0, "regex_must:cat", True],
         ["without", 1, "regex_must:cat", False],
     ]
+
+
+# The probe files' columns as they were before the field groups (results/probing.py): sharing
+# the measurements must not move a column of either command's files.
+PROBE_COLUMNS = {
+    "DivergenceRow": "model item policy sample pair layer t turn role l2 rel_l2 cos_dist",
+    "NextTokenRow": "model item policy sample pair t delta_logp kl kl_low kl_high backend",
+    "TurnInfluenceRow": "model item policy sample pair turn t kl kl_low kl_high delta_logp backend",
+    "AttentionRow": "model item policy sample pair layer t turn role prompt_len share_prompt_mean "
+    "share_prompt_max_head share_sink_mean share_sink_max_head uniform",
+    "FitRow": "model item policy pair layer metric alpha alpha_low alpha_high n method r2 t_min "
+    "t_max reason",
+    "ProbeDivergenceRow": "model pair layer t l2 rel_l2 cos_dist",
+    "ProbeNextTokenRow": "model pair t delta_logp kl kl_low kl_high backend",
+    "ProbeAttentionRow": "model pair layer t prompt_len share_prompt_mean share_prompt_max_head "
+    "share_sink_mean share_sink_max_head uniform",
+    "ProbeFitRow": "model pair layer metric alpha alpha_low alpha_high n method r2 t_min t_max "
+    "reason",
+}
+
+
+def test_the_shared_measurement_fields_keep_each_files_column_order():
+    import harness.results.probe_cli as probe_cli
+    import harness.results.probing as probing
+
+    for name, columns in PROBE_COLUMNS.items():
+        row = getattr(probing, name, None) or getattr(probe_cli, name)
+        assert row.columns() == columns.split(), name
+    # one declaration: both commands' nexttoken.csv document kl alike
+    assert probing.NextTokenRow.column_doc("kl") == probe_cli.ProbeNextTokenRow.column_doc("kl")
+    frame = result_frame(probe_cli.ProbeNextTokenRow, [
+        {"backend": "hf", "kl_high": 0.2, "kl_low": 0.1, "kl": 0.1, "delta_logp": -1.0, "t": 1,
+         "pair": "p", "model": "m", "lam": 0.5}])  # fmt: skip
+    assert list(frame.columns) == ["model", "lam", *PROBE_COLUMNS["ProbeNextTokenRow"].split()[1:]]
+
+
+def test_a_field_group_without_a_place_fails_when_the_model_is_defined():
+    from typing import ClassVar
+
+    from harness.results.base import FieldGroup, ResultRow
+
+    class Shared(FieldGroup):
+        x: float
+
+    with pytest.raises(TypeError, match="place every field group"):
+
+        class Unplaced(ResultRow, Shared):
+            t: int
+
+    with pytest.raises(TypeError, match="Shared follows no column 'nope'"):
+
+        class Misplaced(ResultRow, Shared):
+            place: ClassVar = {Shared: "nope"}
+            t: int
+
+    class Placed(ResultRow, Shared):
+        place: ClassVar = {Shared: "t"}
+        t: int
+        y: int
+
+    assert Placed.columns() == ["t", "x", "y"]

@@ -6,6 +6,7 @@ report's Conversations section. The one-token-per-character tokenizer stands in 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -187,7 +188,10 @@ def test_every_reply_of_every_logged_conversation_is_in_turns_csv(scored):
         ("fr", "c-fr", 3, "language:fr", "False"),
     ]
     assert set(turns.history) == {"logged"} and set(turns.policy) == {"logged"}
-    assert set(turns.run_id) == {"talks"} and not turns.pressure.any()
+    # run_id: the score's id (the hash of the log and the settings), as in manifest.json
+    run_id = json.loads((out / "manifest.json").read_text())["run_id"]
+    assert re.fullmatch("[0-9a-f]{12}", run_id) and set(turns.run_id) == {run_id}
+    assert not turns.pressure.any()
     fr = turns[turns.conversation_id == "c-fr"]
     assert fr.tokens.tolist() == [len(FRENCH) * 2, len(FRENCH), len(ENGLISH) * 2]
     # the user turn and the chat markup sit between the replies: t counts them
@@ -288,3 +292,25 @@ def test_every_file_harness_score_writes_is_declared_by_a_log_stage(scored):
     assert all(name in RESULT_FILES for name in csvs) and "logged_conversations.csv" in csvs
     docs = (Path(__file__).parents[2] / "docs" / "results.md").read_text()
     assert all(f"## {name}" in docs for name in csvs)
+
+
+def test_the_score_run_id_is_the_hash_of_the_file_and_the_settings(tmp_path):
+    from harness.config import ScoringConfig, TaskSuite
+    from harness.scoring.inputs import score_run_id
+
+    log = tmp_path / "talks.jsonl"
+    log.write_text('{"item": "fr", "text": "Bonjour."}\n')
+    checks = [{"type": "regex_must", "pattern": "o"}]
+    item = {"id": "fr", "system": "French.", "user": "Hi.", "reminder": "French.",
+            "restatement": "Voici :", "checks": checks}  # fmt: skip
+    suites = [TaskSuite.model_validate({"suite": "s", "items": [item]})]
+    first = score_run_id(log, suites, ScoringConfig(), model="m")
+    assert re.fullmatch("[0-9a-f]{12}", first)
+    assert score_run_id(log, suites, ScoringConfig(), model="m") == first
+    assert score_run_id(log, suites, ScoringConfig(window=8), model="m") != first
+    assert score_run_id(log, suites, ScoringConfig(), model="other") != first
+    renamed = tmp_path / "other-name.jsonl"
+    renamed.write_bytes(log.read_bytes())
+    assert score_run_id(renamed, suites, ScoringConfig(), model="m") == first  # not the stem
+    log.write_text('{"item": "fr", "text": "Bonsoir."}\n')
+    assert score_run_id(log, suites, ScoringConfig(), model="m") != first

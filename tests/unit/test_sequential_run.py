@@ -7,22 +7,15 @@ and refuses bad input before writing anything."""
 from __future__ import annotations
 
 import json
-import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import yaml
 
-import harness.engines
-from harness.config_files import load_run_config_and_suites
 from harness.engines.scripted import ScriptedEngine
-from harness.models import ResolvedModel
 from harness.pipeline import run_sequential
-from harness.plan import select_items
 from harness.report.terminal import sampling_line
-from harness.stages.base import RunContext
-from harness.store import RunStore
+from tests.scripted_run import scripted_run
 
 RATES = {"(clear)": 0.99, "(close)": 0.8}
 SUITE = {
@@ -85,34 +78,15 @@ class Counted(ScriptedEngine):
 @pytest.fixture
 def scripted(tmp_path):
     """run(out, engine) -> out: the sequential driver over every stage, with `engine` as every
-    harness module's generation engine and a model that needs no folder."""
+    engine the harness makes and a model that needs no folder (tests/scripted_run.py)."""
     path = _config(tmp_path)
-    config, suites = load_run_config_and_suites(path)
-    items = select_items(config, suites)
-    model = ResolvedModel(
-        name="tiny-random-llama", source="tiny", path=tmp_path, content_key="scripted-1"
-    )
-    current: list[ScriptedEngine] = []
 
     def run(out: Path, engine: ScriptedEngine) -> Path:
-        current[:] = [engine]
-        with RunStore(out) as store:
-            ctx = RunContext(
-                config=config, store=store, out_dir=out, run_id=config.run_id(),
-                suites=suites, items=items, models=[model], twins={},
-                started=datetime.now(UTC).isoformat(timespec="seconds"),
-            )  # fmt: skip
-            ctx._tokenizers[model.name] = engine.tokenizer
+        with scripted_run(path, out, engine) as ctx:
             run_sequential(ctx, show_progress=False)
         return out
 
-    original = harness.engines.make_engine
-    with pytest.MonkeyPatch.context() as patch:
-        for module in list(sys.modules.values()):
-            name = getattr(module, "__name__", "")
-            if name.startswith("harness") and getattr(module, "make_engine", None) is original:
-                patch.setattr(module, "make_engine", lambda *a, **k: current[0])
-        yield run
+    return run
 
 
 def _samples(out: Path) -> dict:

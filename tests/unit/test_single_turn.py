@@ -6,21 +6,14 @@ a config that cannot have twins fails before anything is written."""
 from __future__ import annotations
 
 import random
-import sys
-from datetime import UTC, datetime
 
 import pandas as pd
 import pytest
 
-import harness.engines
-from harness.config_files import load_run_config_and_suites
 from harness.engines import GenerationResult
 from harness.engines.scripted import CharTokenizer
-from harness.models import ResolvedModel
 from harness.pipeline import STAGES, run_stages
-from harness.plan import select_items
-from harness.stages.base import RunContext
-from harness.store import RunStore
+from tests.scripted_run import scripted_run
 
 SUITE = """\
 suite: scripted
@@ -80,27 +73,10 @@ def run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("twins")
     (folder / "suite.yaml").write_text(SUITE)
     (folder / "run.yaml").write_text(CONFIG)
-    config, suites = load_run_config_and_suites(folder / "run.yaml")
-    model = ResolvedModel(name="tiny-random-llama", source="tiny", path=folder, content_key="s1")
     engine = Engine()
-    original = harness.engines.make_engine
-    with pytest.MonkeyPatch.context() as patch:
-        for module in list(sys.modules.values()):
-            # harness modules only: getattr on a lazy third-party module (transformers) imports
-            if (
-                getattr(module, "__name__", "").startswith("harness")
-                and getattr(module, "make_engine", None) is original
-            ):
-                patch.setattr(module, "make_engine", lambda *a, **k: engine)
-        out = folder / "out"
-        with RunStore(out) as store:
-            ctx = RunContext(
-                config=config, store=store, out_dir=out, run_id=config.run_id(), suites=suites,
-                items=select_items(config, suites), models=[model], twins={},
-                started=datetime.now(UTC).isoformat(timespec="seconds"),
-            )  # fmt: skip
-            ctx._tokenizers[model.name] = CharTokenizer()
-            run_stages(ctx, STAGES, show_progress=False)
+    out = folder / "out"
+    with scripted_run(folder / "run.yaml", out, engine, content_key="s1") as ctx:
+        run_stages(ctx, STAGES, show_progress=False)
     return out, ctx, engine
 
 
