@@ -56,7 +56,7 @@ MARGIN = 0.05  # a floored law must predict 5 % better than the power law to zer
 # rolling origin: the x range is fitted up to each cut (a share of it) and predicted beyond
 TAIL_CUTS = (0.3, 0.4, 0.5, 0.6, 0.7)
 PAIRED_MIN_UNITS = 4  # leave-one-pair-out needs pairs enough for a paired test
-PAIRED_LEVEL = 0.2  # one-sided; set by bench/laws.py (docs/performance.md, "Which law?")
+PAIRED_LEVEL = 0.1  # one-sided; set by bench/laws.py (docs/performance.md, "Which law?")
 _EPS = 1e-300
 
 
