@@ -1,8 +1,10 @@
 """Does laws.csv pick the right law? Simulated mechanism curves with a known law, through the
-project's own chooser (`harness.analysis.laws`: rolling-origin tail errors, the 5 % margin),
-side by side over a grid of truths in one run.
+project's own chooser (`law_table.choose_law`: leave-one-pair-out with a paired test from 4
+pairs, else rolling-origin tail errors with the 5 % margin), side by side over a grid of truths
+in one run.
 
-    .venv/bin/python bench/laws.py [--reps 100] [--quick] [--measure RUN_DIR]
+    .venv/bin/python bench/laws.py [--reps 100] [--quick] [--seed S] [--units N ...]
+        [--verdicts | --tail-only] [--bound] [--tokens T] [--t-min T0] [--measure RUN_DIR]
 
 Truth, per unit (a probe pair), at continuation positions t = 1..T (T = 320, the quickstart's
 reply), relative to D(1) = 1: `power-zero` t^-a; `power-floor` f + (1 - f) t^-a;
@@ -13,11 +15,15 @@ differ in level) plus AR(1) noise along the fit grid (sd `--point-sd`, lag-one c
 (`--measure RUN_DIR` prints them from its divergence.csv: residuals of each pair's late-layer
 log rel_l2 around the power-floor fit of the same pair). Units are fitted at the fit grid of
 [t_min = 16, T], pooled as laws.csv pools them (the mean over units at each position), at the
-shipped config's unit counts: 2 pairs (a quickstart condition), 6 (a policy over the items), 24
-(a model).
+shipped configs' unit counts: 2 pairs (a quickstart condition), 6 (a quickstart policy over the
+items), 24 (the quickstart's model); 4 / 8 / 16 (configs/equilibrium.yaml: a condition, a
+policy, the model).
 
-Per cell: the share of runs whose chosen law is the true one. Goal: >= 0.90 in every cell of the
-grid in docs/performance.md. Monte-Carlo error of a share near 0.9 over R runs: sqrt(0.09 / R).
+Per cell: the share of runs whose chosen law is the true one, [the share choosing a floored
+law]. Goal: >= 0.90 in every cell of the grid in docs/performance.md. Monte-Carlo error of a
+share near 0.9 over R runs: sqrt(0.09 / R). `--tail-only`: the chooser before leave-one-pair-out,
+on the same simulated runs. `--bound`: per floored truth, its distance from the nearest power
+law to zero and the most any chooser can recover (`bound`), no simulation.
 """
 
 from __future__ import annotations
@@ -29,11 +35,11 @@ from pathlib import Path
 import numpy as np
 
 from harness.analysis import laws as L
-from harness.analysis.law_table import CurveSet, law_rows
+from harness.analysis.law_table import CurveSet, choose_law, law_rows
 from harness.analysis.powerlaw import fit_positions
 
 T, T_MIN = 320, 16
-UNITS = (2, 6, 24)
+UNITS = (2, 4, 6, 8, 16, 24)  # quickstart 2 / 6 / 24; configs/equilibrium.yaml 4 / 8 / 16
 VERDICT_DRAWS = 100  # bootstrap draws per simulated run when verdicts are counted
 # measured on the quickstart (see --measure); overridable
 POINT_SD, RHO, UNIT_SD = 0.36, 0.3, 0.25
@@ -69,22 +75,57 @@ def noisy_units(truth_curve, n, rng, point_sd, rho, unit_sd) -> np.ndarray:
 WRONG = {L.LAW_ZERO: "settles", L.LAW_FLOOR: "vanishes", L.LAW_EQUILIBRIUM: "vanishes"}
 
 
-def recovery(law, rate, floor, n, reps, seed, noise, tokens=T, verdicts=False):
-    """(share of runs choosing the true law, share whose verdict is decided and wrong: a decay
-    to zero read `settles`, a floor read `vanishes`; NaN unless `verdicts`)."""
-    x = fit_positions(T_MIN, tokens).astype(np.float64)
+def chosen_law(x: np.ndarray, units: np.ndarray, tail_only: bool = False) -> str | None:
+    """The law laws.csv chooses for these pairs (`law_table.choose_law`: leave-one-pair-out
+    from PAIRED_MIN_UNITS pairs, else the rolling-origin tail); `tail_only`: the chooser before
+    leave-one-pair-out (the tail of the mean curve, the 5 % margin, any floor)."""
+    if tail_only:
+        return L.choose(L.tail_errors(x, L.mean_curve(units), "relative"))
+    curve = CurveSet({}, "rel_l2", "late", "t", "relative", x, units, "pair")
+    mean = L.mean_curve(units)
+    fits = {law: L.fit_law(law, x, mean, "relative") for law in L.LAWS}
+    return choose_law(curve, x, units, mean, fits, units.shape[0])[2]
+
+
+def recovery(law, rate, floor, n, reps, seed, noise, x, verdicts=False, tail_only=False):
+    """(share of runs choosing the true law, share choosing a floored law, share whose verdict
+    is decided and wrong: a decay to zero read `settles`, a floor read `vanishes`; NaN unless
+    `verdicts`). x: the fit positions."""
     y = truth(law, x, rate, floor)
     rng = np.random.default_rng(seed)
-    right = wrong = 0
+    right = floored = wrong = 0
     for _ in range(reps):
         units = noisy_units(y, n, rng, *noise)
-        right += L.choose(L.tail_errors(x, L.mean_curve(units), "relative")) == law
+        chosen = chosen_law(x, units, tail_only)
+        right += chosen == law
+        floored += chosen in L.FLOORED
         if verdicts:
             ident = {"model": "m", "item": "i", "policy": "none"}
             curve = CurveSet(ident, "rel_l2", "late", "t", "relative", x, units, "pair")
-            chosen = next(r for r in law_rows([curve], draws=VERDICT_DRAWS) if r["chosen"])
-            wrong += chosen["verdict"] == WRONG[law]
-    return right / reps, (wrong / reps if verdicts else float("nan"))
+            row = next(r for r in law_rows([curve], draws=VERDICT_DRAWS) if r["chosen"])
+            wrong += row["verdict"] == WRONG[law]
+    return right / reps, floored / reps, (wrong / reps if verdicts else float("nan"))
+
+
+def bound(law, rate, floor, n, noise, x, zero_share=0.9) -> tuple[float, float]:
+    """(distance, best recovery) of a floored truth from the power laws to zero: the distance
+    in noise sds between the truth's log curve (mean of n pairs: sd point_sd / sqrt(n), AR(1)
+    rho along the fit grid; a pair's level is a free scale) and the nearest power law to zero
+    (generalised least squares in log x), and Phi(distance - z), z the zero_share quantile:
+    by Neyman-Pearson no chooser that reads that nearest decay to zero as a decay in
+    zero_share of its runs recovers the floor in more of the truth's runs."""
+    from scipy import stats
+
+    point_sd, rho, _ = noise
+    i = np.arange(len(x))
+    cov = point_sd**2 / n * rho ** np.abs(i[:, None] - i[None, :])
+    inv = np.linalg.inv(cov)
+    design = np.column_stack([np.ones_like(x), np.log(x)])
+    log_y = np.log(truth(law, x, rate, floor))
+    coef = np.linalg.solve(design.T @ inv @ design, design.T @ inv @ log_y)
+    resid = log_y - design @ coef
+    distance = float(np.sqrt(resid @ inv @ resid))
+    return distance, float(stats.norm.cdf(distance - stats.norm.ppf(zero_share)))
 
 
 def _noise(x: np.ndarray, units: np.ndarray) -> tuple[float, float, float]:
@@ -119,38 +160,69 @@ def measure(run_dir: Path) -> dict[str, tuple[float, float, float]]:
     return out
 
 
+def _table(args, noise) -> None:
+    """Per cell: the share choosing the true law, [the share choosing a floored law], and with
+    --verdicts the share with a decided, wrong verdict."""
+    chooser = ", tail only" if args.tail_only else ""
+    print(f"noise: point sd {noise[0]}, rho {noise[1]}, unit sd {noise[2]}; "
+          f"t in [{args.t_min}, {args.tokens}]; {args.reps} runs, seed {args.seed}{chooser}; "
+          "cells: share choosing the true law [share choosing a floored law]"
+          + (" / share with a decided, wrong verdict" if args.verdicts else ""))  # fmt: skip
+    print(f"{'truth':<16} {'rate':>6} {'floor':>6} " + " ".join(f"n={n:<14}" for n in args.units))
+    x = fit_positions(args.t_min, args.tokens).astype(np.float64)
+    start, worst, worst_wrong = time.perf_counter(), 1.0, 0.0
+    for i, (law, rate, floor) in enumerate(grid_cells(args.quick)):
+        cells = []
+        for n in args.units:
+            share, floored, wrong = recovery(law, rate, floor, n, args.reps,
+                                             args.seed + 1000 * i + n, noise, x,
+                                             args.verdicts and n >= 3, args.tail_only)  # fmt: skip
+            worst = min(worst, share)
+            worst_wrong = max(worst_wrong, wrong) if wrong == wrong else worst_wrong
+            cells.append(f"{share:.2f} [{floored:.2f}]"
+                         + (f" / {wrong:.2f}" if wrong == wrong else ""))  # fmt: skip
+        print(f"{law:<16} {rate:>6.3f} {floor:>6.2f} " + " ".join(f"{c:<16}" for c in cells))
+    print(f"worst recovery {worst:.2f} (goal >= 0.90); worst wrong-verdict share "
+          f"{worst_wrong:.2f}; {time.perf_counter() - start:.0f} s")  # fmt: skip
+
+
+def _bounds(args, noise) -> None:
+    print(f"floored truths against the nearest power law to zero, t in [{args.t_min}, "
+          f"{args.tokens}]: distance in noise sds / the most any chooser recovers while reading "
+          "that decay as a decay in 90 % of its runs")  # fmt: skip
+    print(f"{'truth':<16} {'rate':>6} {'floor':>6} " + " ".join(f"n={n:<11}" for n in args.units))
+    x = fit_positions(args.t_min, args.tokens).astype(np.float64)
+    for law, rate, floor in grid_cells(args.quick):
+        if law in L.FLOORED:
+            cells = [bound(law, rate, floor, n, noise, x) for n in args.units]
+            print(f"{law:<16} {rate:>6.3f} {floor:>6.2f} "
+                  + " ".join(f"{d:5.2f} / {b:.2f}  " for d, b in cells))  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=100)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--seed", type=int, default=0, help="added to every cell's seed")
+    parser.add_argument("--units", type=int, nargs="+", default=list(UNITS))
     parser.add_argument("--measure", type=Path, help="print the noise of a run folder's curves")
+    parser.add_argument("--bound", action="store_true", help="the best recovery any chooser has")
     parser.add_argument("--point-sd", type=float, default=POINT_SD)
     parser.add_argument("--rho", type=float, default=RHO)
     parser.add_argument("--unit-sd", type=float, default=UNIT_SD)
     parser.add_argument("--tokens", type=int, default=T, help="curve length T")
+    parser.add_argument("--t-min", type=int, default=T_MIN, help="first position fitted")
+    parser.add_argument("--tail-only", action="store_true", help="the chooser before (tail)")
     parser.add_argument("--verdicts", action="store_true", help="count wrong decided verdicts")
     args = parser.parse_args()
+    if args.tail_only and args.verdicts:
+        parser.error("--verdicts reads laws.csv's rows, which --tail-only does not change")
     if args.measure:
         for curve, (sd, rho, unit) in measure(args.measure).items():
             print(f"{curve}: point sd {sd:.3f}  rho {rho:.2f}  unit sd {unit:.3f}")
         return
     noise = (args.point_sd, args.rho, args.unit_sd)
-    print(f"noise: point sd {noise[0]}, rho {noise[1]}, unit sd {noise[2]}; T = {args.tokens}; "
-          f"{args.reps} runs; cells: share choosing the true law"
-          + (" / share with a decided, wrong verdict" if args.verdicts else ""))  # fmt: skip
-    print(f"{'truth':<16} {'rate':>6} {'floor':>6} " + " ".join(f"n={n:<11}" for n in UNITS))
-    start, worst, worst_wrong = time.perf_counter(), 1.0, 0.0
-    for i, (law, rate, floor) in enumerate(grid_cells(args.quick)):
-        cells = []
-        for n in UNITS:
-            share, wrong = recovery(law, rate, floor, n, args.reps, 1000 * i + n, noise,
-                                    args.tokens, args.verdicts and n >= 3)  # fmt: skip
-            worst = min(worst, share)
-            worst_wrong = max(worst_wrong, wrong) if wrong == wrong else worst_wrong
-            cells.append(f"{share:.2f}" + (f" / {wrong:.2f}" if wrong == wrong else " / -   "))
-        print(f"{law:<16} {rate:>6.3f} {floor:>6.2f} " + " ".join(f"{c:<13}" for c in cells))
-    print(f"worst recovery {worst:.2f} (goal >= 0.90); worst wrong-verdict share "
-          f"{worst_wrong:.2f}; {time.perf_counter() - start:.0f} s")  # fmt: skip
+    (_bounds if args.bound else _table)(args, noise)
 
 
 if __name__ == "__main__":

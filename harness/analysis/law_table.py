@@ -208,15 +208,12 @@ def set_rows(s: CurveSet, draws: int, level: float) -> tuple[list[dict], dict]:
         reason = f"fewer than {MIN_POINTS} usable points"
         return [_empty(base, law, reason) for law in L.LAWS], {}
     x, units = s.x[usable], s.units[:, usable]
-    if s.behaviour and n_units >= MIN_UNITS:
-        errors, how = L.held_out_errors(x, units, s.space), "leave-one-sample-out"
-    else:
-        errors, how = L.tail_errors(x, mean[usable], s.space), "tail (second half of x)"
-    chosen = L.choose(errors)
+    fits = {law: L.fit_law(law, x, mean[usable], s.space) for law in L.LAWS}
+    errors, how, chosen = choose_law(s, x, units, mean[usable], fits, n_units)
     boot = L.boot_params(x, units, s.space, draws, _seed(s)) if n_units >= MIN_UNITS else {}
     rows, floors = [], {}
     for law in L.LAWS:
-        fit = L.fit_law(law, x, mean[usable], s.space)
+        fit = fits[law]
         row = {**base, "law": law, "error": errors[law], "error_method": how,
                "chosen": law == chosen, "rate": float(fit.rate[0]),
                "floor": float(fit.floor[0]), "scale": float(fit.scale[0])}  # fmt: skip
@@ -239,6 +236,25 @@ def set_rows(s: CurveSet, draws: int, level: float) -> tuple[list[dict], dict]:
         row["reason"] = ""
         rows.append(row)
     return rows, floors
+
+
+def choose_law(s: CurveSet, x, units, mean, fits: dict, n_units: int):
+    """(each law's error, error_method, the chosen law) of a set's usable points: behaviour
+    leaving one sample out (>= MIN_UNITS samples), mechanism curves leaving one pair out
+    (>= PAIRED_MIN_UNITS pairs, a paired test; docs/performance.md, "Which law?"), else the
+    rolling-origin tail. Positive curves take a floored law only with a positive floor."""
+    if s.behaviour and n_units >= MIN_UNITS:
+        errors = L.held_out_errors(x, units, s.space)
+        return errors, "leave-one-sample-out", L.choose(errors)
+    floors = {law: float(fits[law].floor[0]) for law in L.FLOORED}
+    if not s.behaviour and n_units >= L.PAIRED_MIN_UNITS:
+        per_unit = L.held_out_log_errors(x, units)
+        with np.errstate(invalid="ignore"):
+            errors = {law: float(np.sqrt(np.nanmean(e))) if np.isfinite(e).any() else math.nan
+                      for law, e in per_unit.items()}  # fmt: skip
+        return errors, "leave-one-pair-out", L.choose_paired(per_unit, floors)
+    errors = L.tail_errors(x, mean, s.space)
+    return errors, "tail (second half of x)", L.choose(errors, None if s.behaviour else floors)
 
 
 def floor_p(floor: float, draws: np.ndarray) -> float:

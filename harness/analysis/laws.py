@@ -18,9 +18,17 @@ law to zero, so they always fit at least as well in sample):
   the error is the RMS residual over the tail, in the fit's space.
 - `leave-one-unit-out` (behaviour with >= 3 samples): fit the mean curve of the other units,
   predict the held-out unit's curve; the error is the RMS residual over all held-out points.
-A floored law replaces the power law to zero only when its error is below (1 - MARGIN) times the
-power law's: a tie goes to the law with fewer parameters (the simulation of bench/laws.py sets
-MARGIN; docs/performance.md).
+  A floored law replaces the power law to zero only when its error is below (1 - MARGIN) times
+  the power law's: a tie goes to the law with fewer parameters.
+- `leave-one-pair-out` (mechanism curves with >= PAIRED_MIN_UNITS pairs): fit the mean curve of
+  the other pairs, predict the held-out pair's log curve after removing its own level (pairs
+  differ in level by ~25 %: bench/laws.py); each pair's error is its mean squared log residual.
+  A floored law replaces the power law to zero only when it predicts the held-out pairs better
+  in a one-sided paired t-test over the pairs at PAIRED_LEVEL: the per-pair differences carry
+  the curve's noise, so the margin scales with it (a fixed 5 % margin on errors dominated by a
+  pair's own noise let few floors through; docs/performance.md, "Which law?").
+Positive curves (relative space) take a floored law only with a positive floor: a divergence
+that levels off below zero is a decay to zero fitted to noise.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
 LAW_ZERO = "power-zero"
 LAW_FLOOR = "power-floor"
@@ -46,6 +55,8 @@ COARSE = 5  # the coarse pass of a fit tries every 5th rate of the grid
 MARGIN = 0.05  # a floored law must predict 5 % better than the power law to zero
 # rolling origin: the x range is fitted up to each cut (a share of it) and predicted beyond
 TAIL_CUTS = (0.3, 0.4, 0.5, 0.6, 0.7)
+PAIRED_MIN_UNITS = 4  # leave-one-pair-out needs pairs enough for a paired test
+PAIRED_LEVEL = 0.1  # one-sided; set by bench/laws.py (docs/performance.md, "Which law?")
 _EPS = 1e-300
 
 
@@ -193,9 +204,59 @@ def held_out_errors(x: np.ndarray, units: np.ndarray, space: str) -> dict[str, f
     return out
 
 
-def choose(errors: dict[str, float]) -> str | None:
+def held_out_log_errors(x: np.ndarray, units: np.ndarray) -> dict[str, np.ndarray]:
+    """Per law, each unit's (U,) mean squared log error predicting its curve (units: (U, n)
+    > 0, NaN = no value) from the mean curve of the other units, the unit's own level (its
+    mean log residual) removed; NaN for a unit with fewer than 3 usable points."""
+    units = np.asarray(units, dtype=np.float64)
+    others = np.stack([_nan_mean(np.delete(units, i, axis=0)) for i in range(units.shape[0])])
+    ok = np.isfinite(units) & (units > 0)
+    log_y = np.log(np.where(ok, units, 1.0))
+    out = {}
+    for law in LAWS:
+        pred = predict(law, fit_law(law, x, others, "relative"), x, float(np.min(x)))
+        good = ok & np.isfinite(pred) & (pred > 0)
+        resid = np.where(good, log_y - np.log(np.where(good, pred, 1.0)), 0.0)
+        count = good.sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            level = resid.sum(axis=1) / count
+            sq = np.where(good, resid - level[:, None], 0.0) ** 2
+            err = sq.sum(axis=1) / count
+        # a law that cannot predict a point the data has loses the unit outright
+        out[law] = np.where(count >= 3, np.where(count < ok.sum(axis=1), np.inf, err), np.nan)
+    return out
+
+
+def choose_paired(per_unit: dict[str, np.ndarray], floors: dict[str, float]) -> str | None:
+    """Leave-one-pair-out choice: the floored law (positive floor) with the least summed error
+    replaces the power law to zero when its per-unit improvement over it passes a one-sided
+    paired t-test at PAIRED_LEVEL. None when the power law to zero has no finite error."""
+    zero = per_unit[LAW_ZERO]
+    keep = np.isfinite(zero)
+    if keep.sum() < 2:
+        return None
+    candidates = [law for law in FLOORED if floors.get(law, math.nan) > 0]
+    if not candidates:
+        return LAW_ZERO
+    best = min(candidates, key=lambda law: float(np.sum(per_unit[law][keep])))
+    diff = zero[keep] - per_unit[best][keep]
+    if not np.all(np.isfinite(diff)):
+        return LAW_ZERO
+    sd = float(diff.std(ddof=1))
+    n = len(diff)
+    if sd == 0:
+        return best if diff.mean() > 0 else LAW_ZERO
+    t = float(diff.mean()) / (sd / math.sqrt(n))
+    return best if t > stats.t.ppf(1.0 - PAIRED_LEVEL, n - 1) else LAW_ZERO
+
+
+def choose(errors: dict[str, float], floors: dict[str, float] | None = None) -> str | None:
     """The law with the least out-of-sample error; a floored law only when it beats the power
-    law to zero by MARGIN (a tie goes to fewer parameters). None when no error is finite."""
+    law to zero by MARGIN (a tie goes to fewer parameters) and, where `floors` is given
+    (positive curves), its floor is above 0. None when no error is finite."""
+    if floors is not None:
+        errors = {law: e if law not in FLOORED or floors.get(law, math.nan) > 0 else math.nan
+                  for law, e in errors.items()}  # fmt: skip
     finite = {law: e for law, e in errors.items() if math.isfinite(e)}
     if not finite:
         return None

@@ -187,8 +187,10 @@ def laws_section(data: RunData) -> tuple[str, dict] | None:
     body = [note(
         "Three laws per curve (laws.csv): a power law to zero (the theorem's prediction for the "
         "prompt's direct influence), a power law to a floor, and an exponential approach to an "
-        "equilibrium. The law is chosen by out-of-sample error (fit the first part of the curve, "
-        "predict its tail; behaviour: leave one sample out); a floor 'settles' only when its "
+        "equilibrium. The law is chosen by out-of-sample error (mechanism curves of 4 or more "
+        "pairs: leave one pair out, a floor only when it predicts the held-out pairs better in "
+        "a paired test; fewer pairs: fit the first part of the curve, predict its tail; "
+        "behaviour: leave one sample out); a floor 'settles' only when its "
         "bootstrap interval over pairs or samples excludes zero after Holm's correction over "
         "every curve of the run; fewer than 3 units: cannot tell."
     )]  # fmt: skip

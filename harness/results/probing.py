@@ -297,13 +297,15 @@ class LawRow(ResultRow):
     initial: float
     """the mean curve at x_min"""
     error: float
-    """out-of-sample RMS error (relative for mechanism curves, absolute for behaviour)"""
+    """out-of-sample RMS error (relative for mechanism curves, absolute for behaviour;
+    `leave-one-pair-out`: the RMS over pairs of each pair's log error, its level removed)"""
     error_method: str
-    """`tail (second half of x)` (fit the first half, predict the rest) or
-    `leave-one-sample-out`"""
+    """`tail (second half of x)` (fit up to each cut, predict the rest), `leave-one-sample-out`
+    (behaviour, >= 3 samples) or `leave-one-pair-out` (mechanism curves, >= 4 pairs)"""
     chosen: bool
-    """the law with the least out-of-sample error (a floored law must beat the power law to zero
-    by 5 %)"""
+    """the law chosen out of sample: a floored law must beat the power law to zero by 5 % (tail,
+    leave-one-sample-out) or in a one-sided paired t-test over the pairs at 0.1
+    (leave-one-pair-out), and on mechanism curves have a floor above 0"""
     rate: float
     """alpha (power laws) or lambda per unit of x (exponential)"""
     rate_low: float
