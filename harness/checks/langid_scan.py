@@ -16,11 +16,12 @@ whole walk: the naive-Bayes dot product then adds the same float32 terms in the 
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter, deque
 
 from py3langid.langid import LanguageIdentifier
 
-MEMO_SIZE = 100_000  # words in context kept (~15 MiB); the memo is emptied when full
+MEMO_SIZE = 20_000  # words in context kept (~350 bytes each: ~7 MiB); the memo is emptied when full
 # The packaged model's deepest scanner state is 6 bytes deep (`scanner_depth`, 1.5 s to walk
 # over its 104,583 states, so measured by tests/unit/test_langid_scan.py, not at each start).
 SCANNER_DEPTH = 6
@@ -79,7 +80,7 @@ class MemoIdentifier(LanguageIdentifier):
             start = end
         return Counter(features) if features else None
 
-    def _walk(self, skip: int, piece: bytes) -> tuple[int, ...]:
+    def _walk(self, skip: int, piece: bytes) -> array:
         """The features of the states after `piece`'s bytes from `skip` on."""
         moves, rowbase, output = self.tk_nextmove, self._rowbase, self.tk_output
         state, features = 0, []
@@ -88,4 +89,4 @@ class MemoIdentifier(LanguageIdentifier):
             feature = output[state]
             if feature >= 0 and i >= skip:
                 features.append(feature)
-        return tuple(features)
+        return array("l", features)  # 8 bytes a feature, not a 28-byte int object each
