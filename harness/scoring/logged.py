@@ -145,11 +145,12 @@ def _append(ids: list[int], segments: list[Segment], kind, piece, text: str, tur
 
 @dataclass
 class LoggedScores:
-    windows: pd.DataFrame  # windows.csv
-    turns: pd.DataFrame  # turns.csv
+    # None once handed on as files (`LogScoreStage`: the frames are the run's outputs)
+    windows: pd.DataFrame | None  # windows.csv
+    turns: pd.DataFrame | None  # turns.csv
     tokens: pd.DataFrame  # per-conversation token counts (summary.token_frame's, with history)
     conversations: int
-    logged: pd.DataFrame  # logged_conversations.csv
+    logged: pd.DataFrame | None  # logged_conversations.csv
 
 
 def check_logs(path: Path, matcher: ItemMatcher, log_format: str = "auto") -> int:
