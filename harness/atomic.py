@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 
 def _hidden_sibling(path: Path, suffix: str) -> Path:
@@ -22,12 +23,22 @@ def _hidden_sibling(path: Path, suffix: str) -> Path:
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write `data` to `path` atomically, creating the parent folders."""
+    with atomic_open(path, "xb") as handle:
+        handle.write(data)
+
+
+@contextmanager
+def atomic_open(path: Path, mode: str = "x") -> Iterator[IO]:
+    """A handle on a hidden sibling of `path` ("x": UTF-8 text, line endings written as given;
+    "xb": bytes), renamed over `path` once the block ends: for a file written a part at a
+    time (a 100,000-conversation windows.csv is ~370 MiB, too big to hold as one string)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _hidden_sibling(path, "tmp")
+    text = {} if "b" in mode else {"encoding": "utf-8", "newline": ""}
     try:
-        with tmp.open("xb") as handle:  # a normal file's permissions (umask), unlike mkstemp
-            handle.write(data)
+        with tmp.open(mode, **text) as handle:  # a normal file's permissions, unlike mkstemp
+            yield handle
             handle.flush()
             # Without fsync a crash soon after the rename can leave the new name pointing at
             # an empty file on some filesystems (ext4 delayed allocation).

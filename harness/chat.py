@@ -52,6 +52,9 @@ class ChatFormat:
         # user turn -> its labelled tokens: a template renders the same turn the same way, and
         # logs repeat user messages ("continue", "thanks"); bounded, cleared when full
         self._turns: dict[tuple, list[tuple[int, str, str]]] = {}
+        # (system, first user message) -> prompt ids, the same way: a log's conversations
+        # share a system prompt and often their opening message (a render and an encode each)
+        self._prompts: dict[tuple, list[int]] = {}
 
     def _render(self, messages: list[dict], generation_prompt: bool) -> str:
         return self.tokenizer.apply_chat_template(
@@ -67,8 +70,15 @@ class ChatFormat:
 
     def prompt_ids(self, system: SystemPrompt, user: str) -> list[int]:
         """The initial prompt: [system turn], user turn, then the assistant header (see the
-        module docstring for the values of `system`)."""
-        return self.encode(self.prompt_text(system, user))
+        module docstring for the values of `system`). A fresh list each call."""
+        key = (system, user)
+        ids = self._prompts.get(key)
+        if ids is None:
+            ids = self.encode(self.prompt_text(system, user))
+            if len(self._prompts) >= 4096:
+                self._prompts.clear()
+            self._prompts[key] = ids
+        return list(ids)
 
     def prompt_text(self, system: SystemPrompt, user: str) -> str:
         user_turn = {"role": "user", "content": user}

@@ -64,12 +64,13 @@ check_order(LOOP)
 
 def run_score(plan: ScorePlan, show_progress: bool = False) -> ScoreContext:
     """Score a validated chat log: the matching notes, then every LOG_STAGES stage; returns
-    the context (its `outputs` are the files written, `scores` the scored conversations)."""
+    the context (its `outputs` are the files written, each by its path once no later stage
+    reads it; `scores` the counts and token frame of the scored conversations)."""
     for line in plan.matcher.shared_notes():
         notice(f"{plan.logs}: {line}")
     plan.out_dir.mkdir(parents=True, exist_ok=True)
     ctx = ScoreContext(plan, plan.out_dir, started=datetime.now(UTC).isoformat(timespec="seconds"))
-    run_stages(ctx, LOG_STAGES, show_progress)
+    run_stages(ctx, LOG_STAGES, show_progress, release=True)
     return ctx
 
 
@@ -141,16 +142,22 @@ def run_sequential(ctx: RunContext, show_progress: bool = True) -> None:
 
 
 def run_stages(
-    ctx: RunContext, stages: list[Stage], show_progress: bool = True, close_engines: bool = True
+    ctx: RunContext,
+    stages: list[Stage],
+    show_progress: bool = True,
+    close_engines: bool = True,
+    release: bool = False,
 ) -> None:
     """Run each stage, write each file it returns (once), and time it (summed over the looks
-    of a sequential run)."""
+    of a sequential run). release: once written, a file no later stage reads is kept in
+    `ctx.outputs` as its path, not its value (a scored log's windows frame is ~50 MiB per
+    10,000 conversations)."""
     from rich.progress import Progress
 
     with Progress(transient=False, disable=not show_progress) as progress:
         ctx.progress = ProgressBars(progress)
         try:
-            for stage in stages:
+            for index, stage in enumerate(stages):
                 ctx.stage = stage
                 with ctx.timed(stage.name):
                     outputs = stage.run(ctx)
@@ -158,6 +165,10 @@ def run_stages(
                 for name, value in outputs.items():
                     write_output(ctx.out_dir / name, value, declared_row(stage, name))
                     ctx.outputs[name] = value
+                if release:
+                    read_later = {row.file for later in stages[index + 1 :] for row in later.reads}
+                    for name in [n for n in ctx.outputs if n not in read_later]:
+                        ctx.outputs[name] = ctx.out_dir / name
         finally:
             ctx.stage = None
             if close_engines:

@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from harness.atomic import atomic_write_bytes, atomic_write_text
+from harness.atomic import atomic_open, atomic_write_bytes, atomic_write_text
 from harness.errors import UserError
 
 # Bump a stage's version when its output for the same inputs changes. All at 2 (probe and
@@ -63,8 +63,10 @@ def unit_key(stage: str, *, model: Any, inputs: Any, params: Any) -> str:
 
 
 def write_csv(frame, path: Path) -> None:
-    """A pandas DataFrame to CSV, atomically, with a stable float format."""
-    atomic_write_text(path, frame.to_csv(index=False, float_format="%.9g"))
+    """A pandas DataFrame to CSV, atomically, with a stable float format; written a chunk of
+    rows at a time, not built as one string first."""
+    with atomic_open(path) as handle:
+        frame.to_csv(handle, index=False, float_format="%.9g")
 
 
 class RunStore:

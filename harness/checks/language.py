@@ -83,9 +83,12 @@ def detector(candidates: Iterable[str]):
 def _langid_for(codes: frozenset[str]):
     """py3langid's packaged model restricted to `codes` (those of them it knows), with
     probabilities normalised over them; None when it knows fewer than two of them."""
-    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+    from py3langid.langid import MODEL_FILE
 
-    identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    from harness.checks.langid_scan import MemoIdentifier
+
+    # py3langid's values, its byte scan memoised per word (harness.checks.langid_scan)
+    identifier = MemoIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
     known = sorted(codes & set(identifier.nb_classes))
     if len(known) < 2:
         return None

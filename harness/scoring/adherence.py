@@ -53,7 +53,10 @@ def window_passes(windows: pd.DataFrame) -> pd.DataFrame:
     generated tokens; t also counts injected reminders, user turns and chat markup, which
     would push a sample past the horizon in t). A window reaches to the next window's first
     generated token (decided or not); the last one spans t_end - t_start + 1 tokens."""
-    w = windows[(windows["scope"] == "window") & (windows["window"] >= 0)].copy()
+    keep = (windows["scope"] == "window") & (windows["window"] >= 0)
+    # the columns read here, not the whole frame: a chat log's windows are ~100 MiB at 10,000
+    needed = [*TASK_CONDITION, *RUN_SAMPLE, "window", "t_start", "t_end", "t_gen_start", "passed"]
+    w = windows.loc[keep, [c for c in windows.columns if c in needed]].copy()
     decided = w["passed"].notna()
     w["passed"] = w["passed"].map(lambda v: as_bool(v) is True) | ~decided
     w["decided"] = decided
@@ -82,14 +85,24 @@ def _pass_matrix(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(grid t (G,), matrix (S, G) of 1/0/NaN: sample s's window covering t passes; where a
     sample's windows overlap, its later row wins). grid: the window starts seen, unless given."""
+    grid, codes = _pass_codes(cond, grid)
+    return grid, np.where(codes < 0, np.nan, codes.astype(float))
+
+
+def _pass_codes(
+    cond: pd.DataFrame, grid: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """`_pass_matrix` as int8 codes, 1 pass, 0 fail, -1 no window (NaN there): a byte per
+    cell, where the float matrix and the copies nansum and nanmean make of it take 8 each
+    (10,000 samples x ~700 points: ~55 MiB per copy)."""
     grid = np.sort(cond["t_start"].unique()) if grid is None else np.asarray(grid, float)
     groups = cond.groupby(RUN_SAMPLE, sort=True)
     sample = groups.ngroup().to_numpy()
     first = np.searchsorted(grid, cond["t_start"].to_numpy(), side="left")
     stop = np.searchsorted(grid, cond["t_end"].to_numpy(), side="right")
     span = np.maximum(stop - first, 0)
-    passed = cond["passed"].to_numpy(dtype=float)
-    matrix = np.full((groups.ngroups, len(grid)), np.nan)
+    passed = cond["passed"].to_numpy(dtype=np.int8)
+    matrix = np.full((groups.ngroups, len(grid)), -1, dtype=np.int8)
     # rows in order, a slice at a time: the (row, point) pairs of a chat log's thousands of
     # windows, each covering dozens of dense points, would be hundreds of MiB at once
     for lo in range(0, len(cond), _ROWS):
@@ -126,30 +139,44 @@ def point_band(
 
 
 def adherence_curves(
-    windows: pd.DataFrame, *, level: float = DEFAULT_LEVEL, anytime: bool = False
+    windows: pd.DataFrame,
+    *,
+    level: float = DEFAULT_LEVEL,
+    anytime: bool = False,
+    passes: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """a(t) per condition with pointwise intervals over samples.
 
-    Columns: AdherenceCurveRow's (n: samples with a window covering t).
+    Columns: AdherenceCurveRow's (n: samples with a window covering t). `passes`: the
+    windows' `window_passes`, where the caller has them already.
     """
     frames = []
-    for key, cond in window_passes(windows).groupby(TASK_CONDITION, sort=True):
-        grid, matrix = _pass_matrix(cond)
-        low, high, method = point_band(matrix, level=level, anytime=anytime)
+    passes = window_passes(windows) if passes is None else passes
+    for key, cond in passes.groupby(TASK_CONDITION, sort=True):
+        grid, a, low, high, n, method = _curve(cond, level, anytime)
         frame = pd.DataFrame(
-            {
-                "t": grid,
-                "a": _nanmean(matrix, 0),
-                "a_low": low,
-                "a_high": high,
-                "n": (~np.isnan(matrix)).sum(axis=0),
-                "method": method,
-            }  # fmt: skip
+            {"t": grid, "a": a, "a_low": low, "a_high": high, "n": n, "method": method}
         )
         for col, value in zip(TASK_CONDITION, key, strict=True):
             frame.insert(TASK_CONDITION.index(col), col, value)
         frames.append(frame)
     return result_frame(AdherenceCurveRow, pd.concat(frames, ignore_index=True) if frames else ())
+
+
+def _curve(cond: pd.DataFrame, level: float, anytime: bool) -> tuple:
+    """(t, a, a_low, a_high, n, method) of one condition's a(t). Fixed-sample intervals need
+    only each point's passes and samples: counted on the int8 codes, the same numbers as
+    nansum and nanmean of the float matrix (sums of 0s and 1s are exact in any order)."""
+    if anytime:
+        grid, matrix = _pass_matrix(cond)
+        low, high, method = point_band(matrix, level=level, anytime=True)
+        return grid, _nanmean(matrix, 0), low, high, (~np.isnan(matrix)).sum(axis=0), method
+    grid, codes = _pass_codes(cond)
+    k, n = (codes == 1).sum(axis=0).astype(float), (codes >= 0).sum(axis=0)
+    low, high = binomial_interval(k, n, level=1 - (1 - level) / 1)  # point_band's level
+    with np.errstate(invalid="ignore", divide="ignore"):  # a point no sample covers: NaN
+        a = k / n
+    return grid, a, low, high, n, "clopper-pearson"
 
 
 HALF_LIFE_POINTS = 8  # checkpoints of the half-life: a count fixed before the data
@@ -252,7 +279,6 @@ def _condition_summary(
     key, cond: pd.DataFrame, surv: pd.DataFrame, level: float, anytime: bool, horizon,
     gate_level: float, abstain: dict, rates: dict | None,
 ) -> AdherenceRow:  # fmt: skip
-    grid, matrix = _pass_matrix(cond)
     auc_s, final_s = sample_values(cond, horizon)
     auc = mean_interval(auc_s, level=level, anytime=anytime)
     deciders = abstain.get("deciders")
@@ -281,8 +307,9 @@ def _condition_summary(
         fields.update({f"{name}_lcb": bounds.lcb, f"{name}_ucb": bounds.ucb})
     return AdherenceRow(
         **dict(zip(TASK_CONDITION, map(str, key), strict=True)),
-        n_samples=matrix.shape[0],
-        n_points=len(grid),
+        # `_pass_matrix`'s shape, without building its (samples x points) floats
+        n_samples=cond.groupby(RUN_SAMPLE, sort=True).ngroups,
+        n_points=cond["t_start"].nunique(),
         failures=int(events.sum()),
         censored=int((~events).sum()),
         **instrument.abstention_fields(abstain),
@@ -298,6 +325,7 @@ def adherence_summary(
     horizon: float | None = None,
     rates: dict[str, instrument.CheckRates] | None = None,
     gate_level: float | None = None,
+    passes: pd.DataFrame | None = None,
 ) -> list[AdherenceRow]:
     """AUC, final, half-life and survival median with their intervals, per condition, the
     windows no check decided, and the AUC corrected for the check's error where `rates` (by
@@ -306,8 +334,8 @@ def adherence_summary(
     horizon: the fixed t-range [1, T] of AUC, final and the half-life's checkpoints (the
     run's max_tokens); None: each sample's own span (`sample_values`). gate_level: the level
     of the one-sided bounds auc/final_lcb/ucb that gates read (`harness.gate_specs.gate_level`;
-    None: `level`)."""
-    passes = window_passes(windows)
+    None: `level`). passes: the windows' `window_passes`, where the caller has them."""
+    passes = window_passes(windows) if passes is None else passes
     durations = first_failures(passes)
     by_condition = dict(iter(durations.groupby(TASK_CONDITION, sort=True)))
     abstain = instrument.window_abstentions(windows)
@@ -318,12 +346,16 @@ def adherence_summary(
     ]
 
 
-def survival_curves(windows: pd.DataFrame, *, level: float = DEFAULT_LEVEL) -> pd.DataFrame:
+def survival_curves(
+    windows: pd.DataFrame, *, level: float = DEFAULT_LEVEL, passes: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Kaplan-Meier S(t) per condition: model, task, item, policy, t, survival, survival_low,
     survival_high, n, method. The band is pointwise: 1 - the binomial bounds on F(t) of
-    `survival_median_interval` (exact when no sample is censored before t)."""
+    `survival_median_interval` (exact when no sample is censored before t). passes: the
+    windows' `window_passes`, where the caller has them."""
     frames = []
-    for key, cond in first_failures(window_passes(windows)).groupby(TASK_CONDITION, sort=True):
+    passes = window_passes(windows) if passes is None else passes
+    for key, cond in first_failures(passes).groupby(TASK_CONDITION, sort=True):
         d, e = cond["duration"].to_numpy(float), cond["event"].to_numpy(bool)
         times, surv = kaplan_meier(d, e)
         times, surv = np.concatenate([[0.0], times]), np.concatenate([[1.0], surv])

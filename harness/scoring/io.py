@@ -16,6 +16,7 @@ from harness.scoring.adherence import (
     adherence_summary,
     summary_frame,
     survival_curves,
+    window_passes,
 )
 from harness.scoring.inputs import read_records, score_run_id
 from harness.scoring.judge import JudgeDefaults, JudgeRunner, check_judges, judge_checks_of
@@ -63,13 +64,17 @@ def adherence_frames(
     anytime: the intervals are confidence sequences (harness.stats); horizon: the fixed
     t-range of the per-sample values (harness.scoring.adherence.sample_values); rates: the
     checks' measured error by check id, for the corrected AUC (harness.scoring.corrected)."""
+    passes = window_passes(windows)  # once for the three files (a copy and a groupby each)
     summary = adherence_summary(
-        windows, level=level, anytime=anytime, horizon=horizon, rates=rates, gate_level=gate_level
-    )
+        windows, level=level, anytime=anytime, horizon=horizon, rates=rates,
+        gate_level=gate_level, passes=passes,
+    )  # fmt: skip
     return {
         "adherence.csv": summary_frame(summary),
-        "adherence_curve.csv": adherence_curves(windows, level=level, anytime=anytime),
-        "survival.csv": survival_curves(windows, level=level),
+        "adherence_curve.csv": adherence_curves(
+            windows, level=level, anytime=anytime, passes=passes
+        ),
+        "survival.csv": survival_curves(windows, level=level, passes=passes),
     }
 
 

@@ -151,11 +151,12 @@ def _append(ids: list[int], segments: list[Segment], kind, piece, text: str, tur
 
 @dataclass
 class LoggedScores:
-    windows: pd.DataFrame  # windows.csv
-    turns: pd.DataFrame  # turns.csv
+    # None once handed on as files (`LogScoreStage`: the frames are the run's outputs)
+    windows: pd.DataFrame | None  # windows.csv
+    turns: pd.DataFrame | None  # turns.csv
     tokens: pd.DataFrame  # per-conversation token counts (summary.token_frame's, with history)
     conversations: int
-    logged: pd.DataFrame  # logged_conversations.csv
+    logged: pd.DataFrame | None  # logged_conversations.csv
 
 
 def check_logs(path: Path, matcher: ItemMatcher, log_format: str = "auto") -> int:
@@ -261,16 +262,14 @@ def score_logged(
         flush()
     # chunks follow the file; the files are in key order, as a run's (each chunk list is
     # emptied once joined: the chunks, the joined frame and the sorted one are never all held)
-    windows_frame = _concat(windows, WindowRow)
+    windows_frame = _in_order(
+        _concat(windows, WindowRow), ["model", "item", "policy", "sample", "window"]
+    )
     windows.clear()
-    windows_frame = windows_frame.sort_values(
-        ["model", "item", "policy", "sample", "window"], kind="stable", ignore_index=True
+    turns_frame = _in_order(
+        _concat(turns, TurnRow), ["model", "item", "policy", "history", "sample", "turn"]
     )
-    turns_frame = _concat(turns, TurnRow)
     turns.clear()
-    turns_frame = turns_frame.sort_values(
-        ["model", "item", "policy", "history", "sample", "turn"], kind="stable", ignore_index=True
-    )
     return LoggedScores(
         windows_frame,
         turns_frame,
@@ -278,6 +277,15 @@ def score_logged(
         count,
         with_failures(rows, turns_frame),
     )
+
+
+def _in_order(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """The frame stably sorted by `keys`; itself when already in that order (a log of one
+    item, or of items one after the other), where the sort would copy every column to
+    return the same rows."""
+    if frame.empty or pd.MultiIndex.from_frame(frame[keys]).is_monotonic_increasing:
+        return frame
+    return frame.sort_values(keys, kind="stable", ignore_index=True)
 
 
 def _tokens(records: list[GenerationRecord]) -> pd.DataFrame:

@@ -8,7 +8,7 @@ every CSV through its row model (docs/results.md).
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -57,7 +57,7 @@ class ScoreContext(StageTimings):
     outputs: dict[str, Output] = field(default_factory=dict)  # file name -> value written
     timings: dict[str, float] = field(default_factory=dict)
     started: str = ""
-    scores: LoggedScores | None = None  # the score stage's, for the analyse stage's tokens
+    scores: LoggedScores | None = None  # the score stage's counts and tokens (frames: outputs)
     engines: EnginePool = field(default_factory=EnginePool)  # none: judges own theirs
     stage: Stage | None = None  # the stage running now: `frame` reads only what it declared
 
@@ -84,7 +84,7 @@ class LogScoreStage:
         plan = ctx.plan
         store = RunStore(ctx.out_dir) if plan.judge_checks else contextlib.nullcontext()
         with store as opened, JudgeRunner(opened, plan.judges) as judges:
-            ctx.scores = score_logged(
+            scores = score_logged(
                 plan.logs,
                 plan.suites,
                 plan.matcher,
@@ -95,10 +95,12 @@ class LogScoreStage:
                 log_format=plan.log_format,
                 run_id=plan.run_id,
             )
+        # the frames live on in `outputs` only, let go of once no later stage reads them
+        ctx.scores = replace(scores, windows=None, turns=None, logged=None)
         return {
-            "windows.csv": ctx.scores.windows,
-            "turns.csv": ctx.scores.turns,
-            "logged_conversations.csv": ctx.scores.logged,
+            "windows.csv": scores.windows,
+            "turns.csv": scores.turns,
+            "logged_conversations.csv": scores.logged,
         }
 
 

@@ -230,3 +230,15 @@ def test_single_replies_and_conversations_share_rounds():
     assert engine.batches == [2, 1, 1]
     assert one.segments[0].turn is None and "turn" not in one.segments[0].model_dump()
     assert conv.is_conversation and not one.is_conversation
+
+
+def test_prompt_ids_are_memoised_as_rendered_and_each_call_gets_its_own_list():
+    from harness.chat import TEMPLATE_DEFAULT
+
+    fmt, fresh = ChatFormat(CharTokenizer()), ChatFormat(CharTokenizer())
+    for system in ("S", None, TEMPLATE_DEFAULT, "S"):
+        first = fmt.prompt_ids(system, "U1")
+        assert first == fresh.encode(fresh.prompt_text(system, "U1"))  # the render, encoded
+        first.append(-1)  # a caller extending its prompt does not change the next one
+        assert fmt.prompt_ids(system, "U1") == first[:-1]
+    assert len(fmt._prompts) == 3

@@ -247,3 +247,49 @@ def test_half_life_interval_inverts_a_simultaneous_band():
     # never halving for sure: the band keeps a(t) above a(first)/2 everywhere
     (summary,) = adherence_summary(_windows_frame({s: [True] * 4 for s in range(64)}))
     assert math.isinf(summary.half_life_low) and math.isinf(summary.half_life_high)
+
+
+def test_the_curve_s_counted_a_t_is_the_float_matrix_s_exactly():
+    # random samples of uneven windows, undecided ones and overlaps (a later row wins), so the
+    # grid has points some samples do not cover: the int8 counts must give nanmean's a(t),
+    # point_band's interval and n bit for bit
+    from harness.scoring.adherence import _curve, _nanmean, _pass_matrix, point_band
+
+    rng = np.random.default_rng(7)
+    rows = []
+    for sample in range(60):
+        t = 1
+        for k in range(rng.integers(1, 9)):
+            width = int(rng.integers(5, 70))
+            ok = [True, False, None][rng.integers(0, 3)]
+            start = max(1, t - int(rng.integers(0, 4)))  # overlaps the previous window
+            rows.append(
+                dict(run_id="r", model="m", task="t", item="i", policy="none", seed=0,
+                     sample=sample, window=k, t_start=start, t_end=start + width - 1,
+                     t_gen_start=start, check="c", scope="window", value=0.0, passed=ok,
+                     reason="")
+            )  # fmt: skip
+            t = start + width
+    (_, cond), *_ = window_passes(pd.DataFrame(rows)).groupby(["model", "task", "item", "policy"])
+    grid, a, low, high, n, method = _curve(cond, 0.95, anytime=False)
+    ref_grid, matrix = _pass_matrix(cond)
+    ref_low, ref_high, ref_method = point_band(matrix, level=0.95)
+    assert (n < 60).any()  # some points are not covered by every sample
+    np.testing.assert_array_equal(grid, ref_grid)
+    np.testing.assert_array_equal(a, _nanmean(matrix, 0))
+    np.testing.assert_array_equal(low, ref_low)
+    np.testing.assert_array_equal(high, ref_high)
+    np.testing.assert_array_equal(n, (~np.isnan(matrix)).sum(axis=0))
+    assert method == ref_method
+
+
+def test_a_log_s_rows_already_in_key_order_are_kept_and_others_sorted():
+    from harness.scoring.logged import _in_order
+
+    keys = ["item", "sample"]
+    ordered = pd.DataFrame({"item": ["a", "a", "b"], "sample": [0, 1, 0], "x": [1, 2, 3]})
+    assert _in_order(ordered, keys) is ordered  # no copy
+    mixed = pd.DataFrame({"item": ["b", "a", "a", "b"], "sample": [0, 1, 0, 0], "x": [1, 2, 3, 4]})
+    expected = mixed.sort_values(keys, kind="stable", ignore_index=True)
+    pd.testing.assert_frame_equal(_in_order(mixed, keys), expected)
+    assert _in_order(mixed, keys)["x"].tolist() == [3, 2, 1, 4]  # stable: ties keep file order

@@ -71,6 +71,33 @@ def test_atomic_write_that_fails_keeps_the_old_file(tmp_path):
     assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["out.json"]
 
 
+def test_a_csv_written_a_chunk_at_a_time_is_the_whole_string_s_bytes(tmp_path):
+    # write_csv streams through atomic_open: the bytes of the one-string write it replaced
+    # (line endings, UTF-8, quoting, the float format), and a failure mid-frame keeps the old file
+    import numpy as np
+    import pandas as pd
+
+    from harness.atomic import atomic_open
+    from harness.store import write_csv
+
+    rows = 25_000  # several of pandas' write chunks
+    frame = pd.DataFrame(
+        {
+            "x": np.linspace(0, 1, rows) / 3,
+            "s": ['é, "q"\r\nz', None] * (rows // 2) + ["t"] * (rows % 2),
+        }
+    )
+    path = tmp_path / "w.csv"
+    write_csv(frame, path)
+    assert path.read_bytes() == frame.to_csv(index=False, float_format="%.9g").encode("utf-8")
+    with pytest.raises(RuntimeError), atomic_open(path) as handle:
+        handle.write("partial")
+        raise RuntimeError("killed mid-write")
+    assert path.read_bytes().startswith(b"x,s") and [p.name for p in tmp_path.iterdir()] == [
+        "w.csv"
+    ]
+
+
 def test_atomic_folder_appears_whole_or_not_at_all(tmp_path):
     from harness.atomic import atomic_folder
 
