@@ -42,7 +42,7 @@ def test_a_sequence_keeps_its_method_when_a_fractional_value_arrives():
     the last (the running intersection of one sequence)."""
     x = [1, 1, 1, 1, 1, 1, 0.5, 1, 0.75, 1, 1, 1]
     cis = [mean_interval(x[:n], anytime=True) for n in range(4, len(x) + 1)]
-    assert {ci.method for ci in cis} == {"beta-binomial-cs"}
+    assert {ci.method for ci in cis} == {"beta-binomial-cs+betting-cs"}
     for before, after in zip(cis, cis[1:], strict=False):
         assert before.low <= after.low and after.high <= before.high
 
