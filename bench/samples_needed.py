@@ -1,22 +1,32 @@
 """samples_needed against simulated decisions: how far the gates' "about N samples would decide
 it" is from the n at which more sampling actually decides.
 
-    .venv/bin/python bench/samples_needed.py [--paths 400] [--seed 0]
+    .venv/bin/python bench/samples_needed.py [--paths 400] [--fraction-paths 24] [--seed 0]
 
 The grid (issue 32): every k of n passes, n = 4, 8, 16, 32, 64, against the bounds 0.5, 0.8 and
 0.9 of a `min` gate at 95 %; a cell counts where the gate is undecided at n. For each cell the
-projection is `harness.stats.sided.samples_to_decide` (the mean k/n held, order-neutral), and
+projection is `harness.stats.sided.samples_to_decide` (at the mean k/n, order-neutral), and
 the truth is what sampling on at a true rate of k/n does, the first n samples being the cell's:
 
 - fixed n: a design of N samples decides when its one-sided Clopper-Pearson bound clears the
   bound; its decision n is the smallest N at which it decides with probability >= 1/2 (exact:
   the passes among the N - n new samples are binomial, no simulation);
-- sequential: the one-sided beta-binomial confidence sequence looked at after every sample;
-  its decision n is the median over --paths seeded paths of the first n at which it decides.
+- sequential, binary type: the one-sided beta-binomial confidence sequence looked at after
+  every sample; its decision n is the median over --paths seeded paths of the first n at which
+  it decides;
+- sequential, fraction type (an `auc` / `final` gate: `beta-binomial-cs+betting-cs`, projected
+  with `intersected`): the gate's real decision, `one_sided_bounds(..., anytime=True)` as the
+  summary's auc_lcb / auc_ucb, on the cell's n values (k passes spread evenly) then
+  Bernoulli(k/n) draws, --fraction-paths paths; a cell counts where those bounds on its n
+  values are undecided. Its decision n is the smallest N by which half the paths decide, read against
+  the projection at two N only (the bounds are running extremes, so a path decided by N is
+  decided at N), see fraction_verdict; cells that miss are printed ("early": half the paths
+  decide before projection / 1.5, "late": fewer than half by 1.5 x projection).
 
 A cell agrees when the projection is within a factor of 1.5 of the decision n (both beyond
 1024, the gates' MAX_SAMPLES, agree too). Cells with k/n on the bound are left out (no n
-decides them; the projection says so). Goal: >= 90 % of the cells agree, in both designs.
+decides them; the projection says so). Goal: >= 90 % of the cells agree, in each design and
+type (exit 1 otherwise).
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from harness.stats.sided import log_evalue_above, samples_to_decide
+from harness.stats.sided import log_evalue_above, one_sided_bounds, samples_to_decide
 
 NS = (4, 8, 16, 32, 64)
 BOUNDS = (0.5, 0.8, 0.9)
@@ -36,10 +46,11 @@ LARGEST = 1024  # harness.analysis.gates.MAX_SAMPLES
 FACTOR = 1.5
 
 
-def thresholds(bound: float, anytime: bool, largest: int) -> tuple[np.ndarray, np.ndarray]:
+def thresholds(
+    bound: float, anytime: bool, largest: int, alpha: float = 1 - LEVEL
+) -> tuple[np.ndarray, np.ndarray]:
     """(k_pass, k_fail) per t = 0..largest: at t samples the one-sided bound decides a pass
     when the passes are >= k_pass[t], a fail when they are <= k_fail[t] (-1: never)."""
-    alpha = 1 - LEVEL
     k_pass, k_fail = np.full(largest + 1, largest + 2), np.full(largest + 1, -1)
     for t in range(1, largest + 1):
         k = np.arange(t + 1, dtype=float)
@@ -94,15 +105,93 @@ def undecided_at(k: int, n: int, cuts) -> bool:
     return k_fail[n] < k < k_pass[n]
 
 
+def spread(k: int, n: int) -> np.ndarray:
+    """The cell's first n values: k passes spread evenly (no run of passes first)."""
+    x = np.zeros(n)
+    x[(np.arange(k) * n) // max(k, 1)] = 1.0
+    return x
+
+
+def decided(x: np.ndarray, bound: float) -> bool:
+    """The gate's decision on these values in sampling order: `auc_lcb` / `auc_ucb` as
+    harness.scoring.adherence writes them (one_sided_bounds, anytime, the fraction type), read
+    as analysis.gates does (lcb >= min: pass; ucb < min: fail)."""
+    bounds = one_sided_bounds(x, level=LEVEL, anytime=True, value_type="fraction")
+    return bool(bounds.lcb >= bound or bounds.ucb < bound)
+
+
+def share_decided(first: np.ndarray, draws: np.ndarray, big: int, bound: float) -> float:
+    """The share of paths (the cell's values, then each row of draws) decided by `big` samples:
+    the real bounds at `big` (running extremes: decided at some look <= big is decided at big)."""
+    rows = draws[:, : big - len(first)]
+    return float(np.mean([decided(np.concatenate([first, row]), bound) for row in rows]))
+
+
+def fraction_verdict(k: int, n: int, bound: float, projected, cuts, paths: int, rng) -> str:
+    """ "agrees", "early" or "late": where the fraction type's decision n (the smallest N by
+    which >= half the paths decide) lies against `projected` / FACTOR and FACTOR x projected,
+    each path the cell's n values, then Bernoulli(k/n) draws. "early": half the paths decide by
+    the largest N below projected / FACTOR; "late": fewer than half by FACTOR x projected. The
+    late side is answered first by the beta-binomial part at alpha/2 (`cuts`, the same
+    e-process) where it can: the real bound is the tighter of its two parts, so it decides no
+    later than that part."""
+    low = math.ceil((projected or LARGEST * FACTOR) / FACTOR) - 1
+    high = min(math.floor(FACTOR * projected), LARGEST) if projected else LARGEST
+    first = spread(k, n)
+    draws = (rng.random((paths, max(high, low) - n)) < k / n).astype(float)
+    if low > n and share_decided(first, draws, low, bound) >= 0.5:
+        return "early"
+    if projected is None or FACTOR * projected >= LARGEST:
+        return "agrees"  # both beyond LARGEST / FACTOR agree (see agrees)
+    k_pass, k_fail = cuts
+    t = np.arange(n + 1, high + 1)
+    walk = k + np.cumsum(draws[:, : high - n], axis=1)
+    if ((walk >= k_pass[t]) | (walk <= k_fail[t])).any(axis=1).mean() >= 0.5:
+        return "agrees"
+    return "agrees" if share_decided(first, draws, high, bound) >= 0.5 else "late"
+
+
+def check_fraction(paths: int, rng) -> bool:
+    """The fraction-type projection (samples_to_decide intersected) against the gate's real
+    sequential decision on 0/1 per-sample values: the share of undecided cells that agree."""
+    verdicts: list[str] = []
+    for bound in BOUNDS:
+        cuts = thresholds(bound, True, LARGEST, alpha=(1 - LEVEL) / 2)
+        for n in NS:
+            for k in range(n + 1):
+                if math.isclose(k / n, bound) or decided(spread(k, n), bound):
+                    continue
+                projected = samples_to_decide(
+                    k / n, n, bound=bound, level=LEVEL, anytime=True, intersected=True,
+                    max_n=LARGEST,
+                )  # fmt: skip
+                assert projected is None or projected > n, (k, n, bound, projected)
+                verdicts.append(fraction_verdict(k, n, bound, projected, cuts, paths, rng))
+                if verdicts[-1] != "agrees":
+                    print(f"  k {k} n {n} bound {bound}: projected {projected}, {verdicts[-1]}")
+    good, cells = verdicts.count("agrees"), len(verdicts)
+    share = good / cells
+    print(
+        f"sequential, fraction type (0/1 values, {paths} paths): {good} of {cells} undecided "
+        f"cells ({share:.1%}) within {FACTOR}x of the decision n; too early "
+        f"{verdicts.count('early')}, too late {verdicts.count('late')}"
+    )
+    return share >= 0.9
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--paths", type=int, default=400, help="sequential paths per cell")
+    parser.add_argument(
+        "--fraction-paths", type=int, default=24,
+        help="paths per cell of the fraction type (each look is the real bounds: slow)",
+    )  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     failed = False
     for anytime in (False, True):
-        design = "sequential" if anytime else "fixed n"
+        design = "sequential, binary type" if anytime else "fixed n"
         cells, good, ratios = 0, 0, []
         for bound in BOUNDS:
             cuts = thresholds(bound, anytime, LARGEST)
@@ -130,6 +219,7 @@ def main() -> None:
             f"the decision n; projected / decision n: median {np.median(ratios):.2f}, "
             f"range {min(ratios):.2f}-{max(ratios):.2f}"
         )
+    failed |= not check_fraction(args.fraction_paths, rng)
     raise SystemExit(1 if failed else 0)
 
 

@@ -200,7 +200,7 @@ def samples_needed(
     intersected: bool = False,
 ) -> tuple[float, str]:
     """(samples, why none) that would decide an undecided one-sided check:
-    `harness.stats.sided.samples_to_decide` (the observed mean held, order-neutral, always more
+    `harness.stats.sided.samples_to_decide` (at the observed mean, order-neutral, always more
     than n) for each bound it straddles; the bound on the estimate's wrong side decides it (a
     fail), else the most any straddled bound needs (a pass). `level`: the bounds' own;
     `anytime`: they are a confidence sequence (a sequential run's); `intersected`: the fraction

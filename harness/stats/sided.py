@@ -33,6 +33,7 @@ bounds (NaN).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -194,17 +195,51 @@ def one_sided_bounds(
     return Bounds(lower + span * lcb, lower + span * ucb, n, method, level)
 
 
-def _decides(mean: float, n: np.ndarray, bound: float, alpha: float, anytime: bool):
+def _decides(mean: float, n: np.ndarray, bound: float, alpha: float):
     """Whether n values of this mean (0/1-like: the variance a mean in [0, 1] can have at most)
-    put the one-sided bound on the mean's side of `bound`, elementwise in n."""
+    put the fixed-n one-sided bound on the mean's side of `bound`, elementwise in n."""
     above = mean > bound  # the bound that can decide: lcb >= bound if above, else ucb < bound
     k = mean * n if above else (1 - mean) * n  # mirror: ucb < b is lcb of 1 - x > 1 - b
     b = bound if above else 1 - bound
-    if anytime:
-        return log_evalue_above(k, n, b) >= math.log(1 / alpha)
     with np.errstate(invalid="ignore"):
         lcb = np.where(k > 0, stats.beta.ppf(alpha, np.maximum(k, 1e-12), n - k + 1), 0.0)
     return lcb >= b if above else lcb > b
+
+
+@functools.lru_cache(maxsize=64)
+def _least_passes(bound: float, alpha: float, max_n: int) -> np.ndarray:
+    """Per t = 1..max_n, the least (real) pass count k at which E_t(bound) >= 1/alpha (inf
+    where even k = t does not reach it): bisection on k, log E_t increasing in k (every ratio
+    (q/m)^k ((1-q)/(1-m))^(t-k) with q > m grows with k). Read-only (cached)."""
+    threshold, t = math.log(1 / alpha), np.arange(1, max_n + 1, dtype=float)
+    low, high = np.zeros_like(t), t.copy()
+    for _ in range(40):  # to t / 2^40
+        mid = (low + high) / 2
+        up = log_evalue_above(mid, t, bound) >= threshold
+        low, high = np.where(up, low, mid), np.where(up, mid, high)
+    least = np.where(log_evalue_above(t, t, bound) >= threshold, high, np.inf)
+    least.setflags(write=False)
+    return least
+
+
+def _median_decision(p: float, n: int, b: float, alpha: float, max_n: int) -> int | None:
+    """The smallest N > n by which the one-sided sequence, looked at after every sample,
+    decides (either way) with probability >= 1/2, the n values seen summing to p n and each
+    later one 0/1 with mean p: exact, the law of the new passes carried forward one sample at a
+    time with the decided paths taken out. (Holding the mean instead gives the n at which the
+    mean path decides, later than most paths do: a walk that runs ahead crosses first.)"""
+    pass_at = _least_passes(b, alpha, max_n)  # lcb >= b: the passes reach it
+    fail_at = _least_passes(1 - b, alpha, max_n)  # ucb < b: the fails reach it
+    mass, decided = np.ones(1), 0.0  # mass[j]: undecided with j passes among the new values
+    for t in range(n + 1, max_n + 1):
+        mass = np.append(mass * (1 - p), 0.0) + np.append(0.0, mass * p)
+        j = np.arange(t - n + 1)
+        done = (p * n + j >= pass_at[t - 1]) | ((1 - p) * n + (t - n - j) >= fail_at[t - 1])
+        decided += mass[done].sum()
+        mass[done] = 0.0
+        if decided >= 0.5:
+            return t
+    return None
 
 
 def samples_to_decide(
@@ -221,7 +256,9 @@ def samples_to_decide(
 ) -> int | None:
     """About how many samples would decide a one-sided bound now undecided at n: the smallest
     N > n at which the same bound (same method, same level) on N values with the observed mean
-    would lie on the mean's side of `bound`. Order-neutral: only the mean and N enter, never
+    would lie on the mean's side of `bound` (fixed n), or by which the sequence looked at after
+    every sample decides with probability >= 1/2 (anytime: the median decision n of paths
+    continuing at that mean, see _median_decision). Order-neutral: only the mean and N enter, never
     the order the n values came in (a running intersection made from a guessed order can
     reject the mean itself), and always more than n (the check is undecided at n). The values
     are taken as 0/1-like, the most variance a mean in [0, 1] allows, so for fractional values
@@ -235,6 +272,8 @@ def samples_to_decide(
     if not math.isfinite(p) or math.isclose(p, b, abs_tol=1e-12) or max_n <= n:
         return None
     p = min(max(p, 0.0), 1.0)
+    if anytime:
+        return _median_decision(p, n, b, alpha, max_n)
     grid = np.arange(n + 1, max_n + 1, dtype=float)
-    hit = np.nonzero(_decides(p, grid, b, alpha, anytime))[0]
+    hit = np.nonzero(_decides(p, grid, b, alpha))[0]
     return int(grid[hit[0]]) if len(hit) else None
