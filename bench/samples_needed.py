@@ -18,8 +18,8 @@ the truth is what sampling on at a true rate of k/n does, the first n samples be
   with `intersected`): the gate's real decision, `one_sided_bounds(..., anytime=True)` as the
   summary's auc_lcb / auc_ucb, on the cell's n values (k passes spread evenly) then
   Bernoulli(k/n) draws, --fraction-paths paths; a cell counts where those bounds on its n
-  values are undecided. Its decision n is the smallest N by which half the paths decide, read against
-  the projection at two N only (the bounds are running extremes, so a path decided by N is
+  values are undecided. Its decision n is the smallest N by which half the paths decide, read
+  against the projection at two N only (the bounds are running extremes, so a path decided by N is
   decided at N), see fraction_verdict; cells that miss are printed ("early": half the paths
   decide before projection / 1.5, "late": fewer than half by 1.5 x projection).
 
@@ -44,6 +44,7 @@ BOUNDS = (0.5, 0.8, 0.9)
 LEVEL = 0.95
 LARGEST = 1024  # harness.analysis.gates.MAX_SAMPLES
 FACTOR = 1.5
+BETA_C = 20  # the fractional values' Beta concentration
 
 
 def thresholds(
@@ -127,54 +128,71 @@ def share_decided(first: np.ndarray, draws: np.ndarray, big: int, bound: float) 
     return float(np.mean([decided(np.concatenate([first, row]), bound) for row in rows]))
 
 
-def fraction_verdict(k: int, n: int, bound: float, projected, cuts, paths: int, rng) -> str:
+def fraction_verdict(first: np.ndarray, bound: float, projected, cuts, draw) -> str:
     """ "agrees", "early" or "late": where the fraction type's decision n (the smallest N by
     which >= half the paths decide) lies against `projected` / FACTOR and FACTOR x projected,
-    each path the cell's n values, then Bernoulli(k/n) draws. "early": half the paths decide by
-    the largest N below projected / FACTOR; "late": fewer than half by FACTOR x projected. The
-    late side is answered first by the beta-binomial part at alpha/2 (`cuts`, the same
-    e-process) where it can: the real bound is the tighter of its two parts, so it decides no
-    later than that part."""
+    each path the cell's values `first`, then `draw(m)` (paths x m new values). "early": half
+    the paths decide by the largest N below projected / FACTOR; "late": fewer than half by
+    FACTOR x projected. The late side is answered first by the beta-binomial part at alpha/2
+    (`cuts`, the same e-process; the sum reaching an integer cut suffices, log E increasing in
+    it) where it can: the real bound is the tighter of its two parts, so it decides no later
+    than that part."""
+    n = len(first)
     low = math.ceil((projected or LARGEST * FACTOR) / FACTOR) - 1
     high = min(math.floor(FACTOR * projected), LARGEST) if projected else LARGEST
-    first = spread(k, n)
-    draws = (rng.random((paths, max(high, low) - n)) < k / n).astype(float)
+    draws = draw(max(high, low) - n)
     if low > n and share_decided(first, draws, low, bound) >= 0.5:
         return "early"
     if projected is None or FACTOR * projected >= LARGEST:
         return "agrees"  # both beyond LARGEST / FACTOR agree (see agrees)
     k_pass, k_fail = cuts
     t = np.arange(n + 1, high + 1)
-    walk = k + np.cumsum(draws[:, : high - n], axis=1)
+    walk = first.sum() + np.cumsum(draws[:, : high - n], axis=1)
     if ((walk >= k_pass[t]) | (walk <= k_fail[t])).any(axis=1).mean() >= 0.5:
         return "agrees"
     return "agrees" if share_decided(first, draws, high, bound) >= 0.5 else "late"
 
 
-def check_fraction(paths: int, rng) -> bool:
-    """The fraction-type projection (samples_to_decide intersected) against the gate's real
-    sequential decision on 0/1 per-sample values: the share of undecided cells that agree."""
-    verdicts: list[str] = []
+def fraction_cells(fractional: bool, paths: int, rng):
+    """(bound, first values, draw) per cell: k of n passes spread evenly then Bernoulli(k/n)
+    (0/1 values); or, fractional, n = 8, 32 values of Beta(mu C, (1 - mu) C), C = 20 (sd 0.07
+    at mu 0.9: per-sample AUCs), mu = 0.55..0.95, and further draws of the same law."""
     for bound in BOUNDS:
-        cuts = thresholds(bound, True, LARGEST, alpha=(1 - LEVEL) / 2)
-        for n in NS:
-            for k in range(n + 1):
-                if math.isclose(k / n, bound) or decided(spread(k, n), bound):
-                    continue
-                projected = samples_to_decide(
-                    k / n, n, bound=bound, level=LEVEL, anytime=True, intersected=True,
-                    max_n=LARGEST,
-                )  # fmt: skip
-                assert projected is None or projected > n, (k, n, bound, projected)
-                verdicts.append(fraction_verdict(k, n, bound, projected, cuts, paths, rng))
-                if verdicts[-1] != "agrees":
-                    print(f"  k {k} n {n} bound {bound}: projected {projected}, {verdicts[-1]}")
+        for n in NS if not fractional else (8, 32):
+            if not fractional:
+                for k in range(n + 1):
+                    p = k / n
+                    yield bound, spread(k, n), lambda m, p=p: (rng.random((paths, m)) < p) * 1.0
+                continue
+            for mu in np.arange(0.55, 0.96, 0.05):
+                a, b = mu * BETA_C, (1 - mu) * BETA_C
+                yield bound, rng.beta(a, b, n), lambda m, a=a, b=b: rng.beta(a, b, (paths, m))
+
+
+def check_fraction(paths: int, rng, fractional: bool = False) -> bool:
+    """The fraction-type projection (samples_to_decide intersected, at the values' mean)
+    against the gate's real sequential decision: the share of undecided cells that agree."""
+    verdicts: list[str] = []
+    cuts: dict[float, tuple] = {}  # the beta-binomial part's, per bound
+    for bound, first, draw in fraction_cells(fractional, paths, rng):
+        n, mean = len(first), float(first.mean())
+        if math.isclose(mean, bound) or decided(first, bound):
+            continue
+        if bound not in cuts:
+            cuts[bound] = thresholds(bound, True, LARGEST, alpha=(1 - LEVEL) / 2)
+        projected = samples_to_decide(
+            mean, n, bound=bound, level=LEVEL, anytime=True, intersected=True, max_n=LARGEST
+        )
+        assert projected is None or projected > n, (mean, n, bound, projected)
+        verdicts.append(fraction_verdict(first, bound, projected, cuts[bound], draw))
+        if verdicts[-1] != "agrees":
+            print(f"  mean {mean:.3f} n {n} bound {bound}: projected {projected}, {verdicts[-1]}")
     good, cells = verdicts.count("agrees"), len(verdicts)
     share = good / cells
     print(
-        f"sequential, fraction type (0/1 values, {paths} paths): {good} of {cells} undecided "
-        f"cells ({share:.1%}) within {FACTOR}x of the decision n; too early "
-        f"{verdicts.count('early')}, too late {verdicts.count('late')}"
+        f"sequential, fraction type ({'Beta' if fractional else '0/1'} values, {paths} paths): "
+        f"{good} of {cells} undecided cells ({share:.1%}) within {FACTOR}x of the decision n; "
+        f"too early {verdicts.count('early')}, too late {verdicts.count('late')}"
     )
     return share >= 0.9
 
@@ -185,6 +203,11 @@ def main() -> None:
     parser.add_argument(
         "--fraction-paths", type=int, default=24,
         help="paths per cell of the fraction type (each look is the real bounds: slow)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--fractional", action="store_true",
+        help="also the fraction type on Beta-distributed values (printed, not gated: the "
+        "projection takes values as 0/1-like)",
     )  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -220,6 +243,8 @@ def main() -> None:
             f"range {min(ratios):.2f}-{max(ratios):.2f}"
         )
     failed |= not check_fraction(args.fraction_paths, rng)
+    if args.fractional:
+        check_fraction(args.fraction_paths, rng, fractional=True)
     raise SystemExit(1 if failed else 0)
 
 
