@@ -21,7 +21,9 @@ the truth is what sampling on at a true rate of k/n does, the first n samples be
   values are undecided. Its decision n is the smallest N by which half the paths decide, read
   against the projection at two N only (the bounds are running extremes, so a path decided by N is
   decided at N), see fraction_verdict; cells that miss are printed ("early": half the paths
-  decide before projection / 1.5, "late": fewer than half by 1.5 x projection).
+  decide before projection / 1.5, "late": fewer than half by 1.5 x projection). --fractional
+  also runs it on Beta-distributed values (fraction_cells; printed, not gated: the projection
+  takes values as 0/1-like, so on fractional values it is known to be late).
 
 A cell agrees when the projection is within a factor of 1.5 of the decision n (both beyond
 1024, the gates' MAX_SAMPLES, agree too). Cells with k/n on the bound are left out (no n
