@@ -9,9 +9,11 @@ tested one-sided at the full 95 % (harness.stats.sided) by every design. Every d
 through the project's own stages (generate, score, analyse, gates) and its tokens are counted
 from generations.jsonl:
 
-- sequential: `samples: {min: 4, max: --max}`, the one-sided beta-binomial confidence sequence
-  (an e-process: valid at every look), looked at after every batch; once with the default rule
-  (doubling), once with `batch: 4`;
+- sequential: `samples: {min: 4, max: --max}`, the one-sided bounds of a sequential run (AUC
+  is a per-sample fraction, so the beta-binomial e-process and the betting e-process, each at
+  alpha/2, the tighter bound read: valid at every look), looked at after every batch; with the
+  default rule (doubling), with `batch: 4` and with `batch: 1` (a look after every sample:
+  the fewest tokens a look schedule can spend);
 - fixed, planned: the n a fixed design must choose in advance to decide every condition with
   probability >= --power at the same level, given the true pass rates (the exact binomial
   distribution of the one-sided Clopper-Pearson bounds that the fixed-n gates read on 0/1
@@ -164,7 +166,7 @@ def main() -> None:
     import pandas as pd
 
     install_scripted_engine()
-    rules = {"doubling": {}, "batch 4": {"batch": 4}}
+    rules = {"doubling": {}, "batch 4": {"batch": 4}, "batch 1": {"batch": 1}}
     seq = {}
     with tempfile.TemporaryDirectory(prefix="bench-sequential-") as tmp:
         for rule, extra in rules.items():
@@ -206,7 +208,8 @@ def main() -> None:
         print(
             f"oracle fixed n = {oracle} (after the fact): {oracle_tokens} tokens, "
             f"ratio {oracle_tokens / tokens:.2f} to doubling, "
-            f"{oracle_tokens / seq['batch 4'][2]:.2f} to batch 4"
+            f"{oracle_tokens / seq['batch 4'][2]:.2f} to batch 4, "
+            f"{oracle_tokens / seq['batch 1'][2]:.2f} to batch 1"
         )
     else:
         print(f"no fixed n <= {n} gives the sequential verdicts on these samples")

@@ -46,7 +46,7 @@ from harness.gate_specs import (
     one_sided,
 )
 from harness.results import CONDITION, GateRow, as_bool, result_frame
-from harness.stats import Interval
+from harness.stats import FRACTION_CS, Interval
 from harness.stats import verdict as bound_verdict
 from harness.stats.sided import samples_to_decide
 from harness.stats.text import bracket, interval_text
@@ -191,13 +191,21 @@ def _value_verdict(gate: GateSpec, value: float) -> tuple[str, str]:
 
 
 def samples_needed(
-    gate: GateSpec, value: float, low: float, high: float, n: float, level: float, anytime: bool
+    gate: GateSpec,
+    value: float,
+    low: float,
+    high: float,
+    n: float,
+    level: float,
+    anytime: bool,
+    intersected: bool = False,
 ) -> tuple[float, str]:
     """(samples, why none) that would decide an undecided one-sided check:
-    `harness.stats.sided.samples_to_decide` (the observed mean held, order-neutral, always more
+    `harness.stats.sided.samples_to_decide` (at the observed mean, order-neutral, always more
     than n) for each bound it straddles; the bound on the estimate's wrong side decides it (a
     fail), else the most any straddled bound needs (a pass). `level`: the bounds' own;
-    `anytime`: they are a confidence sequence (a sequential run's). NaN with a reason for other
+    `anytime`: they are a confidence sequence (a sequential run's); `intersected`: the fraction
+    type's two sequences at alpha/2 each (harness.stats.FRACTION_CS). NaN with a reason for other
     metrics and where n or the estimate is unknown."""
     if gate.metric not in BOUNDED_MEANS or not one_sided(gate):
         return math.nan, f"no estimate of the samples needed: {gate.metric} is not a bounded mean"
@@ -208,7 +216,7 @@ def samples_needed(
     needs = {
         side: samples_to_decide(
             value, int(n), bound=bound, level=level, lower=lower, upper=upper,
-            anytime=anytime, max_n=MAX_SAMPLES,
+            anytime=anytime, intersected=intersected, max_n=MAX_SAMPLES,
         )
         for side, bound in straddled
     }  # fmt: skip
@@ -263,7 +271,9 @@ def _check(
         detail = _interval_detail(gate, verdict, value, low, high, n, what and f" ({what})")
         if verdict == "undecided":
             anytime = method.endswith("-cs")  # stats' confidence sequences: *-cs
-            needed, none_why = samples_needed(gate, value, low, high, n, tested, anytime)
+            needed, none_why = samples_needed(
+                gate, value, low, high, n, tested, anytime, method == FRACTION_CS
+            )
             detail += f"; {none_why or f'about {int(needed)} samples would decide it'}"
     if why:
         detail += f" ({gate.metric} {why})"

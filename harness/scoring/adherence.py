@@ -39,7 +39,14 @@ from harness.scoring.survival import (
     kaplan_meier,
     survival_median_interval,
 )
-from harness.stats import DEFAULT_LEVEL, Interval, binomial_interval, mean_interval, none_interval
+from harness.stats import (
+    BINARY_CS,
+    DEFAULT_LEVEL,
+    Interval,
+    binomial_interval,
+    mean_interval,
+    none_interval,
+)
 from harness.stats.sided import one_sided_bounds
 
 # pandas groups by lists: a tuple would be one key
@@ -132,9 +139,13 @@ def point_band(
         low, high = binomial_interval(k, n, level=adjusted)
         method = "clopper-pearson"
     else:
-        cis = [mean_interval(col, level=adjusted, anytime=True) for col in matrix.T]
+        # a window passes or fails: the value type is binary, whatever the data
+        cis = [
+            mean_interval(col, level=adjusted, anytime=True, value_type="binary")
+            for col in matrix.T
+        ]
         low, high = np.array([c.low for c in cis]), np.array([c.high for c in cis])
-        method = "beta-binomial-cs"
+        method = BINARY_CS
     return low, high, method if points == 1 else f"{method}, bonferroni over {points} points"
 
 

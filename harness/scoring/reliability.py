@@ -41,7 +41,7 @@ def pass_rate_interval(passes, *, level: float, anytime: bool = False) -> Interv
     x = np.asarray(passes, dtype=float)
     x = x[~np.isnan(x)]
     if anytime or len(x) == 0:
-        return mean_interval(x, level=level, anytime=anytime)
+        return mean_interval(x, level=level, anytime=anytime, value_type="binary")
     low, high = binomial_interval(np.array(x.sum()), np.array(len(x)), level=level)
     return Interval(float(x.mean()), float(low), float(high), len(x), "clopper-pearson")
 

@@ -90,5 +90,6 @@ def survival_median_interval(
 
 def _cs(by_t: np.ndarray, events: np.ndarray, level: float, surely: bool) -> float:
     """One end of the CS of F(t): low end from sure failures, high end from possible ones."""
-    ci = mean_interval((by_t & events) if surely else by_t, level=level, anytime=True)
+    share = (by_t & events) if surely else by_t  # failed by t or not: binary
+    ci = mean_interval(share, level=level, anytime=True, value_type="binary")
     return ci.low if surely else ci.high

@@ -64,3 +64,32 @@ def test_an_empty_table_is_not_a_pass():
 
     with pytest.raises(MissingMetric, match="no rows"):
         columns(pd.DataFrame(columns=["auc_low", "auc_high"]), "auc", "summary.csv")
+
+
+def test_a_cell_below_the_floor_is_topped_up_and_judged_on_the_pooled_runs(bench, capsys):
+    """The full run's rule: a cell at 184 of 200 (0.920 < 0.93, a Monte-Carlo miss of a
+    correct interval) gets 800 more runs at its own seed and passes on the pooled 1,000; a
+    broken interval (half its runs) stays failing; a cell above the floor is left alone."""
+    from _cover import Cell, verdict
+
+    calls = []
+
+    def scenario(rate_first: float, rate_more: float, reps: int, rng):
+        calls.append(reps)
+        rate = rate_first if reps == 200 else rate_more
+        return [Cell("adherence", "auc", f"first {rate_first}", round(rate * reps), reps)]
+
+    grid = [("adherence", scenario, (0.92, 0.97)), ("adherence", scenario, (0.5, 0.5)),
+            ("adherence", scenario, (0.965, 0.0))]  # fmt: skip
+    cells = bench.measure(grid, 200, 0, {"adherence"}, progress=False, quick=False)
+    assert calls == [200, 800, 200, 800, 200]  # the third is not topped up
+    assert [(c.held, c.runs, c.first_runs) for c in cells] == [
+        (960, 1000, 200),
+        (500, 1000, 200),
+        (193, 200, 0),
+    ]
+    assert verdict(cells) == 1
+    out = capsys.readouterr().out
+    assert "topped up (below the floor or p < 0.05 before Holm at first): 2" in out
+    assert "adherence auc [first 0.92]: 960 of 1000 = 0.960 over 200 + 800 runs" in out
+    assert "FAIL adherence auc [first 0.5]" in out and "FAIL adherence auc [first 0.92]" not in out

@@ -222,7 +222,7 @@ def test_sticky_four_of_four_does_not_clear_a_high_bound():
     assert summary.auc == 1.0 and summary.auc_method == "clopper-pearson"
     assert summary.auc_low == pytest.approx(0.025**0.25) and summary.auc_low < 0.8
     (seq,) = adherence_summary(_windows_frame({s: [True] * 4 for s in range(4)}), anytime=True)
-    assert seq.auc_method == "beta-binomial-cs" and seq.auc_low < summary.auc_low
+    assert seq.auc_method == "beta-binomial-cs+betting-cs" and seq.auc_low < summary.auc_low
 
 
 def test_half_life_interval_inverts_a_simultaneous_band():

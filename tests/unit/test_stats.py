@@ -33,7 +33,9 @@ def _coverage(draw, truth: float, **kw) -> tuple[float, set[str]]:
 @pytest.mark.parametrize("anytime", [False, True])
 @pytest.mark.parametrize(("n", "p"), GRID)
 def test_binary_coverage(n, p, anytime):
-    cov, methods = _coverage(lambda rng: mean_interval(rng.random(n) < p, anytime=anytime), p)
+    cov, methods = _coverage(
+        lambda rng: mean_interval(rng.random(n) < p, anytime=anytime, value_type="binary"), p
+    )
     assert methods == {"beta-binomial-cs" if anytime else "clopper-pearson"}
     assert cov >= 0.93, cov
 
@@ -45,9 +47,12 @@ def test_bounded_coverage(n, p, anytime):
     cov, methods = _coverage(
         lambda rng: mean_interval(rng.binomial(8, p, size=n) / 8, anytime=anytime), p
     )
-    # (a run of 4 whole passes is 0/1 data and gets the binomial method)
-    binary = "beta-binomial-cs" if anytime else "clopper-pearson"
-    assert methods <= {binary if anytime else "betting", binary}  # one method per sequence
+    # fixed n: a run of 4 whole passes is 0/1 data and gets the binomial method; anytime: the
+    # fraction type's one method, whatever the values
+    if anytime:
+        assert methods == {"beta-binomial-cs+betting-cs"}
+    else:
+        assert methods <= {"betting", "clopper-pearson"}
     assert cov >= 0.93, cov
 
 
@@ -163,6 +168,8 @@ def test_many_units_are_tested_a_slice_of_means_at_a_time(anytime):
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 64 * 2**20, peak / 2**20
-    assert ci.low < 0.5 < ci.high and ci.method == ("beta-binomial-cs" if anytime else "betting")
-    # the sequence's one method spends the variance of 0/1 data on these low-variance values
-    assert ci.width < (0.035 if anytime else 0.02)
+    method = "beta-binomial-cs+betting-cs" if anytime else "betting"
+    assert ci.low < 0.5 < ci.high and ci.method == method
+    # the fraction type's betting part adapts to these low-variance values (the beta-binomial
+    # sequence alone, which spends the variance of 0/1 data, was 0.035 wide)
+    assert ci.width < 0.02

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from harness.stats import mean_interval
-from harness.stats.sided import one_sided_bounds, samples_to_decide
+from harness.stats.sided import log_evalue_above, one_sided_bounds, samples_to_decide
 
 
 def test_fixed_n_0_1_bounds_are_clopper_pearsons_one_sided_quantiles():
@@ -42,7 +42,7 @@ def test_a_sequence_keeps_its_method_when_a_fractional_value_arrives():
     the last (the running intersection of one sequence)."""
     x = [1, 1, 1, 1, 1, 1, 0.5, 1, 0.75, 1, 1, 1]
     cis = [mean_interval(x[:n], anytime=True) for n in range(4, len(x) + 1)]
-    assert {ci.method for ci in cis} == {"beta-binomial-cs"}
+    assert {ci.method for ci in cis} == {"beta-binomial-cs+betting-cs"}
     for before, after in zip(cis, cis[1:], strict=False):
         assert before.low <= after.low and after.high <= before.high
 
@@ -77,3 +77,30 @@ def test_samples_to_decide_holds_the_mean_and_exceeds_n(anytime):
     n = samples_to_decide(0.75, 4, bound=0.9, level=0.95)
     assert one_sided_bounds(np.resize([1, 1, 1, 0], 4 * math.ceil(n / 4)), level=0.95).ucb < 0.9
     assert one_sided_bounds(np.resize([1, 1, 1, 0], 4 * (n // 4 - 1)), level=0.95).ucb >= 0.9
+
+
+def _share_decided(k: int, n: int, bound: float, alpha: float, big: int) -> float:
+    """Simulated: the share of 2,000 continuations of k passes in n (each later sample 0/1 with
+    mean k/n) on which the one-sided beta-binomial e-process at alpha crosses 1/alpha, on
+    either side, at some look in (n, big]."""
+    rng = np.random.default_rng(5)
+    walk = k + np.cumsum(rng.random((2000, big - n)) < k / n, axis=1)
+    t = np.arange(n + 1, big + 1)
+    threshold = math.log(1 / alpha)
+    up = log_evalue_above(walk, t, bound) >= threshold
+    down = log_evalue_above(t - walk, t, 1 - bound) >= threshold
+    return float((up | down).any(axis=1).mean())
+
+
+@pytest.mark.parametrize(("k", "n", "intersected"), [(28, 32, False), (28, 32, True), (5, 8, True)])
+def test_the_anytime_projection_is_the_median_decision_n(k, n, intersected):
+    """Sequential looks decide at the first crossing, and a walk that runs ahead of its mean
+    crosses before the mean path does: the projection is the n by which half the continuations
+    decide (the fraction type: its beta-binomial part at alpha/2), not the mean path's n, which
+    was 1.2-1.3x later (281 for 28 of 32 at 0.8, the fraction type: 64 % decided by then)."""
+    alpha = 0.05 / (2 if intersected else 1)
+    needed = samples_to_decide(
+        k / n, n, bound=0.8, level=0.95, anytime=True, intersected=intersected
+    )
+    assert 0.44 <= _share_decided(k, n, 0.8, alpha, needed) <= 0.56
+    assert _share_decided(k, n, 0.8, alpha, int(0.85 * needed)) < 0.44
