@@ -85,7 +85,7 @@ def _langid_for(codes: frozenset[str]):
     probabilities normalised over them; None when it knows fewer than two of them."""
     from py3langid.langid import MODEL_FILE
 
-    from harness.checks.langid_scan import MemoIdentifier  # lazy: py3langid loads only when a language is checked
+    from harness.checks.langid_scan import MemoIdentifier  # lazy: loads py3langid
 
     # py3langid's values, its byte scan memoised per word (harness.checks.langid_scan)
     identifier = MemoIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
