@@ -19,6 +19,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing may come from a hub at test time
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 
+# A session killed by a CI timeout runs no teardown: each `harness run` a test had started
+# (and its engine) would go on. Every subprocess a test starts gets SIGTERM when pytest dies.
+from harness.engines.lifetime import terminate_subprocesses_with_this_process  # noqa: E402
+
+terminate_subprocesses_with_this_process()
+
 
 def _has_cuda() -> bool:
     try:

@@ -21,6 +21,7 @@ import ctypes
 import os
 import pickle
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -29,6 +30,9 @@ from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+# Resolved here, in the parent: a `preexec_fn` runs between fork and exec, where looking a
+# symbol up (dlsym) could wait forever on a lock another thread held at the fork.
+_prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
 _POLL_SECONDS = 0.5
 _original_start = BaseProcess.start
 
@@ -67,11 +71,9 @@ def _armed_in_child(parent_pid: int, from_main_thread: bool, target: bytes) -> B
 
 def die_with_parent(parent_pid: int, use_pdeathsig: bool = True) -> None:
     """End this process with SIGKILL once `parent_pid` is gone (at once if it already is)."""
-    if use_pdeathsig and sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-            use_pdeathsig = False  # e.g. a sandbox refusing prctl: poll instead
-    if not (use_pdeathsig and sys.platform.startswith("linux")):
+    if use_pdeathsig and _prctl is not None and _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0):
+        use_pdeathsig = False  # e.g. a sandbox refusing prctl (non-zero): poll instead
+    if not (use_pdeathsig and _prctl is not None):
         threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
     if os.getppid() != parent_pid:  # the parent died before the signal was armed
         os.kill(os.getpid(), signal.SIGKILL)
@@ -81,8 +83,29 @@ def terminate_with_parent() -> None:
     """`preexec_fn` of a server process a test or bench starts (`vllm serve`): SIGTERM it when
     its parent dies, however that parent ends (a killed pytest runs no fixture teardown);
     SIGTERM, not SIGKILL, so that the server stops its own engine processes."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if _prctl is not None:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+class _DiesWithItsStarter(subprocess.Popen):
+    """A `subprocess.Popen` whose child, started from the main thread, gets SIGTERM when this
+    process dies (`terminate_with_parent`), unless the caller set a `preexec_fn` of its own.
+    Other threads are left alone: Linux sends the signal when the starting *thread* ends."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if (
+            kwargs.get("preexec_fn") is None
+            and threading.current_thread() is threading.main_thread()
+        ):
+            kwargs["preexec_fn"] = terminate_with_parent
+        super().__init__(*args, **kwargs)
+
+
+def terminate_subprocesses_with_this_process() -> None:
+    """From now on every subprocess this process starts from its main thread (`subprocess.run`
+    and `Popen`, asyncio's too) is SIGTERMed when it dies: a test session killed by a CI timeout
+    runs no teardown, and the `harness run` it had started kept its engine going; idempotent."""
+    subprocess.Popen = _DiesWithItsStarter
 
 
 def _watch_parent(parent_pid: int) -> None:

@@ -70,6 +70,21 @@ SERVING = textwrap.dedent(
 )
 
 
+# A parent that, as tests/conftest.py does, binds every subprocess it starts to itself, then
+# starts a `harness run` stand-in with a plain subprocess.Popen (no preexec_fn of its own).
+SESSION = textwrap.dedent(
+    """
+    import subprocess, sys, time
+    from harness.engines.lifetime import terminate_subprocesses_with_this_process
+
+    terminate_subprocesses_with_this_process()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    print(child.pid, flush=True)
+    time.sleep(600)
+    """
+)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -122,6 +137,11 @@ def test_an_engine_killed_while_it_starts_dies_with_its_parent(tmp_path):
 @LINUX_ONLY
 def test_a_server_started_by_a_killed_parent_is_terminated(tmp_path):
     assert _kill_parent_and_wait(SERVING, tmp_path) == []
+
+
+@LINUX_ONLY
+def test_a_subprocess_of_a_killed_test_session_is_terminated(tmp_path):
+    assert _kill_parent_and_wait(SESSION, tmp_path) == []
 
 
 def test_an_engine_start_without_memory_gets_one_line(tmp_path, monkeypatch):
