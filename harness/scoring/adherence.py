@@ -134,9 +134,8 @@ def point_band(
     `points` > 1: Bonferroni over that many points, so the band holds at all of them at once."""
     adjusted = 1 - (1 - level) / points
     if not anytime:
-        covered = ~np.isnan(matrix)
-        k, n = np.nansum(matrix, axis=0), covered.sum(axis=0)
-        low, high = binomial_interval(k, n, level=adjusted)
+        k, n = np.nansum(matrix, axis=0), (~np.isnan(matrix)).sum(axis=0)
+        low, high = _clopper_band(k, n, level, points)
         method = "clopper-pearson"
     else:
         # a window passes or fails: the value type is binary, whatever the data
@@ -147,6 +146,12 @@ def point_band(
         low, high = np.array([c.low for c in cis]), np.array([c.high for c in cis])
         method = BINARY_CS
     return low, high, method if points == 1 else f"{method}, bonferroni over {points} points"
+
+
+def _clopper_band(k: np.ndarray, n: np.ndarray, level: float, points: int = 1):
+    """Clopper-Pearson at each point from its passes k and samples n, Bonferroni over
+    `points` (point_band's fixed-sample band, for callers that count k and n themselves)."""
+    return binomial_interval(k, n, level=1 - (1 - level) / points)
 
 
 def adherence_curves(
@@ -184,7 +189,7 @@ def _curve(cond: pd.DataFrame, level: float, anytime: bool) -> tuple:
         return grid, _nanmean(matrix, 0), low, high, (~np.isnan(matrix)).sum(axis=0), method
     grid, codes = _pass_codes(cond)
     k, n = (codes == 1).sum(axis=0).astype(float), (codes >= 0).sum(axis=0)
-    low, high = binomial_interval(k, n, level=1 - (1 - level) / 1)  # point_band's level
+    low, high = _clopper_band(k, n, level)
     with np.errstate(invalid="ignore", divide="ignore"):  # a point no sample covers: NaN
         a = k / n
     return grid, a, low, high, n, "clopper-pearson"
