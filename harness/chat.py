@@ -66,7 +66,7 @@ class ChatFormat:
 
     def encode_many(self, texts: list[str]) -> list[list[int]]:
         """`encode` of each text (through the fast backend where exact: `harness.tokens`)."""
-        return [tokens.encode(self.tokenizer, text) for text in texts]
+        return tokens.encode_many(self.tokenizer, texts)
 
     def prompt_ids(self, system: SystemPrompt, user: str) -> list[int]:
         """The initial prompt: [system turn], user turn, then the assistant header (see the

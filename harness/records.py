@@ -160,10 +160,17 @@ class GenerationRecord(BaseModel):
         """0-based offsets of the generated tokens per assistant turn (turn 1 only, for a
         single reply), in order; `kind="logged"`: the logged replies' instead."""
         turns: dict[int, list[int]] = {}
+        ordered: dict[int, bool] = {}  # the turn's segments so far ascending, none overlapping
         for seg in self.segments:
             if seg.kind == kind:
-                turns.setdefault(seg.turn or 1, []).extend(range(seg.start, seg.end))
-        return {turn: sorted(set(pos)) for turn, pos in sorted(turns.items())}
+                turn = seg.turn or 1
+                pos = turns.setdefault(turn, [])
+                ordered[turn] = ordered.get(turn, True) and (not pos or seg.start > pos[-1])
+                pos.extend(range(seg.start, seg.end))
+        return {
+            turn: pos if ordered[turn] else sorted(set(pos))
+            for turn, pos in sorted(turns.items())
+        }
 
     def position_roles(self) -> list[tuple[int, str]]:
         """(turn, role) per continuation offset: role `assistant` (generated), `user`,
@@ -185,7 +192,10 @@ class GenerationRecord(BaseModel):
 
     def generated_positions(self) -> list[int]:
         """0-based continuation offsets of the generated tokens, in order."""
-        positions = {
-            p for seg in self.segments if seg.kind == "generated" for p in range(seg.start, seg.end)
-        }
-        return sorted(positions)
+        positions: list[int] = []
+        ordered = True  # segments ascending and apart: their ranges joined are sorted, unique
+        for seg in self.segments:
+            if seg.kind == "generated" and seg.end > seg.start:
+                ordered = ordered and (not positions or seg.start > positions[-1])
+                positions.extend(range(seg.start, seg.end))
+        return positions if ordered else sorted(set(positions))

@@ -45,6 +45,17 @@ def encode(tokenizer, text: str) -> list[int]:
     return backend.encode(text, add_special_tokens=False).ids
 
 
+def encode_many(tokenizer, texts: list[str]) -> list[list[int]]:
+    """`encode` of each text: one call to the backend's batch encoder, without offsets
+    (`encode_batch_fast`, where the installed tokenizers has it): the same ids for ~15 % less
+    CPU than a call per text (bench/scoring.py's replies)."""
+    backend = encoder(tokenizer)
+    if backend is None:
+        return [encode(tokenizer, text) for text in texts]
+    batch = getattr(backend, "encode_batch_fast", backend.encode_batch)
+    return [found.ids for found in batch(texts, add_special_tokens=False)]
+
+
 def encode_offsets(tokenizer, text: str) -> tuple[list[int], list[tuple[int, int]]] | None:
     """(ids, character offsets) of `text` without special tokens; None for a tokenizer that
     gives no offsets (slow ones)."""
