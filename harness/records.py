@@ -168,8 +168,7 @@ class GenerationRecord(BaseModel):
                 ordered[turn] = ordered.get(turn, True) and (not pos or seg.start > pos[-1])
                 pos.extend(range(seg.start, seg.end))
         return {
-            turn: pos if ordered[turn] else sorted(set(pos))
-            for turn, pos in sorted(turns.items())
+            turn: pos if ordered[turn] else sorted(set(pos)) for turn, pos in sorted(turns.items())
         }
 
     def position_roles(self) -> list[tuple[int, str]]:

@@ -80,8 +80,7 @@ def test_positions_of_segments_out_of_order_or_overlapping_are_sorted_and_unique
     record = GenerationRecord.model_validate(ROW)
     spans = [(5, 6, 2), (0, 3, 1), (2, 4, 1), (4, 4, 2)]  # (start, end, turn)
     segments = [
-        record.segments[0].model_copy(update={"start": a, "end": b, "turn": t})
-        for a, b, t in spans
+        record.segments[0].model_copy(update={"start": a, "end": b, "turn": t}) for a, b, t in spans
     ]
     shuffled = record.model_copy(update={"segments": segments})
     assert shuffled.generated_positions() == [0, 1, 2, 3, 5]
