@@ -10,7 +10,7 @@ generated tokens only).
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from dataclasses import dataclass
 
 from harness.records import GenerationRecord
 from harness.tokens import decode_many
@@ -19,8 +19,10 @@ from harness.tokens import decode_many
 _SENTENCE_END_CHARS = (".", "!", "?", "。", "！", "？", "\n")
 
 
-class Window(BaseModel):
-    model_config = ConfigDict(frozen=True)
+@dataclass(frozen=True, slots=True)
+class Window:
+    """One window of a sample (a plain value: ~30,000 are cut per 10,000 logged replies, and
+    every field is computed here, so there is nothing to validate)."""
 
     index: int  # 0-based window number within the sample
     t_start: int  # continuation position (1-based) of the first token
@@ -32,6 +34,8 @@ class Window(BaseModel):
 
 def _runs(positions: list[int]) -> list[list[int]]:
     """Split sorted positions into runs of consecutive offsets (one per uninterrupted stretch)."""
+    if not positions or positions[-1] - positions[0] == len(positions) - 1:
+        return [positions] if positions else []  # sorted and unique: one stretch, or none
     runs: list[list[int]] = []
     for p in positions:
         if runs and p == runs[-1][-1] + 1:
