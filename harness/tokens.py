@@ -7,6 +7,8 @@ transformers' calls, unchanged.
 
 from __future__ import annotations
 
+import contextlib
+import weakref
 from typing import Any
 
 
@@ -19,9 +21,25 @@ def encoder(tokenizer) -> Any | None:
     return backend
 
 
+# tokenizer -> its `_decoder` answer: asked once per decode, ~100,000 times per 10,000 logged
+# replies, while the answer depends on the tokenizer's class and settings only
+_DECODERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _decoder(tokenizer) -> Any | None:
     """The backend where its `decode` is transformers' `decode`: the stock fast class's
     `_decode` (not a subclass's own), with no clean-up of tokenization spaces."""
+    try:
+        return _DECODERS[tokenizer]
+    except (KeyError, TypeError):  # TypeError: an object that takes no weak reference
+        pass
+    found = _find_decoder(tokenizer)
+    with contextlib.suppress(TypeError):
+        _DECODERS[tokenizer] = found
+    return found
+
+
+def _find_decoder(tokenizer) -> Any | None:
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None or getattr(tokenizer, "clean_up_tokenization_spaces", True):
         return None

@@ -193,6 +193,17 @@ def result_frame(row: type[ResultRow], rows: Any = ()) -> pd.DataFrame:
     writes them unchanged). Raises ValueError naming the file, the column and a bad value."""
     if isinstance(rows, pd.DataFrame):
         frame = rows
+    elif (
+        row.extra_pattern is None
+        and isinstance(rows, list)
+        and rows
+        and all(type(r) is row for r in rows)
+    ):
+        # rows of this very model are flat: their fields, column by column, make the same
+        # frame as their dumps row by row, at half the cost (~200,000 rows per 10,000 logged
+        # conversations)
+        fields = [r.__dict__ for r in rows]
+        frame = pd.DataFrame({c: [f[c] for f in fields] for c in row.columns()})
     else:
         rows = [r.model_dump() if isinstance(r, BaseModel) else r for r in rows]
         present = list(dict.fromkeys(k for r in rows for k in r)) if rows else row.columns()

@@ -47,7 +47,14 @@ def score_turns(
         checks = item_checks(item, config.languages)
         ident = {k: getattr(record, k) for k in ("run_id", "model", "item", "policy", "seed")}
         for turn, positions in record.turn_positions(kind).items():
-            ids = [record.continuation_ids[p] for p in positions]
+            first, last = positions[0], positions[-1]
+            # a reply's tokens are one stretch unless something was injected into it
+            contiguous = last - first == len(positions) - 1
+            ids = (
+                record.continuation_ids[first : last + 1]
+                if contiguous
+                else [record.continuation_ids[p] for p in positions]
+            )
             text = decode(tokenizer, ids)
             base = {
                 **ident,
