@@ -12,6 +12,7 @@ from harness.config import ScoringConfig, TaskItem, TaskSuite
 from harness.records import GenerationRecord
 from harness.results import TurnRow
 from harness.scoring.score import item_checks, item_index, score_checks
+from harness.scoring.windows import stretch_texts
 from harness.tokens import decode
 
 TURN_COLUMNS = TurnRow.columns()
@@ -48,14 +49,12 @@ def score_turns(
         ident = {k: getattr(record, k) for k in ("run_id", "model", "item", "policy", "seed")}
         for turn, positions in record.turn_positions(kind).items():
             first, last = positions[0], positions[-1]
-            # a reply's tokens are one stretch unless something was injected into it
-            contiguous = last - first == len(positions) - 1
-            ids = (
-                record.continuation_ids[first : last + 1]
-                if contiguous
-                else [record.continuation_ids[p] for p in positions]
-            )
-            text = decode(tokenizer, ids)
+            # a reply's tokens are one stretch unless something was injected into it (then
+            # decoded as one sequence, the reminder left out)
+            if last - first == len(positions) - 1:
+                (text,) = stretch_texts(record, tokenizer, [(first, last)])
+            else:
+                text = decode(tokenizer, [record.continuation_ids[p] for p in positions])
             base = {
                 **ident,
                 "task": record.task or task,

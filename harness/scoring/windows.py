@@ -10,6 +10,7 @@ generated tokens only).
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 from harness.records import GenerationRecord
@@ -43,6 +44,30 @@ def _runs(positions: list[int]) -> list[list[int]]:
         else:
             runs.append([p])
     return runs
+
+
+# id(record) -> {(id(tokenizer), first, last): text}: a reply's stretch of tokens is decoded
+# once per record, though its turn row, the response text and a window holding the whole
+# reply all need it (decoding is a third of scoring a logged reply that no detector reads);
+# an entry leaves with its record
+_STRETCH_TEXTS: dict[int, dict[tuple[int, int, int], str]] = {}
+
+
+def stretch_texts(
+    record: GenerationRecord, tokenizer, stretches: list[tuple[int, int]]
+) -> list[str]:
+    """The decoded text of each stretch (first, last): continuation offsets, inclusive, of
+    consecutive tokens), as `decode_many` of their ids gives it."""
+    cache = _STRETCH_TEXTS.get(id(record))
+    if cache is None:
+        cache = _STRETCH_TEXTS[id(record)] = {}
+        weakref.finalize(record, _STRETCH_TEXTS.pop, id(record), None)
+    keys = [(id(tokenizer), first, last) for first, last in stretches]
+    todo = list(dict.fromkeys(key for key in keys if key not in cache))
+    ids = record.continuation_ids
+    decoded = decode_many(tokenizer, [ids[first : last + 1] for _, first, last in todo])
+    cache.update(zip(todo, decoded, strict=True))
+    return [cache[key] for key in keys]
 
 
 def window_bounds(
@@ -98,13 +123,13 @@ def split_windows(
     bounds = _turn_bounds(record, positions, size, ends)
     # Decode each uninterrupted stretch separately: a reminder between them is a break in the
     # text, never glued into a word.
-    chunks: list[list[int]] = []
+    chunks: list[tuple[int, int]] = []
     owner: list[int] = []
     for k, (a, b) in enumerate(bounds):
         for run in _runs(positions[a:b]):
-            chunks.append([ids[p] for p in run])
+            chunks.append((run[0], run[-1]))
             owner.append(k)
-    decoded = decode_many(tokenizer, chunks)
+    decoded = stretch_texts(record, tokenizer, chunks)
     texts: list[list[str]] = [[] for _ in bounds]
     for k, piece in zip(owner, decoded, strict=True):
         texts[k].append(piece)
@@ -123,7 +148,5 @@ def split_windows(
 
 def response_text(record: GenerationRecord, tokenizer) -> str:
     """The whole generated text (for response-scope checks), stretches joined by a newline."""
-    ids = record.continuation_ids
     runs = _runs(record.generated_positions())
-    pieces = decode_many(tokenizer, [[ids[p] for p in run] for run in runs])
-    return "\n".join(pieces)
+    return "\n".join(stretch_texts(record, tokenizer, [(run[0], run[-1]) for run in runs]))

@@ -20,7 +20,7 @@ from harness.scoring.adherence import (
     survival_curves,
     window_passes,
 )
-from harness.scoring.windows import window_bounds
+from harness.scoring.windows import _STRETCH_TEXTS, response_text, stretch_texts, window_bounds
 
 
 class WordTokenizer:
@@ -55,6 +55,34 @@ def test_fixed_windows_skip_injected_tokens_and_report_positions():
     ]
     assert "REMIND" not in " ".join(w.text for w in windows)
     assert windows[1].text == ".\nthe cat"  # stretches on either side of a reminder
+
+
+class CountingTokenizer(WordTokenizer):
+    def __init__(self):
+        self.decoded: list[list[int]] = []
+
+    def batch_decode(self, batches, skip_special_tokens=True):
+        self.decoded += [list(ids) for ids in batches]
+        return super().batch_decode(batches, skip_special_tokens)
+
+
+def test_a_stretch_is_decoded_once_per_record_and_forgotten_with_it():
+    ids = [0, 1, 2, 3, 4, 5, 6, 7]
+    segments = [
+        {"kind": "generated", "start": 0, "end": 4},
+        {"kind": "injected", "start": 4, "end": 5},
+        {"kind": "generated", "start": 5, "end": 8},
+    ]
+    record, tokenizer = _record(ids, segments), CountingTokenizer()
+    # the response text and windows holding whole stretches need the same two decodes
+    assert response_text(record, tokenizer) == "the cat sat .\nle chat dort"
+    windows = split_windows(record, tokenizer, size=4)
+    assert [w.text for w in windows] == ["the cat sat .", "le chat dort"]
+    assert stretch_texts(record, tokenizer, [(5, 7), (1, 2)]) == ["le chat dort", "cat sat"]
+    assert tokenizer.decoded == [[0, 1, 2, 3], [5, 6, 7], [1, 2]]
+    key = id(record)
+    del record
+    assert key not in _STRETCH_TEXTS
 
 
 def test_restatement_tokens_are_excluded():
