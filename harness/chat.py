@@ -52,6 +52,8 @@ class ChatFormat:
         # user turn -> its labelled tokens: a template renders the same turn the same way, and
         # logs repeat user messages ("continue", "thanks"); bounded, cleared when full
         self._turns: dict[tuple, list[tuple[int, str, str]]] = {}
+        # (that key, closed by the model's own EOS) -> the turn's pieces, decoded once
+        self._pieces: dict[tuple, list[TurnPiece]] = {}
         # (system, first user message) -> prompt ids, the same way: a log's conversations
         # share a system prompt and often their opening message (a render and an encode each)
         self._prompts: dict[tuple, list[int]] = {}
@@ -194,10 +196,15 @@ class ChatFormat:
             labelled = self._label_turn(user, reminder, placement, source)
             if len(self._turns) >= 4096:
                 self._turns.clear()
+                self._pieces.clear()
             self._turns[key] = labelled
-        if last_token is not None and labelled and last_token == labelled[0][0] == self.eos_id:
-            labelled = labelled[1:]  # the model closed its turn itself: no second EOS
-        return self._group(labelled)
+        # the model closed its turn itself: no second EOS
+        closed = last_token is not None and bool(labelled) and last_token == labelled[0][0]
+        closed = closed and last_token == self.eos_id
+        pieces = self._pieces.get((key, closed))
+        if pieces is None:
+            pieces = self._pieces[(key, closed)] = self._group(labelled[1:] if closed else labelled)
+        return [(kind, src, list(ids), text) for kind, src, ids, text in pieces]
 
     def _label_turn(
         self, user: str, reminder: str | None, placement: str, source: str
