@@ -7,7 +7,8 @@ adaptive policy (did the last window violate the item's window-scope checks?).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+import operator
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from harness.checks import Check
@@ -70,10 +71,11 @@ def score_records(
     config: ScoringConfig | None = None,
     judges=None,
     memo: dict | None = None,
+    as_dicts: bool = False,
 ) -> list[WindowRow]:
     """Rows for every (record, window, window-scope check) and (record, response-scope check).
 
-    Scored by `score_checks` (`memo`: see there). `judges`: the JudgeRunner
+    Scored by `score_checks` (`memo`, `as_dicts`: see there). `judges`: the JudgeRunner
     (`harness.scoring.judge`) that judge checks ask; None is an error only if there are any.
     """
     config = config or ScoringConfig()
@@ -92,13 +94,23 @@ def score_records(
             else:
                 full = response_text(record, tokenizer) if full is None else full
                 jobs.append((check, _where(record, task, None), full))
-    rows = score_checks(WindowRow, jobs, judges, memo)
-    rows.sort(key=lambda r: (r.run_id, r.model, r.item, r.policy, r.seed, r.sample, r.window))
+    rows = score_checks(WindowRow, jobs, judges, memo, as_dicts)
+    rows.sort(key=row_key("run_id", "model", "item", "policy", "seed", "sample", "window"))
     return rows
 
 
+def row_key(*columns: str) -> Callable[[Any], tuple]:
+    """A sort key over `columns` of rows given as models or as dicts (`as_dicts`)."""
+    by_item, by_attr = operator.itemgetter(*columns), operator.attrgetter(*columns)
+    return lambda r: by_item(r) if type(r) is dict else by_attr(r)
+
+
 def score_checks(
-    row: type[Row], jobs: Iterable[tuple[Check, dict, str]], judges, memo: dict | None = None
+    row: type[Row],
+    jobs: Iterable[tuple[Check, dict, str]],
+    judges,
+    memo: dict | None = None,
+    as_dicts: bool = False,
 ) -> list[Row]:
     """The one check-scoring routine (windows, conversation turns, fork arms): each job is
     (check, the row's other columns, text); every check scores all its distinct texts in one
@@ -107,7 +119,10 @@ def score_checks(
     the columns check, value, passed, reason (and scope, where `row` has it) filled in.
     `judges`: the JudgeRunner judge checks ask (None is an error only if there are any).
     `memo`: results by (check, text) shared by calls that score the same texts (a reply that
-    fits in one window is that window's text too), filled in here."""
+    fits in one window is that window's text too), filled in here. `as_dicts`: each row as
+    the dict of its columns, unvalidated, for a caller that frames them at once
+    (`results.result_frame` checks every column of the file; a logged conversation's ~24 rows
+    cost 3x more as models)."""
     batches: dict[int, tuple[Check, list[tuple[dict, str]]]] = {}
     for check, base, text in jobs:
         batches.setdefault(id(check), (check, []))[1].append((base, text))
@@ -131,7 +146,9 @@ def score_checks(
                 "passed": check.passed(result),
                 "reason": result.reason,
             }
-            rows.append(row(**base, **fixed, **verdict))
+            rows.append(
+                {**base, **fixed, **verdict} if as_dicts else row(**base, **fixed, **verdict)
+            )
     return rows
 
 

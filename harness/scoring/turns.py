@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from harness.config import ScoringConfig, TaskItem, TaskSuite
 from harness.records import GenerationRecord
 from harness.results import TurnRow
-from harness.scoring.score import item_checks, item_index, score_checks
+from harness.scoring.score import item_checks, item_index, row_key, score_checks
 from harness.scoring.windows import stretch_texts
 from harness.tokens import decode
 
@@ -30,9 +30,10 @@ def score_turns(
     config: ScoringConfig | None = None,
     judges=None,
     memo: dict | None = None,
+    as_dicts: bool = False,
 ) -> list[TurnRow]:
     """turns.csv rows of every conversation record (single replies give none); each check
-    scores all its replies in one batch (`score_checks`, `memo` as there)."""
+    scores all its replies in one batch (`score_checks`, `memo` and `as_dicts` as there)."""
     config = config or ScoringConfig()
     index = item_index(suites)
     jobs = []
@@ -68,6 +69,6 @@ def score_turns(
                 "tokens": len(positions),
             }
             jobs += [(check, base, text) for check in checks]
-    rows = score_checks(TurnRow, jobs, judges, memo)
-    rows.sort(key=lambda r: (r.model, r.item, r.policy, r.history, r.sample, r.turn))
+    rows = score_checks(TurnRow, jobs, judges, memo, as_dicts)
+    rows.sort(key=row_key("model", "item", "policy", "history", "sample", "turn"))
     return rows

@@ -147,6 +147,16 @@ def test_score_records_rows_per_window_and_response():
     assert set(frame["task"]) == {"demo"} and set(frame["sample"]) == {2}
 
 
+def test_rows_as_dicts_are_the_models_dumps_in_the_same_order():
+    records = [_record([0, 1, 2, 3, 5, 6, 7, 3], model="m", sample=k) for k in (2, 0, 1)]
+    config = ScoringConfig(window=3)
+    models = score_records(records, SUITE, WordTokenizer(), config)
+    dicts = score_records(records, SUITE, WordTokenizer(), config, as_dicts=True)
+    assert all(type(d) is dict for d in dicts)
+    assert dicts == [m.model_dump() for m in models]
+    assert rows_frame(dicts).to_csv() == rows_frame(models).to_csv()
+
+
 def test_score_records_unknown_item_is_a_user_error():
     record = GenerationRecord.from_transcript({"item": "nope", "continuation_ids": [0]})
     with pytest.raises(UserError, match="no such item"):
