@@ -26,7 +26,7 @@ from harness.chatlogs import LogCounts, LoggedConversation, validate_chat_logs
 from harness.config import ScoringConfig, TaskSuite
 from harness.errors import UserError
 from harness.interop import read_conversations
-from harness.records import GenerationRecord, Segment, TokenCounts
+from harness.records import GenerationRecord, TokenCounts
 from harness.results import LoggedRow, TurnRow, WindowRow, as_bool, result_frame
 from harness.scoring.score import item_index, score_records
 from harness.scoring.turns import score_turns
@@ -112,7 +112,7 @@ def logged_record(
     segments (turn k), each later user message a `user` segment inside template `markup`."""
     exchanges = [(k, u, r) for k, u, r in conversation.scored_turns() if r is not None]
     ids: list[int] = []
-    segments: list[Segment] = []
+    segments: list[dict] = []  # validated as Segments with the record, in one call
     counts = {"generated": 0, "user": 0, "markup": 0}
     encoded = fmt.encode_many([reply for _, _, reply in exchanges])
     for index, ((turn, user, reply), reply_ids) in enumerate(zip(exchanges, encoded, strict=True)):
@@ -138,13 +138,13 @@ def logged_record(
     )  # fmt: skip
 
 
-def _append(ids: list[int], segments: list[Segment], kind, piece, text: str, turn: int) -> None:
+def _append(ids: list[int], segments: list[dict], kind, piece, text: str, turn: int) -> None:
     if not piece:  # an empty reply has no tokens, hence no rows
         return
     source = {"generated": "model", "user": "user", "markup": "chat"}[kind]
     segments.append(
-        Segment(kind=kind, start=len(ids), end=len(ids) + len(piece), source=source, text=text,
-                turn=turn)
+        {"kind": kind, "start": len(ids), "end": len(ids) + len(piece), "source": source,
+         "text": text, "turn": turn}
     )  # fmt: skip
     ids.extend(piece)
 
