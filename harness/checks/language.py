@@ -92,10 +92,10 @@ def _langid_for(codes: frozenset[str]):
     probabilities normalised over them; None when it knows fewer than two of them."""
     from py3langid.langid import MODEL_FILE
 
-    from harness.checks.langid_scan import MemoIdentifier  # lazy: loads py3langid
+    from harness.checks.langid_scan import BatchIdentifier  # lazy: loads py3langid
 
-    # py3langid's values, its byte scan memoised per word (harness.checks.langid_scan)
-    identifier = MemoIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    # py3langid's values, its byte scan done per batch (harness.checks.langid_scan)
+    identifier = BatchIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
     known = sorted(codes & set(identifier.nb_classes))
     if len(known) < 2:
         return None
@@ -127,7 +127,7 @@ def candidate_probabilities(
     if not texts:
         return []
     identifier = _langid_for(codes)
-    langid = [dict(identifier.rank(t)) for t in texts] if identifier is not None else None
+    langid = [dict(r) for r in identifier.rank_many(texts)] if identifier is not None else None
     knows_all = langid is not None and set(identifier.nb_classes) == codes
     alone = [
         knows_all and langid_alone_from is not None and len(t.strip()) >= langid_alone_from
