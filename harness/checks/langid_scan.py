@@ -13,12 +13,15 @@ it: `depth` vectorised steps over the batch's bytes, the texts joined with `dept
 Each text's features are then counted and put in the order of their first occurrence, as
 `Counter` does over the walk, and the naive-Bayes dot product adds the same float32 terms in the
 same order (the float16 table cast to float32 once: the cast is exact and is the one the product
-does): `rank` is py3langid's own code on these counts and returns exactly py3langid's values
-(tests/unit/test_langid_scan.py compares them).
+does). `rank` is then py3langid's own code on these counts; `probabilities_many` normalises a
+chunk's scores as one array, the same float32 operations per text as py3langid's `_decide`. Both
+return exactly py3langid's values (tests/unit/test_langid_scan.py compares them; so did the
+27,510 texts of bench/scoring.py's 2,500-conversation log).
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Sequence
 
@@ -52,10 +55,11 @@ def scanner_depth(identifier: LanguageIdentifier) -> int:
 
 class BatchIdentifier(LanguageIdentifier):
     """A LanguageIdentifier whose feature counts come from one vectorised walk per batch (see
-    the module docstring); `rank_many` ranks a batch, `rank` one text; everything else is
-    py3langid's own code (`from_model_file`, `set_languages`, `rank`, `_decide`)."""
+    the module docstring): `probabilities_many` scores a batch, py3langid's own `rank` one
+    text (its `_decide` on the walk's counts); `from_model_file` and `set_languages` are
+    py3langid's."""
 
-    __slots__ = ("_moves", "_np_rowbase", "_np_output", "_table", "_pending")
+    __slots__ = ("_moves", "_np_rowbase", "_np_output", "_table")
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -66,7 +70,6 @@ class BatchIdentifier(LanguageIdentifier):
         if not self.pad_resets():
             raise ValueError("py3langid's scanner has features with byte 0xFF: cannot batch")
         self._table: np.ndarray | None = None
-        self._pending: dict[bytes, tuple[np.ndarray, np.ndarray] | None] = {}
 
     def pad_resets(self) -> bool:
         """Byte 0xFF sends every state to the start state, which has no feature."""
@@ -76,26 +79,51 @@ class BatchIdentifier(LanguageIdentifier):
         super().set_languages(langs)
         self._table = None  # the float32 table of the new columns, cast at first use
 
-    def rank_many(self, texts: Sequence[str]) -> list[list[tuple[str, float]]]:
-        """`rank` of each text: the walk of a chunk of texts at once, then py3langid's `rank`
-        of each on the counts."""
-        out: list[list[tuple[str, float]]] = []
+    def probabilities_many(self, texts: Sequence[str]) -> list[dict[str, float]]:
+        """`dict(self.rank(text))` of each text (py3langid's normalised probabilities; needs
+        `norm_probs`): a chunk of texts walked at once, its scores normalised as one array."""
+        if not self._norm_probs:
+            raise ValueError("probabilities_many needs norm_probs=True")
+        out: list[dict[str, float]] = []
         start = 0
         while start < len(texts):
             datas, size = [], 0
             while start + len(datas) < len(texts) and (not datas or size < CHUNK_BYTES):
                 datas.append(self._encode(texts[start + len(datas)]))
                 size += len(datas[-1])
-            self._pending = dict(zip(datas, self.feature_counts(datas), strict=True))
-            try:
-                out += [self.rank(text) for text in texts[start : start + len(datas)]]
-            finally:
-                self._pending = {}
+            out += self._normalised(datas)
             start += len(datas)
         return out
 
+    def _normalised(self, datas: list[bytes]) -> list[dict[str, float]]:
+        """py3langid's `_decide` and `rank` of encoded texts, row by row of one array: the same
+        float32 operations on the same operands per text (a row's max and sum reduce it as
+        they reduce a text's own array; numpy's float32 `exp` is one algorithm for every
+        element), so the same values (tests/unit/test_langid_scan.py compares them)."""
+        scores = np.stack([self._product(found) for found in self.feature_counts(datas)])
+        factors = [1.0 / math.sqrt(len(data) or 1) for data in datas]
+        scores *= np.array(factors).astype(np.float32)[:, None]  # as a float32 scalar each
+        np.exp(scores - scores.max(axis=1, keepdims=True), out=scores)
+        scores /= scores.sum(axis=1, keepdims=True)
+        for i, j in self._alias_pairs:
+            scores[:, i] += scores[:, j]
+            scores[:, j] = 0.0
+        classes = self.nb_classes
+        if not self._alias_pairs:
+            return [dict(zip(classes, row, strict=True)) for row in scores.tolist()]
+        out = []
+        for row in scores.tolist():
+            merged: dict[str, float] = {}
+            for lang, score in zip(classes, row, strict=True):
+                merged.setdefault(lang, score)  # the first column holds the merged score
+            out.append(merged)
+        return out
+
     def _raw_score(self, text):
-        found = self._pending[text] if text in self._pending else self.feature_counts([text])[0]
+        return self._product(self.feature_counts([text])[0])
+
+    def _product(self, found: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+        """py3langid's `_raw_score` of a text from its counts (float32 scores per class)."""
         if found is None:
             return super()._raw_score(b"")  # py3langid's own value for a featureless text
         features, counts = found

@@ -127,7 +127,7 @@ def candidate_probabilities(
     if not texts:
         return []
     identifier = _langid_for(codes)
-    langid = [dict(r) for r in identifier.rank_many(texts)] if identifier is not None else None
+    langid = identifier.probabilities_many(texts) if identifier is not None else None
     knows_all = langid is not None and set(identifier.nb_classes) == codes
     alone = [
         knows_all and langid_alone_from is not None and len(t.strip()) >= langid_alone_from

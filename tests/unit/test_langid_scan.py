@@ -47,17 +47,25 @@ def test_the_packaged_scanner_is_as_deep_as_the_batch_walk_assumes():
     assert BatchIdentifier.from_model_file(MODEL_FILE).pad_resets()
 
 
-def test_rank_is_py3langid_s_own_on_texts_words_and_odd_input():
+def test_probabilities_are_py3langid_s_own_on_texts_words_and_odd_input():
     plain, batch = _pair()
     texts = _texts()
-    expected = [plain.rank(t) for t in texts]
-    assert batch.rank_many(texts) == expected
-    assert [batch.rank(t) for t in texts] == expected  # one text at a time
-    assert batch.rank_many(texts[::-1]) == expected[::-1]  # other neighbours in the batch
-    assert batch.rank_many([]) == [] and batch.rank_many(["", " "]) == [
-        plain.rank(""),
-        plain.rank(" "),
-    ]
+    expected = [dict(plain.rank(t)) for t in texts]
+    assert batch.probabilities_many(texts) == expected
+    assert [dict(batch.rank(t)) for t in texts] == expected  # py3langid's rank, one text
+    assert batch.probabilities_many(texts[::-1]) == expected[::-1]  # other neighbours
+    assert batch.probabilities_many([]) == []
+    assert batch.probabilities_many(["", " "]) == [dict(plain.rank("")), dict(plain.rank(" "))]
+
+
+def test_the_full_model_with_its_aliased_labels_gives_the_same_values():
+    # unrestricted, py3langid's labels include aliases (two columns, one label): merged as
+    # its rank merges them
+    plain = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    batch = BatchIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    assert batch._alias_pairs
+    texts = _texts()[:60]
+    assert batch.probabilities_many(texts) == [dict(plain.rank(t)) for t in texts]
 
 
 def test_undecodable_bytes_with_0xff_are_walked_as_py3langid_walks_them():
@@ -71,7 +79,7 @@ def test_small_chunks_give_the_same_values(monkeypatch):
     monkeypatch.setattr(langid_scan, "CHUNK_BYTES", 64)
     plain, batch = _pair()
     texts = _texts()[:40]
-    assert batch.rank_many(texts) == [plain.rank(t) for t in texts]
+    assert batch.probabilities_many(texts) == [dict(plain.rank(t)) for t in texts]
 
 
 def test_the_counts_are_the_plain_walk_s_in_its_order():
