@@ -7,10 +7,13 @@ Run: `harness bench checks [--quick]`. Each set of harness/checks/validation/ is
 docs/checks.md, the language sets also per target language; the mixed-language stratum apart.
 Goals (issue 30, read on the frozen half `language-test`): >= 99 % right from 30 characters,
 >= 95 % for 10-30, <= 1 % abstentions above 20 characters; the deterministic checks (set
-`checks`): >= 90 % right. Then, in two fresh processes side by side, the detector alone as
-before (lingua) and as now (lingua + py3langid): RSS added, build time, time per reply, and
-the share right per band on the frozen half, with the rule before (lingua's confidence >= 0.5,
-20 letters) and now. `--quick`: the frozen half and the rows without `window` only (no
+`checks`): >= 90 % right. Then the choice of `LANGID_ALONE_FROM` (py3langid alone from that many
+characters): the dev half's share right per band for several lengths, and the frozen half's table
+under the mean of both detectors everywhere (the rule before) and the rule now, row by row. Then,
+in three fresh processes side by side, the detector as lingua alone, as the mean of both and as
+the rule now: RSS added, build time, time and CPU per reply, and the share right per band on the
+frozen half, with the rule before those (lingua's confidence >= 0.5, 20 letters) and each of
+them. `--quick`: the frozen half and the rows without `window` only (no
 tokenizer, no detector processes): seconds; exits 1 when a goal is missed.
 """
 
