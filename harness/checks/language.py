@@ -211,7 +211,8 @@ class LanguageCheck(Check):
         """Score a batch: py3langid on every text, one parallel call to lingua for the texts
         that need it (its parallel API releases the GIL)."""
         prepared = [strip_code(text) for text in texts]
-        counts = [letter_count(prose) for prose in prepared]
+        # exact below abstain_below (the reason names the count), not counted further above
+        counts = [letter_count(prose, self.abstain_below) for prose in prepared]
         todo = [i for i, n in enumerate(counts) if n >= self.abstain_below]
         # LANGID_ALONE_FROM read at each call: bench/checks.py sets it to None to score the
         # rule before it (the mean everywhere) through this same path
@@ -230,10 +231,9 @@ class LanguageCheck(Check):
 
     def _verdict(self, probs: dict[str, float]) -> CheckResult:
         value = probs[self.target]
-        best, best_p = max(
-            ((code, p) for code, p in probs.items() if code != self.target),
-            key=lambda item: (item[1], item[0]),
-            default=("-", 0.0),
+        # the highest other probability, a tie to the later code (tuples compare p, then code)
+        best_p, best = max(
+            ((p, code) for code, p in probs.items() if code != self.target), default=(0.0, "-")
         )
         lead = value - best_p
         if lead >= self.margin:

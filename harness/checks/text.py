@@ -120,9 +120,18 @@ def letters(text: str) -> list[str]:
     return [ch for ch in text if ch.isalpha()]
 
 
-def letter_count(text: str) -> int:
-    """len(letters(text)), without building the list (the language check counts only)."""
-    return sum(map(str.isalpha, text))
+def letter_count(text: str, enough: int | None = None) -> int:
+    """len(letters(text)), without building the list (the language check counts only). With
+    `enough`, the count stops in the first 64-character piece that reaches it: exact below
+    `enough`, at least `enough` otherwise (a long reply is not counted to its end)."""
+    if enough is None:
+        return sum(map(str.isalpha, text))
+    found = 0
+    for start in range(0, len(text), 64):
+        found += sum(map(str.isalpha, text[start : start + 64]))
+        if found >= enough:
+            break
+    return found
 
 
 @register

@@ -140,3 +140,16 @@ def test_lingua_is_not_built_for_long_texts_only():
     assert [check.passed(r) for r in results] == [False, True]
     check.score_many([SHORT])
     assert calls() == before + 1
+
+
+def test_letter_count_with_enough_is_exact_below_it_and_stops_above():
+    from harness.checks.text import letter_count
+
+    short = "Ja, gut! 42"  # 5 letters
+    long = "x" * 10 + "1" * 500 + "y" * 1000
+    assert letter_count(short, 8) == letter_count(short) == 5
+    assert letter_count(long) == 1010
+    assert letter_count(long, 8) == 10  # the first 64-character piece already has 8
+    assert letter_count("1" * 100 + "abc", 8) == 3  # every piece counted when below
+    # the check's abstention reason names the exact count
+    assert _check("de").score(short).reason == "5 letters < 8"
