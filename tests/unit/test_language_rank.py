@@ -153,3 +153,21 @@ def test_letter_count_with_enough_is_exact_below_it_and_stops_above():
     assert letter_count("1" * 100 + "abc", 8) == 3  # every piece counted when below
     # the check's abstention reason names the exact count
     assert _check("de").score(short).reason == "5 letters < 8"
+
+
+@pytest.mark.parametrize(
+    ("text", "prose"),
+    [
+        ("Bonjour, le colis arrive demain.", "Bonjour, le colis arrive demain."),  # no marker
+        ("Lancez `pip install x` puis", "Lancez   puis"),
+        ("Voir https://example.com/a ici", "Voir   ici"),
+        ("Voir www.example.com ici", "Voir   ici"),
+        ("Code :\n~~~\nx = 1\n~~~\nfin", "Code :\n \nfin"),
+        ("x = 1\n```\nSuite du texte", "\nSuite du texte"),  # a window opening mid-fence
+        ("HTTP://EXAMPLE.COM reste", "HTTP://EXAMPLE.COM reste"),  # the URL pattern is lowercase
+    ],
+)
+def test_strip_code_removes_code_and_urls_and_leaves_prose_as_it_is(text, prose):
+    from harness.checks.text import strip_code
+
+    assert strip_code(text) == prose
