@@ -77,6 +77,7 @@ RULE_SWEEP = (10, 15, 20, 25, 30, 40, 60)  # LANGID_ALONE_FROM values tried on t
 def _scored_with(rows: list, langid_alone_from: int | None) -> list:
     """`rows` scored through the scoring path with LANGID_ALONE_FROM set (None: the mean of
     both detectors everywhere, the rule before)."""
+    # lazy: as every harness import of this script (its --detector children measure RSS)
     from harness.checks import language
     from harness.scoring.validation import score_labelled
 
@@ -91,6 +92,7 @@ def _scored_with(rows: list, langid_alone_from: int | None) -> list:
 def rule_choice() -> None:
     """The dev half's share right per band and LANGID_ALONE_FROM (where it was chosen); the
     frozen half's table under the mean everywhere (before) and the rule now, row by row."""
+    # lazy: as every harness import of this script (its --detector children measure RSS)
     from harness.checks.language import LANGID_ALONE_FROM
     from harness.scoring.validation import confusions, load_shipped
     from harness.scoring.validation_table import HEADER, table_row

@@ -15,8 +15,11 @@ from harness.checks.language import (
     LANGID_ALONE_FROM,
     LanguageCheck,
     _detector_for,
+    _langid_for,
     candidate_probabilities,
+    detector,
 )
+from harness.checks.text import letter_count, strip_code
 
 
 def _check(target: str, **fields) -> LanguageCheck:
@@ -88,8 +91,6 @@ def _lingua_approx(expected: dict) -> object:
 
 
 def _detectors(codes):
-    from harness.checks.language import _langid_for, detector
-
     return detector(codes), _langid_for(frozenset(codes))
 
 
@@ -143,8 +144,6 @@ def test_lingua_is_not_built_for_long_texts_only():
 
 
 def test_letter_count_with_enough_is_exact_below_it_and_stops_above():
-    from harness.checks.text import letter_count
-
     short = "Ja, gut! 42"  # 5 letters
     long = "x" * 10 + "1" * 500 + "y" * 1000
     assert letter_count(short, 8) == letter_count(short) == 5
@@ -168,6 +167,4 @@ def test_letter_count_with_enough_is_exact_below_it_and_stops_above():
     ],
 )
 def test_strip_code_removes_code_and_urls_and_leaves_prose_as_it_is(text, prose):
-    from harness.checks.text import strip_code
-
     assert strip_code(text) == prose
