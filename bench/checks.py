@@ -7,10 +7,13 @@ Run: `harness bench checks [--quick]`. Each set of harness/checks/validation/ is
 docs/checks.md, the language sets also per target language; the mixed-language stratum apart.
 Goals (issue 30, read on the frozen half `language-test`): >= 99 % right from 30 characters,
 >= 95 % for 10-30, <= 1 % abstentions above 20 characters; the deterministic checks (set
-`checks`): >= 90 % right. Then, in two fresh processes side by side, the detector alone as
-before (lingua) and as now (lingua + py3langid): RSS added, build time, time per reply, and
-the share right per band on the frozen half, with the rule before (lingua's confidence >= 0.5,
-20 letters) and now. `--quick`: the frozen half and the rows without `window` only (no
+`checks`): >= 90 % right. Then the choice of `LANGID_ALONE_FROM` (py3langid alone from that many
+characters): the dev half's share right per band for several lengths, and the frozen half's table
+under the mean of both detectors everywhere (the rule before) and the rule now, row by row. Then,
+in three fresh processes side by side, the detector as lingua alone, as the mean of both and as
+the rule now: RSS added, build time, time and CPU per reply, and the share right per band on the
+frozen half, with the rule before those (lingua's confidence >= 0.5, 20 letters) and each of
+them. `--quick`: the frozen half and the rows without `window` only (no
 tokenizer, no detector processes): seconds; exits 1 when a goal is missed.
 """
 
@@ -68,6 +71,65 @@ def score_sets(quick: bool) -> list[str]:
     return misses
 
 
+RULE_SWEEP = (10, 15, 20, 25, 30, 40, 60)  # LANGID_ALONE_FROM values tried on the dev half
+
+
+def _scored_with(rows: list, langid_alone_from: int | None) -> list:
+    """`rows` scored through the scoring path with LANGID_ALONE_FROM set (None: the mean of
+    both detectors everywhere, the rule before)."""
+    # lazy: as every harness import of this script (its --detector children measure RSS)
+    from harness.checks import language
+    from harness.scoring.validation import score_labelled
+
+    saved = language.LANGID_ALONE_FROM
+    language.LANGID_ALONE_FROM = langid_alone_from  # read by LanguageCheck.score_many
+    try:
+        return score_labelled(rows)
+    finally:
+        language.LANGID_ALONE_FROM = saved
+
+
+def rule_choice() -> None:
+    """The dev half's share right per band and LANGID_ALONE_FROM (where it was chosen); the
+    frozen half's table under the mean everywhere (before) and the rule now, row by row."""
+    # lazy: as every harness import of this script (its --detector children measure RSS)
+    from harness.checks.language import LANGID_ALONE_FROM
+    from harness.scoring.validation import confusions, load_shipped
+    from harness.scoring.validation_table import HEADER, table_row
+
+    dev = [row for row in load_shipped("language-dev") if row.check.type == "language"]
+    print("\n== py3langid alone from N characters: dev half, share right (main / mixed)")
+    print(f"{'N':>6} " + " ".join(f"{band:>8}" for band in BANDS) + f" {'mixed':>8}")
+    for n in (None, *RULE_SWEEP):
+        table = {
+            (c.group["stratum"], c.group["band"]): c
+            for c in confusions(_scored_with(dev, n), by=("stratum", "band"))
+        }
+        cells = [table[("main", band)].accuracy for band in BANDS] + [
+            table[("mixed", "all")].accuracy
+        ]
+        label = "mean" if n is None else str(n)
+        print(f"{label:>6} " + " ".join(f"{100 * x:6.1f} %" for x in cells))
+    test = [row for row in load_shipped("language-test") if row.check.type == "language"]
+    tables = {
+        label: confusions(_scored_with(test, n), by=("stratum", "check", "band"))
+        for label, n in (("mean", None), (f"now {LANGID_ALONE_FROM}", LANGID_ALONE_FROM))
+    }
+    print(f"\n== frozen half: the mean everywhere (before) and py3langid alone from "
+          f"{LANGID_ALONE_FROM} characters (now)")  # fmt: skip
+    print(HEADER)
+    for pair in zip(*tables.values(), strict=True):
+        for label, c in zip(tables, pair, strict=True):
+            print(table_row(c, f"language {label}"))
+
+
+def _cpu() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)  # every thread's, lingua's rayon pool too
+    return usage.ru_utime + usage.ru_stime
+
+
 def detector_child(kind: str) -> None:
     """In a fresh process: the detector's cost and the rule's share right per band, as JSON."""
     import psutil
@@ -81,11 +143,13 @@ def detector_child(kind: str) -> None:
     codes = sorted({*DEFAULT_CANDIDATE_LANGUAGES, *(row.check.target for row in rows)})
     rss = psutil.Process().memory_info().rss
     start = time.perf_counter()
-    probs = _probabilities(kind, texts[:1], codes)  # builds and loads the models
+    # the shortest reply: each kind builds and loads every detector it uses here
+    probs = _probabilities(kind, [min(texts, key=len)], codes)
     build = time.perf_counter() - start
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu()
     probs = _probabilities(kind, texts, codes)
     per_text = (time.perf_counter() - start) / len(texts)
+    cpu_per_text = (_cpu() - cpu) / len(texts)
     added = (psutil.Process().memory_info().rss - rss) / 2**20
     right: dict[str, list[int]] = {band: [0, 0] for band in BANDS}
     old_right: dict[str, list[int]] = {band: [0, 0] for band in BANDS}
@@ -99,13 +163,16 @@ def detector_child(kind: str) -> None:
         old_right[band][0] += old
         old_right[band][1] += 1
     print(json.dumps({"build_s": build, "per_text_ms": 1000 * per_text, "rss_mib": added,
+                      "cpu_per_text_ms": 1000 * cpu_per_text,
                       "right": right, "old_right": old_right}))  # fmt: skip
 
 
 def _probabilities(kind: str, texts: list[str], codes: list[str]) -> list[dict[str, float]]:
     from harness.checks.language import candidate_probabilities, detector
 
-    if kind == "both":
+    if kind == "mean":
+        return candidate_probabilities(texts, codes, langid_alone_from=None)
+    if kind == "now":
         return candidate_probabilities(texts, codes)
     found = detector(codes).compute_language_confidence_values_in_parallel(texts)
     return [
@@ -113,33 +180,38 @@ def _probabilities(kind: str, texts: list[str], codes: list[str]) -> list[dict[s
     ]
 
 
+DETECTOR_KINDS = {"lingua": "lingua alone", "mean": "mean of both", "now": "rule now"}
+
+
 def detector_cost() -> None:
     here = Path(__file__).resolve()
     got = {}
-    for kind in ("lingua", "both"):
+    for kind in DETECTOR_KINDS:
         out = subprocess.run([sys.executable, str(here), "--detector", kind],
                              check=True, capture_output=True, text=True).stdout  # fmt: skip
         got[kind] = json.loads(out.strip().splitlines()[-1])
-    a, b = got["lingua"], got["both"]
     print("\n== language detector, 12 default candidates, frozen half (main stratum)")
-    print(f"{'':<34} {'lingua alone':>14} {'lingua + py3langid':>20}")
-    print(f"{'RSS added (models loaded), MiB':<34} {a['rss_mib']:>14.0f} {b['rss_mib']:>20.0f}")
-    print(f"{'build + first reply, s':<34} {a['build_s']:>14.2f} {b['build_s']:>20.2f}")
-    print(f"{'time per reply (batch), ms':<34} {a['per_text_ms']:>14.3f} "
-          f"{b['per_text_ms']:>20.3f}  ({b['per_text_ms'] / a['per_text_ms']:.2f}x)")  # fmt: skip
+    print(f"{'':<34}" + "".join(f"{name:>14}" for name in DETECTOR_KINDS.values()))
+    for label, key, form in (
+        ("RSS added (models loaded), MiB", "rss_mib", "{:>14.0f}"),
+        ("build + first reply, s", "build_s", "{:>14.2f}"),
+        ("time per reply (batch), ms", "per_text_ms", "{:>14.3f}"),
+        ("CPU per reply (all threads), ms", "cpu_per_text_ms", "{:>14.3f}"),
+    ):
+        print(f"{label:<34}" + "".join(form.format(got[kind][key]) for kind in DETECTOR_KINDS))
+    a, b, c = (got[kind] for kind in DETECTOR_KINDS)
     for band in BANDS:
         k, n = a["old_right"][band]
-        k1, _ = a["right"][band]
-        k2, _ = b["right"][band]
-        print(f"right {band:<7} before (>= 0.5, 20 letters) {100 * k / n:5.1f} %; "
-              f"ranked first by 0.02: lingua {100 * k1 / n:5.1f} %, both {100 * k2 / n:5.1f} %"
-              f"  (n={n})")  # fmt: skip
+        print(f"right {band:<7} before (>= 0.5, 20 letters) {100 * k / n:5.1f} %; ranked first "
+              f"by 0.02: lingua {100 * a['right'][band][0] / n:5.1f} %, "
+              f"mean {100 * b['right'][band][0] / n:5.1f} %, "
+              f"now {100 * c['right'][band][0] / n:5.1f} %  (n={n})")  # fmt: skip
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="frozen half, no windows: seconds")
-    parser.add_argument("--detector", choices=("lingua", "both"), help=argparse.SUPPRESS)
+    parser.add_argument("--detector", choices=tuple(DETECTOR_KINDS), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.detector:
         detector_child(args.detector)
@@ -147,6 +219,7 @@ def main() -> int:
     start = time.perf_counter()
     misses = score_sets(args.quick)
     if not args.quick:
+        rule_choice()
         detector_cost()
     print(f"\n{time.perf_counter() - start:.1f} s")
     for miss in misses:

@@ -1,10 +1,17 @@
-"""Language identification among a candidate set: lingua and py3langid, averaged.
+"""Language identification among a candidate set: py3langid alone from 30 characters, below
+that lingua and py3langid averaged.
 
-Each detector is built once per process per candidate set and reused: lingua with all 75
-languages costs ~1.2 GB RSS, a dozen candidates ~340 MB with the models loaded; py3langid's
-model ships inside its package (no download) and adds ~10 MiB (bench/checks.py).
+py3langid (naive Bayes over byte n-grams, ~0.05 ms of CPU a text) is as right as the mean of both
+detectors from 30 characters (`LANGID_ALONE_FROM`) and decides those texts alone; shorter
+texts, and every text when py3langid does not know one of the candidates, get the mean with
+lingua (character n-gram rules), whose errors on short texts differ from py3langid's.
 
-The verdict is a ranking, not an absolute confidence: the target passes when its averaged
+Each detector is built once per process per candidate set, on first use, and reused: lingua
+with all 75 languages costs ~1.2 GB RSS, a dozen candidates ~356 MiB with the models loaded, so
+it is built only when a text needs it (a log of long replies never loads it); py3langid's model
+ships inside its package (no download) and adds ~10 MiB (bench/checks.py).
+
+The verdict is a ranking, not an absolute confidence: the target passes when its
 probability is the highest among the candidates by at least `margin`. An absolute threshold
 misreads short text, where the probability spreads over many candidates although the right
 language still ranks first (docs/checks.md has the measurements).
@@ -85,10 +92,10 @@ def _langid_for(codes: frozenset[str]):
     probabilities normalised over them; None when it knows fewer than two of them."""
     from py3langid.langid import MODEL_FILE
 
-    from harness.checks.langid_scan import MemoIdentifier  # lazy: loads py3langid
+    from harness.checks.langid_scan import BatchIdentifier  # lazy: loads py3langid
 
-    # py3langid's values, its byte scan memoised per word (harness.checks.langid_scan)
-    identifier = MemoIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    # py3langid's values, its byte scan done per batch (harness.checks.langid_scan)
+    identifier = BatchIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
     known = sorted(codes & set(identifier.nb_classes))
     if len(known) < 2:
         return None
@@ -96,21 +103,47 @@ def _langid_for(codes: frozenset[str]):
     return identifier
 
 
-def candidate_probabilities(texts: Sequence[str], candidates: Sequence[str]) -> list[dict]:
-    """{language: probability} per text over `candidates`: the mean of lingua's confidence
-    and py3langid's normalised probability (a language py3langid does not know: lingua's
-    alone). Two detectors of different kinds (lingua's n-gram rules, langid's naive Bayes on
-    byte n-grams) err on different short texts: the mean ranks the right language first more
-    often than lingua alone (docs/checks.md)."""
+# Characters (after code and URLs are stripped) from which py3langid alone decides a text.
+# Chosen on the dev half: py3langid alone is right on every reply from 20 characters (the mean
+# misses one), below 20 it misses more than the mean; 30 keeps the whole 10-30 band on the
+# mean and 10 characters between the rule and where py3langid starts to err (docs/checks.md).
+LANGID_ALONE_FROM = 30
+
+
+def candidate_probabilities(
+    texts: Sequence[str],
+    candidates: Sequence[str],
+    langid_alone_from: int | None = LANGID_ALONE_FROM,
+) -> list[dict]:
+    """{language: probability} per text over `candidates`. A text of at least
+    `langid_alone_from` characters (None: no text) gets py3langid's normalised probabilities
+    alone when py3langid knows every candidate; any other text the mean of lingua's confidence
+    and py3langid's (a language py3langid does not know: lingua's alone). Two detectors of
+    different kinds (lingua's n-gram rules, langid's naive Bayes on byte n-grams) err on
+    different short texts: there the mean ranks the right language first more often than
+    either alone; from 30 characters py3langid alone is as right (docs/checks.md). lingua (its
+    models ~356 MiB) is built only when a text needs it."""
     codes = frozenset(c.lower() for c in candidates)
     if not texts:
         return []
-    found = detector(codes).compute_language_confidence_values_in_parallel(list(texts))
     identifier = _langid_for(codes)
+    langid = identifier.probabilities_many(texts) if identifier is not None else None
+    knows_all = langid is not None and set(identifier.nb_classes) == codes
+    alone = [
+        knows_all and langid_alone_from is not None and len(t.strip()) >= langid_alone_from
+        for t in texts
+    ]
+    rest = [t for t, by_langid in zip(texts, alone, strict=True) if not by_langid]
+    found = iter(
+        detector(codes).compute_language_confidence_values_in_parallel(rest) if rest else []
+    )
     out = []
-    for text, values in zip(texts, found, strict=True):
-        first = {v.language.iso_code_639_1.name.lower(): float(v.value) for v in values}
-        second = dict(identifier.rank(text)) if identifier is not None else {}
+    for i, by_langid in enumerate(alone):
+        second = langid[i] if langid is not None else {}
+        if by_langid:
+            out.append({code: second[code] for code in codes})
+            continue
+        first = {v.language.iso_code_639_1.name.lower(): float(v.value) for v in next(found)}
         out.append(
             {
                 code: (first.get(code, 0.0) + second[code]) / 2
@@ -131,8 +164,9 @@ REPLACED_SETTINGS = (
 
 @register
 class LanguageCheck(Check):
-    """value = the target's probability among the candidates (lingua and py3langid averaged);
-    passes when the target ranks first by at least `margin` over the next candidate.
+    """value = the target's probability among the candidates (py3langid's from 30 characters,
+    below lingua and py3langid averaged: `candidate_probabilities`); passes when the target
+    ranks first by at least `margin` over the next candidate.
 
     Code and URLs are removed first; below `abstain_below` letters the value is NaN (no
     verdict). The reason names what was found: `es 0.81, next fr 0.10` on a pass,
@@ -174,11 +208,17 @@ class LanguageCheck(Check):
         return self.score_many([text])[0]
 
     def score_many(self, texts: Sequence[str]) -> list[CheckResult]:
-        """Score a batch: one parallel call to lingua (its parallel API releases the GIL)."""
+        """Score a batch: py3langid on every text, one parallel call to lingua for the texts
+        that need it (its parallel API releases the GIL)."""
         prepared = [strip_code(text) for text in texts]
-        counts = [letter_count(prose) for prose in prepared]
+        # exact below abstain_below (the reason names the count), not counted further above
+        counts = [letter_count(prose, self.abstain_below) for prose in prepared]
         todo = [i for i, n in enumerate(counts) if n >= self.abstain_below]
-        probs = candidate_probabilities([prepared[i] for i in todo], self.candidates)
+        # LANGID_ALONE_FROM read at each call: bench/checks.py sets it to None to score the
+        # rule before it (the mean everywhere) through this same path
+        probs = candidate_probabilities(
+            [prepared[i] for i in todo], self.candidates, LANGID_ALONE_FROM
+        )
         found = dict(zip(todo, probs, strict=True))
         results = []
         for i, n in enumerate(counts):
@@ -191,10 +231,9 @@ class LanguageCheck(Check):
 
     def _verdict(self, probs: dict[str, float]) -> CheckResult:
         value = probs[self.target]
-        best, best_p = max(
-            ((code, p) for code, p in probs.items() if code != self.target),
-            key=lambda item: (item[1], item[0]),
-            default=("-", 0.0),
+        # the highest other probability, a tie to the later code (tuples compare p, then code)
+        best_p, best = max(
+            ((p, code) for code, p in probs.items() if code != self.target), default=(0.0, "-")
         )
         lead = value - best_p
         if lead >= self.margin:

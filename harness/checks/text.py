@@ -120,9 +120,18 @@ def letters(text: str) -> list[str]:
     return [ch for ch in text if ch.isalpha()]
 
 
-def letter_count(text: str) -> int:
-    """len(letters(text)), without building the list (the language check counts only)."""
-    return sum(map(str.isalpha, text))
+def letter_count(text: str, enough: int | None = None) -> int:
+    """len(letters(text)), without building the list (the language check counts only). With
+    `enough`, the count stops in the first 64-character piece that reaches it: exact below
+    `enough`, at least `enough` otherwise (a long reply is not counted to its end)."""
+    if enough is None:
+        return sum(map(str.isalpha, text))
+    found = 0
+    for start in range(0, len(text), 64):
+        found += sum(map(str.isalpha, text[start : start + 64]))
+        if found >= enough:
+            break
+    return found
 
 
 @register
@@ -215,6 +224,8 @@ def strip_code(text: str) -> str:
     A window can start inside a fence opened in the previous window; an odd number of
     fence markers with the first one closing is handled by treating the text up to it as code.
     """
+    if "`" not in text and "~~~" not in text and "http" not in text and "www." not in text:
+        return text  # every match below holds one of these: most prose runs no regex
     if text.count("```") % 2 == 1 and _opens_mid_fence(text):
         text = text[text.index("```") + 3 :]
     text = _FENCED.sub(" ", text)

@@ -1,4 +1,4 @@
-"""The memoised byte scan (harness.checks.langid_scan) gives py3langid's own values, exactly."""
+"""The batched byte scan (harness.checks.langid_scan) gives py3langid's own values, exactly."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import yaml
 from py3langid.langid import MODEL_FILE, LanguageIdentifier, visit_counts
 
 from harness.checks import langid_scan
-from harness.checks.langid_scan import SCANNER_DEPTH, MemoIdentifier, scanner_depth
+from harness.checks.langid_scan import SCANNER_DEPTH, BatchIdentifier, scanner_depth
 
 DATA = Path(__file__).parents[1] / "data" / "scoring" / "language_windows.yaml"
 LANGS = ["de", "en", "es", "fr", "it", "nl", "pl", "pt", "ru", "sv", "tr", "zh"]
@@ -22,11 +22,11 @@ def _plain() -> LanguageIdentifier:
     return plain
 
 
-def _pair() -> tuple[LanguageIdentifier, MemoIdentifier]:
-    """py3langid's identifier and a fresh memoised one (an empty memo), both restricted."""
-    memo = MemoIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
-    memo.set_languages(LANGS)
-    return _plain(), memo
+def _pair() -> tuple[LanguageIdentifier, BatchIdentifier]:
+    """py3langid's identifier and a batched one, both restricted."""
+    batch = BatchIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    batch.set_languages(LANGS)
+    return _plain(), batch
 
 
 def _texts() -> list[str]:
@@ -39,31 +39,58 @@ def _texts() -> list[str]:
     return windows + cuts + odd + [" ".join(windows[:6])]
 
 
-def test_the_packaged_scanner_is_as_deep_as_the_memo_assumes():
-    # the walk's context is SCANNER_DEPTH - 1 bytes: a deeper model would need more
-    assert scanner_depth(LanguageIdentifier.from_model_file(MODEL_FILE)) == SCANNER_DEPTH
+def test_the_packaged_scanner_is_as_deep_as_the_batch_walk_assumes():
+    # each byte's state is walked from its SCANNER_DEPTH - 1 bytes before: a deeper model would
+    # need more, and the pad between texts must send every state back to the start
+    plain = LanguageIdentifier.from_model_file(MODEL_FILE)
+    assert scanner_depth(plain) == SCANNER_DEPTH
+    assert BatchIdentifier.from_model_file(MODEL_FILE).pad_resets()
 
 
-def test_rank_is_py3langid_s_own_on_texts_words_and_odd_input():
-    plain, memo = _pair()
+def test_probabilities_are_py3langid_s_own_on_texts_words_and_odd_input():
+    plain, batch = _pair()
     texts = _texts()
-    expected = [plain.rank(t) for t in texts]
-    assert [memo.rank(t) for t in texts] == expected  # cold memo
-    assert [memo.rank(t) for t in texts] == expected  # every word in context memoised
-    assert len(memo._memo) > 100  # it did memoise (words repeat across the texts)
+    expected = [dict(plain.rank(t)) for t in texts]
+    assert batch.probabilities_many(texts) == expected
+    assert [dict(batch.rank(t)) for t in texts] == expected  # py3langid's rank, one text
+    assert batch.probabilities_many(texts[::-1]) == expected[::-1]  # other neighbours
+    assert batch.probabilities_many([]) == []
+    assert batch.probabilities_many(["", " "]) == [dict(plain.rank("")), dict(plain.rank(" "))]
 
 
-def test_a_full_memo_is_emptied_and_the_values_stay_exact(monkeypatch):
-    monkeypatch.setattr(langid_scan, "MEMO_SIZE", 10)
-    plain, memo = _pair()
+def test_the_full_model_with_its_aliased_labels_gives_the_same_values():
+    # unrestricted, py3langid's labels include aliases (two columns, one label): merged as
+    # its rank merges them
+    plain = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    batch = BatchIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    assert batch._alias_pairs
+    texts = _texts()[:60]
+    assert batch.probabilities_many(texts) == [dict(plain.rank(t)) for t in texts]
+
+
+def test_undecodable_bytes_with_0xff_are_walked_as_py3langid_walks_them():
+    # 0xFF, the pad between texts, is a real byte here: py3langid's own transition on it
+    plain, batch = _pair()
+    data = b"le chat noir" + b"\xff\xfe" + b"der Hund" + b"\xff"
+    assert batch.rank(data) == plain.rank(data)
+
+
+def test_small_chunks_give_the_same_values(monkeypatch):
+    monkeypatch.setattr(langid_scan, "CHUNK_BYTES", 64)
+    plain, batch = _pair()
     texts = _texts()[:40]
-    assert [memo.rank(t) for t in texts] == [plain.rank(t) for t in texts]
-    assert len(memo._memo) <= 10 + max(len(t.split()) + 1 for t in texts)
+    assert batch.probabilities_many(texts) == [dict(plain.rank(t)) for t in texts]
 
 
 def test_the_counts_are_the_plain_walk_s_in_its_order():
-    plain, memo = _pair()
-    for text in ["le chat", "der Hund", "el perro y el gato y el perro", " x", "ab  "]:
-        data = LanguageIdentifier._encode(text)
+    plain, batch = _pair()
+    texts = ["le chat", "der Hund", "el perro y el gato y el perro", " x", "ab  ", "", "🙂"]
+    datas = [LanguageIdentifier._encode(text) for text in texts]
+    for data, found in zip(datas, batch.feature_counts(datas), strict=True):
         walked = visit_counts(plain.tk_nextmove, plain._rowbase, plain.tk_output, data)
-        assert list(memo.feature_counts(data).items()) == list(walked.items())
+        if walked is None:
+            assert found is None
+        else:
+            assert list(zip(found[0].tolist(), found[1].tolist(), strict=True)) == list(
+                walked.items()
+            )
