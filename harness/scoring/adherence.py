@@ -342,6 +342,7 @@ def adherence_summary(
     rates: dict[str, instrument.CheckRates] | None = None,
     gate_level: float | None = None,
     passes: pd.DataFrame | None = None,
+    abstain: pd.DataFrame | None = None,
 ) -> list[AdherenceRow]:
     """AUC, final, half-life and survival median with their intervals, per condition, the
     windows no check decided, and the AUC corrected for the check's error where `rates` (by
@@ -350,11 +351,12 @@ def adherence_summary(
     horizon: the fixed t-range [1, T] of AUC, final and the half-life's checkpoints (the
     run's max_tokens); None: each sample's own span (`sample_values`). gate_level: the level
     of the one-sided bounds auc/final_lcb/ucb that gates read (`harness.gate_specs.gate_level`;
-    None: `level`). passes: the windows' `window_passes`, where the caller has them."""
+    None: `level`). passes, abstain: the windows' `window_passes` and `window_abstentions`,
+    where the caller has them (with both, `windows` is not read)."""
     passes = window_passes(windows) if passes is None else passes
     durations = first_failures(passes)
     by_condition = dict(iter(durations.groupby(TASK_CONDITION, sort=True)))
-    abstain = instrument.window_abstentions(windows)
+    abstain = instrument.window_abstentions(windows) if abstain is None else abstain
     args = (level, anytime, horizon, level if gate_level is None else gate_level)
     return [
         _condition_summary(key, cond, by_condition[key], *args, abstain.loc[key].to_dict(), rates)
