@@ -30,6 +30,7 @@ import pandas as pd
 from harness import results
 from harness.results import ConversationRow, TurnAdherenceRow, as_bool
 from harness.scoring.corrected import CheckRates, corrected_bounds, deciding_rates, sampling_level
+from harness.scoring.spill import in_key_order
 from harness.scoring.survival import survival_median_interval
 from harness.stats import (
     DEFAULT_LEVEL,
@@ -113,7 +114,7 @@ def merge_turn_digests(parts: list[TurnDigest]) -> TurnDigest:
         return turn_digest(results.result_frame(results.TurnRow, []))
     keys = [*CONDITION_HISTORY, *SAMPLE, "turn"]
     verdicts = [p.verdicts for p in parts if not p.verdicts.empty] or [parts[0].verdicts]
-    merged = pd.concat(verdicts, ignore_index=True).sort_values(keys, kind="stable")
+    merged = in_key_order(pd.concat(verdicts, ignore_index=True), keys)  # one item: no copy
     abstain = pd.concat([p.abstain for p in parts])
     abstain = abstain.groupby(level=list(range(abstain.index.nlevels)), sort=True).sum()
     deciders: dict = {}

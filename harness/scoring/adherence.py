@@ -121,6 +121,31 @@ def _pass_codes(
     return grid, matrix
 
 
+_SAMPLES = 4096  # samples whose pass codes are counted per step
+
+
+def _pass_counts(cond: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(grid t, passes k (float), samples n) per point: `_pass_codes`' 1s and cells >= 0
+    counted per column, `_SAMPLES` samples' rows at a time (the codes of a log of 100,000
+    conversations over ~1,500 points are ~150 MiB at once; sums of 0s and 1s are exact in
+    any order, so the counts are the same)."""
+    grid = np.sort(cond["t_start"].unique())
+    sample = cond.groupby(RUN_SAMPLE, sort=True).ngroup().to_numpy()
+    k, n = np.zeros(len(grid)), np.zeros(len(grid), dtype=np.int64)
+    # `window_passes` leaves a condition's rows in sample order: a step is whole samples
+    steps = (
+        np.searchsorted(sample, np.arange(0, sample.max() + _SAMPLES + 1, _SAMPLES))
+        if len(sample) and (np.diff(sample) >= 0).all()
+        else np.array([0, len(sample)])
+    )
+    for lo, hi in zip(steps[:-1], steps[1:], strict=True):
+        if hi > lo:
+            codes = _pass_codes(cond.iloc[lo:hi], grid)[1]
+            k += (codes == 1).sum(axis=0)
+            n += (codes >= 0).sum(axis=0)
+    return grid, k, n
+
+
 def _nanmean(x: np.ndarray, axis: int) -> np.ndarray:
     with warnings.catch_warnings():  # all-NaN slices are expected NaNs here
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -187,8 +212,7 @@ def _curve(cond: pd.DataFrame, level: float, anytime: bool) -> tuple:
         grid, matrix = _pass_matrix(cond)
         low, high, method = point_band(matrix, level=level, anytime=True)
         return grid, _nanmean(matrix, 0), low, high, (~np.isnan(matrix)).sum(axis=0), method
-    grid, codes = _pass_codes(cond)
-    k, n = (codes == 1).sum(axis=0).astype(float), (codes >= 0).sum(axis=0)
+    grid, k, n = _pass_counts(cond)
     low, high = _clopper_band(k, n, level)
     with np.errstate(invalid="ignore", divide="ignore"):  # a point no sample covers: NaN
         a = k / n

@@ -13,6 +13,7 @@ import pandas as pd
 from harness.results import WindowRow, result_frame
 from harness.scoring.adherence import RUN_SAMPLE, TASK_CONDITION, window_passes
 from harness.scoring.corrected import window_abstentions
+from harness.scoring.spill import in_key_order
 
 
 @dataclass
@@ -39,7 +40,7 @@ def merge_window_digests(parts: list[WindowDigest]) -> WindowDigest:
         empty = window_digest(result_frame(WindowRow, []))
         passes, abstains = passes or [empty.passes], abstains or [empty.abstain]
     keys = TASK_CONDITION + RUN_SAMPLE + ["window"]
-    merged = pd.concat(passes, ignore_index=True).sort_values(keys, kind="stable")
+    merged = in_key_order(pd.concat(passes, ignore_index=True), keys)  # one item: no copy
     counts = pd.concat([a[["windows", "undecided"]] for a in abstains])
     counts = counts.groupby(level=TASK_CONDITION, sort=True).sum()
     deciders: dict = {}

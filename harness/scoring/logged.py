@@ -300,14 +300,13 @@ def score_logged(
             flush()
     if batch:
         flush()
-    return LoggedScores(
-        *(f.finish(out / f".{f.row.file}.scored") for f in files.values()),
-        merge_window_digests(window_digests),
-        merge_turn_digests(turn_digests),
-        _summed(tokens),
-        count,
-        {key: sum(t[key] for t in logged) for key in log_totals([])},
-    )
+    joined = [f.finish(out / f".{f.row.file}.scored") for f in files.values()]
+    windows = merge_window_digests(window_digests)
+    window_digests.clear()  # the merged digest is the only copy kept
+    turns = merge_turn_digests(turn_digests)
+    turn_digests.clear()
+    totals = {key: sum(t[key] for t in logged) for key in log_totals([])}
+    return LoggedScores(*joined, windows, turns, _summed(tokens), count, totals)
 
 
 TOKEN_KEYS = ["model", "item", "policy", "history"]  # what conversations.csv sums tokens by

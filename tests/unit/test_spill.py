@@ -161,3 +161,38 @@ def test_turn_digests_of_chunks_give_the_whole_frame_s_turn_files():
     whole = conversation_summary(turns, tokens)
     assert len(whole) == 3  # two items and their pooled row
     assert _csv(conversation_summary(merged, tokens)) == _csv(whole)
+
+
+def test_a_t_counted_a_few_samples_at_a_time_is_the_whole_matrix_s(monkeypatch):
+    from harness.scoring import adherence
+
+    windows = _windows(200, seed=7)
+    whole = adherence_frames(windows)["adherence_curve.csv"]
+    monkeypatch.setattr(adherence, "_SAMPLES", 7)
+    assert _csv(adherence_frames(windows)["adherence_curve.csv"]) == _csv(whole)
+
+
+def test_kaplan_meier_and_failed_bounds_count_as_the_pairwise_comparisons():
+    import numpy as np
+
+    from harness.scoring.survival import failed_bounds, kaplan_meier
+
+    rng = np.random.default_rng(0)
+    for trial in range(100):
+        d = rng.integers(1, 40, rng.integers(1, 200)).astype(float)
+        e = rng.random(len(d)) < 0.6
+        if trial % 10 == 0:
+            d[0] = np.nan  # never compares: neither at risk nor failed
+        times = np.unique(d[e])
+        at_risk = (d[None, :] >= times[:, None]).sum(axis=1)
+        died = ((d[None, :] == times[:, None]) & e[None, :]).sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            expected = np.cumprod(1 - died / at_risk)
+            got_times, got = kaplan_meier(d, e)
+        np.testing.assert_array_equal(got_times, times)
+        np.testing.assert_array_equal(got, expected)
+        grid = np.unique(d)
+        by_t = d[None, :] <= grid[:, None]
+        low, high = failed_bounds(d, e, grid)
+        np.testing.assert_array_equal(low, (by_t & e[None, :]).sum(axis=1))
+        np.testing.assert_array_equal(high, by_t.sum(axis=1))
