@@ -23,7 +23,7 @@ from harness.userfiles import user_json_objects
 KNOWN_FILES = (*RESULT_FILES, "generations.jsonl", "forks.jsonl", "manifest.json")
 # a scored log's files that grow with the log: its report reads them a chunk at a time
 CHUNKED = ("windows.csv", "turns.csv", "logged_conversations.csv")
-CHUNK_ROWS = 50_000
+CHUNK_ROWS = 20_000
 
 
 @dataclass
