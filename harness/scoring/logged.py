@@ -174,7 +174,12 @@ class LoggedScores:
 def check_logs(path: Path, matcher: ItemMatcher, log_format: str = "auto") -> int:
     """Every line parsed and matched (UserError naming file:line), nothing kept or written.
     `log_format`: a chat log, an Inspect eval log or OTel spans (`harness.interop.FORMATS`)."""
-    return validate_chat_logs(path, matcher.validate, read_conversations(path, log_format))
+    try:
+        return validate_chat_logs(path, matcher.validate, read_conversations(path, log_format))
+    finally:
+        # ids are unique within the log checked: no need to hold every one of them (~10 MiB
+        # per 100,000 conversations) through the scoring that follows
+        matcher.seen_ids.clear()
 
 
 def logged_records(

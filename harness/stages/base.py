@@ -252,7 +252,7 @@ def kept_output(path: Path, value: Output) -> Output:
 
 
 def output_frames(
-    row: type[ResultRow], value: Output, rows: int | None = 50_000
+    row: type[ResultRow], value: Output, rows: int | None = 20_000
 ) -> Iterator[pd.DataFrame]:
     """An earlier stage's CSV as typed frames of at most `rows` rows (one frame when it is
     held in memory; read from disk a chunk at a time when it was kept as its path; None:

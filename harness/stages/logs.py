@@ -70,7 +70,7 @@ class ScoreContext(StageTimings):
         """An earlier stage's CSV, typed by its row model (as `RunContext.frame`)."""
         return output_frame(row, self._declared(row))
 
-    def frames(self, row: type[ResultRow], rows: int = 50_000) -> Iterator[pd.DataFrame]:
+    def frames(self, row: type[ResultRow], rows: int = 20_000) -> Iterator[pd.DataFrame]:
         """An earlier stage's CSV as typed frames of at most `rows` rows (a scored log's files
         are read from the folder a chunk at a time, never whole)."""
         return output_frames(row, self._declared(row), rows)
