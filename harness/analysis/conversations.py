@@ -30,7 +30,7 @@ import pandas as pd
 from harness import results
 from harness.results import ConversationRow, TurnAdherenceRow, as_bool
 from harness.scoring.corrected import CheckRates, corrected_bounds, deciding_rates, sampling_level
-from harness.scoring.spill import in_key_order
+from harness.scoring.spill import in_key_order, key_groups
 from harness.scoring.survival import survival_median_interval
 from harness.stats import (
     DEFAULT_LEVEL,
@@ -197,7 +197,7 @@ def turn_curves(
     digest = turns if isinstance(turns, TurnDigest) else turn_digest(turns)
     verdicts, abstain, deciders = digest.verdicts, digest.abstain, digest.deciders
     rows = []
-    for key, cond in verdicts.groupby(CONDITION_HISTORY, sort=True):
+    for key, cond in key_groups(verdicts, CONDITION_HISTORY):
         ks, matrix = _matrix(cond)
         n = (~np.isnan(matrix)).sum(axis=0)
         a_lo, a_hi = binomial_interval(np.nansum(matrix, axis=0), n, level=level)
@@ -322,7 +322,7 @@ def conversation_summary(
     sums = _token_sums(tokens)
     abstain = digest.abstain.groupby(CONDITION_HISTORY, sort=True).sum()
     rows, pooled = [], {}
-    for key, cond in verdicts.groupby(CONDITION_HISTORY, sort=True):
+    for key, cond in key_groups(verdicts, CONDITION_HISTORY):
         model, _task, item, policy, history = key
         found = sums.get((model, item, policy, history), sums.get((model, item, policy)))
         token_sums = {tuple(key): found or (0, 0)}

@@ -33,6 +33,7 @@ from harness import results
 from harness.results import AdherenceCurveRow, AdherenceRow, SurvivalRow, as_bool, result_frame
 from harness.scoring import corrected as instrument
 from harness.scoring.reliability import reliability_fields
+from harness.scoring.spill import key_groups
 from harness.scoring.survival import (
     failed_bounds,
     first_failures,
@@ -193,7 +194,7 @@ def adherence_curves(
     """
     frames = []
     passes = window_passes(windows) if passes is None else passes
-    for key, cond in passes.groupby(TASK_CONDITION, sort=True):
+    for key, cond in key_groups(passes, TASK_CONDITION):
         grid, a, low, high, n, method = _curve(cond, level, anytime)
         frame = pd.DataFrame(
             {"t": grid, "a": a, "a_low": low, "a_high": high, "n": n, "method": method}
@@ -384,7 +385,7 @@ def adherence_summary(
     args = (level, anytime, horizon, level if gate_level is None else gate_level)
     return [
         _condition_summary(key, cond, by_condition[key], *args, abstain.loc[key].to_dict(), rates)
-        for key, cond in passes.groupby(TASK_CONDITION, sort=True)
+        for key, cond in key_groups(passes, TASK_CONDITION)
     ]
 
 

@@ -38,6 +38,17 @@ def in_key_order(frame: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     return frame.sort_values(keys, kind="stable", ignore_index=True)
 
 
+def key_groups(frame: pd.DataFrame, keys: Sequence[str]) -> Iterator[tuple[tuple, pd.DataFrame]]:
+    """`frame.groupby(keys, sort=True)`'s (key, rows) pairs; the frame itself when it holds
+    one group (a log of one item: its digest is one condition, whose copy would be ~130 MiB
+    per 100,000 conversations)."""
+    keys = list(keys)
+    if len(frame) and all(frame[k].nunique(dropna=False) == 1 for k in keys):
+        yield tuple(frame[k].iloc[0] for k in keys), frame
+        return
+    yield from frame.groupby(keys, sort=True)
+
+
 class SpilledCsv:
     """One result CSV of `row`, its chunks written to part files under `folder` as they come
     and joined by `finish` into one file in the stable order of `keys` (none: chunk order)."""
