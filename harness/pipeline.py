@@ -24,6 +24,7 @@ from harness.stages.base import (
     check_order,
     check_outputs,
     declared_row,
+    kept_output,
     write_output,
 )
 from harness.stages.fits import FitsStage
@@ -164,7 +165,7 @@ def run_stages(
                 check_outputs(stage, outputs)
                 for name, value in outputs.items():
                     write_output(ctx.out_dir / name, value, declared_row(stage, name))
-                    ctx.outputs[name] = value
+                    ctx.outputs[name] = kept_output(ctx.out_dir / name, value)
                 if release:
                     read_later = {row.file for later in stages[index + 1 :] for row in later.reads}
                     for name in [n for n in ctx.outputs if n not in read_later]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -29,6 +30,7 @@ import pandas as pd
 from harness import results
 from harness.results import ConversationRow, TurnAdherenceRow, as_bool
 from harness.scoring.corrected import CheckRates, corrected_bounds, deciding_rates, sampling_level
+from harness.scoring.spill import in_key_order, key_groups
 from harness.scoring.survival import survival_median_interval
 from harness.stats import (
     DEFAULT_LEVEL,
@@ -80,6 +82,49 @@ def turn_abstentions(turns: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     counts = pd.DataFrame({"replies": counts["size"], "undecided": counts["size"] - counts["sum"]})
     checks = turns[decided].groupby(CONDITION_HISTORY, sort=True)["check"]
     return counts, {k: set(map(str, c)) for k, c in checks}
+
+
+@dataclass
+class TurnDigest:
+    """What turn_adherence.csv and conversations.csv read of a set of turns rows: their
+    `turn_verdicts`, `turn_abstentions` (counts, deciding checks) and each condition's first
+    pressure turn over every row. A chat log's turns are scored a chunk at a time and no
+    conversation spans two chunks, so the chunks' digests merge (`merge_turn_digests`)."""
+
+    verdicts: pd.DataFrame
+    abstain: pd.DataFrame
+    deciders: dict
+    first_pressure: dict
+
+
+def turn_digest(turns: pd.DataFrame) -> TurnDigest:
+    turns = _labelled(turns)
+    abstain, deciders = turn_abstentions(turns)
+    # the first pressure turn from every row: its reply may be undetermined and left out
+    flags = turns[turns["pressure"].map(lambda v: as_bool(v) is True)]
+    first_pressure = flags.groupby(CONDITION_HISTORY)["turn"].min().to_dict()
+    return TurnDigest(turn_verdicts(turns), abstain, deciders, first_pressure)
+
+
+def merge_turn_digests(parts: list[TurnDigest]) -> TurnDigest:
+    """The digest of the chunks' turns together: verdicts in key order (as `turn_verdicts`'
+    groupby leaves them), counts summed, deciding checks united, first pressure turns the
+    earliest."""
+    if not parts:
+        return turn_digest(results.result_frame(results.TurnRow, []))
+    keys = [*CONDITION_HISTORY, *SAMPLE, "turn"]
+    verdicts = [p.verdicts for p in parts if not p.verdicts.empty] or [parts[0].verdicts]
+    merged = in_key_order(pd.concat(verdicts, ignore_index=True), keys)  # one item: no copy
+    abstain = pd.concat([p.abstain for p in parts])
+    abstain = abstain.groupby(level=list(range(abstain.index.nlevels)), sort=True).sum()
+    deciders: dict = {}
+    first_pressure: dict = {}
+    for part in parts:
+        for key, checks in part.deciders.items():
+            deciders.setdefault(key, set()).update(checks)
+        for key, turn in part.first_pressure.items():
+            first_pressure[key] = min(turn, first_pressure.get(key, turn))
+    return TurnDigest(merged.reset_index(drop=True), abstain, deciders, first_pressure)
 
 
 def _corrected_turns(a, n, passed, deciders: set, rates, level: float):
@@ -141,15 +186,18 @@ def _first_failures(ks: np.ndarray, matrix: np.ndarray) -> tuple[np.ndarray, np.
 
 
 def turn_curves(
-    turns: pd.DataFrame, *, level: float = DEFAULT_LEVEL, rates: dict[str, CheckRates] | None = None
+    turns: pd.DataFrame | TurnDigest,
+    *,
+    level: float = DEFAULT_LEVEL,
+    rates: dict[str, CheckRates] | None = None,
 ) -> pd.DataFrame:
     """a(k) and S(k) with pointwise intervals per condition, history and turn
     (turn_adherence.csv), the replies no check decided, and a(k) corrected for the deciding
-    check where `rates` (by check id) has it."""
-    verdicts = turn_verdicts(turns)
-    abstain, deciders = turn_abstentions(turns)
+    check where `rates` (by check id) has it. `turns`: the rows, or their `TurnDigest`."""
+    digest = turns if isinstance(turns, TurnDigest) else turn_digest(turns)
+    verdicts, abstain, deciders = digest.verdicts, digest.abstain, digest.deciders
     rows = []
-    for key, cond in verdicts.groupby(CONDITION_HISTORY, sort=True):
+    for key, cond in key_groups(verdicts, CONDITION_HISTORY):
         ks, matrix = _matrix(cond)
         n = (~np.isnan(matrix)).sum(axis=0)
         a_lo, a_hi = binomial_interval(np.nansum(matrix, axis=0), n, level=level)
@@ -262,21 +310,19 @@ def _token_sums(tokens: pd.DataFrame) -> dict[tuple, tuple[int, int]]:
 
 
 def conversation_summary(
-    turns: pd.DataFrame, tokens: pd.DataFrame, *, level: float = DEFAULT_LEVEL
+    turns: pd.DataFrame | TurnDigest, tokens: pd.DataFrame, *, level: float = DEFAULT_LEVEL
 ) -> pd.DataFrame:
     """conversations.csv: one row per (condition, history), then per (model, policy, history)
     a pooled row (task = item = `all`) over the items with a pressure turn: before/after/delta
     averaged over items, the interval the mean of the items' (Bonferroni). `tokens`: per-sample
-    counts (summary.token_frame), split by history where it has the column."""
-    turns = _labelled(turns)
-    verdicts = turn_verdicts(turns)
-    # the first pressure turn from every row: its reply may be undetermined and left out
-    flags = turns[turns["pressure"].map(lambda v: as_bool(v) is True)]
-    first_pressure = flags.groupby(CONDITION_HISTORY)["turn"].min().to_dict()
+    counts (summary.token_frame, or sums of them), split by history where it has the column.
+    `turns`: the rows, or their `TurnDigest`."""
+    digest = turns if isinstance(turns, TurnDigest) else turn_digest(turns)
+    verdicts, first_pressure = digest.verdicts, digest.first_pressure
     sums = _token_sums(tokens)
-    abstain = turn_abstentions(turns)[0].groupby(CONDITION_HISTORY, sort=True).sum()
+    abstain = digest.abstain.groupby(CONDITION_HISTORY, sort=True).sum()
     rows, pooled = [], {}
-    for key, cond in verdicts.groupby(CONDITION_HISTORY, sort=True):
+    for key, cond in key_groups(verdicts, CONDITION_HISTORY):
         model, _task, item, policy, history = key
         found = sums.get((model, item, policy, history), sums.get((model, item, policy)))
         token_sums = {tuple(key): found or (0, 0)}

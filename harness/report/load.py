@@ -9,6 +9,7 @@ or a file that cannot be parsed, is a `UserError` naming the file.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,9 @@ from harness.results import RESULT_FILES, ResultRow, column_kind, column_problem
 from harness.userfiles import user_json_objects
 
 KNOWN_FILES = (*RESULT_FILES, "generations.jsonl", "forks.jsonl", "manifest.json")
+# a scored log's files that grow with the log: its report reads them a chunk at a time
+CHUNKED = ("windows.csv", "turns.csv", "logged_conversations.csv")
+CHUNK_ROWS = 20_000
 
 
 @dataclass
@@ -32,9 +36,30 @@ class RunData:
     problems: dict[str, str] = field(default_factory=dict)  # file -> why it is not used
     worst: int = 20  # logged conversations shown (`--worst`; harness.report.logs.WORST)
     with_text: bool = True  # False: no text of a log is shown (`--no-text`)
+    paths: dict[str, Path] = field(default_factory=dict)  # CSVs read by chunks (`chunks`)
 
     def frame(self, name: str) -> pd.DataFrame | None:
+        """The file's frame (one read whole, where it is kept as a path)."""
+        if name in self.paths:
+            return pd.concat(self.chunks(name), ignore_index=True)
         return self.frames.get(name)
+
+    def chunks(self, name: str, rows: int | None = None) -> Iterator[pd.DataFrame]:
+        """The file's rows as frames of at most `rows` rows, read as they are asked for where
+        it is kept as a path (one frame where it is held; none where it is absent)."""
+        if name in self.frames:
+            yield self.frames[name]
+        elif name in self.paths:
+            path, row = self.paths[name], RESULT_FILES[name]
+            for frame, problem in read_chunks(path, row, rows or CHUNK_ROWS):
+                if problem:
+                    raise UserError(f"{path}: {problem}")
+                yield frame
+
+    @property
+    def readable(self) -> list[str]:
+        """The result files the report can read (held or kept as paths)."""
+        return [*self.frames, *self.paths]
 
     def missing(self, name: str) -> str:
         """One sentence for a section whose input is absent or unusable."""
@@ -47,14 +72,34 @@ def read_result(path: Path, row: type[ResultRow]) -> tuple[pd.DataFrame, str | N
     """A result CSV read and checked against its row model: (frame, why it is not usable, or
     None). Not usable: no rows, a declared column missing (an older or partial run), or a cell
     that does not fit its column's type. Raises UserError when the file is no readable CSV."""
+    return next(read_chunks(path, row))
+
+
+def read_chunks(
+    path: Path, row: type[ResultRow], rows: int | None = None
+) -> Iterator[tuple[pd.DataFrame, str | None]]:
+    """`read_result` of each `rows` rows of the file in turn (None: the whole file once)."""
     strings = [c for c in row.columns() if column_kind(row, c)[0] == "str"]
     try:
         # Strings stay strings: an item id "1" or a model "nan" must not become a number.
-        frame = pd.read_csv(path, dtype=dict.fromkeys(strings, str), low_memory=False)
+        options = {"dtype": dict.fromkeys(strings, str), "low_memory": False}
+        if rows is None:
+            yield _checked(pd.read_csv(path, **options), row, strings)
+            return
+        read = False
+        with pd.read_csv(path, chunksize=rows, **options) as chunks:
+            for frame in chunks:
+                read = True
+                yield _checked(frame, row, strings)
+        if not read:  # a header alone
+            yield pd.DataFrame(), "the file has no rows"
     except pd.errors.EmptyDataError:
-        return pd.DataFrame(), "the file has no rows"
+        yield pd.DataFrame(), "the file has no rows"
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
         raise UserError(f"{path}: not a readable CSV ({str(exc).splitlines()[0]})") from exc
+
+
+def _checked(frame: pd.DataFrame, row: type[ResultRow], strings: list[str]):
     for col in set(strings) & set(frame.columns):
         frame[col] = frame[col].fillna("").astype(object)
     lacking = [c for c in row.columns() if c not in frame.columns]
@@ -83,9 +128,12 @@ def _read_manifest(path: Path) -> dict[str, Any]:
     return manifest
 
 
-def load_run(run_dir: Path, worst: int = 20, with_text: bool = True) -> RunData:
+def load_run(
+    run_dir: Path, worst: int = 20, with_text: bool = True, chunked: bool = False
+) -> RunData:
     """Read every known file of `run_dir`. Raises UserError on a missing folder, a folder with
-    no run files, or a file that cannot be parsed."""
+    no run files, or a file that cannot be parsed. chunked: a scored log's CHUNKED files are
+    checked on their first rows and kept as paths, read later a chunk at a time (`chunks`)."""
     run_dir = Path(run_dir)
     if not run_dir.exists():
         raise UserError(f"{run_dir}: no such run folder")
@@ -97,18 +145,23 @@ def load_run(run_dir: Path, worst: int = 20, with_text: bool = True) -> RunData:
             f"{run_dir}: not a run folder (no generations.jsonl, manifest.json or result CSV)"
         )
     data = RunData(run_dir=run_dir, worst=worst, with_text=with_text)
+    if "manifest.json" in present:
+        data.manifest = _read_manifest(run_dir / "manifest.json")
+    by_chunks = chunked and (data.manifest or {}).get("command") == "score"
     for name, row in RESULT_FILES.items():
         if name not in present:
             continue
-        frame, problem = read_result(run_dir / name, row)
+        lazy = by_chunks and name in CHUNKED
+        frame, problem = next(read_chunks(run_dir / name, row, CHUNK_ROWS if lazy else None))
         if problem:
             data.problems[name] = problem
+        elif lazy:
+            data.paths[name] = run_dir / name
         else:
             data.frames[name] = frame
+        del frame
     if "generations.jsonl" in present:
         data.generations = _read_generations(run_dir / "generations.jsonl")
     if "forks.jsonl" in present:
         data.forks = _read_generations(run_dir / "forks.jsonl")
-    if "manifest.json" in present:
-        data.manifest = _read_manifest(run_dir / "manifest.json")
     return data

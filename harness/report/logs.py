@@ -7,9 +7,12 @@ A folder `harness score` wrote from a chat log gets only these sections; a run t
 a log gets them as one section of its report, with the reference and own replies beside the
 logged one. Only the worst `worst` conversations are shown, so a log of 10,000+ conversations
 gives a page of the same size; `with_text=False` leaves every text of the log out (logs are
-user data). Texts come from the log itself (logged_conversations.csv's `where`; only the
-shown lines are parsed) or, in a replay run, from generations.jsonl. Every text is escaped by
-`table`: model output and user messages are untrusted.
+user data). A scored log's turns.csv and logged_conversations.csv are read a chunk at a time
+(`harness.report.log_tallies`, `RunData.chunks`): only tallies and the worst conversations
+are kept, so memory is flat in the log's length too. Texts come from the log itself
+(logged_conversations.csv's `where`; only the shown lines are parsed) or, in a replay run,
+from generations.jsonl. Every text is escaped by `table`: model output and user messages are
+untrusted.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from harness.chatlogs import read_chat_lines
 from harness.errors import UserError
 from harness.report.html import esc, fmt_num, note, section, table
 from harness.report.load import RunData
-from harness.results import as_bool
+from harness.report.log_tallies import TurnTallies, logged_chunks, tally_turns
 
 WORST = 20  # conversations shown by default (`--worst`)
 TEXT_CHARS = 600  # a text shown beyond this is cut (the whole text is in the log)
@@ -36,43 +39,6 @@ LOG_TITLES = {
 }
 
 
-def _failed(values: pd.Series) -> pd.Series:
-    return values.map(lambda v: as_bool(v) is False)
-
-
-def _decided(values: pd.Series) -> pd.Series:
-    return values.notna() & (values.astype(str) != "")
-
-
-def logged_turns(data: RunData) -> pd.DataFrame | None:
-    """turns.csv's logged replies (history `logged`), with `failed` and `decided`; None when
-    the folder has none."""
-    turns = data.frame("turns.csv")
-    if turns is None or "history" not in turns.columns:
-        return None
-    logged = turns[turns["history"] == "logged"]
-    if logged.empty:
-        return None
-    return logged.assign(failed=_failed(logged["passed"]), decided=_decided(logged["passed"]))
-
-
-def first_failures(turns: pd.DataFrame) -> pd.DataFrame:
-    """One row per conversation with a failing turn: its first failing turn, that turn's first
-    failing check and reason, its failing and scored turns; earliest first, then the larger
-    share failed, then the id."""
-    keys = ["model", "item", "sample", "conversation_id"]
-    per_turn = turns.groupby([*keys, "turn"], sort=False)["failed"].any().reset_index()
-    scored = per_turn.groupby(keys)["turn"].size().rename("scored")
-    failing = per_turn[per_turn["failed"]].groupby(keys)["turn"].size().rename("failing")
-    first = turns[turns["failed"]].sort_values([*keys, "turn"], kind="stable")
-    first = first.drop_duplicates(keys).set_index(keys)[["turn", "check", "reason"]]
-    first = first.join(failing).join(scored).reset_index()
-    first["share"] = first["failing"] / first["scored"]
-    return first.sort_values(
-        ["turn", "share", "conversation_id"], ascending=[True, False, True], kind="stable"
-    ).reset_index(drop=True)
-
-
 def _cut(text: str | None) -> str:
     if text is None:
         return "–"
@@ -83,14 +49,12 @@ def _cut(text: str | None) -> str:
 def _log_texts(data: RunData, shown: pd.DataFrame) -> dict[tuple[str, int], tuple[str, str]]:
     """(conversation id, turn) -> (user message, logged reply) of the shown conversations,
     read from the log named by logged_conversations.csv (only their lines are parsed)."""
-    conversations = data.frame("logged_conversations.csv")
-    if conversations is None:
-        return {}
-    wanted = conversations[conversations["conversation_id"].isin(set(shown["conversation_id"]))]
+    ids = set(shown["conversation_id"])
     by_file: dict[str, set[int]] = {}
-    for where in wanted["where"]:
-        path, _, line = where.rpartition(":")
-        by_file.setdefault(path, set()).add(int(line))
+    for conversations in data.chunks("logged_conversations.csv"):
+        for where in conversations.loc[conversations["conversation_id"].isin(ids), "where"]:
+            path, _, line = where.rpartition(":")
+            by_file.setdefault(path, set()).add(int(line))
     out = {}
     logged = Path(str((data.manifest or {}).get("log", "")))  # absolute: score resolves it
     for path, lines in by_file.items():
@@ -139,20 +103,15 @@ def _run_texts(data: RunData) -> dict[tuple[str, int], dict[str, str]]:
     return out
 
 
-def _failing_part(data: RunData, turns: pd.DataFrame, worst: int, with_text: bool) -> str:
-    firsts = first_failures(turns)
-    conversations = turns.drop_duplicates(["item", "sample", "conversation_id"])
+def _failing_part(data: RunData, tallies: TurnTallies, worst: int, with_text: bool) -> str:
+    failing = tallies.failing
     head = note(
-        f"{len(firsts):,} of {len(conversations):,} logged conversations have a failing turn"
-        + (
-            f"; the {min(worst, len(firsts)):,} that fail earliest are shown."
-            if len(firsts)
-            else "."
-        )
+        f"{failing:,} of {tallies.conversations:,} logged conversations have a failing turn"
+        + (f"; the {min(worst, failing):,} that fail earliest are shown." if failing else ".")
     )
-    if firsts.empty:
+    if not failing:
         return head
-    shown = firsts.head(worst)
+    shown = tallies.firsts.head(worst)
     rows = [
         [
             r.conversation_id,
@@ -168,12 +127,17 @@ def _failing_part(data: RunData, turns: pd.DataFrame, worst: int, with_text: boo
         ["conversation", "item", "first failing turn", "check", "reason", "failing / scored turns"],
         rows,
     )
-    return html + _turn_texts(data, turns, shown, worst, with_text)
+    return html + _turn_texts(data, shown, worst, with_text)
 
 
-def _turn_texts(data, turns: pd.DataFrame, shown: pd.DataFrame, worst: int, with_text: bool):
-    """Each failing turn of the shown conversations, in their order, with its texts."""
-    keep = turns[turns["failed"] & turns["conversation_id"].isin(set(shown["conversation_id"]))]
+def _turn_texts(data, shown: pd.DataFrame, worst: int, with_text: bool):
+    """Each failing turn of the shown conversations, in their order, with its texts (their
+    rows read again from turns.csv, a chunk at a time)."""
+    ids = set(shown["conversation_id"])
+    keep = pd.concat(
+        [t[t["failed"] & t["conversation_id"].isin(ids)] for t in logged_chunks(data)],
+        ignore_index=True,
+    )
     order = {c: i for i, c in enumerate(shown["conversation_id"])}
     keep = keep.assign(rank=keep["conversation_id"].map(order)).sort_values(
         ["rank", "turn"], kind="stable"
@@ -228,15 +192,15 @@ def _turn_texts(data, turns: pd.DataFrame, shown: pd.DataFrame, worst: int, with
     return intro + missing + table(headers, rows, cls="data logs")
 
 
-def _by_turn_and_check(turns: pd.DataFrame) -> str:
-    decided = turns[turns["decided"]]
-    if decided.empty:
+def _by_turn_and_check(tallies: TurnTallies) -> str:
+    if not tallies.by_turn:
         return note("No check could decide on any logged reply.")
-    passed = decided.assign(passed=~decided["failed"])
-    grid = passed.groupby(["turn", "check"])["passed"].agg(["mean", "size"]).reset_index()
-    checks = sorted(grid["check"].unique())
-    cells = {(r.turn, r.check): f"{fmt_num(r.mean)} (n = {r.size:,})" for r in grid.itertuples()}
-    ks = sorted(grid["turn"].unique())
+    checks = sorted({check for _, check in tallies.by_turn})
+    cells = {
+        key: f"{fmt_num(passed / size)} (n = {size:,})"
+        for key, (passed, size) in tallies.by_turn.items()
+    }
+    ks = sorted({turn for turn, _ in tallies.by_turn})
     rows = [[int(k), *(cells.get((k, c), "–") for c in checks)] for k in ks[:TURNS_SHOWN]]
     cut = (
         note(f"Turns 1-{ks[TURNS_SHOWN - 1]} of {len(ks)} shown.") if len(ks) > TURNS_SHOWN else ""
@@ -250,12 +214,10 @@ def _by_turn_and_check(turns: pd.DataFrame) -> str:
         + table(["turn", *checks], rows)
         + cut
     )
-    share = decided.groupby("check").agg(decided=("failed", "size"), failed=("failed", "sum"))
-    undecided = turns[~turns["decided"]].groupby("check").size()
     rows = [
-        [check, int(r.decided), int(r.failed), f"{100 * r.failed / r.decided:.1f} %",
-         int(undecided.get(check, 0))]
-        for check, r in share.iterrows()
+        [check, decided, failed, f"{100 * failed / decided:.1f} %",
+         tallies.undecided.get(check, 0)]
+        for check, (decided, failed) in sorted(tallies.by_check.items())
     ]  # fmt: skip
     return (
         a_by_turn
@@ -267,13 +229,15 @@ def _by_turn_and_check(turns: pd.DataFrame) -> str:
 def _metadata_part(data: RunData) -> str | None:
     """Conversations and the share with a failing turn per value of each metadata key (and
     per tag); None when no conversation has metadata or tags."""
-    conversations = data.frame("logged_conversations.csv")
-    if conversations is None:
-        return None
     values: dict[str, dict[str, list[int]]] = {}
-    for meta, tags, failed in zip(
-        conversations["metadata"], conversations["tags"], conversations["failed_turns"], strict=True
-    ):
+    for meta, tags, failed in (
+        row
+        for conversations in data.chunks("logged_conversations.csv")
+        for row in zip(
+            conversations["metadata"], conversations["tags"], conversations["failed_turns"],
+            strict=True,
+        )
+    ):  # fmt: skip
         pairs = [
             (k, v) for k, v in json.loads(meta or "{}").items() if not isinstance(v, dict | list)
         ]
@@ -320,22 +284,22 @@ def _counts_line(data: RunData) -> str:
 def logs_part(data: RunData) -> tuple[str, dict] | None:
     """The run report's section for a replayed log: failing conversations and turns, logged
     reply beside the replayed ones; None when the run has no logged replies."""
-    turns = logged_turns(data)
-    if turns is None:
+    tallies = tally_turns(logged_chunks(data), data.worst)
+    if tallies is None:
         return None
-    return _failing_part(data, turns, data.worst, data.with_text), {}
+    return _failing_part(data, tallies, data.worst, data.with_text), {}
 
 
 def log_sections(data: RunData, figures: tuple[str, dict]) -> tuple[list[str], dict, list[str]]:
     """Every section of a scored log's page, the figures, the anchors; a section with nothing
     to show (no metadata) is absent."""
-    turns = logged_turns(data)
-    if turns is None:
+    tallies = tally_turns(logged_chunks(data), data.worst)
+    if tallies is None:
         raise UserError(f"{data.run_dir}: turns.csv has no logged replies to report")
     figure_html, figs = figures
     parts = {
-        "failing": _counts_line(data) + _failing_part(data, turns, data.worst, data.with_text),
-        "turns": figure_html + _by_turn_and_check(turns),
+        "failing": _counts_line(data) + _failing_part(data, tallies, data.worst, data.with_text),
+        "turns": figure_html + _by_turn_and_check(tallies),
         "metadata": _metadata_part(data),
     }
     html = [section(a, LOG_TITLES[a], body) for a, body in parts.items() if body is not None]

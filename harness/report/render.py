@@ -155,7 +155,7 @@ def _log_page(data) -> str:
     curve = data.frame("turn_adherence.csv")
     figures = turn_figures(curve) if curve is not None else ("", {})
     sections, figs, anchors = log_sections(data, figures)
-    absent = [name for name in KNOWN_FILES if name not in data.frames and name not in
+    absent = [name for name in KNOWN_FILES if name not in data.readable and name not in
               data.problems and not (data.run_dir / name).is_file()]  # fmt: skip
     sections.append(
         note(
@@ -165,14 +165,14 @@ def _log_page(data) -> str:
     )
     log = Path(str((data.manifest or {}).get("log", data.run_dir.name))).name
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    subtitle = f"Rendered {stamp} from {', '.join(sorted(data.frames))}."
+    subtitle = f"Rendered {stamp} from {', '.join(sorted(data.readable))}."
     return page(f"Logged conversations: {log}", subtitle, sections, figs, anchors)
 
 
 def render_report(run_dir: Path, worst: int | None = None, with_text: bool = True) -> Path:
     """Read the run folder's stored files and write `report.html` there atomically. `worst`:
     the logged conversations shown; `with_text=False`: no text of a log in the page."""
-    data = load_run(Path(run_dir), worst or WORST, with_text)
+    data = load_run(Path(run_dir), worst or WORST, with_text, chunked=True)
     if is_log_folder(data):
         text = _log_page(data)
     else:

@@ -14,7 +14,8 @@ import math
 import re
 import types
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -231,6 +232,30 @@ def typed_frame(row: type[ResultRow], frame: pd.DataFrame) -> pd.DataFrame:
         if name in row.model_fields and column_kind(row, name)[0] == "bool":
             frame[name] = _as_bools(frame[name])
     return result_frame(row, frame)
+
+
+def typed_chunks(
+    row: type[ResultRow], path: Path, rows: int | None = None
+) -> Iterator[pd.DataFrame]:
+    """A result CSV read back as typed frames (`typed_frame`) of at most `rows` rows (None:
+    one frame), strings kept strings (an item id "1" stays "1"; empty cells ""). A file of
+    its header alone gives one empty frame of its columns."""
+    strings = [c for c in row.columns() if column_kind(row, c)[0] == "str"]
+    options = {"dtype": dict.fromkeys(strings, str), "low_memory": False}
+    if rows is None:
+        chunks: Iterable[pd.DataFrame] = [pd.read_csv(path, **options)]
+    else:
+        chunks = pd.read_csv(path, chunksize=rows, **options)
+    empty = True
+    for frame in chunks:
+        if frame.empty:
+            continue
+        empty = False
+        for name in set(strings) & set(frame.columns):
+            frame[name] = frame[name].fillna("").astype(object)
+        yield typed_frame(row, frame)
+    if empty:
+        yield result_frame(row, [])
 
 
 _BOOL_TEXT = {"true": True, "1": True, "1.0": True, "false": False, "0": False, "0.0": False}

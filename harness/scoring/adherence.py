@@ -33,6 +33,7 @@ from harness import results
 from harness.results import AdherenceCurveRow, AdherenceRow, SurvivalRow, as_bool, result_frame
 from harness.scoring import corrected as instrument
 from harness.scoring.reliability import reliability_fields
+from harness.scoring.spill import key_groups
 from harness.scoring.survival import (
     failed_bounds,
     first_failures,
@@ -121,6 +122,31 @@ def _pass_codes(
     return grid, matrix
 
 
+_SAMPLES = 4096  # samples whose pass codes are counted per step
+
+
+def _pass_counts(cond: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(grid t, passes k (float), samples n) per point: `_pass_codes`' 1s and cells >= 0
+    counted per column, `_SAMPLES` samples' rows at a time (the codes of a log of 100,000
+    conversations over ~1,500 points are ~150 MiB at once; sums of 0s and 1s are exact in
+    any order, so the counts are the same)."""
+    grid = np.sort(cond["t_start"].unique())
+    sample = cond.groupby(RUN_SAMPLE, sort=True).ngroup().to_numpy()
+    k, n = np.zeros(len(grid)), np.zeros(len(grid), dtype=np.int64)
+    # `window_passes` leaves a condition's rows in sample order: a step is whole samples
+    steps = (
+        np.searchsorted(sample, np.arange(0, sample.max() + _SAMPLES + 1, _SAMPLES))
+        if len(sample) and (np.diff(sample) >= 0).all()
+        else np.array([0, len(sample)])
+    )
+    for lo, hi in zip(steps[:-1], steps[1:], strict=True):
+        if hi > lo:
+            codes = _pass_codes(cond.iloc[lo:hi], grid)[1]
+            k += (codes == 1).sum(axis=0)
+            n += (codes >= 0).sum(axis=0)
+    return grid, k, n
+
+
 def _nanmean(x: np.ndarray, axis: int) -> np.ndarray:
     with warnings.catch_warnings():  # all-NaN slices are expected NaNs here
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -168,7 +194,7 @@ def adherence_curves(
     """
     frames = []
     passes = window_passes(windows) if passes is None else passes
-    for key, cond in passes.groupby(TASK_CONDITION, sort=True):
+    for key, cond in key_groups(passes, TASK_CONDITION):
         grid, a, low, high, n, method = _curve(cond, level, anytime)
         frame = pd.DataFrame(
             {"t": grid, "a": a, "a_low": low, "a_high": high, "n": n, "method": method}
@@ -187,8 +213,7 @@ def _curve(cond: pd.DataFrame, level: float, anytime: bool) -> tuple:
         grid, matrix = _pass_matrix(cond)
         low, high, method = point_band(matrix, level=level, anytime=True)
         return grid, _nanmean(matrix, 0), low, high, (~np.isnan(matrix)).sum(axis=0), method
-    grid, codes = _pass_codes(cond)
-    k, n = (codes == 1).sum(axis=0).astype(float), (codes >= 0).sum(axis=0)
+    grid, k, n = _pass_counts(cond)
     low, high = _clopper_band(k, n, level)
     with np.errstate(invalid="ignore", divide="ignore"):  # a point no sample covers: NaN
         a = k / n
@@ -342,6 +367,7 @@ def adherence_summary(
     rates: dict[str, instrument.CheckRates] | None = None,
     gate_level: float | None = None,
     passes: pd.DataFrame | None = None,
+    abstain: pd.DataFrame | None = None,
 ) -> list[AdherenceRow]:
     """AUC, final, half-life and survival median with their intervals, per condition, the
     windows no check decided, and the AUC corrected for the check's error where `rates` (by
@@ -350,15 +376,16 @@ def adherence_summary(
     horizon: the fixed t-range [1, T] of AUC, final and the half-life's checkpoints (the
     run's max_tokens); None: each sample's own span (`sample_values`). gate_level: the level
     of the one-sided bounds auc/final_lcb/ucb that gates read (`harness.gate_specs.gate_level`;
-    None: `level`). passes: the windows' `window_passes`, where the caller has them."""
+    None: `level`). passes, abstain: the windows' `window_passes` and `window_abstentions`,
+    where the caller has them (with both, `windows` is not read)."""
     passes = window_passes(windows) if passes is None else passes
     durations = first_failures(passes)
     by_condition = dict(iter(durations.groupby(TASK_CONDITION, sort=True)))
-    abstain = instrument.window_abstentions(windows)
+    abstain = instrument.window_abstentions(windows) if abstain is None else abstain
     args = (level, anytime, horizon, level if gate_level is None else gate_level)
     return [
         _condition_summary(key, cond, by_condition[key], *args, abstain.loc[key].to_dict(), rates)
-        for key, cond in passes.groupby(TASK_CONDITION, sort=True)
+        for key, cond in key_groups(passes, TASK_CONDITION)
     ]
 
 

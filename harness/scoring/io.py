@@ -16,8 +16,8 @@ from harness.scoring.adherence import (
     adherence_summary,
     summary_frame,
     survival_curves,
-    window_passes,
 )
+from harness.scoring.digest import WindowDigest, window_digest
 from harness.scoring.inputs import read_records, score_run_id
 from harness.scoring.judge import JudgeDefaults, JudgeRunner, check_judges, judge_checks_of
 from harness.scoring.score import item_checks, item_index, rows_frame, score_records
@@ -59,22 +59,24 @@ def adherence_frames(
     rates: dict | None = None,
     gate_level: float | None = None,
 ) -> dict:
-    """The adherence files of a scored set of windows, by file name: per-condition metrics
+    """The adherence files of a scored set of windows (a frame, or their `WindowDigest`), by
+    file name: per-condition metrics
     (adherence.csv), a(t) with CI bands (adherence_curve.csv), Kaplan-Meier (survival.csv).
     anytime: the intervals are confidence sequences (harness.stats); horizon: the fixed
     t-range of the per-sample values (harness.scoring.adherence.sample_values); rates: the
     checks' measured error by check id, for the corrected AUC (harness.scoring.corrected)."""
-    passes = window_passes(windows)  # once for the three files (a copy and a groupby each)
+    # the passes once for the three files (a copy and a groupby each); a chat log's windows
+    # come as the merged digest of its chunks (`WindowDigest`), never as one frame
+    digest = windows if isinstance(windows, WindowDigest) else window_digest(windows)
+    passes = digest.passes
     summary = adherence_summary(
-        windows, level=level, anytime=anytime, horizon=horizon, rates=rates,
-        gate_level=gate_level, passes=passes,
+        None, level=level, anytime=anytime, horizon=horizon, rates=rates,
+        gate_level=gate_level, passes=passes, abstain=digest.abstain,
     )  # fmt: skip
     return {
         "adherence.csv": summary_frame(summary),
-        "adherence_curve.csv": adherence_curves(
-            windows, level=level, anytime=anytime, passes=passes
-        ),
-        "survival.csv": survival_curves(windows, level=level, passes=passes),
+        "adherence_curve.csv": adherence_curves(None, level=level, anytime=anytime, passes=passes),
+        "survival.csv": survival_curves(None, level=level, passes=passes),
     }
 
 

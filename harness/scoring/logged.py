@@ -7,20 +7,25 @@ GenerationRecord (policy `logged`, history `logged`, one sample per conversation
 per item) rendered by the model's chat template as a run renders its own conversations: the
 first user message in the prompt, then per turn the logged reply as the generated tokens and
 the next user message with its template markup. The records go through the run's scoring
-(`score_records` for windows cut per reply, `score_turns` for every reply), a chunk at a time,
-so only the rows are kept, never the log.
+(`score_records` for windows cut per reply, `score_turns` for every reply), a chunk at a time:
+each chunk's rows are written to disk (`harness.scoring.spill`) and only their digests kept,
+so memory stays flat however long the log.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import gc
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from harness.analysis.conversations import TurnDigest, merge_turn_digests, turn_digest
 from harness.chat import ChatFormat
 from harness.chatlogs import LogCounts, LoggedConversation, validate_chat_logs
 from harness.config import ScoringConfig, TaskSuite
@@ -28,7 +33,9 @@ from harness.errors import UserError
 from harness.interop import read_conversations
 from harness.records import GenerationRecord, TokenCounts
 from harness.results import LoggedRow, TurnRow, WindowRow, as_bool, result_frame
+from harness.scoring.digest import WindowDigest, merge_window_digests, window_digest
 from harness.scoring.score import item_index, score_records
+from harness.scoring.spill import TURN_KEYS, WINDOW_KEYS, SpilledCsv
 from harness.scoring.turns import score_turns
 
 POLICY = "logged"  # the policy label of a logged conversation's records and rows
@@ -151,18 +158,28 @@ def _append(ids: list[int], segments: list[dict], kind, piece, text: str, turn: 
 
 @dataclass
 class LoggedScores:
-    # None once handed on as files (`LogScoreStage`: the frames are the run's outputs)
-    windows: pd.DataFrame | None  # windows.csv
-    turns: pd.DataFrame | None  # turns.csv
-    tokens: pd.DataFrame  # per-conversation token counts (summary.token_frame's, with history)
+    """What scoring a log leaves: its three CSVs, written a chunk at a time (`SpilledCsv`),
+    and the chunks' digests that the analysis files are computed from, never the rows."""
+
+    windows: Path  # windows.csv, its chunks joined in key order
+    turns: Path  # turns.csv
+    logged: Path  # logged_conversations.csv
+    window_digest: WindowDigest  # of windows.csv (the adherence files)
+    turn_digest: TurnDigest  # of turns.csv (turn_adherence.csv, conversations.csv)
+    tokens: pd.DataFrame  # token counts summed per model, item, policy, history
     conversations: int
-    logged: pd.DataFrame | None  # logged_conversations.csv
+    totals: dict[str, int]  # `log_totals` of logged_conversations.csv
 
 
 def check_logs(path: Path, matcher: ItemMatcher, log_format: str = "auto") -> int:
     """Every line parsed and matched (UserError naming file:line), nothing kept or written.
     `log_format`: a chat log, an Inspect eval log or OTel spans (`harness.interop.FORMATS`)."""
-    return validate_chat_logs(path, matcher.validate, read_conversations(path, log_format))
+    try:
+        return validate_chat_logs(path, matcher.validate, read_conversations(path, log_format))
+    finally:
+        # ids are unique within the log checked: no need to hold every one of them (~10 MiB
+        # per 100,000 conversations) through the scoring that follows
+        matcher.seen_ids.clear()
 
 
 def logged_records(
@@ -217,11 +234,18 @@ def with_failures(rows: list[dict], turns: pd.DataFrame) -> pd.DataFrame:
     return result_frame(LoggedRow, rows)
 
 
-def log_totals(conversations: pd.DataFrame) -> dict[str, int]:
-    """The manifest's counts: conversations, then every count column summed."""
+def log_totals(conversations: Iterable[pd.DataFrame]) -> dict[str, int]:
+    """The manifest's counts: conversations, then every count column summed, over the rows
+    of logged_conversations.csv (a frame, or its chunks)."""
+    if isinstance(conversations, pd.DataFrame):
+        conversations = [conversations]
     columns = ("turns", "scored_turns", "failed_turns", *LogCounts.model_fields.keys())
-    sums = {c: int(conversations[c].sum()) for c in dict.fromkeys(columns)}
-    return {"conversations": len(conversations), **sums}
+    totals = {"conversations": 0, **dict.fromkeys(columns, 0)}
+    for frame in conversations:
+        totals["conversations"] += len(frame)
+        for column in dict.fromkeys(columns):
+            totals[column] += int(frame[column].sum())
+    return totals
 
 
 def score_logged(
@@ -231,28 +255,49 @@ def score_logged(
     tokenizer,
     model: str,
     config: ScoringConfig,
+    spill: Path,
+    out: Path,
     judges=None,
     chunk: int = CHUNK,
     log_format: str = "auto",
     run_id: str = "",
 ) -> LoggedScores:
-    """windows.csv and turns.csv rows of every logged conversation (already checked with
-    `check_logs`), scored `chunk` conversations at a time through the run's scoring."""
+    """windows.csv, turns.csv and logged_conversations.csv of every logged conversation
+    (already checked with `check_logs`), scored `chunk` conversations at a time through the
+    run's scoring; each chunk's rows go to part files under `spill` and leave only their
+    digests, so memory does not grow with the log. The joined files are hidden ones in `out`
+    (`.windows.csv.scored`, ...), for `write_output` to move into place."""
     fmt = ChatFormat(tokenizer)
-    windows, turns, tokens = [], [], []
+    files = {
+        "windows": SpilledCsv(spill, WindowRow, WINDOW_KEYS),
+        "turns": SpilledCsv(spill, TurnRow, TURN_KEYS),
+        "logged": SpilledCsv(spill, LoggedRow),  # in file order, as the rows come
+    }
+    window_digests, turn_digests, tokens, logged = [], [], [], []
     batch: list[GenerationRecord] = []
+    rows: list[dict] = []
     count = 0
 
     def flush() -> None:
         memo: dict = {}  # a reply that fits in one window is scored once, for both files
-        scored = score_records(batch, suites, tokenizer, config, judges, memo)
-        windows.append(_shared_strings(result_frame(WindowRow, scored)))
-        scored = score_turns(batch, suites, tokenizer, config, judges, memo)
-        turns.append(_shared_strings(result_frame(TurnRow, scored)))
-        tokens.append(_tokens(batch))
+        windows = result_frame(WindowRow, score_records(batch, suites, tokenizer, config,
+                                                        judges, memo))  # fmt: skip
+        files["windows"].add(windows)
+        window_digests.append(window_digest(windows))
+        del windows
+        turns = result_frame(TurnRow, score_turns(batch, suites, tokenizer, config, judges, memo))
+        files["turns"].add(turns)
+        turn_digests.append(turn_digest(turns))
+        # a conversation's rows and turns are all in its chunk: its failures are too
+        conversations = with_failures(rows, turns)
+        del turns
+        files["logged"].add(conversations)
+        logged.append(log_totals(conversations))
+        tokens.append(_token_sums(batch))
         batch.clear()
+        rows.clear()
+        _release()
 
-    rows: list[dict] = []
     for record in logged_records(path, matcher, fmt, model, rows, log_format, run_id):
         batch.append(record)
         count += 1
@@ -260,56 +305,51 @@ def score_logged(
             flush()
     if batch:
         flush()
-    # chunks follow the file; the files are in key order, as a run's (each chunk list is
-    # emptied once joined: the chunks, the joined frame and the sorted one are never all held)
-    windows_frame = _in_order(
-        _concat(windows, WindowRow), ["model", "item", "policy", "sample", "window"]
-    )
-    windows.clear()
-    turns_frame = _in_order(
-        _concat(turns, TurnRow), ["model", "item", "policy", "history", "sample", "turn"]
-    )
-    turns.clear()
-    return LoggedScores(
-        windows_frame,
-        turns_frame,
-        pd.concat(tokens, ignore_index=True),
-        count,
-        with_failures(rows, turns_frame),
-    )
+    joined = [f.finish(out / f".{f.row.file}.scored") for f in files.values()]
+    windows = merge_window_digests(window_digests)
+    window_digests.clear()  # the merged digest is the only copy kept
+    turns = merge_turn_digests(turn_digests)
+    turn_digests.clear()
+    totals = {key: sum(t[key] for t in logged) for key in log_totals([])}
+    return LoggedScores(*joined, windows, turns, _summed(tokens), count, totals)
 
 
-def _in_order(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """The frame stably sorted by `keys`; itself when already in that order (a log of one
-    item, or of items one after the other), where the sort would copy every column to
-    return the same rows."""
-    if frame.empty or pd.MultiIndex.from_frame(frame[keys]).is_monotonic_increasing:
-        return frame
-    return frame.sort_values(keys, kind="stable", ignore_index=True)
+TOKEN_KEYS = ["model", "item", "policy", "history"]  # what conversations.csv sums tokens by
 
 
-def _tokens(records: list[GenerationRecord]) -> pd.DataFrame:
-    keys = ("model", "item", "policy", "seed", "sample", "history")
-    return pd.DataFrame(
+def _token_sums(records: list[GenerationRecord]) -> pd.DataFrame:
+    """The records' generated tokens summed per model, item, policy and history (nothing is
+    injected into a log)."""
+    frame = pd.DataFrame(
         [
-            {**{k: getattr(r, k) for k in keys}, "generated": r.tokens.generated, "injected": 0,
-             "restated": 0}
+            {**{k: getattr(r, k) for k in TOKEN_KEYS}, "generated": r.tokens.generated,
+             "injected": 0, "restated": 0}
             for r in records
         ]
     )  # fmt: skip
+    return _summed([frame])
 
 
-def _shared_strings(frame: pd.DataFrame) -> pd.DataFrame:
-    """The frame with each distinct string held once (ids, checks, reasons repeat on
-    thousands of rows; a str object per cell costs ~50 bytes)."""
-    for column in frame.columns:
-        if frame[column].dtype == object:
-            frame[column] = frame[column].map(lambda v: sys.intern(v) if type(v) is str else v)
-    return frame
-
-
-def _concat(frames: list[pd.DataFrame], row) -> pd.DataFrame:
-    """The chunks' rows as one frame (header-only when none has any: e.g. only empty
-    replies)."""
+def _summed(frames: list[pd.DataFrame]) -> pd.DataFrame:
     frames = [f for f in frames if not f.empty]
-    return pd.concat(frames, ignore_index=True) if frames else result_frame(row, [])
+    if not frames:
+        return pd.DataFrame(columns=[*TOKEN_KEYS, "generated", "injected", "restated"])
+    return pd.concat(frames).groupby(TOKEN_KEYS, as_index=False, sort=True).sum()
+
+
+def _release() -> None:
+    """Hand a scored chunk's memory back: its frames and rows are garbage now (cycles in the
+    check objects included), and glibc keeps freed heap pages unless asked to trim."""
+    gc.collect()
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _libc():
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:  # not glibc (macOS, musl): nothing to trim
+        return None
+
+
+_LIBC = _libc() if sys.platform.startswith("linux") else None

@@ -14,7 +14,9 @@ it. A new stage is one module with one class and one line in `harness.pipeline.S
 from __future__ import annotations
 
 import json
+import os
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +27,7 @@ from harness.engines.pool import EnginePool
 from harness.models import ResolvedModel
 from harness.records import GenerationRecord
 from harness.results import RESULT_FILES, ResultRow, result_frame, typed_frame
+from harness.results.base import typed_chunks
 from harness.selection import Selected
 from harness.sequential import SampleBatch
 from harness.store import RunStore, atomic_write_text, write_csv
@@ -35,8 +38,19 @@ if TYPE_CHECKING:  # annotations only: pandas and rich load where frames and bar
 
 
 # What a stage may return per file: a DataFrame (CSV), a list of pydantic models (JSON lines),
-# a dict (JSON) or a str (text). `write_output` picks the writer from the value's type.
+# a dict (JSON), a str (text) or a `WrittenFile`. `write_output` picks the writer from the
+# value's type.
 Output = Any
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """An Output the stage wrote itself, a chunk at a time, because it never holds it whole
+    (a scored log's windows.csv: `harness.scoring.spill`): a file on the same filesystem as
+    the run folder, through the same CSV writer, that `write_output` moves into place. Later
+    stages read it from the run folder (`ctx.frame`, `ctx.frames`)."""
+
+    path: Path
 
 
 class Product:
@@ -173,12 +187,21 @@ class RunContext(StageTimings):
     def frame(self, row: type[ResultRow]) -> pd.DataFrame:
         """An earlier stage's CSV, checked against `row` (booleans as booleans); an empty
         frame when that stage wrote none. The running stage must declare it in `reads`."""
-        import pandas as pd
-
         if self.stage is not None and row not in self.stage.reads:
             raise RuntimeError(f"stage {self.stage.name} reads {row.file} without declaring it")
         value = self.outputs.get(row.file)
-        return typed_frame(row, value) if value is not None else pd.DataFrame()
+        return output_frame(row, value)
+
+
+def output_frame(row: type[ResultRow], value: Output) -> pd.DataFrame:
+    """An earlier stage's CSV as one typed frame (read from disk when kept as its path);
+    an empty frame when no stage wrote it."""
+    import pandas as pd
+
+    frames = list(output_frames(row, value, rows=None))
+    if len(frames) > 1:
+        return pd.concat(frames, ignore_index=True)
+    return frames[0] if frames else pd.DataFrame()
 
 
 def _engine_pool() -> EnginePool:
@@ -222,6 +245,28 @@ def declared_row(stage: Stage, name: str) -> type[ResultRow] | None:
     return rows[0] if rows else None
 
 
+def kept_output(path: Path, value: Output) -> Output:
+    """What `ctx.outputs` keeps of a written file: its value, or its path in the run folder
+    where the value was a `WrittenFile` (moved there)."""
+    return path if isinstance(value, WrittenFile) else value
+
+
+def output_frames(
+    row: type[ResultRow], value: Output, rows: int | None = 20_000
+) -> Iterator[pd.DataFrame]:
+    """An earlier stage's CSV as typed frames of at most `rows` rows (one frame when it is
+    held in memory; read from disk a chunk at a time when it was kept as its path; None:
+    the whole file at once)."""
+    import pandas as pd
+
+    if value is None:
+        return
+    if isinstance(value, pd.DataFrame):
+        yield typed_frame(row, value)
+    else:
+        yield from typed_chunks(row, Path(value), rows)
+
+
 def write_output(path: Path, value: Output, row: type[ResultRow] | None = None) -> None:
     """The one writer of every run file, chosen by the value's type; always atomic. A frame
     goes through `row` (the writing stage's declaration), else the run's model of its name."""
@@ -238,5 +283,7 @@ def write_output(path: Path, value: Output, row: type[ResultRow] | None = None) 
         atomic_write_text(path, json.dumps(value, indent=2))
     elif isinstance(value, str):
         atomic_write_text(path, value)
+    elif isinstance(value, WrittenFile):
+        os.replace(value.path, path)  # atomic: the file was written whole beside the run
     else:
         raise TypeError(f"{path.name}: no writer for {type(value).__name__}")

@@ -8,7 +8,9 @@ every CSV through its row model (docs/results.md).
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field, replace
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,12 +36,15 @@ from harness.scoring.logged import LoggedScores, log_totals, score_logged
 from harness.stages.base import (
     Manifest,
     Output,
+    Product,
     ProgressBars,
     Report,
     Stage,
     StageTimings,
+    WrittenFile,
     check_order,
-    typed_frame,
+    output_frame,
+    output_frames,
 )
 from harness.store import RunStore
 
@@ -57,18 +62,28 @@ class ScoreContext(StageTimings):
     outputs: dict[str, Output] = field(default_factory=dict)  # file name -> value written
     timings: dict[str, float] = field(default_factory=dict)
     started: str = ""
-    scores: LoggedScores | None = None  # the score stage's counts and tokens (frames: outputs)
+    scores: LoggedScores | None = None  # the score stage's digests and counts (`LogDigests`)
     engines: EnginePool = field(default_factory=EnginePool)  # none: judges own theirs
     stage: Stage | None = None  # the stage running now: `frame` reads only what it declared
 
     def frame(self, row: type[ResultRow]) -> pd.DataFrame:
         """An earlier stage's CSV, typed by its row model (as `RunContext.frame`)."""
-        import pandas as pd
+        return output_frame(row, self._declared(row))
 
+    def frames(self, row: type[ResultRow], rows: int = 20_000) -> Iterator[pd.DataFrame]:
+        """An earlier stage's CSV as typed frames of at most `rows` rows (a scored log's files
+        are read from the folder a chunk at a time, never whole)."""
+        return output_frames(row, self._declared(row), rows)
+
+    def _declared(self, row: type[ResultRow]):
         if self.stage is not None and row not in self.stage.reads:
             raise RuntimeError(f"stage {self.stage.name} reads {row.file} without declaring it")
-        value = self.outputs.get(row.file)
-        return typed_frame(row, value) if value is not None else pd.DataFrame()
+        return self.outputs.get(row.file)
+
+
+class LogDigests(Product):
+    """`ctx.scores`: the scored chunks' digests of windows.csv and turns.csv and their token
+    sums, what the analysis files are computed from (the CSVs themselves are on disk)."""
 
 
 class LogScoreStage:
@@ -78,46 +93,48 @@ class LogScoreStage:
 
     name = "score"
     reads = ()
-    writes = (WindowRow, TurnRow, LoggedRow)
+    writes = (WindowRow, TurnRow, LoggedRow, LogDigests)
 
     def run(self, ctx: ScoreContext) -> dict[str, Output]:
         plan = ctx.plan
         store = RunStore(ctx.out_dir) if plan.judge_checks else contextlib.nullcontext()
-        with store as opened, JudgeRunner(opened, plan.judges) as judges:
-            scores = score_logged(
+        # the chunks' part files, beside the folder's files (the joined ones are moved there)
+        spill = tempfile.TemporaryDirectory(prefix=".scoring-", dir=ctx.out_dir)
+        with spill as parts, store as opened, JudgeRunner(opened, plan.judges) as judges:
+            ctx.scores = scores = score_logged(
                 plan.logs,
                 plan.suites,
                 plan.matcher,
                 plan.tokenizer,
                 plan.model,
                 plan.config,
+                Path(parts),
+                ctx.out_dir,
                 judges,
                 log_format=plan.log_format,
                 run_id=plan.run_id,
             )
-        # the frames live on in `outputs` only, let go of once no later stage reads them
-        ctx.scores = replace(scores, windows=None, turns=None, logged=None)
         return {
-            "windows.csv": scores.windows,
-            "turns.csv": scores.turns,
-            "logged_conversations.csv": scores.logged,
+            "windows.csv": WrittenFile(scores.windows),
+            "turns.csv": WrittenFile(scores.turns),
+            "logged_conversations.csv": WrittenFile(scores.logged),
         }
 
 
 class LogAnalyseStage:
-    """The adherence files from windows.csv; turn_adherence.csv and conversations.csv from
-    turns.csv (the replies' token counts: nothing is injected into a log)."""
+    """The adherence files from windows.csv's digest; turn_adherence.csv and conversations.csv
+    from turns.csv's (the replies' token counts: nothing is injected into a log)."""
 
     name = "analyse"
-    reads = (WindowRow, TurnRow)
+    reads = (LogDigests,)
     writes = (AdherenceRow, AdherenceCurveRow, SurvivalRow, TurnAdherenceRow, ConversationRow)
 
     def run(self, ctx: ScoreContext) -> dict[str, Output]:
-        turns = ctx.frame(TurnRow)
+        scores = ctx.scores
         return {
-            **adherence_frames(ctx.frame(WindowRow)),
-            "turn_adherence.csv": turn_curves(turns),
-            "conversations.csv": conversation_summary(turns, ctx.scores.tokens),
+            **adherence_frames(scores.window_digest),
+            "turn_adherence.csv": turn_curves(scores.turn_digest),
+            "conversations.csv": conversation_summary(scores.turn_digest, scores.tokens),
         }
 
 
@@ -139,7 +156,7 @@ class LogManifestStage:
                 "log_format": plan.log_format,
                 "model": plan.model,
                 "item": plan.item,
-                "counts": log_totals(ctx.frame(LoggedRow)),
+                "counts": log_totals(ctx.frames(LoggedRow)),
                 "matching": plan.matcher.shared_notes(),
                 "timings": dict(ctx.timings),
                 "started": ctx.started,

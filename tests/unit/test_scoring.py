@@ -322,7 +322,7 @@ def test_the_curve_s_counted_a_t_is_the_float_matrix_s_exactly():
 
 
 def test_a_log_s_rows_already_in_key_order_are_kept_and_others_sorted():
-    from harness.scoring.logged import _in_order
+    from harness.scoring.spill import in_key_order as _in_order
 
     keys = ["item", "sample"]
     ordered = pd.DataFrame({"item": ["a", "a", "b"], "sample": [0, 1, 0], "x": [1, 2, 3]})
