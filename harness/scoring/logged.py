@@ -280,12 +280,16 @@ def score_logged(
 
     def flush() -> None:
         memo: dict = {}  # a reply that fits in one window is scored once, for both files
-        windows = result_frame(WindowRow, score_records(batch, suites, tokenizer, config,
-                                                        judges, memo))  # fmt: skip
+        # rows as dicts: framed at once, result_frame checks every column (`as_dicts`)
+        scored = score_records(batch, suites, tokenizer, config, judges, memo, as_dicts=True)
+        windows = result_frame(WindowRow, scored)
+        del scored
         files["windows"].add(windows)
         window_digests.append(window_digest(windows))
         del windows
-        turns = result_frame(TurnRow, score_turns(batch, suites, tokenizer, config, judges, memo))
+        scored = score_turns(batch, suites, tokenizer, config, judges, memo, as_dicts=True)
+        turns = result_frame(TurnRow, scored)
+        del scored
         files["turns"].add(turns)
         turn_digests.append(turn_digest(turns))
         # a conversation's rows and turns are all in its chunk: its failures are too
