@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import gc
 import json
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -39,7 +38,8 @@ from harness.scoring.spill import TURN_KEYS, WINDOW_KEYS, SpilledCsv
 from harness.scoring.turns import score_turns
 
 POLICY = "logged"  # the policy label of a logged conversation's records and rows
-CHUNK = 500  # conversations scored per batch: every check sees their texts at once
+CHUNK = 250  # conversations scored per batch: every check sees their texts at once (500: a
+# ~30 MiB higher peak, no less CPU at 10,000 conversations)
 
 
 class ItemMatcher:
@@ -342,9 +342,10 @@ def _summed(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 
 def _release() -> None:
-    """Hand a scored chunk's memory back: its frames and rows are garbage now (cycles in the
-    check objects included), and glibc keeps freed heap pages unless asked to trim."""
-    gc.collect()
+    """Hand a scored chunk's memory back: its frames and rows are garbage now, and glibc keeps
+    freed heap pages unless asked to trim. No `gc.collect()`: a full collection costs ~0.1 s
+    of CPU (40 chunks per 10,000 conversations) and left the peak where it was (cyclic
+    garbage is collected by Python's own thresholds, the next trim returns its pages)."""
     if _LIBC is not None:
         _LIBC.malloc_trim(0)
 
