@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from harness import results
+from harness.scoring.spill import sorted_runs
 from harness.stats import Interval, binomial_interval, mean_interval, none_interval
 
 TASK_CONDITION = list(results.TASK_CONDITION)
@@ -20,7 +21,7 @@ RUN_SAMPLE = list(results.RUN_SAMPLE)
 def first_failures(passes: pd.DataFrame) -> pd.DataFrame:
     """Per sample: duration (t_start of its first failing window, else last t_end) and event."""
     keys = TASK_CONDITION + RUN_SAMPLE
-    starts = _run_starts(passes, keys)
+    starts = sorted_runs(passes, keys)
     if starts is not None:  # in key order (window_passes'): each sample a run of rows
         fail = np.where(passes["passed"].to_numpy(bool), np.nan, passes["t_start"].to_numpy(float))
         first = np.fmin.reduceat(fail, starts)  # NaN only where no window failed
@@ -41,22 +42,6 @@ def first_failures(passes: pd.DataFrame) -> pd.DataFrame:
     agg["duration"] = np.where(event, agg["fail"], agg["end"]).astype(float)
     agg["event"] = event.to_numpy()
     return agg[[*TASK_CONDITION, *RUN_SAMPLE, "duration", "event"]]
-
-
-def _run_starts(frame: pd.DataFrame, keys: list[str]) -> np.ndarray | None:
-    """The first row of each group of `keys` where the frame is sorted by them (None where it
-    is not, or a key is empty): a 100,000-conversation log's groupby over its ~1.3 million
-    passes would factorize every key (~150 MiB); comparing neighbours costs a few bools."""
-    if frame.empty or any(frame[k].isna().any() for k in keys):
-        return None
-    same = np.ones(len(frame) - 1, dtype=bool)  # row i + 1 has row i's keys so far
-    for key in keys:
-        values = frame[key].to_numpy()
-        after, before = values[1:], values[:-1]
-        if (same & (after < before)).any():
-            return None
-        same &= after == before
-    return np.concatenate([[0], np.nonzero(~same)[0] + 1])
 
 
 def kaplan_meier(durations: np.ndarray, events: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -202,8 +202,8 @@ def test_first_failures_of_rows_in_key_order_are_the_groupby_s(monkeypatch):
     from harness.scoring import survival
 
     passes = window_digest(_windows(80, seed=9)).passes  # in key order: runs of rows
-    assert survival._run_starts(passes, survival.TASK_CONDITION + survival.RUN_SAMPLE) is not None
+    assert survival.sorted_runs(passes, survival.TASK_CONDITION + survival.RUN_SAMPLE) is not None
     fast = survival.first_failures(passes)
-    monkeypatch.setattr(survival, "_run_starts", lambda *_: None)
+    monkeypatch.setattr(survival, "sorted_runs", lambda *_: None)
     pd.testing.assert_frame_equal(fast, survival.first_failures(passes))
     assert fast["event"].any() and not fast["event"].all()
