@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from harness import results
+from harness.scoring.spill import sorted_runs
 from harness.stats import Interval, binomial_interval, mean_interval, none_interval
 
 TASK_CONDITION = list(results.TASK_CONDITION)
@@ -20,8 +21,17 @@ RUN_SAMPLE = list(results.RUN_SAMPLE)
 def first_failures(passes: pd.DataFrame) -> pd.DataFrame:
     """Per sample: duration (t_start of its first failing window, else last t_end) and event."""
     keys = TASK_CONDITION + RUN_SAMPLE
+    starts = sorted_runs(passes, keys)
+    if starts is not None:  # in key order (window_passes'): each sample a run of rows
+        fail = np.where(passes["passed"].to_numpy(bool), np.nan, passes["t_start"].to_numpy(float))
+        first = np.fmin.reduceat(fail, starts)  # NaN only where no window failed
+        end = np.maximum.reduceat(passes["t_end"].to_numpy(), starts)
+        event = ~np.isnan(first)
+        agg = pd.DataFrame({k: passes[k].to_numpy()[starts] for k in keys})
+        agg["duration"] = np.where(event, first, end).astype(float)
+        agg["event"] = event
+        return agg
     # a min and a max per sample: the rows' order does not matter, so they are not sorted
-    # (a sorted copy of a 100,000-conversation log's passes is ~130 MiB)
     p = passes
     fail_start = p["t_start"].where(~p["passed"])
     grouped = pd.DataFrame({"fail": fail_start, "end": p["t_end"]}).groupby(

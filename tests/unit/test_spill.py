@@ -196,3 +196,14 @@ def test_kaplan_meier_and_failed_bounds_count_as_the_pairwise_comparisons():
         low, high = failed_bounds(d, e, grid)
         np.testing.assert_array_equal(low, (by_t & e[None, :]).sum(axis=1))
         np.testing.assert_array_equal(high, by_t.sum(axis=1))
+
+
+def test_first_failures_of_rows_in_key_order_are_the_groupby_s(monkeypatch):
+    from harness.scoring import survival
+
+    passes = window_digest(_windows(80, seed=9)).passes  # in key order: runs of rows
+    assert survival.sorted_runs(passes, survival.TASK_CONDITION + survival.RUN_SAMPLE) is not None
+    fast = survival.first_failures(passes)
+    monkeypatch.setattr(survival, "sorted_runs", lambda *_: None)
+    pd.testing.assert_frame_equal(fast, survival.first_failures(passes))
+    assert fast["event"].any() and not fast["event"].all()
