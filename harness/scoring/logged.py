@@ -18,13 +18,13 @@ import ctypes
 import ctypes.util
 import json
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from harness.analysis.conversations import TurnDigest, merge_turn_digests, turn_digest
 from harness.chat import ChatFormat
 from harness.chatlogs import LogCounts, LoggedConversation, validate_chat_logs
 from harness.config import ScoringConfig, TaskSuite
@@ -156,6 +156,17 @@ def _append(ids: list[int], segments: list[dict], kind, piece, text: str, turn: 
     ids.extend(piece)
 
 
+@dataclass(frozen=True)
+class TurnDigests:
+    """How a chunk's turns.csv rows are digested (`of`) and the chunks' digests joined
+    (`merge`) for turn_adherence.csv and conversations.csv: the analysis layer's
+    (`harness.analysis.conversations.turn_digest`), handed in by the stage, since scoring does
+    not import the analysis (the module graph's layers)."""
+
+    of: Callable[[pd.DataFrame], Any]
+    merge: Callable[[list], Any]
+
+
 @dataclass
 class LoggedScores:
     """What scoring a log leaves: its three CSVs, written a chunk at a time (`SpilledCsv`),
@@ -165,7 +176,7 @@ class LoggedScores:
     turns: Path  # turns.csv
     logged: Path  # logged_conversations.csv
     window_digest: WindowDigest  # of windows.csv (the adherence files)
-    turn_digest: TurnDigest  # of turns.csv (turn_adherence.csv, conversations.csv)
+    turn_digest: Any  # of turns.csv (turn_adherence.csv, conversations.csv): TurnDigests'
     tokens: pd.DataFrame  # token counts summed per model, item, policy, history
     conversations: int
     totals: dict[str, int]  # `log_totals` of logged_conversations.csv
@@ -257,6 +268,7 @@ def score_logged(
     config: ScoringConfig,
     spill: Path,
     out: Path,
+    turn_digests: TurnDigests,
     judges=None,
     chunk: int = CHUNK,
     log_format: str = "auto",
@@ -266,14 +278,15 @@ def score_logged(
     (already checked with `check_logs`), scored `chunk` conversations at a time through the
     run's scoring; each chunk's rows go to part files under `spill` and leave only their
     digests, so memory does not grow with the log. The joined files are hidden ones in `out`
-    (`.windows.csv.scored`, ...), for `write_output` to move into place."""
+    (`.windows.csv.scored`, ...), for `write_output` to move into place. `turn_digests`: how
+    a chunk's turns are digested (the analysis layer's, given by the stage)."""
     fmt = ChatFormat(tokenizer)
     files = {
         "windows": SpilledCsv(spill, WindowRow, WINDOW_KEYS),
         "turns": SpilledCsv(spill, TurnRow, TURN_KEYS),
         "logged": SpilledCsv(spill, LoggedRow),  # in file order, as the rows come
     }
-    window_digests, turn_digests, tokens, logged = [], [], [], []
+    window_digests, turn_parts, tokens, logged = [], [], [], []
     batch: list[GenerationRecord] = []
     rows: list[dict] = []
     count = 0
@@ -291,7 +304,7 @@ def score_logged(
         turns = result_frame(TurnRow, scored)
         del scored
         files["turns"].add(turns)
-        turn_digests.append(turn_digest(turns))
+        turn_parts.append(turn_digests.of(turns))
         # a conversation's rows and turns are all in its chunk: its failures are too
         conversations = with_failures(rows, turns)
         del turns
@@ -312,8 +325,8 @@ def score_logged(
     joined = [f.finish(out / f".{f.row.file}.scored") for f in files.values()]
     windows = merge_window_digests(window_digests)
     window_digests.clear()  # the merged digest is the only copy kept
-    turns = merge_turn_digests(turn_digests)
-    turn_digests.clear()
+    turns = turn_digests.merge(turn_parts)
+    turn_parts.clear()
     totals = {key: sum(t[key] for t in logged) for key in log_totals([])}
     return LoggedScores(*joined, windows, turns, _summed(tokens), count, totals)
 

@@ -15,7 +15,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.analysis.conversations import conversation_summary, turn_curves
+from harness.analysis.conversations import (
+    conversation_summary,
+    merge_turn_digests,
+    turn_curves,
+    turn_digest,
+)
 from harness.engines.pool import EnginePool
 from harness.plan import ScorePlan
 from harness.report import render_report
@@ -32,7 +37,7 @@ from harness.results import (
 )
 from harness.scoring.io import adherence_frames
 from harness.scoring.judge import JudgeRunner
-from harness.scoring.logged import LoggedScores, log_totals, score_logged
+from harness.scoring.logged import LoggedScores, TurnDigests, log_totals, score_logged
 from harness.stages.base import (
     Manifest,
     Output,
@@ -110,6 +115,7 @@ class LogScoreStage:
                 plan.config,
                 Path(parts),
                 ctx.out_dir,
+                TurnDigests(turn_digest, merge_turn_digests),
                 judges,
                 log_format=plan.log_format,
                 run_id=plan.run_id,
