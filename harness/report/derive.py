@@ -16,7 +16,8 @@ from harness import results
 from harness.models import trained_name
 from harness.report.load import RunData
 from harness.results import as_bool
-from harness.scoring.adherence import adherence_curves, survival_curves
+from harness.scoring.adherence import adherence_curves, window_passes
+from harness.scoring.survival import survival_curves
 
 CONDITION = list(results.CONDITION)
 # The plotted curves: a(t) and its interval bounds (low, high), n samples at t.
@@ -58,7 +59,7 @@ def survival_curve(data: RunData) -> tuple[pd.DataFrame | None, str]:
     source = "survival.csv"
     if stored is None and data.frame("windows.csv") is not None:
         stored, source = (
-            survival_curves(_windows_for_scoring(data.frame("windows.csv"))),
+            survival_curves(window_passes(_windows_for_scoring(data.frame("windows.csv")))),
             "windows.csv",
         )
     if stored is None:

@@ -30,16 +30,11 @@ import numpy as np
 import pandas as pd
 
 from harness import results
-from harness.results import AdherenceCurveRow, AdherenceRow, SurvivalRow, as_bool, result_frame
+from harness.results import AdherenceCurveRow, AdherenceRow, as_bool, result_frame
 from harness.scoring import corrected as instrument
 from harness.scoring.reliability import reliability_fields
 from harness.scoring.spill import key_groups
-from harness.scoring.survival import (
-    failed_bounds,
-    first_failures,
-    kaplan_meier,
-    survival_median_interval,
-)
+from harness.scoring.survival import first_failures, survival_median_interval
 from harness.stats import (
     BINARY_CS,
     DEFAULT_LEVEL,
@@ -387,39 +382,6 @@ def adherence_summary(
         _condition_summary(key, cond, by_condition[key], *args, abstain.loc[key].to_dict(), rates)
         for key, cond in key_groups(passes, TASK_CONDITION)
     ]
-
-
-def survival_curves(
-    windows: pd.DataFrame, *, level: float = DEFAULT_LEVEL, passes: pd.DataFrame | None = None
-) -> pd.DataFrame:
-    """Kaplan-Meier S(t) per condition: model, task, item, policy, t, survival, survival_low,
-    survival_high, n, method. The band is pointwise: 1 - the binomial bounds on F(t) of
-    `survival_median_interval` (exact when no sample is censored before t). passes: the
-    windows' `window_passes`, where the caller has them."""
-    frames = []
-    passes = window_passes(windows) if passes is None else passes
-    for key, cond in first_failures(passes).groupby(TASK_CONDITION, sort=True):
-        d, e = cond["duration"].to_numpy(float), cond["event"].to_numpy(bool)
-        times, surv = kaplan_meier(d, e)
-        times, surv = np.concatenate([[0.0], times]), np.concatenate([[1.0], surv])
-        k_low, k_high = failed_bounds(d, e, times)
-        n = np.full(len(times), len(d))
-        low = 1 - binomial_interval(k_high, n, level=level)[1]
-        high = 1 - binomial_interval(k_low, n, level=level)[0]
-        frame = pd.DataFrame(
-            {
-                "t": times,
-                "survival": surv,
-                "survival_low": low,
-                "survival_high": high,
-                "n": n,
-                "method": "binomial bounds (clopper-pearson)",
-            }  # fmt: skip
-        )
-        for col, value in zip(TASK_CONDITION, key, strict=True):
-            frame.insert(TASK_CONDITION.index(col), col, value)
-        frames.append(frame)
-    return result_frame(SurvivalRow, pd.concat(frames, ignore_index=True) if frames else ())
 
 
 def summary_frame(summaries: list[AdherenceRow]) -> pd.DataFrame:

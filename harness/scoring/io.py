@@ -11,16 +11,12 @@ from pathlib import Path
 from harness.config import GenerationConfig, ScoringConfig, TaskSuite
 from harness.errors import UserError
 from harness.models import EMBEDDED_MODEL, resolve_model, trained_name
-from harness.scoring.adherence import (
-    adherence_curves,
-    adherence_summary,
-    summary_frame,
-    survival_curves,
-)
+from harness.scoring.adherence import adherence_curves, adherence_summary, summary_frame
 from harness.scoring.digest import WindowDigest, window_digest
 from harness.scoring.inputs import read_records, score_run_id
 from harness.scoring.judge import JudgeDefaults, JudgeRunner, check_judges, judge_checks_of
 from harness.scoring.score import item_checks, item_index, rows_frame, score_records
+from harness.scoring.survival import survival_curves
 from harness.store import RunStore, write_csv
 
 
@@ -76,7 +72,7 @@ def adherence_frames(
     return {
         "adherence.csv": summary_frame(summary),
         "adherence_curve.csv": adherence_curves(None, level=level, anytime=anytime, passes=passes),
-        "survival.csv": survival_curves(None, level=level, passes=passes),
+        "survival.csv": survival_curves(passes, level=level),
     }
 
 

@@ -11,8 +11,9 @@ import numpy as np
 import pandas as pd
 
 from harness import results
+from harness.results import SurvivalRow, result_frame
 from harness.scoring.spill import sorted_runs
-from harness.stats import Interval, binomial_interval, mean_interval, none_interval
+from harness.stats import DEFAULT_LEVEL, Interval, binomial_interval, mean_interval, none_interval
 
 TASK_CONDITION = list(results.TASK_CONDITION)
 RUN_SAMPLE = list(results.RUN_SAMPLE)
@@ -121,3 +122,33 @@ def _cs(by_t: np.ndarray, events: np.ndarray, level: float, surely: bool) -> flo
     share = (by_t & events) if surely else by_t  # failed by t or not: binary
     ci = mean_interval(share, level=level, anytime=True, value_type="binary")
     return ci.low if surely else ci.high
+
+
+def survival_curves(passes: pd.DataFrame, *, level: float = DEFAULT_LEVEL) -> pd.DataFrame:
+    """Kaplan-Meier S(t) per condition: model, task, item, policy, t, survival, survival_low,
+    survival_high, n, method. The band is pointwise: 1 - the binomial bounds on F(t) of
+    `survival_median_interval` (exact when no sample is censored before t). passes: the
+    windows' `harness.scoring.adherence.window_passes`."""
+    frames = []
+    for key, cond in first_failures(passes).groupby(TASK_CONDITION, sort=True):
+        d, e = cond["duration"].to_numpy(float), cond["event"].to_numpy(bool)
+        times, surv = kaplan_meier(d, e)
+        times, surv = np.concatenate([[0.0], times]), np.concatenate([[1.0], surv])
+        k_low, k_high = failed_bounds(d, e, times)
+        n = np.full(len(times), len(d))
+        low = 1 - binomial_interval(k_high, n, level=level)[1]
+        high = 1 - binomial_interval(k_low, n, level=level)[0]
+        frame = pd.DataFrame(
+            {
+                "t": times,
+                "survival": surv,
+                "survival_low": low,
+                "survival_high": high,
+                "n": n,
+                "method": "binomial bounds (clopper-pearson)",
+            }  # fmt: skip
+        )
+        for col, value in zip(TASK_CONDITION, key, strict=True):
+            frame.insert(TASK_CONDITION.index(col), col, value)
+        frames.append(frame)
+    return result_frame(SurvivalRow, pd.concat(frames, ignore_index=True) if frames else ())

@@ -17,9 +17,9 @@ from harness.scoring.adherence import (
     adherence_summary,
     curve_metrics,
     first_failures,
-    survival_curves,
     window_passes,
 )
+from harness.scoring.survival import survival_curves
 from harness.scoring.windows import _STRETCH_TEXTS, response_text, stretch_texts, window_bounds
 
 
@@ -237,7 +237,7 @@ def test_survival_kaplan_meier_median_and_censoring():
     assert summary.survival_median == 65 and summary.failures == 3 and summary.censored == 1
     # 4 samples cannot bound the median: F(t) <= 1/2 is never excluded, F(t) < 1/2 neither
     assert (summary.survival_median_low, summary.survival_median_high) == (0.0, math.inf)
-    curve = survival_curves(frame)
+    curve = survival_curves(window_passes(frame))
     assert curve["survival"].iloc[-1] == pytest.approx(0.25)
     assert (curve["survival_low"] <= curve["survival"]).all()
     assert (curve["survival"] <= curve["survival_high"]).all()
