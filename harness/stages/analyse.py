@@ -62,7 +62,6 @@ class AnalyseStage:
         self.summary_only = summary_only
         self.reads = (Records, WindowRow) if summary_only else FULL_READS
         self.writes = (SummaryRow,) if summary_only else FULL_WRITES
-        self._measured: dict | None = None  # the labelled sets' counts, scored once per run
 
     def run(self, ctx: RunContext) -> dict:
         import pandas as pd
@@ -125,15 +124,17 @@ class AnalyseStage:
         return out
 
     def measured(self, ctx) -> dict:
-        """The run's checks measured on the labelled sets (harness.scoring.measured)."""
-        if self._measured is None:
+        """The run's checks measured on the labelled sets (harness.scoring.measured), once per
+        run: kept on the run's context, not on this stage (one instance serves every run of
+        the process; a second run would read the first one's rates)."""
+        if ctx.measured_rates is None:
             scoring = ctx.config.scoring
             checks = [c for sel in ctx.items for c in item_checks(sel.item, scoring.languages)]
             tokenizer = lambda: load_tokenizer(ctx.models[0].name)  # noqa: E731
-            self._measured = measured_checks(
+            ctx.measured_rates = measured_checks(
                 checks, scoring.languages, scoring.validation, tokenizer
             )
-        return self._measured
+        return ctx.measured_rates
 
 
 def carried_of(ctx: RunContext, nexttoken):

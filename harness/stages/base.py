@@ -167,6 +167,8 @@ class RunContext(StageTimings):
     sequential: dict = field(default_factory=dict)  # manifest.json's record of the looks
     engines: EnginePool = field(default_factory=lambda: _engine_pool())
     stage: Stage | None = None  # the stage running now: `frame` reads only what it declared
+    # the checks' error measured on the labelled sets (AnalyseStage.measured), once per run
+    measured_rates: dict | None = None
     _tokenizers: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -29,7 +29,8 @@ def scripted(scripted_engine, tiny_model_path):
     return scripted_engine(ScriptedEngine({"[fr]": 0.75}, tokenizer, good=FRENCH, bad=ENGLISH))
 
 
-def _config(tmp_path, gates: list) -> object:
+def _config(tmp_path, gates: list, checks: list | None = None) -> object:
+    checks = checks or [{"type": "language", "target": "fr"}]
     suite = {
         "suite": "s",
         "items": [
@@ -37,7 +38,7 @@ def _config(tmp_path, gates: list) -> object:
                 "id": "fr",
                 "system": "Always answer in French.",
                 "user": "Where is my order? [fr]",
-                "checks": [{"type": "language", "target": "fr"}],
+                "checks": checks,
             }
         ],
     }
@@ -83,3 +84,17 @@ def test_a_run_with_validation_data_reports_and_gates_the_corrected_auc(tmp_path
     assert verdicts["verdict"].tolist()[1] in ("fail", "undecided")  # never a pass at 0.99
     html = (out / "report.html").read_text()
     assert "AUC corrected" in html and "Rogan-Gladen" in html
+
+
+def test_a_second_run_in_the_same_process_measures_its_own_checks(tmp_path, scripted):
+    """The measured rates belong to the run: a run of another check earlier in the process
+    (a notebook, a test session) must not leave the corrected AUC without validation data."""
+    from harness.pipeline import run_pipeline
+
+    first = tmp_path / "first"
+    first.mkdir()
+    regex = [{"type": "regex_must", "pattern": "commande"}]
+    run_pipeline(_config(first, [], regex), out=first / "out", show_progress=False)
+    out = run_pipeline(_config(tmp_path, []), out=tmp_path / "out", show_progress=False)
+    (row,) = pd.read_csv(out / "adherence.csv").to_dict("records")
+    assert row["auc_corrected_method"].startswith("rogan-gladen"), row["auc_corrected_method"]
