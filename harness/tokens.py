@@ -118,7 +118,11 @@ class BytePieces:
     def __init__(self, backend) -> None:
         self.backend = backend
         self.added = frozenset(backend.get_added_tokens_decoder())
-        self.table: dict[int, bytes | None] = {}  # id -> its bytes; None: the backend's
+        # id -> its bytes (None: the backend's), every id at once: filled lazily, the pieces
+        # were scattered among a chunk's short-lived objects and kept their heap pages from
+        # being returned (peak RSS +25 MiB at 2,500 conversations)
+        size = backend.get_vocab_size(with_added_tokens=True)
+        self.table: dict[int, bytes | None] = {i: self.piece(i) for i in range(size)}
 
     def piece(self, token_id: int) -> bytes | None:
         token = None if token_id in self.added else self.backend.id_to_token(token_id)
