@@ -9,6 +9,7 @@ sense on the whole response.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from typing import Any, Literal, Self
 
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
@@ -102,8 +103,18 @@ class IfevalCheck(Check):
         return f"ifeval:{self.instruction_id}"
 
     def score(self, text: str) -> CheckResult:
-        if not text.strip():
-            return CheckResult(value=float("nan"), reason="empty text")
-        followed = bool(self._instruction.check_following(text))
-        reason = "followed" if followed else f"violates {self.instruction_id}"
-        return CheckResult(value=1.0 if followed else 0.0, reason=reason)
+        return self.score_many([text])[0]
+
+    def score_many(self, texts: Sequence[str]) -> list[CheckResult]:
+        """Each text scored by the built instruction, read once per batch: a private
+        attribute is read through pydantic's `__getattr__` (~5 us, ~120,000 texts per 10,000
+        logged conversations). The three possible results are made once and shared (frozen)."""
+        if not texts:
+            return []
+        check = self._instruction.check_following
+        empty = CheckResult(value=float("nan"), reason="empty text")
+        followed = CheckResult(value=1.0, reason="followed")
+        violated = CheckResult(value=0.0, reason=f"violates {self.instruction_id}")
+        return [
+            empty if not text.strip() else followed if check(text) else violated for text in texts
+        ]

@@ -207,7 +207,7 @@ def result_frame(row: type[ResultRow], rows: Any = ()) -> pd.DataFrame:
         frame = pd.DataFrame({c: [f[c] for f in fields] for c in row.columns()})
     else:
         rows = [r.model_dump() if isinstance(r, BaseModel) else r for r in rows]
-        present = list(dict.fromkeys(k for r in rows for k in r)) if rows else row.columns()
+        present = _present_keys(rows) if rows else row.columns()
         frame = pd.DataFrame(rows, columns=frame_columns(row, present))
     lacking = [c for c in row.columns() if c not in frame.columns]
     if lacking:
@@ -222,6 +222,15 @@ def result_frame(row: type[ResultRow], rows: Any = ()) -> pd.DataFrame:
         if problem:
             raise ValueError(f"{row.file}: column {name}: {problem}")
     return frame
+
+
+def _present_keys(rows: list[dict]) -> list:
+    """Every key of `rows` in the order of its first appearance. Rows mostly share one set of
+    keys: when the union of all of them (a C-level pass) is no larger than the first row's,
+    they are the first row's, in its order, without a Python step per key of every row."""
+    if len(set().union(*rows)) == len(rows[0]):
+        return list(rows[0])
+    return list(dict.fromkeys(k for r in rows for k in r))
 
 
 def typed_frame(row: type[ResultRow], frame: pd.DataFrame) -> pd.DataFrame:
@@ -281,6 +290,8 @@ def column_problem(row: type[ResultRow], name: str, values: pd.Series) -> str | 
     """Why `values` cannot be column `name` of `row` (None when they can): a vectorised
     check of every cell against the field's type (NaN counts as null; a float may be NaN)."""
     kind, nullable, allowed = column_kind(row, name)
+    if _valid_by_dtype(values, kind, allowed):
+        return None
     null = values.isna()
     if not nullable and kind in ("str", "int", "bool") and null.any():
         return f"empty at row {int(null.to_numpy().argmax())}"
@@ -302,6 +313,28 @@ def column_problem(row: type[ResultRow], name: str, values: pd.Series) -> str | 
         what = f"one of {', '.join(map(str, allowed))}" if allowed else f"a {kind}"
         return f"{first!r} is not {what}" if isinstance(first, str) else f"{first} is not {what}"
     return None
+
+
+def _valid_by_dtype(values: pd.Series, kind: str, allowed) -> bool:
+    """Every cell valid, nulls included, as the column's dtype or pandas' C type scan shows
+    without a null mask or a copy of the non-null cells (~1,700 columns checked per 2,500
+    logged conversations); False when unsure, for the cell-by-cell check to decide."""
+    dtype = values.dtype
+    if kind == "float":  # NaN is a float: any numeric dtype but bool is a float column
+        return pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values)
+    if kind == "int":  # numpy's integers hold no NaN and no fraction
+        return isinstance(dtype, np.dtype) and dtype.kind in "iu"
+    if kind == "bool" and isinstance(dtype, np.dtype) and dtype.kind == "b":
+        return True
+    if dtype != np.dtype(object):
+        return False
+    # skipna=False: a None or NaN among the cells makes them "mixed", never string/boolean
+    inferred = pd.api.types.infer_dtype(values, skipna=False)
+    if kind == "bool":
+        return inferred == "boolean"
+    if inferred != "string":
+        return False
+    return allowed is None or bool(values.isin(list(allowed)).all())
 
 
 def _all_of_kind(cells: pd.Series, kind: str, allowed) -> bool:

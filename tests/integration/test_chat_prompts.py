@@ -152,6 +152,34 @@ def test_fast_backend_gives_transformers_ids_and_texts(tokenizer):
         ]
 
 
+def test_byte_pieces_decode_every_id_and_slice_as_the_backend(tokenizer):
+    """tokens.BytePieces (a byte-level BPE decoded in Python from each id's bytes) gives the
+    backend's text for every id of the vocabulary alone and for every slice (up to 70 tokens)
+    of texts in 12 languages and scripts: cuts inside a multi-byte character (the backend's
+    replacement characters) and special tokens, skipped or kept, included."""
+    import yaml
+
+    from harness import tokens
+
+    backend = tokenizer.backend_tokenizer
+    pieces = tokens._byte_pieces(backend)
+    assert pieces is not None
+    for i in range(backend.get_vocab_size()):
+        assert pieces.decode([i]) == backend.decode([i], skip_special_tokens=True)
+    windows = yaml.safe_load((CONFIGS.parent / "scoring" / "language_windows.yaml").read_text())
+    texts = [*TEXTS, "emoji 😀👍🏽 et 日本語テキスト", *(w["text"] for w in windows["windows"])]
+    for text in texts:
+        ids = backend.encode(text, add_special_tokens=False).ids
+        for a in range(len(ids)):
+            for b in range(a, min(len(ids), a + 70) + 1):
+                assert pieces.decode(ids[a:b]) == backend.decode(ids[a:b]), (text, a, b)
+        marked = [tokenizer.eos_token_id, *ids[:10], tokenizer.eos_token_id]
+        for skip in (True, False):
+            assert pieces.decode(marked, skip) == backend.decode(marked, skip_special_tokens=skip)
+    # the slices went through the table (their ids have bytes), not the backend's fallback
+    assert sum(piece is not None for piece in pieces.table.values()) > 1000
+
+
 def test_a_repeated_user_turn_has_the_pieces_of_a_first_one(tokenizer):
     """User turns are labelled once per text: the second time gives the same pieces, with the
     closing EOS dropped after a reply that closed its turn, as the first time."""
