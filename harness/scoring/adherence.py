@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -120,12 +121,15 @@ def _pass_codes(
 _SAMPLES = 4096  # samples whose pass codes are counted per step
 
 
-def _pass_counts(cond: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _pass_counts(
+    cond: pd.DataFrame, grid: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(grid t, passes k (float), samples n) per point: `_pass_codes`' 1s and cells >= 0
     counted per column, `_SAMPLES` samples' rows at a time (the codes of a log of 100,000
     conversations over ~1,500 points are ~150 MiB at once; sums of 0s and 1s are exact in
-    any order, so the counts are the same)."""
-    grid = np.sort(cond["t_start"].unique())
+    any order, so the counts are the same). grid: the window starts seen, unless given (a
+    cell depends on t alone, so counts at a t are the same on any grid holding it)."""
+    grid = np.sort(cond["t_start"].unique()) if grid is None else grid
     sample = cond.groupby(RUN_SAMPLE, sort=True).ngroup().to_numpy()
     k, n = np.zeros(len(grid)), np.zeros(len(grid), dtype=np.int64)
     # `window_passes` leaves a condition's rows in sample order: a step is whole samples
@@ -187,10 +191,23 @@ def adherence_curves(
     Columns: AdherenceCurveRow's (n: samples with a window covering t). `passes`: the
     windows' `window_passes`, where the caller has them already.
     """
-    frames = []
     passes = window_passes(windows) if passes is None else passes
-    for key, cond in key_groups(passes, TASK_CONDITION):
-        grid, a, low, high, n, method = _curve(cond, level, anytime)
+    curves = (
+        (key, _curve(cond, level, anytime)) for key, cond in key_groups(passes, TASK_CONDITION)
+    )
+    return curves_frame(curves)
+
+
+def count_curves(counts: dict, level: float = DEFAULT_LEVEL) -> pd.DataFrame:
+    """adherence_curves' frame from each condition's (t, passes k, samples n) per point, in
+    key order (a chat log's, counted a chunk at a time): the fixed-sample intervals."""
+    return curves_frame((key, _count_curve(*c, level)) for key, c in counts.items())
+
+
+def curves_frame(curves) -> pd.DataFrame:
+    """adherence_curve.csv from (condition key, `_curve`'s tuple) pairs in key order."""
+    frames = []
+    for key, (grid, a, low, high, n, method) in curves:
         frame = pd.DataFrame(
             {"t": grid, "a": a, "a_low": low, "a_high": high, "n": n, "method": method}
         )
@@ -208,7 +225,11 @@ def _curve(cond: pd.DataFrame, level: float, anytime: bool) -> tuple:
         grid, matrix = _pass_matrix(cond)
         low, high, method = point_band(matrix, level=level, anytime=True)
         return grid, _nanmean(matrix, 0), low, high, (~np.isnan(matrix)).sum(axis=0), method
-    grid, k, n = _pass_counts(cond)
+    return _count_curve(*_pass_counts(cond), level)
+
+
+def _count_curve(grid: np.ndarray, k: np.ndarray, n: np.ndarray, level: float) -> tuple:
+    """`_curve`'s fixed-sample tuple from each point's passes k and samples n."""
     low, high = _clopper_band(k, n, level)
     with np.errstate(invalid="ignore", divide="ignore"):  # a point no sample covers: NaN
         a = k / n
@@ -311,18 +332,46 @@ def half_life_points(cond: pd.DataFrame, horizon: float | None) -> tuple[np.ndar
     return _pass_matrix(cond, checkpoints(top))
 
 
+@dataclass
+class ConditionValues:
+    """What a condition's adherence.csv row reads of its windows' passes: the per-sample AUC
+    and final (`sample_values`), survival durations and events (`first_failures`), a(t) at
+    the half-life's checkpoints (`half_life_points`), and how many window starts it saw.
+    Samples in `_pass_matrix`'s order. A chat log's are gathered a chunk at a time
+    (`harness.scoring.digest`): every one of them is per sample, but the checkpoints."""
+
+    auc: np.ndarray
+    final: np.ndarray
+    durations: np.ndarray
+    events: np.ndarray
+    points: np.ndarray
+    at_points: np.ndarray
+    n_points: int
+
+
+def condition_values(cond: pd.DataFrame, horizon: float | None) -> ConditionValues:
+    """One condition's `ConditionValues` from its `window_passes` rows."""
+    auc, final = sample_values(cond, horizon)
+    failures = first_failures(cond)
+    points, at_points = half_life_points(cond, horizon)
+    durations, events = failures["duration"].to_numpy(float), failures["event"].to_numpy(bool)
+    return ConditionValues(
+        auc, final, durations, events, points, at_points, int(cond["t_start"].nunique())
+    )
+
+
 def _condition_summary(
-    key, cond: pd.DataFrame, surv: pd.DataFrame, level: float, anytime: bool, horizon,
-    gate_level: float, abstain: dict, rates: dict | None,
+    key, values: ConditionValues, level: float, anytime: bool, gate_level: float,
+    abstain: dict, rates: dict | None,
 ) -> AdherenceRow:  # fmt: skip
-    auc_s, final_s = sample_values(cond, horizon)
+    auc_s, final_s = values.auc, values.final
     auc = mean_interval(auc_s, level=level, anytime=anytime)
     deciders = abstain.get("deciders")
     corrected = instrument.corrected_mean(auc_s, auc, deciders, rates, level, anytime)
     final = mean_interval(final_s, level=level, anytime=anytime)
-    points, at_points = half_life_points(cond, horizon)
+    points, at_points = values.points, values.at_points
     half = half_life_interval(points, at_points, level=level, anytime=anytime)
-    durations, events = surv["duration"].to_numpy(float), surv["event"].to_numpy(bool)
+    durations, events = values.durations, values.events
     median = survival_median_interval(durations, events, level=level, anytime=anytime)
     fields: dict = {}
     for name, ci in (
@@ -338,14 +387,14 @@ def _condition_summary(
     curve = curve_metrics(points, _nanmean(at_points, 0))
     fields.update(a_first=curve["a_first"], half_life_censored=curve["half_life_censored"])
     fields.update(reliability_fields(auc_s, level=level, anytime=anytime))
-    for name, values in (("auc", auc_s), ("final", final_s)):  # what the gates read
-        bounds = one_sided_bounds(values, level=gate_level, anytime=anytime)
+    for name, sample in (("auc", auc_s), ("final", final_s)):  # what the gates read
+        bounds = one_sided_bounds(sample, level=gate_level, anytime=anytime)
         fields.update({f"{name}_lcb": bounds.lcb, f"{name}_ucb": bounds.ucb})
     return AdherenceRow(
         **dict(zip(TASK_CONDITION, map(str, key), strict=True)),
         # `_pass_matrix`'s shape, without building its (samples x points) floats
-        n_samples=cond.groupby(RUN_SAMPLE, sort=True).ngroups,
-        n_points=cond["t_start"].nunique(),
+        n_samples=len(auc_s),
+        n_points=values.n_points,
         failures=int(events.sum()),
         censored=int((~events).sum()),
         **instrument.abstention_fields(abstain),
@@ -363,6 +412,7 @@ def adherence_summary(
     gate_level: float | None = None,
     passes: pd.DataFrame | None = None,
     abstain: pd.DataFrame | None = None,
+    conditions: dict[tuple, ConditionValues] | None = None,
 ) -> list[AdherenceRow]:
     """AUC, final, half-life and survival median with their intervals, per condition, the
     windows no check decided, and the AUC corrected for the check's error where `rates` (by
@@ -372,15 +422,18 @@ def adherence_summary(
     run's max_tokens); None: each sample's own span (`sample_values`). gate_level: the level
     of the one-sided bounds auc/final_lcb/ucb that gates read (`harness.gate_specs.gate_level`;
     None: `level`). passes, abstain: the windows' `window_passes` and `window_abstentions`,
-    where the caller has them (with both, `windows` is not read)."""
-    passes = window_passes(windows) if passes is None else passes
-    durations = first_failures(passes)
-    by_condition = dict(iter(durations.groupby(TASK_CONDITION, sort=True)))
+    where the caller has them (with both, `windows` is not read); conditions: the passes'
+    `ConditionValues` by condition, in key order, instead of the passes (a chat log's, made
+    with this `horizon`)."""
+    if conditions is None:
+        passes = window_passes(windows) if passes is None else passes
+        groups = key_groups(passes, TASK_CONDITION)
+        conditions = {key: condition_values(cond, horizon) for key, cond in groups}
     abstain = instrument.window_abstentions(windows) if abstain is None else abstain
-    args = (level, anytime, horizon, level if gate_level is None else gate_level)
+    args = (level, anytime, level if gate_level is None else gate_level)
     return [
-        _condition_summary(key, cond, by_condition[key], *args, abstain.loc[key].to_dict(), rates)
-        for key, cond in key_groups(passes, TASK_CONDITION)
+        _condition_summary(key, values, *args, abstain.loc[key].to_dict(), rates)
+        for key, values in conditions.items()
     ]
 
 

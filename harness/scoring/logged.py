@@ -32,7 +32,7 @@ from harness.errors import UserError
 from harness.interop import read_conversations
 from harness.records import GenerationRecord, TokenCounts
 from harness.results import LoggedRow, TurnRow, WindowRow, as_bool, result_frame
-from harness.scoring.digest import WindowDigest, merge_window_digests, window_digest
+from harness.scoring.digest import WindowDigest, chunk_digest, merge_chunk_digests
 from harness.scoring.score import item_index, score_records
 from harness.scoring.spill import TURN_KEYS, WINDOW_KEYS, SpilledCsv
 from harness.scoring.turns import score_turns
@@ -298,7 +298,7 @@ def score_logged(
         windows = result_frame(WindowRow, scored)
         del scored
         files["windows"].add(windows)
-        window_digests.append(window_digest(windows))
+        window_digests.append(chunk_digest(windows, spill, str(len(window_digests))))
         del windows
         scored = score_turns(batch, suites, tokenizer, config, judges, memo, as_dicts=True)
         turns = result_frame(TurnRow, scored)
@@ -323,7 +323,7 @@ def score_logged(
     if batch:
         flush()
     joined = [f.finish(out / f".{f.row.file}.scored") for f in files.values()]
-    windows = merge_window_digests(window_digests)
+    windows = merge_chunk_digests(window_digests)  # reads the chunks' spilled passes
     window_digests.clear()  # the merged digest is the only copy kept
     turns = turn_digests.merge(turn_parts)
     turn_parts.clear()

@@ -15,7 +15,7 @@ from harness.analysis.conversations import (
     turn_digest,
 )
 from harness.results import LoggedRow, TurnRow, WindowRow, result_frame
-from harness.scoring.digest import merge_window_digests, window_digest
+from harness.scoring.digest import chunk_digest, merge_chunk_digests, window_digest
 from harness.scoring.io import adherence_frames
 from harness.scoring.spill import TURN_KEYS, WINDOW_KEYS, SpilledCsv, in_key_order
 from harness.store import write_csv
@@ -138,10 +138,12 @@ def test_file_order_rows_stay_in_file_order(tmp_path):
     assert _spilled(tmp_path, LoggedRow, (), chunks) == expected.read_bytes()
 
 
-def test_window_digests_of_chunks_give_the_whole_frame_s_adherence_files():
+def test_window_digests_of_chunks_give_the_whole_frame_s_adherence_files(tmp_path):
     windows = _windows(120, seed=3)
     whole = adherence_frames(windows)
-    merged = merge_window_digests([window_digest(c) for c in _chunks(windows, 11)])
+    chunks = _chunks(windows, 11)
+    merged = merge_chunk_digests([chunk_digest(c, tmp_path, str(i)) for i, c in enumerate(chunks)])
+    assert not list(tmp_path.iterdir())  # the spilled passes are read and removed
     parts = adherence_frames(merged)
     assert list(parts) == ["adherence.csv", "adherence_curve.csv", "survival.csv"]
     for name, frame in whole.items():
