@@ -55,7 +55,8 @@ class ChunkCondition:
     """One condition's windows in one chunk of a log: per sample (in `_pass_matrix`'s order)
     AUC, final (`sample_values`, each sample's own span), duration and event
     (`first_failures`); the window starts seen; a(t)'s passes k and samples n at every t of
-    0..top (top: its last t_end); its passes spilled to `part` for the half-life."""
+    0..top (top: its last t_end); its passes spilled to `parts` (one file per chunk gathered,
+    in sample order) for the half-life."""
 
     auc: np.ndarray
     final: np.ndarray
@@ -67,7 +68,7 @@ class ChunkCondition:
     k: np.ndarray
     n: np.ndarray
     top: float
-    part: Path
+    parts: list[Path]
 
 
 @dataclass
@@ -98,7 +99,7 @@ def chunk_digest(windows: pd.DataFrame, spill: Path, name: str) -> ChunkDigest:
         ends = cond[RUN_SAMPLE].iloc[[0, -1]].itertuples(index=False, name=None)
         conditions[tuple(key)] = ChunkCondition(
             auc, final, failures["duration"].to_numpy(float), failures["event"].to_numpy(bool),
-            *ends, np.unique(cond["t_start"].to_numpy()), k, n, float(top), part,
+            *ends, np.unique(cond["t_start"].to_numpy()), k, n, float(top), [part],
         )  # fmt: skip
     return ChunkDigest(conditions, window_abstentions(windows))
 
@@ -111,12 +112,12 @@ def _spilled_passes(part: Path) -> pd.DataFrame:
     return frame.assign(run_id="", seed=0)
 
 
-def merge_chunk_digests(parts: list[ChunkDigest]) -> WindowDigest:
-    """The digest of a log's chunks together, their spill files read (and removed): per
+def gather_chunk_digests(parts: list[ChunkDigest]) -> ChunkDigest:
+    """Chunks' digests as one digest of their windows together, spill files still unread (a
+    log's are folded so as they come: what is kept per chunk does not pile up): per
     condition the samples' values concatenated in chunk order (the samples' order: a log's
-    are numbered in file order), a(t)'s counts summed and read at the window starts seen,
-    and a(t) at the half-life's checkpoints of the condition's last t_end."""
-    conditions, counts = {}, {}
+    are numbered in file order), a(t)'s counts summed, window starts united."""
+    conditions = {}
     for key in sorted({key for part in parts for key in part.conditions}):
         chunks = [part.conditions[key] for part in parts if key in part.conditions]
         if any(after.first <= before.last for before, after in pairwise(chunks)):
@@ -126,13 +127,31 @@ def merge_chunk_digests(parts: list[ChunkDigest]) -> WindowDigest:
         for chunk in chunks:
             k[: len(chunk.k)] += chunk.k  # sums of whole numbers: exact in any order
             n[: len(chunk.n)] += chunk.n
-        grid = np.unique(np.concatenate([c.starts for c in chunks]))
-        counts[key] = (grid, k[grid.astype(np.int64)], n[grid.astype(np.int64)])
-        points = checkpoints(max(c.top for c in chunks))
-        at_points = [_pass_matrix(_spilled_passes(c.part), points)[1] for c in chunks]
         values = [np.concatenate([getattr(c, f) for c in chunks]) for f in _PER_SAMPLE]
-        conditions[key] = ConditionValues(*values, points, np.concatenate(at_points), len(grid))
-    return WindowDigest(None, _merged_abstentions([p.abstain for p in parts]), conditions, counts)
+        starts = np.unique(np.concatenate([c.starts for c in chunks]))
+        top = max(c.top for c in chunks)
+        spilled = [path for c in chunks for path in c.parts]
+        ends = (chunks[0].first, chunks[-1].last)
+        conditions[key] = ChunkCondition(*values, *ends, starts, k, n, top, spilled)
+    return ChunkDigest(conditions, _merged_abstentions([p.abstain for p in parts]))
+
+
+def merge_chunk_digests(parts: list[ChunkDigest]) -> WindowDigest:
+    """The digest of a log's chunks together (`gather_chunk_digests`), their spill files read
+    (and removed): per condition a(t)'s counts at the window starts seen, and a(t) at the
+    half-life's checkpoints of the condition's last t_end."""
+    whole = gather_chunk_digests(parts)
+    conditions, counts = {}, {}
+    for key, chunk in whole.conditions.items():
+        at = chunk.starts.astype(np.int64)
+        counts[key] = (chunk.starts, chunk.k[at], chunk.n[at])
+        points = checkpoints(chunk.top)
+        at_points = [_pass_matrix(_spilled_passes(path), points)[1] for path in chunk.parts]
+        values = [getattr(chunk, f) for f in _PER_SAMPLE]
+        conditions[key] = ConditionValues(
+            *values, points, np.concatenate(at_points), len(chunk.starts)
+        )
+    return WindowDigest(None, whole.abstain, conditions, counts)
 
 
 _PER_SAMPLE = ("auc", "final", "durations", "events")
