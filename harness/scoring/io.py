@@ -11,12 +11,8 @@ from pathlib import Path
 from harness.config import GenerationConfig, ScoringConfig, TaskSuite
 from harness.errors import UserError
 from harness.models import EMBEDDED_MODEL, resolve_model, trained_name
-from harness.scoring.adherence import (
-    adherence_curves,
-    adherence_summary,
-    count_curves,
-    summary_frame,
-)
+from harness.scoring.adherence import adherence_summary, summary_frame
+from harness.scoring.curves import adherence_curves, count_curves
 from harness.scoring.digest import WindowDigest, window_digest
 from harness.scoring.inputs import read_records, score_run_id
 from harness.scoring.judge import JudgeDefaults, JudgeRunner, check_judges, judge_checks_of
