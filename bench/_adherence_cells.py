@@ -34,7 +34,8 @@ from _cover import Cell, MissingMetric, columns, coverage_cell
 from _simulated import TOKENS, WINDOWS, breaks, fade_rates, flat, window_rows
 
 from harness.analysis.policies import compare_policies
-from harness.scoring.adherence import adherence_curves, adherence_summary
+from harness.scoring.adherence import adherence_summary
+from harness.scoring.curves import adherence_curves
 
 GAP = 0.2
 A_AT = TOKENS  # a(t) is read at t = 64 (window 1), which every simulated sample has

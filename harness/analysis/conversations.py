@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 import pandas as pd
@@ -30,7 +31,7 @@ import pandas as pd
 from harness import results
 from harness.results import ConversationRow, TurnAdherenceRow, as_bool
 from harness.scoring.corrected import CheckRates, corrected_bounds, deciding_rates, sampling_level
-from harness.scoring.spill import in_key_order, key_groups
+from harness.scoring.spill import key_groups
 from harness.scoring.survival import survival_median_interval
 from harness.stats import (
     DEFAULT_LEVEL,
@@ -85,13 +86,28 @@ def turn_abstentions(turns: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
 
 
 @dataclass
+class TurnMatrix:
+    """One (condition, history)'s verdicts as `_matrix` lays them out: its turns (K,), the
+    (S, K) matrix of 1/0/NaN (samples in SAMPLE order), each turn's pressure flag (its first
+    sample's), and its first and last samples' keys (the order of a log's chunks)."""
+
+    ks: np.ndarray
+    matrix: np.ndarray
+    pressure: dict
+    first: tuple
+    last: tuple
+
+
+@dataclass
 class TurnDigest:
     """What turn_adherence.csv and conversations.csv read of a set of turns rows: their
-    `turn_verdicts`, `turn_abstentions` (counts, deciding checks) and each condition's first
-    pressure turn over every row. A chat log's turns are scored a chunk at a time and no
-    conversation spans two chunks, so the chunks' digests merge (`merge_turn_digests`)."""
+    `turn_verdicts` as a `TurnMatrix` per (condition, history) in key order,
+    `turn_abstentions` (counts, deciding checks) and each condition's first pressure turn
+    over every row. A chat log's turns are scored a chunk at a time and no conversation
+    spans two chunks, so the chunks' digests merge (`merge_turn_digests`): a few floats per
+    reply, never the verdict rows."""
 
-    verdicts: pd.DataFrame
+    verdicts: dict[tuple, TurnMatrix]
     abstain: pd.DataFrame
     deciders: dict
     first_pressure: dict
@@ -103,18 +119,36 @@ def turn_digest(turns: pd.DataFrame) -> TurnDigest:
     # the first pressure turn from every row: its reply may be undetermined and left out
     flags = turns[turns["pressure"].map(lambda v: as_bool(v) is True)]
     first_pressure = flags.groupby(CONDITION_HISTORY)["turn"].min().to_dict()
-    return TurnDigest(turn_verdicts(turns), abstain, deciders, first_pressure)
+    matrices = {}
+    for key, cond in key_groups(turn_verdicts(turns), CONDITION_HISTORY):
+        ks, matrix = _matrix(cond)
+        pressure = cond.groupby("turn")["pressure"].first().to_dict()
+        ends = cond[SAMPLE].iloc[[0, -1]].itertuples(index=False, name=None)
+        matrices[tuple(key)] = TurnMatrix(ks, matrix, pressure, *ends)
+    return TurnDigest(matrices, abstain, deciders, first_pressure)
 
 
 def merge_turn_digests(parts: list[TurnDigest]) -> TurnDigest:
-    """The digest of the chunks' turns together: verdicts in key order (as `turn_verdicts`'
-    groupby leaves them), counts summed, deciding checks united, first pressure turns the
-    earliest."""
+    """The digest of the chunks' turns together: each (condition, history)'s matrices stacked
+    in chunk order (the samples' order: a log's are numbered in file order) over the turns of
+    them all, counts summed, deciding checks united, first pressure turns the earliest."""
     if not parts:
         return turn_digest(results.result_frame(results.TurnRow, []))
-    keys = [*CONDITION_HISTORY, *SAMPLE, "turn"]
-    verdicts = [p.verdicts for p in parts if not p.verdicts.empty] or [parts[0].verdicts]
-    merged = in_key_order(pd.concat(verdicts, ignore_index=True), keys)  # one item: no copy
+    matrices = {}
+    for key in sorted({key for part in parts for key in part.verdicts}):
+        chunks = [part.verdicts[key] for part in parts if key in part.verdicts]
+        if any(after.first <= before.last for before, after in pairwise(chunks)):
+            raise ValueError(f"{key}: a chunk's samples come before an earlier chunk's")
+        ks = np.unique(np.concatenate([c.ks for c in chunks]))
+        matrix = np.full((sum(len(c.matrix) for c in chunks), len(ks)), np.nan)
+        pressure: dict = {}
+        row = 0
+        for chunk in chunks:
+            matrix[row : row + len(chunk.matrix), np.searchsorted(ks, chunk.ks)] = chunk.matrix
+            row += len(chunk.matrix)
+            for turn, flag in chunk.pressure.items():  # the first sample with that turn's
+                pressure.setdefault(turn, flag)
+        matrices[key] = TurnMatrix(ks, matrix, pressure, chunks[0].first, chunks[-1].last)
     abstain = pd.concat([p.abstain for p in parts])
     abstain = abstain.groupby(level=list(range(abstain.index.nlevels)), sort=True).sum()
     deciders: dict = {}
@@ -124,7 +158,7 @@ def merge_turn_digests(parts: list[TurnDigest]) -> TurnDigest:
             deciders.setdefault(key, set()).update(checks)
         for key, turn in part.first_pressure.items():
             first_pressure[key] = min(turn, first_pressure.get(key, turn))
-    return TurnDigest(merged.reset_index(drop=True), abstain, deciders, first_pressure)
+    return TurnDigest(matrices, abstain, deciders, first_pressure)
 
 
 def _corrected_turns(a, n, passed, deciders: set, rates, level: float):
@@ -197,8 +231,8 @@ def turn_curves(
     digest = turns if isinstance(turns, TurnDigest) else turn_digest(turns)
     verdicts, abstain, deciders = digest.verdicts, digest.abstain, digest.deciders
     rows = []
-    for key, cond in key_groups(verdicts, CONDITION_HISTORY):
-        ks, matrix = _matrix(cond)
+    for key, verdict in verdicts.items():
+        ks, matrix = verdict.ks, verdict.matrix
         n = (~np.isnan(matrix)).sum(axis=0)
         a_lo, a_hi = binomial_interval(np.nansum(matrix, axis=0), n, level=level)
         durations, events = _first_failures(ks, matrix)
@@ -212,7 +246,7 @@ def turn_curves(
         if key[-1] == REFERENCE:
             surv, s_lo, s_hi = (np.full(len(ks), np.nan) for _ in range(3))
             s_method = NO_SURVIVAL
-        pressure = cond.groupby("turn")["pressure"].first()
+        pressure = verdict.pressure
         passed = np.nansum(matrix, axis=0)
         fixed = _corrected_turns(a, n, passed, deciders.get(key, set()), rates, level)
         for i, k in enumerate(ks):
@@ -253,10 +287,10 @@ def _pressure_interval(ks, matrix, first: float, level: float) -> Interval:
 
 
 def _condition_row(
-    key, cond: pd.DataFrame, tokens: dict, pressure_turn: float, level: float
+    key, verdict: TurnMatrix, tokens: dict, pressure_turn: float, level: float
 ) -> tuple[dict, tuple]:
     """One conversations.csv row, and what its pooled row needs (ks, matrix, first)."""
-    ks, matrix = _matrix(cond)
+    ks, matrix = verdict.ks, verdict.matrix
     a = _nanmean(matrix, axis=0)
     first = pressure_turn
     before, after = (float(x) for x in _pressure_split(ks, matrix, first))
@@ -322,12 +356,12 @@ def conversation_summary(
     sums = _token_sums(tokens)
     abstain = digest.abstain.groupby(CONDITION_HISTORY, sort=True).sum()
     rows, pooled = [], {}
-    for key, cond in key_groups(verdicts, CONDITION_HISTORY):
+    for key, verdict in verdicts.items():
         model, _task, item, policy, history = key
         found = sums.get((model, item, policy, history), sums.get((model, item, policy)))
         token_sums = {tuple(key): found or (0, 0)}
         pressure = float(first_pressure.get(tuple(key), math.nan))
-        row, part = _condition_row(key, cond, token_sums, pressure, level)
+        row, part = _condition_row(key, verdict, token_sums, pressure, level)
         replies, undecided = (int(abstain.loc[key, c]) for c in ("replies", "undecided"))
         row |= {"undecided_turns": undecided, "undecided_turn_share": undecided / replies}
         rows.append(row)

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from harness import results
-from harness.results import AdherenceCurveRow, AdherenceRow, as_bool, result_frame
+from harness.results import AdherenceRow, as_bool, result_frame
 from harness.scoring import corrected as instrument
 from harness.scoring.reliability import reliability_fields
 from harness.scoring.spill import key_groups
@@ -120,12 +121,15 @@ def _pass_codes(
 _SAMPLES = 4096  # samples whose pass codes are counted per step
 
 
-def _pass_counts(cond: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _pass_counts(
+    cond: pd.DataFrame, grid: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(grid t, passes k (float), samples n) per point: `_pass_codes`' 1s and cells >= 0
     counted per column, `_SAMPLES` samples' rows at a time (the codes of a log of 100,000
     conversations over ~1,500 points are ~150 MiB at once; sums of 0s and 1s are exact in
-    any order, so the counts are the same)."""
-    grid = np.sort(cond["t_start"].unique())
+    any order, so the counts are the same). grid: the window starts seen, unless given (a
+    cell depends on t alone, so counts at a t are the same on any grid holding it)."""
+    grid = np.sort(cond["t_start"].unique()) if grid is None else grid
     sample = cond.groupby(RUN_SAMPLE, sort=True).ngroup().to_numpy()
     k, n = np.zeros(len(grid)), np.zeros(len(grid), dtype=np.int64)
     # `window_passes` leaves a condition's rows in sample order: a step is whole samples
@@ -173,46 +177,6 @@ def _clopper_band(k: np.ndarray, n: np.ndarray, level: float, points: int = 1):
     """Clopper-Pearson at each point from its passes k and samples n, Bonferroni over
     `points` (point_band's fixed-sample band, for callers that count k and n themselves)."""
     return binomial_interval(k, n, level=1 - (1 - level) / points)
-
-
-def adherence_curves(
-    windows: pd.DataFrame,
-    *,
-    level: float = DEFAULT_LEVEL,
-    anytime: bool = False,
-    passes: pd.DataFrame | None = None,
-) -> pd.DataFrame:
-    """a(t) per condition with pointwise intervals over samples.
-
-    Columns: AdherenceCurveRow's (n: samples with a window covering t). `passes`: the
-    windows' `window_passes`, where the caller has them already.
-    """
-    frames = []
-    passes = window_passes(windows) if passes is None else passes
-    for key, cond in key_groups(passes, TASK_CONDITION):
-        grid, a, low, high, n, method = _curve(cond, level, anytime)
-        frame = pd.DataFrame(
-            {"t": grid, "a": a, "a_low": low, "a_high": high, "n": n, "method": method}
-        )
-        for col, value in zip(TASK_CONDITION, key, strict=True):
-            frame.insert(TASK_CONDITION.index(col), col, value)
-        frames.append(frame)
-    return result_frame(AdherenceCurveRow, pd.concat(frames, ignore_index=True) if frames else ())
-
-
-def _curve(cond: pd.DataFrame, level: float, anytime: bool) -> tuple:
-    """(t, a, a_low, a_high, n, method) of one condition's a(t). Fixed-sample intervals need
-    only each point's passes and samples: counted on the int8 codes, the same numbers as
-    nansum and nanmean of the float matrix (sums of 0s and 1s are exact in any order)."""
-    if anytime:
-        grid, matrix = _pass_matrix(cond)
-        low, high, method = point_band(matrix, level=level, anytime=True)
-        return grid, _nanmean(matrix, 0), low, high, (~np.isnan(matrix)).sum(axis=0), method
-    grid, k, n = _pass_counts(cond)
-    low, high = _clopper_band(k, n, level)
-    with np.errstate(invalid="ignore", divide="ignore"):  # a point no sample covers: NaN
-        a = k / n
-    return grid, a, low, high, n, "clopper-pearson"
 
 
 HALF_LIFE_POINTS = 8  # checkpoints of the half-life: a count fixed before the data
@@ -311,18 +275,46 @@ def half_life_points(cond: pd.DataFrame, horizon: float | None) -> tuple[np.ndar
     return _pass_matrix(cond, checkpoints(top))
 
 
+@dataclass
+class ConditionValues:
+    """What a condition's adherence.csv row reads of its windows' passes: the per-sample AUC
+    and final (`sample_values`), survival durations and events (`first_failures`), a(t) at
+    the half-life's checkpoints (`half_life_points`), and how many window starts it saw.
+    Samples in `_pass_matrix`'s order. A chat log's are gathered a chunk at a time
+    (`harness.scoring.digest`): every one of them is per sample, but the checkpoints."""
+
+    auc: np.ndarray
+    final: np.ndarray
+    durations: np.ndarray
+    events: np.ndarray
+    points: np.ndarray
+    at_points: np.ndarray
+    n_points: int
+
+
+def condition_values(cond: pd.DataFrame, horizon: float | None) -> ConditionValues:
+    """One condition's `ConditionValues` from its `window_passes` rows."""
+    auc, final = sample_values(cond, horizon)
+    failures = first_failures(cond)
+    points, at_points = half_life_points(cond, horizon)
+    durations, events = failures["duration"].to_numpy(float), failures["event"].to_numpy(bool)
+    return ConditionValues(
+        auc, final, durations, events, points, at_points, int(cond["t_start"].nunique())
+    )
+
+
 def _condition_summary(
-    key, cond: pd.DataFrame, surv: pd.DataFrame, level: float, anytime: bool, horizon,
-    gate_level: float, abstain: dict, rates: dict | None,
+    key, values: ConditionValues, level: float, anytime: bool, gate_level: float,
+    abstain: dict, rates: dict | None,
 ) -> AdherenceRow:  # fmt: skip
-    auc_s, final_s = sample_values(cond, horizon)
+    auc_s, final_s = values.auc, values.final
     auc = mean_interval(auc_s, level=level, anytime=anytime)
     deciders = abstain.get("deciders")
     corrected = instrument.corrected_mean(auc_s, auc, deciders, rates, level, anytime)
     final = mean_interval(final_s, level=level, anytime=anytime)
-    points, at_points = half_life_points(cond, horizon)
+    points, at_points = values.points, values.at_points
     half = half_life_interval(points, at_points, level=level, anytime=anytime)
-    durations, events = surv["duration"].to_numpy(float), surv["event"].to_numpy(bool)
+    durations, events = values.durations, values.events
     median = survival_median_interval(durations, events, level=level, anytime=anytime)
     fields: dict = {}
     for name, ci in (
@@ -338,14 +330,14 @@ def _condition_summary(
     curve = curve_metrics(points, _nanmean(at_points, 0))
     fields.update(a_first=curve["a_first"], half_life_censored=curve["half_life_censored"])
     fields.update(reliability_fields(auc_s, level=level, anytime=anytime))
-    for name, values in (("auc", auc_s), ("final", final_s)):  # what the gates read
-        bounds = one_sided_bounds(values, level=gate_level, anytime=anytime)
+    for name, sample in (("auc", auc_s), ("final", final_s)):  # what the gates read
+        bounds = one_sided_bounds(sample, level=gate_level, anytime=anytime)
         fields.update({f"{name}_lcb": bounds.lcb, f"{name}_ucb": bounds.ucb})
     return AdherenceRow(
         **dict(zip(TASK_CONDITION, map(str, key), strict=True)),
         # `_pass_matrix`'s shape, without building its (samples x points) floats
-        n_samples=cond.groupby(RUN_SAMPLE, sort=True).ngroups,
-        n_points=cond["t_start"].nunique(),
+        n_samples=len(auc_s),
+        n_points=values.n_points,
         failures=int(events.sum()),
         censored=int((~events).sum()),
         **instrument.abstention_fields(abstain),
@@ -363,6 +355,7 @@ def adherence_summary(
     gate_level: float | None = None,
     passes: pd.DataFrame | None = None,
     abstain: pd.DataFrame | None = None,
+    conditions: dict[tuple, ConditionValues] | None = None,
 ) -> list[AdherenceRow]:
     """AUC, final, half-life and survival median with their intervals, per condition, the
     windows no check decided, and the AUC corrected for the check's error where `rates` (by
@@ -372,15 +365,18 @@ def adherence_summary(
     run's max_tokens); None: each sample's own span (`sample_values`). gate_level: the level
     of the one-sided bounds auc/final_lcb/ucb that gates read (`harness.gate_specs.gate_level`;
     None: `level`). passes, abstain: the windows' `window_passes` and `window_abstentions`,
-    where the caller has them (with both, `windows` is not read)."""
-    passes = window_passes(windows) if passes is None else passes
-    durations = first_failures(passes)
-    by_condition = dict(iter(durations.groupby(TASK_CONDITION, sort=True)))
+    where the caller has them (with both, `windows` is not read); conditions: the passes'
+    `ConditionValues` by condition, in key order, instead of the passes (a chat log's, made
+    with this `horizon`)."""
+    if conditions is None:
+        passes = window_passes(windows) if passes is None else passes
+        groups = key_groups(passes, TASK_CONDITION)
+        conditions = {key: condition_values(cond, horizon) for key, cond in groups}
     abstain = instrument.window_abstentions(windows) if abstain is None else abstain
-    args = (level, anytime, horizon, level if gate_level is None else gate_level)
+    args = (level, anytime, level if gate_level is None else gate_level)
     return [
-        _condition_summary(key, cond, by_condition[key], *args, abstain.loc[key].to_dict(), rates)
-        for key, cond in key_groups(passes, TASK_CONDITION)
+        _condition_summary(key, values, *args, abstain.loc[key].to_dict(), rates)
+        for key, values in conditions.items()
     ]
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 from harness.config import GenerationConfig, ScoringConfig, TaskSuite
 from harness.errors import UserError
 from harness.models import EMBEDDED_MODEL, resolve_model, trained_name
-from harness.scoring.adherence import adherence_curves, adherence_summary, summary_frame
+from harness.scoring.adherence import adherence_summary, summary_frame
+from harness.scoring.curves import adherence_curves, count_curves
 from harness.scoring.digest import WindowDigest, window_digest
 from harness.scoring.inputs import read_records, score_run_id
 from harness.scoring.judge import JudgeDefaults, JudgeRunner, check_judges, judge_checks_of
@@ -64,6 +65,8 @@ def adherence_frames(
     # the passes once for the three files (a copy and a groupby each); a chat log's windows
     # come as the merged digest of its chunks (`WindowDigest`), never as one frame
     digest = windows if isinstance(windows, WindowDigest) else window_digest(windows)
+    if digest.passes is None:
+        return _log_frames(digest, level, anytime, horizon, rates, gate_level)
     passes = digest.passes
     summary = adherence_summary(
         None, level=level, anytime=anytime, horizon=horizon, rates=rates,
@@ -73,6 +76,24 @@ def adherence_frames(
         "adherence.csv": summary_frame(summary),
         "adherence_curve.csv": adherence_curves(None, level=level, anytime=anytime, passes=passes),
         "survival.csv": survival_curves(passes, level=level),
+    }
+
+
+def _log_frames(digest: WindowDigest, level, anytime, horizon, rates, gate_level) -> dict:
+    """`adherence_frames` of a chat log's merged chunk digests: per-sample values made with
+    each sample's own span and a(t) as counts, for fixed-sample intervals (what a log's
+    analysis asks)."""
+    if anytime or horizon is not None:
+        raise ValueError("a chat log's digest holds fixed-sample counts over each sample's span")
+    summary = adherence_summary(
+        None, level=level, rates=rates, gate_level=gate_level, abstain=digest.abstain,
+        conditions=digest.conditions,
+    )  # fmt: skip
+    failures = {key: (v.durations, v.events) for key, v in digest.conditions.items()}
+    return {
+        "adherence.csv": summary_frame(summary),
+        "adherence_curve.csv": count_curves(digest.counts, level=level),
+        "survival.csv": survival_curves(None, level=level, failures=failures),
     }
 
 

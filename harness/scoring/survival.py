@@ -124,14 +124,21 @@ def _cs(by_t: np.ndarray, events: np.ndarray, level: float, surely: bool) -> flo
     return ci.low if surely else ci.high
 
 
-def survival_curves(passes: pd.DataFrame, *, level: float = DEFAULT_LEVEL) -> pd.DataFrame:
+def survival_curves(
+    passes: pd.DataFrame | None, *, level: float = DEFAULT_LEVEL, failures: dict | None = None
+) -> pd.DataFrame:
     """Kaplan-Meier S(t) per condition: model, task, item, policy, t, survival, survival_low,
     survival_high, n, method. The band is pointwise: 1 - the binomial bounds on F(t) of
     `survival_median_interval` (exact when no sample is censored before t). passes: the
-    windows' `harness.scoring.adherence.window_passes`."""
+    windows' `harness.scoring.adherence.window_passes`; failures: instead, each condition's
+    `first_failures` as (durations, events), in key order (a chat log's, a chunk at a time)."""
+    if failures is None:
+        failures = {
+            key: (cond["duration"].to_numpy(float), cond["event"].to_numpy(bool))
+            for key, cond in first_failures(passes).groupby(TASK_CONDITION, sort=True)
+        }
     frames = []
-    for key, cond in first_failures(passes).groupby(TASK_CONDITION, sort=True):
-        d, e = cond["duration"].to_numpy(float), cond["event"].to_numpy(bool)
+    for key, (d, e) in failures.items():
         times, surv = kaplan_meier(d, e)
         times, surv = np.concatenate([[0.0], times]), np.concatenate([[1.0], surv])
         k_low, k_high = failed_bounds(d, e, times)

@@ -315,3 +315,28 @@ def test_the_score_run_id_is_the_hash_of_the_file_and_the_settings(tmp_path):
     assert score_run_id(renamed, suites, ScoringConfig(), model="m") == first  # not the stem
     log.write_text('{"item": "fr", "text": "Bonsoir."}\n')
     assert score_run_id(log, suites, ScoringConfig(), model="m") != first
+
+
+def test_a_log_scored_a_conversation_at_a_time_writes_the_same_bytes(folder, run_cli, monkeypatch):
+    """Chunks of one conversation, items interleaved, their digests folded two at a time
+    (`logged.FOLD`): every CSV the same bytes as the log scored in one chunk."""
+    from functools import partial
+
+    from harness.scoring import logged
+
+    monkeypatch.setattr("harness.plan.load_tokenizer", lambda name: CharTokenizer())
+    replies = [FRENCH * 2, ENGLISH, FRENCH + ENGLISH, FRENCH, ENGLISH * 3]
+    lines = [
+        {"messages": _talk((FR_SYSTEM, EN_SYSTEM)[i % 2], *replies[i % 3 : i % 3 + 1 + i % 4])}
+        for i in range(11)
+    ]
+    log = _write(folder / "talks.jsonl", *lines)
+    argv = ["score", str(log), "--suite", "suite.yaml", "--window", "48", "--out"]
+    assert run_cli([*argv, "whole"])[0] == 0
+    monkeypatch.setattr(logged, "FOLD", 2)
+    monkeypatch.setattr("harness.stages.logs.score_logged", partial(logged.score_logged, chunk=1))
+    assert run_cli([*argv, "chunked"])[0] == 0
+    names = sorted(p.name for p in (folder / "whole").glob("*.csv"))
+    assert len(names) == 8
+    for name in names:
+        assert (folder / "chunked" / name).read_bytes() == (folder / "whole" / name).read_bytes()

@@ -15,7 +15,12 @@ from harness.analysis.conversations import (
     turn_digest,
 )
 from harness.results import LoggedRow, TurnRow, WindowRow, result_frame
-from harness.scoring.digest import merge_window_digests, window_digest
+from harness.scoring.digest import (
+    chunk_digest,
+    gather_chunk_digests,
+    merge_chunk_digests,
+    window_digest,
+)
 from harness.scoring.io import adherence_frames
 from harness.scoring.spill import TURN_KEYS, WINDOW_KEYS, SpilledCsv, in_key_order
 from harness.store import write_csv
@@ -138,10 +143,16 @@ def test_file_order_rows_stay_in_file_order(tmp_path):
     assert _spilled(tmp_path, LoggedRow, (), chunks) == expected.read_bytes()
 
 
-def test_window_digests_of_chunks_give_the_whole_frame_s_adherence_files():
+def test_window_digests_of_chunks_give_the_whole_frame_s_adherence_files(tmp_path):
     windows = _windows(120, seed=3)
     whole = adherence_frames(windows)
-    merged = merge_window_digests([window_digest(c) for c in _chunks(windows, 11)])
+    chunks = _chunks(windows, 11)
+    merged = merge_chunk_digests([chunk_digest(c, tmp_path, str(i)) for i, c in enumerate(chunks)])
+    assert not list(tmp_path.iterdir())  # the spilled passes are read and removed
+    digests = [chunk_digest(c, tmp_path, str(i)) for i, c in enumerate(chunks)]
+    folded = merge_chunk_digests([gather_chunk_digests(digests[:4]), *digests[4:]])
+    for name, frame in adherence_frames(folded).items():  # gathered as they come: the same
+        assert _csv(frame) == _csv(whole[name]), name
     parts = adherence_frames(merged)
     assert list(parts) == ["adherence.csv", "adherence_curve.csv", "survival.csv"]
     for name, frame in whole.items():
@@ -156,8 +167,11 @@ def test_turn_digests_of_chunks_give_the_whole_frame_s_turn_files():
         [dict(model="m", item=i, policy="logged", history="logged", generated=600, injected=0,
               restated=0) for i in ("fr", "en")]
     )  # fmt: skip
-    merged = merge_turn_digests([turn_digest(c) for c in _chunks(turns, 13)])
+    digests = [turn_digest(c) for c in _chunks(turns, 13)]
+    merged = merge_turn_digests(digests)
     assert _csv(turn_curves(merged)) == _csv(turn_curves(turns))
+    folded = merge_turn_digests([merge_turn_digests(digests[:3]), *digests[3:]])
+    assert _csv(turn_curves(folded)) == _csv(turn_curves(turns))
     whole = conversation_summary(turns, tokens)
     assert len(whole) == 3  # two items and their pooled row
     assert _csv(conversation_summary(merged, tokens)) == _csv(whole)
