@@ -28,7 +28,8 @@ from harness.sampling import SampleRange
 from harness.scoring.inputs import score_run_id
 from harness.scoring.io import load_tokenizer
 from harness.scoring.judge import JudgeDefaults, check_judges, judge_checks_of
-from harness.scoring.logged import ItemMatcher, check_logs
+from harness.scoring.logged import check_logs
+from harness.scoring.matching import ItemMatcher
 from harness.scoring.score import item_checks
 from harness.scoring.validation import read_labelled
 from harness.selection import Selected, policy_units, sample_specs, select_items

@@ -1,8 +1,6 @@
 """Score logged conversations (a chat log, `harness.chatlogs`) turn by turn, streaming.
 
-Matching (docs/architecture.md, "Logged conversations"): a conversation belongs to the item
-its `item` names; without one, to the item whose `system` equals its system message (leading
-and trailing whitespace aside); without either, to `--item`. A conversation becomes a
+Each conversation is matched to a suite item (`harness.scoring.matching`) and becomes a
 GenerationRecord (policy `logged`, history `logged`, one sample per conversation in file order
 per item) rendered by the model's chat template as a run renders its own conversations: the
 first user message in the prompt, then per turn the logged reply as the generated tokens and
@@ -30,7 +28,6 @@ import pandas as pd
 from harness.chat import ChatFormat
 from harness.chatlogs import LogCounts, LoggedConversation, validate_chat_logs
 from harness.config import ScoringConfig, TaskSuite
-from harness.errors import UserError
 from harness.interop import read_conversations
 from harness.records import GenerationRecord, TokenCounts
 from harness.results import LoggedRow, TurnRow, WindowRow, as_bool, result_frame
@@ -40,7 +37,8 @@ from harness.scoring.digest import (
     gather_chunk_digests,
     merge_chunk_digests,
 )
-from harness.scoring.score import item_index, score_records
+from harness.scoring.matching import ItemMatcher
+from harness.scoring.score import score_records
 from harness.scoring.spill import TURN_KEYS, WINDOW_KEYS, SpilledCsv
 from harness.scoring.turns import score_turns
 
@@ -49,70 +47,6 @@ CHUNK = 250  # conversations scored per batch: every check sees their texts at o
 # ~30 MiB higher peak, no less CPU at 10,000 conversations)
 FOLD = 16  # chunks' digests gathered into one as they come: each digest's frames and arrays
 # cost some KiB over its numbers, ~30 MiB over the 400 chunks of 100,000 conversations
-
-
-class ItemMatcher:
-    """Which suite item a logged conversation belongs to (see the module docstring)."""
-
-    def __init__(self, suites: Sequence[TaskSuite], item: str | None = None) -> None:
-        self.index = item_index(suites)
-        if item is not None and item not in self.index:
-            raise UserError(f"--item: no task item '{item}' in the suites")
-        self.forced = item
-        self.by_system: dict[str, list[str]] = {}
-        for item_id, (_, entry) in self.index.items():
-            self.by_system.setdefault(entry.system.strip(), []).append(item_id)
-        self.seen_ids: dict[str, int] = {}
-        self.shared: dict[tuple[str, ...], int] = {}
-
-    def __call__(self, conversation: LoggedConversation) -> str:
-        """The item id; UserError naming file:line when there is none."""
-        return self.match(conversation)[0]
-
-    def match(self, conversation: LoggedConversation) -> tuple[str, str]:
-        """(item id, how: `item`, `system`, `--item` or `shared system`, the first of the
-        items whose system it is, in suite order); UserError naming file:line for none."""
-        where = conversation.where
-        if conversation.item is not None:
-            if conversation.item not in self.index:
-                raise UserError(f"{where}: field 'item': no task item '{conversation.item}'")
-            return conversation.item, "item"
-        system = (conversation.system or "").strip()
-        found = self.by_system.get(system, []) if system else []
-        if self.forced is not None and (self.forced in found or not found):
-            return self.forced, "--item"
-        if len(found) > 1:
-            return found[0], "shared system"
-        if found:
-            return found[0], "system"
-        why = "its system message is no item's system" if system else "it has no system message"
-        raise UserError(
-            f"{where}: conversation matches no item (no 'item' on the line, {why}, no --item)"
-        )
-
-    def validate(self, conversation: LoggedConversation) -> None:
-        """The check of `validate_chat_logs`: matched, and its id not used by an earlier line;
-        conversations given the first of several items that share their system are counted
-        for `shared_notes`."""
-        item, how = self.match(conversation)
-        if how == "shared system":
-            found = tuple(self.by_system[(conversation.system or "").strip()])
-            self.shared[found] = self.shared.get(found, 0) + 1
-        earlier = self.seen_ids.setdefault(conversation.id, conversation.line)
-        if earlier != conversation.line:
-            raise UserError(
-                f"{conversation.where}: id '{conversation.id}' is also the id of line {earlier}"
-            )
-
-    def shared_notes(self) -> list[str]:
-        """One line per group of items sharing a system prompt that conversations matched by
-        that prompt alone (what `harness init` writes: every item one system prompt)."""
-        return [
-            f"{count} conversation{'s' * (count != 1)} with the system prompt of items "
-            f"{', '.join(items)} and no 'item': scored as '{items[0]}' (give lines an 'item', "
-            "or pass --item, to choose)"
-            for items, count in self.shared.items()
-        ]
 
 
 def logged_record(
