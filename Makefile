@@ -11,11 +11,9 @@ setup:
 demo: setup
 	.venv/bin/harness run configs/quickstart.yaml || test $$? -eq 1
 
-# one worker per core (pytest-xdist): the tests that start a model share one worker, in order
-# (tests/conftest.py, pytest_xdist_make_scheduler); the unit files run beside them
 test:
 	bash scripts/setup.sh --browser
-	.venv/bin/python -m pytest -n auto --dist loadfile
+	.venv/bin/python -m pytest
 
 # ruff, then the module graph's contracts ([tool.importlinter] in pyproject.toml)
 lint:

@@ -46,28 +46,6 @@ def marker_problem(item) -> str:
     return ""
 
 
-# The tiers' folders: every test under them starts a model (marker_problem holds them to it)
-MODEL_FOLDERS = ("tests/e2e/", "tests/integration/")
-
-
-def pytest_xdist_make_scheduler(config, log):
-    """`make test` (`-n auto --dist loadfile`): whole files per worker, as loadfile, but every
-    file of tests/e2e and tests/integration in one group, run by one worker in collection
-    order: one engine at a time (two vLLM engines starting side by side on 2 cores failed)
-    and the session's shared engines started once, while the unit files run beside them."""
-    if config.getvalue("dist") != "loadfile":
-        return None
-    from xdist.scheduler import LoadFileScheduling
-
-    class ModelTestsTogether(LoadFileScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            if nodeid.startswith(MODEL_FOLDERS):
-                return "model tests"
-            return super()._split_scope(nodeid)
-
-    return ModelTestsTogether(config, log)
-
-
 def pytest_collection_modifyitems(config, items):
     problems = [f"{item.nodeid}: {why}" for item in items if (why := marker_problem(item))]
     if problems:
