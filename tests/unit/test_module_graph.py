@@ -56,19 +56,25 @@ def _python(code: str, pycache: Path | None = None) -> subprocess.CompletedProce
 _EACH_ALONE = """
 import os, sys, traceback
 import numpy, pandas, pydantic, scipy.stats, torch, typer, yaml  # shared, not under test
-failed = []
-for name in sys.argv[1:]:
-    pid = os.fork()
-    if pid == 0:
-        try:
-            __import__(name)
-        except BaseException:
-            traceback.print_exc()
-            os._exit(1)
-        os._exit(0)
-    _, status = os.waitpid(pid, 0)
+failed, running = [], {}
+names = list(sys.argv[1:])
+while names or running:
+    # two children at a time: the suite runs in one process, the second core is idle
+    while names and len(running) < 2:
+        name = names.pop(0)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                __import__(name)
+            except BaseException:
+                traceback.print_exc()
+                os._exit(1)
+            os._exit(0)
+        running[pid] = name
+    pid, status = os.wait()
     if status:
-        failed.append(name)
+        failed.append(running[pid])
+    del running[pid]
 print("FAILED", *failed)
 sys.exit(1 if failed else 0)
 """
