@@ -326,15 +326,8 @@ def _valid_by_dtype(values: pd.Series, kind: str, allowed) -> bool:
         return isinstance(dtype, np.dtype) and dtype.kind in "iu"
     if kind == "bool" and isinstance(dtype, np.dtype) and dtype.kind == "b":
         return True
-    if dtype != np.dtype(object):
-        return False
-    # skipna=False: a None or NaN among the cells makes them "mixed", never string/boolean
-    inferred = pd.api.types.infer_dtype(values, skipna=False)
-    if kind == "bool":
-        return inferred == "boolean"
-    if inferred != "string":
-        return False
-    return allowed is None or bool(values.isin(list(allowed)).all())
+    # skipna=False there: a None or NaN among the cells makes them "mixed", never valid
+    return _all_of_kind(values, kind, allowed)
 
 
 def _all_of_kind(cells: pd.Series, kind: str, allowed) -> bool:
