@@ -84,7 +84,7 @@ def window_passes(windows: pd.DataFrame) -> pd.DataFrame:
 _ROWS = 8192  # windows placed in the pass matrix per step
 
 
-def _pass_matrix(
+def pass_matrix(
     cond: pd.DataFrame, grid: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """(grid t (G,), matrix (S, G) of 1/0/NaN: sample s's window covering t passes; where a
@@ -96,7 +96,7 @@ def _pass_matrix(
 def _pass_codes(
     cond: pd.DataFrame, grid: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """`_pass_matrix` as int8 codes, 1 pass, 0 fail, -1 no window (NaN there): a byte per
+    """`pass_matrix` as int8 codes, 1 pass, 0 fail, -1 no window (NaN there): a byte per
     cell, where the float matrix and the copies nansum and nanmean make of it take 8 each
     (10,000 samples x ~700 points: ~55 MiB per copy)."""
     grid = np.sort(cond["t_start"].unique()) if grid is None else np.asarray(grid, float)
@@ -121,7 +121,7 @@ def _pass_codes(
 _SAMPLES = 4096  # samples whose pass codes are counted per step
 
 
-def _pass_counts(
+def pass_counts(
     cond: pd.DataFrame, grid: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(grid t, passes k (float), samples n) per point: `_pass_codes`' 1s and cells >= 0
@@ -219,7 +219,7 @@ def _share(weights: np.ndarray, passed: np.ndarray, sample: np.ndarray, samples:
 
 
 def sample_values(cond: pd.DataFrame, horizon: float | None = None):
-    """Per-sample AUC and final (S,), samples in `_pass_matrix`'s order, each from the sample's
+    """Per-sample AUC and final (S,), samples in `pass_matrix`'s order, each from the sample's
     own windows alone: the share of its decided generated positions that pass, over g in
     [1, T] (AUC) and over g in (floor(3T/4), T] (final), a window weighing the generated
     positions it covers there (`window_passes`' g_start..g_end). T = `horizon`, fixed before
@@ -272,7 +272,7 @@ def half_life_points(cond: pd.DataFrame, horizon: float | None) -> tuple[np.ndar
     """(checkpoints (K,), matrix (S, K)): a(t) at the half-life's fixed points over [1, T]
     (T = horizon, else the condition's last t_end)."""
     top = float(cond["t_end"].max()) if horizon is None else float(horizon)
-    return _pass_matrix(cond, checkpoints(top))
+    return pass_matrix(cond, checkpoints(top))
 
 
 @dataclass
@@ -280,7 +280,7 @@ class ConditionValues:
     """What a condition's adherence.csv row reads of its windows' passes: the per-sample AUC
     and final (`sample_values`), survival durations and events (`first_failures`), a(t) at
     the half-life's checkpoints (`half_life_points`), and how many window starts it saw.
-    Samples in `_pass_matrix`'s order. A chat log's are gathered a chunk at a time
+    Samples in `pass_matrix`'s order. A chat log's are gathered a chunk at a time
     (`harness.scoring.digest`): every one of them is per sample, but the checkpoints."""
 
     auc: np.ndarray
@@ -335,7 +335,7 @@ def _condition_summary(
         fields.update({f"{name}_lcb": bounds.lcb, f"{name}_ucb": bounds.ucb})
     return AdherenceRow(
         **dict(zip(TASK_CONDITION, map(str, key), strict=True)),
-        # `_pass_matrix`'s shape, without building its (samples x points) floats
+        # `pass_matrix`'s shape, without building its (samples x points) floats
         n_samples=len(auc_s),
         n_points=values.n_points,
         failures=int(events.sum()),

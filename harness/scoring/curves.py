@@ -15,8 +15,8 @@ from harness.scoring.adherence import (
     TASK_CONDITION,
     _clopper_band,
     _nanmean,
-    _pass_counts,
-    _pass_matrix,
+    pass_counts,
+    pass_matrix,
     point_band,
     window_passes,
 )
@@ -67,10 +67,10 @@ def _curve(cond: pd.DataFrame, level: float, anytime: bool) -> tuple:
     only each point's passes and samples: counted on the int8 codes, the same numbers as
     nansum and nanmean of the float matrix (sums of 0s and 1s are exact in any order)."""
     if anytime:
-        grid, matrix = _pass_matrix(cond)
+        grid, matrix = pass_matrix(cond)
         low, high, method = point_band(matrix, level=level, anytime=True)
         return grid, _nanmean(matrix, 0), low, high, (~np.isnan(matrix)).sum(axis=0), method
-    return _count_curve(*_pass_counts(cond), level)
+    return _count_curve(*pass_counts(cond), level)
 
 
 def _count_curve(grid: np.ndarray, k: np.ndarray, n: np.ndarray, level: float) -> tuple:

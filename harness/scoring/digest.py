@@ -21,9 +21,9 @@ from harness.scoring.adherence import (
     RUN_SAMPLE,
     TASK_CONDITION,
     ConditionValues,
-    _pass_counts,
-    _pass_matrix,
     checkpoints,
+    pass_counts,
+    pass_matrix,
     sample_values,
     window_passes,
 )
@@ -52,7 +52,7 @@ def window_digest(windows: pd.DataFrame) -> WindowDigest:
 
 @dataclass
 class ChunkCondition:
-    """One condition's windows in one chunk of a log: per sample (in `_pass_matrix`'s order)
+    """One condition's windows in one chunk of a log: per sample (in `pass_matrix`'s order)
     AUC, final (`sample_values`, each sample's own span), duration and event
     (`first_failures`); the window starts seen; a(t)'s passes k and samples n at every t of
     0..top (top: its last t_end); its passes spilled to `parts` (one file per chunk gathered,
@@ -91,7 +91,7 @@ def chunk_digest(windows: pd.DataFrame, spill: Path, name: str) -> ChunkDigest:
         top = cond["t_end"].max()
         # a cell of the codes depends on its t alone: counted at every integer t, the counts
         # at the log's window starts are those of its whole grid (t are token positions)
-        _, k, n = _pass_counts(cond, np.arange(int(top) + 1))
+        _, k, n = pass_counts(cond, np.arange(int(top) + 1))
         part = Path(spill) / f"passes.{name}.{index}.npz"
         part.parent.mkdir(parents=True, exist_ok=True)
         sample = cond.groupby(RUN_SAMPLE, sort=True).ngroup().to_numpy(np.int32)
@@ -105,7 +105,7 @@ def chunk_digest(windows: pd.DataFrame, spill: Path, name: str) -> ChunkDigest:
 
 
 def _spilled_passes(part: Path) -> pd.DataFrame:
-    """A chunk condition's passes as `_pass_matrix` reads them (samples by their number)."""
+    """A chunk condition's passes as `pass_matrix` reads them (samples by their number)."""
     with np.load(part) as saved:
         frame = pd.DataFrame({c: saved[c] for c in ["sample", *PASS_COLUMNS]})
     part.unlink()
@@ -146,7 +146,7 @@ def merge_chunk_digests(parts: list[ChunkDigest]) -> WindowDigest:
         at = chunk.starts.astype(np.int64)
         counts[key] = (chunk.starts, chunk.k[at], chunk.n[at])
         points = checkpoints(chunk.top)
-        at_points = [_pass_matrix(_spilled_passes(path), points)[1] for path in chunk.parts]
+        at_points = [pass_matrix(_spilled_passes(path), points)[1] for path in chunk.parts]
         values = [getattr(chunk, f) for f in _PER_SAMPLE]
         conditions[key] = ConditionValues(
             *values, points, np.concatenate(at_points), len(chunk.starts)

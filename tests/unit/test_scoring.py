@@ -291,7 +291,7 @@ def test_the_curve_s_counted_a_t_is_the_float_matrix_s_exactly():
     # random samples of uneven windows, undecided ones and overlaps (a later row wins), so the
     # grid has points some samples do not cover: the int8 counts must give nanmean's a(t),
     # point_band's interval and n bit for bit
-    from harness.scoring.adherence import _nanmean, _pass_matrix, point_band
+    from harness.scoring.adherence import _nanmean, pass_matrix, point_band
     from harness.scoring.curves import _curve
 
     rng = np.random.default_rng(7)
@@ -311,7 +311,7 @@ def test_the_curve_s_counted_a_t_is_the_float_matrix_s_exactly():
             t = start + width
     (_, cond), *_ = window_passes(pd.DataFrame(rows)).groupby(["model", "task", "item", "policy"])
     grid, a, low, high, n, method = _curve(cond, 0.95, anytime=False)
-    ref_grid, matrix = _pass_matrix(cond)
+    ref_grid, matrix = pass_matrix(cond)
     ref_low, ref_high, ref_method = point_band(matrix, level=0.95)
     assert (n < 60).any()  # some points are not covered by every sample
     np.testing.assert_array_equal(grid, ref_grid)
