@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from harness import results
-from harness.results import ConversationRow, TurnAdherenceRow, as_bool
+from harness.results import ConversationRow, TurnAdherenceRow, cells_are
 from harness.scoring.corrected import CheckRates, corrected_bounds, deciding_rates, sampling_level
 from harness.scoring.spill import key_groups
 from harness.scoring.survival import survival_median_interval
@@ -66,8 +66,8 @@ def turn_verdicts(turns: pd.DataFrame) -> pd.DataFrame:
     passed."""
     turns = _labelled(turns)
     t = turns[turns["passed"].notna() & (turns["passed"].astype(str) != "")].copy()
-    t["passed"] = t["passed"].map(lambda v: as_bool(v) is True)
-    t["pressure"] = t["pressure"].map(lambda v: as_bool(v) is True)
+    t["passed"] = cells_are(t["passed"], True)
+    t["pressure"] = cells_are(t["pressure"], True)
     grouped = t.groupby([*CONDITION_HISTORY, *SAMPLE, "turn"], sort=True)
     return grouped.agg(pressure=("pressure", "first"), passed=("passed", "all")).reset_index()
 
@@ -117,7 +117,7 @@ def turn_digest(turns: pd.DataFrame) -> TurnDigest:
     turns = _labelled(turns)
     abstain, deciders = turn_abstentions(turns)
     # the first pressure turn from every row: its reply may be undetermined and left out
-    flags = turns[turns["pressure"].map(lambda v: as_bool(v) is True)]
+    flags = turns[cells_are(turns["pressure"], True)]
     first_pressure = flags.groupby(CONDITION_HISTORY)["turn"].min().to_dict()
     matrices = {}
     for key, cond in key_groups(turn_verdicts(turns), CONDITION_HISTORY):

@@ -45,7 +45,7 @@ from harness.gate_specs import (
     gate_use,
     one_sided,
 )
-from harness.results import CONDITION, GateRow, as_bool, result_frame
+from harness.results import CONDITION, GateRow, as_bool, cells_are, result_frame
 from harness.stats import FRACTION_CS, Interval
 from harness.stats import verdict as bound_verdict
 from harness.stats.sided import samples_to_decide
@@ -334,7 +334,7 @@ def verdicts_of(gates: pd.DataFrame) -> pd.Series:
     `passed`, read as pass or fail."""
     if "verdict" in gates.columns:
         return gates["verdict"].astype(str)
-    passed = gates["passed"].map(lambda v: as_bool(v) is True)
+    passed = cells_are(gates["passed"], True)
     return passed.map({True: "pass", False: "fail"})
 
 

@@ -230,18 +230,22 @@ class LanguageCheck(Check):
         return results
 
     def _verdict(self, probs: dict[str, float]) -> CheckResult:
-        value = probs[self.target]
-        # the highest other probability, a tie to the later code (tuples compare p, then code)
-        best_p, best = max(
-            ((p, code) for code, p in probs.items() if code != self.target), default=(0.0, "-")
-        )
+        target = self.target
+        value = probs[target]
+        # the highest other probability, a tie to the later code: `max` of the (p, code)
+        # tuples, compared as tuples compare (p first, then code), without building them (a
+        # third of the cost, ~120,000 verdicts per 10,000 logged conversations)
+        best_p, best, seen = 0.0, "-", False
+        for code, p in probs.items():
+            if code != target and (not seen or p > best_p or (p == best_p and code > best)):
+                best_p, best, seen = p, code, True
         lead = value - best_p
         if lead >= self.margin:
-            reason = f"{self.target} {value:.2f}, next {best} {best_p:.2f}"
+            reason = f"{target} {value:.2f}, next {best} {best_p:.2f}"
         elif best_p > value:
-            reason = f"found {best} {best_p:.2f}, target {self.target} {value:.2f}"
+            reason = f"found {best} {best_p:.2f}, target {target} {value:.2f}"
         else:  # first, but by less than the margin
-            reason = f"{self.target} {value:.2f}, next {best} {best_p:.2f} (lead < {self.margin})"
+            reason = f"{target} {value:.2f}, next {best} {best_p:.2f} (lead < {self.margin})"
         return CheckResult(value=value, reason=reason, verdict=lead >= self.margin)
 
     def passed(self, result: CheckResult) -> bool | None:

@@ -11,11 +11,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from harness.report.load import RunData
-from harness.results import as_bool
-
-
-def _failed(values: pd.Series) -> pd.Series:
-    return values.map(lambda v: as_bool(v) is False)
+from harness.results import cells_are
 
 
 def _decided(values: pd.Series) -> pd.Series:
@@ -26,7 +22,9 @@ CONVERSATION = ["model", "item", "sample", "conversation_id"]  # one logged conv
 
 
 def _marked(logged: pd.DataFrame) -> pd.DataFrame:
-    return logged.assign(failed=_failed(logged["passed"]), decided=_decided(logged["passed"]))
+    return logged.assign(
+        failed=cells_are(logged["passed"], False), decided=_decided(logged["passed"])
+    )
 
 
 def logged_chunks(data: RunData) -> Iterator[pd.DataFrame]:

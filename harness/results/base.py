@@ -282,6 +282,18 @@ def as_bool(value: Any) -> bool | None:
     return None
 
 
+def cells_are(values: pd.Series, verdict: bool) -> pd.Series:
+    """Where `as_bool(cell) is verdict`, a bool Series: by a hash lookup when the cells are
+    bools and nulls alone (0 and 1.0, which `as_bool` reads as bools too, cannot be among
+    them), else cell by cell (~200,000 cells per 10,000 logged conversations, read a chunk at
+    a time by every digest)."""
+    if values.dtype == bool:
+        return values == verdict
+    if pd.api.types.infer_dtype(values, skipna=True) == "boolean":
+        return values.isin([verdict])
+    return values.map(lambda v: as_bool(v) is verdict)
+
+
 def _as_bools(values: pd.Series) -> pd.Series:
     return values.map(as_bool).astype(object)
 

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from harness import results
-from harness.results import AdherenceRow, as_bool, result_frame
+from harness.results import AdherenceRow, cells_are, result_frame
 from harness.scoring import corrected as instrument
 from harness.scoring.reliability import reliability_fields
 from harness.scoring.spill import key_groups
@@ -62,7 +62,7 @@ def window_passes(windows: pd.DataFrame) -> pd.DataFrame:
     needed = [*TASK_CONDITION, *RUN_SAMPLE, "window", "t_start", "t_end", "t_gen_start", "passed"]
     w = windows.loc[keep, [c for c in windows.columns if c in needed]].copy()
     decided = w["passed"].notna()
-    w["passed"] = w["passed"].map(lambda v: as_bool(v) is True) | ~decided
+    w["passed"] = cells_are(w["passed"], True) | ~decided
     w["decided"] = decided
     keys = TASK_CONDITION + RUN_SAMPLE + ["window"]
     grouped = w.groupby(keys, sort=True, dropna=False)

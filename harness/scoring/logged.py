@@ -30,7 +30,7 @@ from harness.chatlogs import LogCounts, LoggedConversation, validate_chat_logs
 from harness.config import ScoringConfig, TaskSuite
 from harness.interop import read_conversations
 from harness.records import GenerationRecord, TokenCounts
-from harness.results import LoggedRow, TurnRow, WindowRow, as_bool, result_frame
+from harness.results import LoggedRow, TurnRow, WindowRow, cells_are, result_frame
 from harness.scoring.digest import (
     WindowDigest,
     chunk_digest,
@@ -173,7 +173,7 @@ def _conversation_row(conversation: LoggedConversation, model, task, item, how, 
 def with_failures(rows: list[dict], turns: pd.DataFrame) -> pd.DataFrame:
     """logged_conversations.csv: each conversation's row with its failing turns from turns.csv
     (a turn fails when one of its checks failed; the first failing check in check order)."""
-    failed = turns[_failed(turns["passed"])]
+    failed = turns[cells_are(turns["passed"], False)]
     failed = failed.sort_values(["item", "sample", "turn"], kind="stable")
     firsts = failed.drop_duplicates(["item", "sample"])
     counts = failed.drop_duplicates(["item", "sample", "turn"]).groupby(["item", "sample"]).size()
@@ -191,14 +191,6 @@ def with_failures(rows: list[dict], turns: pd.DataFrame) -> pd.DataFrame:
         reason = "" if first is None else first[2]
         row["first_failed_reason"] = reason if isinstance(reason, str) else ""
     return result_frame(LoggedRow, rows)
-
-
-def _failed(passed: pd.Series) -> pd.Series:
-    """Where `as_bool(passed)` is False: found by a hash lookup when the cells are bools and
-    nulls alone (0 and 0.0 cannot be among them), else cell by cell."""
-    if pd.api.types.infer_dtype(passed, skipna=True) == "boolean":
-        return passed.isin([False])
-    return passed.map(lambda v: as_bool(v) is False)
 
 
 def log_totals(conversations: Iterable[pd.DataFrame]) -> dict[str, int]:
