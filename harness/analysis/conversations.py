@@ -31,7 +31,7 @@ import pandas as pd
 from harness import results
 from harness.results import ConversationRow, TurnAdherenceRow, cells_are
 from harness.scoring.corrected import CheckRates, corrected_bounds, deciding_rates, sampling_level
-from harness.scoring.spill import key_groups
+from harness.scoring.spill import key_groups, sorted_runs
 from harness.scoring.survival import survival_median_interval
 from harness.stats import (
     DEFAULT_LEVEL,
@@ -68,7 +68,14 @@ def turn_verdicts(turns: pd.DataFrame) -> pd.DataFrame:
     t = turns[turns["passed"].notna() & (turns["passed"].astype(str) != "")].copy()
     t["passed"] = cells_are(t["passed"], True)
     t["pressure"] = cells_are(t["pressure"], True)
-    grouped = t.groupby([*CONDITION_HISTORY, *SAMPLE, "turn"], sort=True)
+    keys = [*CONDITION_HISTORY, *SAMPLE, "turn"]
+    starts = sorted_runs(t, keys)
+    if starts is not None:  # in key order (a chunk of a chat log): each reply a run of rows
+        out = t.iloc[starts][keys].reset_index(drop=True)
+        out["pressure"] = t["pressure"].to_numpy(bool)[starts]
+        out["passed"] = np.logical_and.reduceat(t["passed"].to_numpy(bool), starts)
+        return out
+    grouped = t.groupby(keys, sort=True)
     return grouped.agg(pressure=("pressure", "first"), passed=("passed", "all")).reset_index()
 
 

@@ -34,7 +34,7 @@ from harness import results
 from harness.results import AdherenceRow, cells_are, result_frame
 from harness.scoring import corrected as instrument
 from harness.scoring.reliability import reliability_fields
-from harness.scoring.spill import key_groups
+from harness.scoring.spill import key_groups, sorted_runs
 from harness.scoring.survival import first_failures, survival_median_interval
 from harness.stats import (
     BINARY_CS,
@@ -65,20 +65,52 @@ def window_passes(windows: pd.DataFrame) -> pd.DataFrame:
     w["passed"] = cells_are(w["passed"], True) | ~decided
     w["decided"] = decided
     keys = TASK_CONDITION + RUN_SAMPLE + ["window"]
-    grouped = w.groupby(keys, sort=True, dropna=False)
-    out = grouped.agg(
-        t_start=("t_start", "first"),
-        t_end=("t_end", "first"),
-        g_start=("t_gen_start", "first"),
-        passed=("passed", "all"),
-        decided=("decided", "any"),
-    ).reset_index()
+    out = _sorted_window_groups(w, keys)
+    if out is None:
+        grouped = w.groupby(keys, sort=True, dropna=False)
+        out = grouped.agg(
+            t_start=("t_start", "first"),
+            t_end=("t_end", "first"),
+            g_start=("t_gen_start", "first"),
+            passed=("passed", "all"),
+            decided=("decided", "any"),
+        ).reset_index()
     # undecided checks are ignored: `passed` is over the checks that decided
-    following = out.groupby(TASK_CONDITION + RUN_SAMPLE, sort=False)["g_start"].shift(-1)
+    following = _next_in_sample(out)
     last = out["g_start"] + out["t_end"] - out["t_start"]
     out["g_end"] = following.sub(1).fillna(last).astype(out["g_start"].dtype)
     out = out[out["decided"]].drop(columns="decided")
     return out.reset_index(drop=True)
+
+
+def _sorted_window_groups(w: pd.DataFrame, keys: list[str]) -> pd.DataFrame | None:
+    """`window_passes`' groupby of `w` where its rows are in key order (a chunk of a chat log,
+    a run's windows.csv): each window a run of rows, its first row's t columns, its checks'
+    verdicts reduced per run, without the groupby's ~8 keys factorized and sorted again. None
+    where they are not (or a t column could be null: `first` skips nulls)."""
+    starts = sorted_runs(w, keys)
+    columns = ["t_start", "t_end", "t_gen_start"]
+    if starts is None or any(w[c].dtype.kind not in "iu" for c in columns):
+        return None
+    out = w.iloc[starts][[*keys, *columns]].reset_index(drop=True)
+    out = out.rename(columns={"t_gen_start": "g_start"})
+    out["passed"] = np.logical_and.reduceat(w["passed"].to_numpy(bool), starts)
+    out["decided"] = np.logical_or.reduceat(w["decided"].to_numpy(bool), starts)
+    return out
+
+
+def _next_in_sample(out: pd.DataFrame) -> pd.Series:
+    """Each window's next window's g_start within its sample (NaN for a sample's last), as
+    `groupby(sample).shift(-1)` gives it; by runs where `out` is in key order (it is, from
+    either path of `window_passes`, unless a key is null)."""
+    samples = TASK_CONDITION + RUN_SAMPLE
+    starts = sorted_runs(out, samples)
+    if starts is None:
+        return out.groupby(samples, sort=False)["g_start"].shift(-1)
+    following = np.empty(len(out))
+    following[:-1] = out["g_start"].to_numpy()[1:]
+    following[np.r_[starts[1:], len(out)] - 1] = np.nan  # each sample's last window
+    return pd.Series(following, index=out.index)
 
 
 _ROWS = 8192  # windows placed in the pass matrix per step
