@@ -205,11 +205,12 @@ def _bets(x: np.ndarray, alpha: float, anytime: bool) -> np.ndarray:
     return np.sqrt(2 * math.log(2 / alpha) / (prev * scale))
 
 
-# Each candidate mean is tested on its own (its column of the (n, G) arrays), so testing them
-# a slice of columns at a time gives the same verdicts while every array stays within this
-# many floats (4 MiB) instead of n x 2001 (10,000 samples: 160 MiB per array, times the
-# temporaries); up to n = 262 it is one slice, as before.
-_CELLS = 2**19
+# Each candidate mean is tested on its own (its column of the (n, G) arrays, its row in the
+# betting's), so testing them a slice at a time gives the same verdicts while every array
+# stays within this many floats (1 MiB: within a core's cache, where 4 MiB slices made the
+# betting test of 10,000 samples 1.4x slower) instead of n x 2001 (10,000 samples: 160 MiB
+# per array, times the temporaries); up to n = 65 it is one slice.
+_CELLS = 2**17
 
 
 def _column_chunks(m: np.ndarray, n: int):
@@ -244,19 +245,44 @@ def _betting(x: np.ndarray, alpha: float, anytime: bool) -> tuple[float, float]:
 
 def _betting_rejected(x: np.ndarray, alpha: float, anytime: bool) -> np.ndarray:
     """The grid points _betting rejects (GRID,)."""
-    lam = _bets(x, alpha, anytime)[:, None]  # (n, 1)
     rejected = []
-    for m in _column_chunks(_grid(), len(x)):
+    for axis, xs, lam, m in betting_slices(x, _bets(x, alpha, anytime)):
         with np.errstate(divide="ignore"):
-            lam_plus = np.minimum(lam, TRUNCATION / m[None, :])
-            lam_minus = np.minimum(lam, TRUNCATION / (1 - m[None, :]))
-        dev = x[:, None] - m[None, :]  # (n, columns)
-        log_plus = np.cumsum(np.log1p(lam_plus * dev), axis=0)
-        log_minus = np.cumsum(np.log1p(-lam_minus * dev), axis=0)
-        # hedged capital max(K+/2, K-/2) with theta = 1/2
-        log_k = np.maximum(log_plus, log_minus) - math.log(2)
-        rejected.append(log_k.max(axis=0) >= math.log(1 / alpha))
+            log_plus = np.minimum(lam, TRUNCATION / m)  # lambda+, then log K+
+            log_minus = np.minimum(lam, TRUNCATION / (1 - m))
+        dev = xs - m
+        # each array worked in place: the same operations on the same operands as
+        # log1p(lam_plus * dev) and log1p(-lam_minus * dev) (-(a b) is (-a) b exactly), without
+        # a temporary per step (n = 10,000: these were ~40 % of a logged run's analysis)
+        log_plus *= dev
+        log_minus *= dev
+        np.negative(log_minus, out=log_minus)
+        for log in (log_plus, log_minus):
+            np.log1p(log, out=log)
+            np.cumsum(log, axis=axis, out=log)
+        # hedged capital max(K+/2, K-/2) with theta = 1/2, at its largest over t: the largest
+        # of either minus log 2 (subtracting a constant keeps the order of floats)
+        peak = np.maximum(log_plus.max(axis=axis), log_minus.max(axis=axis)) - math.log(2)
+        rejected.append(peak >= math.log(1 / alpha))
     return np.concatenate(rejected)
+
+
+# From this many values on, a betting test lays its candidate means out by rows, t along each
+# row (contiguous); below it, by columns, t down each column (the means contiguous): each the
+# faster where it is used (n = 4: rows 1.4x slower; n = 10,000: 1.8x faster with 1 MiB
+# slices). A cumulative sum adds the same terms in the same order either way.
+_BY_ROWS_FROM = 16
+
+
+def betting_slices(x: np.ndarray, lam: np.ndarray):
+    """(t axis, x, bets, candidate means) per slice of the grid (`_column_chunks`), shaped to
+    broadcast in the layout `_BY_ROWS_FROM` chooses for `len(x)` values."""
+    by_rows = len(x) >= _BY_ROWS_FROM
+    for m in _column_chunks(_grid(), len(x)):
+        if by_rows:
+            yield 1, x[None, :], lam[None, :], m[:, None]
+        else:
+            yield 0, x[:, None], lam[:, None], m[None, :]
 
 
 def _beta_binomial_cs(x: np.ndarray, alpha: float) -> tuple[float, float]:

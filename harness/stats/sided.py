@@ -52,6 +52,7 @@ from harness.stats import (
     _column_chunks,
     _grid,
     _is_binary,
+    betting_slices,
     check_binary,
     check_level,
 )
@@ -144,13 +145,17 @@ def _betting_lcb(x: np.ndarray, alpha: float, anytime: bool = False) -> float:
     sigma2 = (0.25 + np.cumsum((x - mu) ** 2)) / (t + 1)
     prev = np.concatenate([[0.25], sigma2[:-1]])  # sigma_hat^2_{t-1}: predictable
     scale = t * np.log1p(t) if anytime else np.full(n, float(n))
-    lam = np.sqrt(2 * math.log(1 / alpha) / (prev * scale))[:, None]
+    lam = np.sqrt(2 * math.log(1 / alpha) / (prev * scale))
     rejected = []
-    for m in _column_chunks(_grid(), n):
+    # as the two-sided test (`harness.stats._betting_rejected`): its layout, the bets turned
+    # into the log capital in place, the same operations on the same operands
+    for axis, xs, bets, m in betting_slices(x, lam):
         with np.errstate(divide="ignore"):
-            bets = np.minimum(lam, TRUNCATION / m[None, :])
-        capital = np.cumsum(np.log1p(bets * (x[:, None] - m[None, :])), axis=0)
-        rejected.append(capital.max(axis=0) >= math.log(1 / alpha))
+            capital = np.minimum(bets, TRUNCATION / m)  # the bets, then the log capital
+        capital *= xs - m
+        np.log1p(capital, out=capital)
+        np.cumsum(capital, axis=axis, out=capital)
+        rejected.append(capital.max(axis=axis) >= math.log(1 / alpha))
     return _rejected_below(np.concatenate(rejected))
 
 
