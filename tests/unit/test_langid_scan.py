@@ -94,3 +94,41 @@ def test_the_counts_are_the_plain_walk_s_in_its_order():
             assert list(zip(found[0].tolist(), found[1].tolist(), strict=True)) == list(
                 walked.items()
             )
+
+
+def _features(batch: BatchIdentifier, text: str) -> int:
+    found = batch.feature_counts([LanguageIdentifier._encode(text)])[0]
+    return 0 if found is None else len(found[0])
+
+
+def test_texts_of_every_size_of_product_give_py3langid_s_values():
+    # a chunk's texts are multiplied stacked by their number of features: none (py3langid's
+    # own featureless scores), one (numpy's non-BLAS product), a few, one count repeated
+    # hundreds of times, and more than 768 (12 classes: OpenBLAS's threaded gemv)
+    plain, batch = _pair()
+    windows = _texts()[:40]
+    long = " ".join(windows)
+    texts = ["", "a", "xx", "é", "xx", "a" * 10, "ab" * 400, "la " * 500, long, long[::-1]]
+    texts += [w.split()[0] for w in windows] + windows  # many with as many features
+    sizes = [_features(batch, t) for t in texts]
+    assert {0, 1} <= set(sizes) and max(sizes) > 768
+    assert len(set(sizes)) < len(sizes)
+    assert batch.probabilities_many(texts) == [dict(plain.rank(t)) for t in texts]
+
+
+def test_a_batch_over_several_chunks_gives_py3langid_s_values():
+    plain, batch = _pair()
+    texts = _texts()
+    batch_texts = []
+    while sum(len(t.encode()) for t in batch_texts) < 2.5 * langid_scan.CHUNK_BYTES:
+        batch_texts += [t[len(batch_texts) % 11 :] for t in texts]
+    expected = {t: dict(plain.rank(t)) for t in set(batch_texts)}
+    assert batch.probabilities_many(batch_texts) == [expected[t] for t in batch_texts]
+
+
+def test_raw_scores_without_normalising_are_py3langid_s():
+    # without norm_probs a featureless text gets py3langid's floor, the others its raw sums
+    plain = LanguageIdentifier.from_model_file(MODEL_FILE)
+    batch = BatchIdentifier.from_model_file(MODEL_FILE)
+    for text in ["", "a", "xx", "le chat noir et le chien", "x" * 300]:
+        assert batch.rank(text) == plain.rank(text)
