@@ -173,3 +173,32 @@ def test_many_units_are_tested_a_slice_of_means_at_a_time(anytime):
     # the fraction type's betting part adapts to these low-variance values (the beta-binomial
     # sequence alone, which spends the variance of 0/1 data, was 0.035 wide)
     assert ci.width < 0.02
+
+
+def _betting_rejected_by_the_formula(x: np.ndarray, alpha: float, anytime: bool) -> np.ndarray:
+    """The hedged-capital test written as its formula, every (t, m) cell at once: what the
+    in-place, sliced, two-layout code of `harness.stats` must reproduce bit for bit."""
+    from harness.stats import TRUNCATION, _bets, _grid
+
+    lam, m = _bets(x, alpha, anytime)[:, None], _grid()[None, :]
+    with np.errstate(divide="ignore"):
+        lam_plus, lam_minus = np.minimum(lam, TRUNCATION / m), np.minimum(lam, TRUNCATION / (1 - m))
+    log_plus = np.cumsum(np.log1p(lam_plus * (x[:, None] - m)), axis=0)
+    log_minus = np.cumsum(np.log1p(-lam_minus * (x[:, None] - m)), axis=0)
+    log_k = np.maximum(log_plus, log_minus) - math.log(2)
+    return log_k.max(axis=0) >= math.log(1 / alpha)
+
+
+@pytest.mark.parametrize("n", [1, 4, 15, 16, 65, 66, 700])
+def test_the_betting_test_rejects_what_its_formula_rejects(n):
+    """Both layouts (by columns below 16 values, by rows from 16), one slice and many: the
+    same rejected means as the formula, for fractions, 0/1 values and constants."""
+    from harness.stats import _betting_rejected
+
+    rng = np.random.default_rng(n)
+    for x in (rng.random(n), (rng.random(n) < 0.7).astype(float), np.full(n, 0.25)):
+        for alpha, anytime in ((0.05, False), (0.025, True), (0.2, True)):
+            expected = _betting_rejected_by_the_formula(x, alpha, anytime)
+            assert np.array_equal(_betting_rejected(x, alpha, anytime), expected)
+            # from 4 values the test rejects some means, never all (one value rejects none)
+            assert (0 < expected.sum() < len(expected)) if n >= 4 else not expected.any()

@@ -104,3 +104,26 @@ def test_the_anytime_projection_is_the_median_decision_n(k, n, intersected):
     )
     assert 0.44 <= _share_decided(k, n, 0.8, alpha, needed) <= 0.56
     assert _share_decided(k, n, 0.8, alpha, int(0.85 * needed)) < 0.44
+
+
+@pytest.mark.parametrize("n", [4, 15, 16, 66, 700])
+def test_the_one_sided_betting_bound_is_its_formula_s(n):
+    """The one-sided betting bound (in place, sliced, laid out by rows from 16 values) is the
+    bound its formula gives, every (t, m) cell at once, bit for bit."""
+    from harness.stats import TRUNCATION, _grid
+    from harness.stats.sided import _betting_lcb, _rejected_below
+
+    rng = np.random.default_rng(n)
+    for x in (rng.random(n), (rng.random(n) < 0.7).astype(float)):
+        for alpha, anytime in ((0.05, False), (0.025, True)):
+            t = np.arange(1, n + 1)
+            mu = (0.5 + np.cumsum(x)) / (t + 1)
+            prev = np.concatenate([[0.25], ((0.25 + np.cumsum((x - mu) ** 2)) / (t + 1))[:-1]])
+            scale = t * np.log1p(t) if anytime else np.full(n, float(n))
+            lam = np.sqrt(2 * math.log(1 / alpha) / (prev * scale))[:, None]
+            m = _grid()[None, :]
+            with np.errstate(divide="ignore"):
+                bets = np.minimum(lam, TRUNCATION / m)
+            capital = np.cumsum(np.log1p(bets * (x[:, None] - m)), axis=0)
+            expected = _rejected_below(capital.max(axis=0) >= math.log(1 / alpha))
+            assert _betting_lcb(x, alpha, anytime) == expected and 0 < expected < 1
