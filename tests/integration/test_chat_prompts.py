@@ -218,8 +218,8 @@ def test_piece_cache_encodes_as_the_backend(tokenizer, monkeypatch):
     the backend once) gives the backend's ids on every character it splits, in every context
     that decides a pre-token, on random strings of them, and on the labelled windows in 12
     languages; texts with another character (CJK, emoji, no-break spaces) or an added token
-    are the backend's whole. Run twice (the second time from the cache), then with a cache
-    that is full and forgotten."""
+    are the backend's whole. Run twice (the second time from the cache), with a cache that is
+    full and forgotten, and with too many new pre-tokens (the backend's whole)."""
     import yaml
 
     from harness import tokens
@@ -233,11 +233,18 @@ def test_piece_cache_encodes_as_the_backend(tokenizer, monkeypatch):
     added = ["fin <|im_end|> suite", "<|im_start|>user"]
     cases = [*_piece_cache_cases(cache), *labelled, *TEXTS, *outside, *added]
     expected = [backend.encode(text, add_special_tokens=False).ids for text in cases]
+    cache.ids.clear()
+    monkeypatch.setattr(tokens.PieceCache, "MOST_NEW", 1.0)  # every pre-token learned here
     assert tokens.encode_many(tokenizer, cases) == expected
+    assert len(cache.ids) > 1000
     assert tokens.encode_many(tokenizer, cases) == expected  # the cached pre-tokens
     monkeypatch.setattr(tokens.PieceCache, "LIMIT", 500)  # forgotten and filled again
     assert tokens.encode_many(tokenizer, cases[:2000]) == expected[:2000]
-    assert len(cache.ids) <= 500 or len(set(cache.ids)) == len(cache.ids)
+    batch = {p for text in cases[:2000] if cache.splits(text) for p in cache.split(text)}
+    assert set(cache.ids) == batch  # the rest forgotten
+    cache.ids.clear()
+    monkeypatch.setattr(tokens.PieceCache, "MOST_NEW", 0.0)  # too many new: the backend's
+    assert tokens.encode_many(tokenizer, cases) == expected and not cache.ids
     assert not any(cache.splits(text) for text in outside + added)
     split = sum(cache.splits(text) for text in labelled)
     assert split >= 0.8 * len(labelled), (split, len(labelled))  # Latin and Cyrillic replies
