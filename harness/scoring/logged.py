@@ -16,6 +16,7 @@ import ctypes
 import ctypes.util
 import functools
 import gc
+import itertools
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -57,14 +58,17 @@ def logged_record(
     fmt: ChatFormat,
     model: str,
     run_id: str = "",
+    encoded: list[list[int]] | None = None,
 ) -> GenerationRecord:
     """The conversation as a run's conversation record: the logged replies are its generated
-    segments (turn k), each later user message a `user` segment inside template `markup`."""
+    segments (turn k), each later user message a `user` segment inside template `markup`.
+    `encoded`: the replies' ids (`replies_of`'s order), where the caller encoded them."""
     exchanges = [(k, u, r) for k, u, r in conversation.scored_turns() if r is not None]
     ids: list[int] = []
     segments: list[dict] = []  # validated as Segments with the record, in one call
     counts = {"generated": 0, "user": 0, "markup": 0}
-    encoded = fmt.encode_many([reply for _, _, reply in exchanges])
+    if encoded is None:
+        encoded = fmt.encode_many(replies_of(conversation))
     for index, ((turn, user, reply), reply_ids) in enumerate(zip(exchanges, encoded, strict=True)):
         if index:
             pieces = fmt.user_turn_pieces(user, last_token=ids[-1] if ids else None)
@@ -86,6 +90,11 @@ def logged_record(
         tokens=TokenCounts(prompt=len(prompt), **counts),
         conversation_id=conversation.id, history="logged",
     )  # fmt: skip
+
+
+def replies_of(conversation: LoggedConversation) -> list[str]:
+    """The replies `logged_record` encodes, in its order."""
+    return [reply for _, _, reply in conversation.scored_turns() if reply is not None]
 
 
 def _append(ids: list[int], segments: list[dict], kind, piece, text: str, turn: int) -> None:
@@ -149,14 +158,22 @@ def logged_records(
     `rows` gets each conversation's logged_conversations.csv row (its failures still empty);
     `run_id`: the score's (`scoring.inputs.score_run_id`)."""
     per_item: dict[str, int] = {}
-    for conversation in read_conversations(path, log_format):
-        item, how = matcher.match(conversation)
-        sample = per_item.get(item, 0)
-        per_item[item] = sample + 1
-        task = matcher.index[item][0]
-        if rows is not None:
-            rows.append(_conversation_row(conversation, model, task, item, how, sample))
-        yield logged_record(conversation, item, task, sample, fmt, model, run_id)
+    conversations = read_conversations(path, log_format)
+    # a group's replies encoded in one call: the tokenizer's pre-token cache decides on a
+    # batch's share of new pre-tokens (`harness.tokens.PieceCache`), five replies tell little
+    while group := list(itertools.islice(conversations, CHUNK)):
+        replies = [replies_of(conversation) for conversation in group]
+        flat = fmt.encode_many([reply for texts in replies for reply in texts])
+        start = 0
+        for conversation, texts in zip(group, replies, strict=True):
+            encoded, start = flat[start : start + len(texts)], start + len(texts)
+            item, how = matcher.match(conversation)
+            sample = per_item.get(item, 0)
+            per_item[item] = sample + 1
+            task = matcher.index[item][0]
+            if rows is not None:
+                rows.append(_conversation_row(conversation, model, task, item, how, sample))
+            yield logged_record(conversation, item, task, sample, fmt, model, run_id, encoded)
 
 
 def _conversation_row(conversation: LoggedConversation, model, task, item, how, sample) -> dict:
