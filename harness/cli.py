@@ -26,7 +26,13 @@ from harness.commands import (
     run,
     score,
 )
-from harness.errors import INTERNAL_ERROR, Interrupted, UserError, exit_with_error
+from harness.errors import (
+    INTERNAL_ERROR,
+    STOP_SIGNALS,
+    Interrupted,
+    UserError,
+    exit_with_error,
+)
 
 # harness.logs quiets the libraries at import, before any engine process is spawned
 from harness.logs import configure_logging
@@ -63,7 +69,7 @@ app.command("export")(export.export_command)
 app.command("bench", context_settings=bench.CONTEXT_SETTINGS)(bench.bench_command)
 
 
-_received: list[int] = []  # the signal that stopped this command, if one did
+_received = STOP_SIGNALS  # the signal that stopped this command, if one did
 # After a stop signal the engines get this long to shut down before the process ends anyway:
 # a library may swallow the interrupt or block in its shutdown, and the engine processes die
 # with this one in any case (harness/engines/lifetime.py).

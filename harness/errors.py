@@ -30,6 +30,19 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
+# The stop signal this process received (harness.cli's handler records it before raising
+# Interrupted). A library that swallows the KeyboardInterrupt leaves it here for
+# `raise_if_stopped`: vLLM's engine start runs inside a socket context that catches it
+# (vllm.utils.network_utils.zmq_socket_ctx), and the run used to go on for the 30 s grace.
+STOP_SIGNALS: list[int] = []
+
+
+def raise_if_stopped() -> None:
+    """Raise Interrupted again if a stop signal arrived while a library had control."""
+    if STOP_SIGNALS:
+        raise Interrupted(STOP_SIGNALS[0])
+
+
 class UserError(HarnessError):
     """Bad input: config, model name, prompt or file. One clear line, exit code 2."""
 

@@ -28,6 +28,7 @@ from harness.engines.base import (
 from harness.engines.cpu_runtime import configure_cpu_runtime
 from harness.engines.lifetime import bind_engine_children
 from harness.engines.memory import check_engine_memory
+from harness.errors import raise_if_stopped
 from harness.logs import is_verbose
 
 _ENGINES: dict[tuple, VllmEngine] = {}
@@ -70,6 +71,9 @@ def start_llm(**options) -> Any:
         atexit.unregister(shutdown_all)
         atexit.register(shutdown_all)
     _RUNNING.append(llm)
+    # a SIGTERM or SIGINT during the start was swallowed by vLLM: stop now (the engine is
+    # registered, so `shutdown_all` stops it on the way out)
+    raise_if_stopped()
     return llm
 
 

@@ -24,14 +24,27 @@ def _harness(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, timeout=1500, cwd=cwd)
 
 
+@pytest.fixture
+def init_here(tmp_path, monkeypatch, run_cli):
+    """`harness init ARGV...` in tmp_path, in this process through the real entry point (a
+    subprocess would add ~4 s of start-up to each test); returns (exit code, stderr)."""
+    monkeypatch.chdir(tmp_path)
+
+    def init(*argv: str) -> tuple[int, str]:
+        code, _, err = run_cli(["init", *argv])
+        return code, err
+
+    return init
+
+
 def _init_and_run(
-    tmp_path: Path, prompt: str, generation: dict, *model: str, probe: bool = True
+    tmp_path: Path, init_here, prompt: str, generation: dict, *model: str, probe: bool = True
 ) -> dict:
     """init from a prompt file, shorten the written config (1 sample, `generation`; the probe
     off unless `probe`), run it; returns the written config and suite and the run's files."""
     (tmp_path / "prompt.txt").write_text(prompt, encoding="utf-8")
-    made = _harness("init", "acme", "--system", "@prompt.txt", *model, cwd=tmp_path)
-    assert made.returncode == 0, made.stderr
+    code, err = init_here("acme", "--system", "@prompt.txt", *model)
+    assert code == 0, err
     config = yaml.safe_load((tmp_path / "acme.yaml").read_text())
     suite = yaml.safe_load((tmp_path / "acme.suite.yaml").read_text(encoding="utf-8"))
     config.update(samples=1, generation={**config["generation"], **generation})
@@ -76,12 +89,13 @@ def _check_run(result: dict, language: str) -> None:
     assert (run / "report.html").is_file()
 
 
-def test_init_then_run_on_the_embedded_model(tmp_path, embedded_model_path):
+def test_init_then_run_on_the_embedded_model(tmp_path, init_here, embedded_model_path):
     prompt = "You are Ava, a support agent for Acme: answer in English, politely.\n"
     # 5 replies x 12 tokens fit max_tokens 64 (a conversation's total budget)
     # the probe is off: its written settings are validated by the plan before the first
     # token, and the probe has its own tests (on the embedded model it is most of this run)
-    result = _init_and_run(tmp_path, prompt, {"max_tokens": 64, "turn_tokens": 12}, probe=False)
+    generation = {"max_tokens": 64, "turn_tokens": 12}
+    result = _init_and_run(tmp_path, init_here, prompt, generation, probe=False)
     assert result["config"]["models"] == ["smollm2-135m-instruct"] and result["config"]["gates"]
     assert [i["id"] for i in result["suite"]["items"]][4:] == ["conv-trip", "conv-bread"]
     _check_run(result, "en")
@@ -106,10 +120,10 @@ def test_init_then_run_on_the_embedded_model(tmp_path, embedded_model_path):
     ids=["de", "fr"],
 )
 def test_init_then_run_german_and_french_on_the_tiny_model(
-    tmp_path, tiny_model_path, prompt, language, first
+    tmp_path, init_here, tiny_model_path, prompt, language, first
 ):
     generation = {"engine": "hf", "max_tokens": 40, "turn_tokens": 8, "temperature": 0}
     model = ("--model", "tiny-random-llama")
-    result = _init_and_run(tmp_path, prompt, generation, *model, probe=False)
+    result = _init_and_run(tmp_path, init_here, prompt, generation, *model, probe=False)
     assert result["suite"]["items"][0]["user"].startswith(first)
     _check_run(result, language)

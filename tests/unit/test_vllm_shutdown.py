@@ -53,3 +53,22 @@ def test_closing_an_engine_stops_its_llm_and_uncaches_it(stopped, monkeypatch, t
 
 def _fake_init(self, model_path, **options):
     self._llm = vllm_engine.start_llm(model=str(model_path))
+
+
+def test_a_stop_signal_that_vllm_swallowed_during_the_start_stops_the_run(stopped, monkeypatch):
+    """vLLM starts its engine inside a socket context that catches KeyboardInterrupt, so the
+    Interrupted of a SIGTERM landing then never reached the harness: the run went on until
+    the 30 s grace ended it. The start raises it again; the engine stays registered, so
+    `shutdown_all` still stops it."""
+    from harness import errors
+    from harness.errors import Interrupted
+
+    monkeypatch.setattr(atexit, "register", lambda func: None)
+    monkeypatch.setattr(errors, "STOP_SIGNALS", [])
+    vllm_engine.start_llm(model="before")  # no signal: the engine is handed out
+    errors.STOP_SIGNALS.append(15)  # what harness.cli's handler records before raising
+    with pytest.raises(Interrupted) as raised:
+        vllm_engine.start_llm(model="during")
+    assert raised.value.signum == 15
+    vllm_engine.shutdown_all()
+    assert stopped == ["before", "during"]
