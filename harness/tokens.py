@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 
@@ -23,6 +24,19 @@ def encoder(tokenizer) -> Any | None:
     return backend
 
 
+def _memo(table: weakref.WeakKeyDictionary, key, find: Callable[[Any], Any]) -> Any:
+    """`find(key)`, kept in `table` while `key` lives (found again each time for an object
+    that takes no weak reference)."""
+    try:
+        return table[key]
+    except (KeyError, TypeError):  # TypeError: an object that takes no weak reference
+        pass
+    found = find(key)
+    with contextlib.suppress(TypeError):
+        table[key] = found
+    return found
+
+
 # tokenizer -> its `_decoder` answer: asked once per decode, ~100,000 times per 10,000 logged
 # replies, while the answer depends on the tokenizer's class and settings only
 _DECODERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -31,14 +45,7 @@ _DECODERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def _decoder(tokenizer) -> Any | None:
     """The backend where its `decode` is transformers' `decode`: the stock fast class's
     `_decode` (not a subclass's own), with no clean-up of tokenization spaces."""
-    try:
-        return _DECODERS[tokenizer]
-    except (KeyError, TypeError):  # TypeError: an object that takes no weak reference
-        pass
-    found = _find_decoder(tokenizer)
-    with contextlib.suppress(TypeError):
-        _DECODERS[tokenizer] = found
-    return found
+    return _memo(_DECODERS, tokenizer, _find_decoder)
 
 
 def _find_decoder(tokenizer) -> Any | None:
@@ -164,14 +171,13 @@ _CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # backend -> P
 
 def piece_cache(backend) -> PieceCache | None:
     """The backend's PieceCache where it is a GPT-2 byte-level BPE; None otherwise."""
-    try:
-        return _CACHES[backend]
-    except (KeyError, TypeError):
-        pass
+    return _memo(_CACHES, backend, _find_piece_cache)
+
+
+def _find_piece_cache(backend) -> PieceCache | None:
     from tokenizers import models, pre_tokenizers  # lazy: as `_byte_pieces`
 
     pre = backend.pre_tokenizer
-    found = None
     if (
         backend.normalizer is None
         and type(pre) is pre_tokenizers.ByteLevel
@@ -180,10 +186,8 @@ def piece_cache(backend) -> PieceCache | None:
         and type(backend.model) is models.BPE
         and backend.model.dropout is None
     ):
-        found = PieceCache(backend)
-    with contextlib.suppress(TypeError):
-        _CACHES[backend] = found
-    return found
+        return PieceCache(backend)
+    return None
 
 
 def encode_offsets(tokenizer, text: str) -> tuple[list[int], list[tuple[int, int]]] | None:
@@ -282,13 +286,10 @@ _PIECES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # backend -> B
 
 def _byte_pieces(backend) -> BytePieces | None:
     """The backend's BytePieces where its decoder is `ByteLevel` alone; None otherwise."""
-    try:
-        return _PIECES[backend]
-    except (KeyError, TypeError):
-        pass
+    return _memo(_PIECES, backend, _find_byte_pieces)
+
+
+def _find_byte_pieces(backend) -> BytePieces | None:
     from tokenizers import decoders  # lazy: tokenizers is only imported by backends' users
 
-    found = BytePieces(backend) if type(backend.decoder) is decoders.ByteLevel else None
-    with contextlib.suppress(TypeError):
-        _PIECES[backend] = found
-    return found
+    return BytePieces(backend) if type(backend.decoder) is decoders.ByteLevel else None
