@@ -37,7 +37,8 @@ from harness.analysis.calibration import judge_calibration
 from harness.analysis.carried import dependence_interval
 from harness.analysis.conversations import conversation_summary, turn_curves
 from harness.analysis.gates import interval_verdict
-from harness.scoring.adherence import sample_values, window_passes
+from harness.scoring.adherence import sample_values
+from harness.scoring.passes import window_passes
 from harness.stats import DEFAULT_LEVEL as LEVEL
 from harness.stats import mean_interval
 from harness.stats.sided import Bounds, one_sided_bounds

@@ -27,7 +27,8 @@ import pandas as pd
 from harness import results
 from harness.analysis.correlation import MIN_N, unit_intervals
 from harness.results import LinkageRow, result_frame
-from harness.scoring.adherence import TASK_CONDITION, sample_values, window_passes
+from harness.scoring.adherence import TASK_CONDITION, sample_values
+from harness.scoring.passes import window_passes
 from harness.stats import DEFAULT_LEVEL, Interval, none_interval
 
 LINKAGE_COLUMNS = LinkageRow.columns()

@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 
 from harness import results
-from harness.scoring.adherence import adherence_summary, summary_frame, window_passes
+from harness.scoring.adherence import adherence_summary, summary_frame
+from harness.scoring.passes import window_passes
 from harness.stats import DEFAULT_LEVEL
 
 CONDITION = list(results.CONDITION)

@@ -16,8 +16,8 @@ from harness import results
 from harness.models import trained_name
 from harness.report.load import RunData
 from harness.results import as_bool
-from harness.scoring.adherence import window_passes
 from harness.scoring.curves import adherence_curves
+from harness.scoring.passes import window_passes
 from harness.scoring.survival import survival_curves
 
 CONDITION = list(results.CONDITION)

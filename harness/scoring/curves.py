@@ -11,15 +11,8 @@ import numpy as np
 import pandas as pd
 
 from harness.results import AdherenceCurveRow, result_frame
-from harness.scoring.adherence import (
-    TASK_CONDITION,
-    _clopper_band,
-    _nanmean,
-    pass_counts,
-    pass_matrix,
-    point_band,
-    window_passes,
-)
+from harness.scoring.adherence import TASK_CONDITION, _clopper_band, _nanmean, point_band
+from harness.scoring.passes import pass_counts, pass_matrix, window_passes
 from harness.scoring.spill import key_groups
 from harness.stats import DEFAULT_LEVEL
 

@@ -22,12 +22,10 @@ from harness.scoring.adherence import (
     TASK_CONDITION,
     ConditionValues,
     checkpoints,
-    pass_counts,
-    pass_matrix,
     sample_values,
-    window_passes,
 )
 from harness.scoring.corrected import window_abstentions
+from harness.scoring.passes import pass_counts, pass_matrix, window_passes
 from harness.scoring.spill import key_groups
 from harness.scoring.survival import first_failures
 

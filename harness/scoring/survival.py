@@ -130,7 +130,7 @@ def survival_curves(
     """Kaplan-Meier S(t) per condition: model, task, item, policy, t, survival, survival_low,
     survival_high, n, method. The band is pointwise: 1 - the binomial bounds on F(t) of
     `survival_median_interval` (exact when no sample is censored before t). passes: the
-    windows' `harness.scoring.adherence.window_passes`; failures: instead, each condition's
+    windows' `harness.scoring.passes.window_passes`; failures: instead, each condition's
     `first_failures` as (durations, events), in key order (a chat log's, a chunk at a time)."""
     if failures is None:
         failures = {

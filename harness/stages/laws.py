@@ -14,7 +14,7 @@ from harness.analysis.law_table import (
     pair_units,
 )
 from harness.results import LawRow, TurnInfluenceRow, TurnRow, WindowRow, result_frame
-from harness.scoring.adherence import window_passes
+from harness.scoring.passes import window_passes
 from harness.stages.base import Curves, Records, RunContext
 
 # bootstrap draws per curve set: every set refits three laws per draw (~300 sets in the

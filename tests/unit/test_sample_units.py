@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from harness.scoring.adherence import adherence_summary, sample_values, window_passes
+from harness.scoring.adherence import adherence_summary, sample_values
+from harness.scoring.passes import window_passes
 from harness.scoring.reliability import (
     aptitude_interval,
     pass_power_interval,

@@ -12,13 +12,9 @@ from harness.config import ScoringConfig, TaskSuite
 from harness.errors import UserError
 from harness.records import GenerationRecord
 from harness.scoring import rows_frame, score_records, split_windows, window_fails
-from harness.scoring.adherence import (
-    adherence_summary,
-    curve_metrics,
-    first_failures,
-    window_passes,
-)
+from harness.scoring.adherence import adherence_summary, curve_metrics, first_failures
 from harness.scoring.curves import adherence_curves
+from harness.scoring.passes import window_passes
 from harness.scoring.survival import survival_curves
 from harness.scoring.windows import _STRETCH_TEXTS, response_text, stretch_texts, window_bounds
 
@@ -291,8 +287,9 @@ def test_the_curve_s_counted_a_t_is_the_float_matrix_s_exactly():
     # random samples of uneven windows, undecided ones and overlaps (a later row wins), so the
     # grid has points some samples do not cover: the int8 counts must give nanmean's a(t),
     # point_band's interval and n bit for bit
-    from harness.scoring.adherence import _nanmean, pass_matrix, point_band
+    from harness.scoring.adherence import _nanmean, point_band
     from harness.scoring.curves import _curve
+    from harness.scoring.passes import pass_matrix
 
     rng = np.random.default_rng(7)
     rows = []

@@ -178,11 +178,11 @@ def test_turn_digests_of_chunks_give_the_whole_frame_s_turn_files():
 
 
 def test_a_t_counted_a_few_samples_at_a_time_is_the_whole_matrix_s(monkeypatch):
-    from harness.scoring import adherence
+    from harness.scoring import passes
 
     windows = _windows(200, seed=7)
     whole = adherence_frames(windows)["adherence_curve.csv"]
-    monkeypatch.setattr(adherence, "_SAMPLES", 7)
+    monkeypatch.setattr(passes, "_SAMPLES", 7)
     assert _csv(adherence_frames(windows)["adherence_curve.csv"]) == _csv(whole)
 
 

@@ -192,7 +192,7 @@ def _laws(div: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     layer group at its positions) and the windows (a(t) per sample)."""
     from harness.analysis.fits import layer_groups
     from harness.analysis.law_table import BEHAVIOUR, Unit, frame_units, group_sets, law_rows
-    from harness.scoring.adherence import window_passes
+    from harness.scoring.passes import window_passes
 
     units = []
     for (model, item, policy), rows in div.groupby(["model", "item", "policy"]):

@@ -1,0 +1,143 @@
+"""A log's or run's windows.csv rows as passes: one row per decided window of a sample
+(`window_passes`), and what covers each position t (`pass_matrix`, `pass_counts`): the rows
+every adherence metric (`harness.scoring.adherence`), curve and digest is computed from."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from harness import results
+from harness.results import cells_are
+from harness.scoring.spill import sorted_runs
+
+# pandas groups by lists: a tuple would be one key
+TASK_CONDITION = list(results.TASK_CONDITION)
+RUN_SAMPLE = list(results.RUN_SAMPLE)
+
+
+def window_passes(windows: pd.DataFrame) -> pd.DataFrame:
+    """One row per (condition, sample, window) some check decided: t_start, t_end, passed
+    (bool), and g_start, g_end: the generated tokens it covers (1-based among the sample's
+    generated tokens; t also counts injected reminders, user turns and chat markup, which
+    would push a sample past the horizon in t). A window reaches to the next window's first
+    generated token (decided or not); the last one spans t_end - t_start + 1 tokens."""
+    keep = (windows["scope"] == "window") & (windows["window"] >= 0)
+    # the columns read here, not the whole frame: a chat log's windows are ~100 MiB at 10,000
+    needed = [*TASK_CONDITION, *RUN_SAMPLE, "window", "t_start", "t_end", "t_gen_start", "passed"]
+    w = windows.loc[keep, [c for c in windows.columns if c in needed]].copy()
+    decided = w["passed"].notna()
+    w["passed"] = cells_are(w["passed"], True) | ~decided
+    w["decided"] = decided
+    keys = TASK_CONDITION + RUN_SAMPLE + ["window"]
+    out = _sorted_window_groups(w, keys)
+    if out is None:
+        grouped = w.groupby(keys, sort=True, dropna=False)
+        out = grouped.agg(
+            t_start=("t_start", "first"),
+            t_end=("t_end", "first"),
+            g_start=("t_gen_start", "first"),
+            passed=("passed", "all"),
+            decided=("decided", "any"),
+        ).reset_index()
+    # undecided checks are ignored: `passed` is over the checks that decided
+    following = _next_in_sample(out)
+    last = out["g_start"] + out["t_end"] - out["t_start"]
+    out["g_end"] = following.sub(1).fillna(last).astype(out["g_start"].dtype)
+    out = out[out["decided"]].drop(columns="decided")
+    return out.reset_index(drop=True)
+
+
+def _sorted_window_groups(w: pd.DataFrame, keys: list[str]) -> pd.DataFrame | None:
+    """`window_passes`' groupby of `w` where its rows are in key order (a chunk of a chat log,
+    a run's windows.csv): each window a run of rows, its first row's t columns, its checks'
+    verdicts reduced per run, without the groupby's ~8 keys factorized and sorted again. None
+    where they are not (or a t column could be null: `first` skips nulls)."""
+    starts = sorted_runs(w, keys)
+    columns = ["t_start", "t_end", "t_gen_start"]
+    if starts is None or any(w[c].dtype.kind not in "iu" for c in columns):
+        return None
+    out = w.iloc[starts][[*keys, *columns]].reset_index(drop=True)
+    out = out.rename(columns={"t_gen_start": "g_start"})
+    out["passed"] = np.logical_and.reduceat(w["passed"].to_numpy(bool), starts)
+    out["decided"] = np.logical_or.reduceat(w["decided"].to_numpy(bool), starts)
+    return out
+
+
+def _next_in_sample(out: pd.DataFrame) -> pd.Series:
+    """Each window's next window's g_start within its sample (NaN for a sample's last), as
+    `groupby(sample).shift(-1)` gives it; by runs where `out` is in key order (it is, from
+    either path of `window_passes`, unless a key is null)."""
+    samples = TASK_CONDITION + RUN_SAMPLE
+    starts = sorted_runs(out, samples)
+    if starts is None:
+        return out.groupby(samples, sort=False)["g_start"].shift(-1)
+    following = np.empty(len(out))
+    following[:-1] = out["g_start"].to_numpy()[1:]
+    following[np.r_[starts[1:], len(out)] - 1] = np.nan  # each sample's last window
+    return pd.Series(following, index=out.index)
+
+
+_ROWS = 8192  # windows placed in the pass matrix per step
+
+
+def pass_matrix(
+    cond: pd.DataFrame, grid: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(grid t (G,), matrix (S, G) of 1/0/NaN: sample s's window covering t passes; where a
+    sample's windows overlap, its later row wins). grid: the window starts seen, unless given."""
+    grid, codes = _pass_codes(cond, grid)
+    return grid, np.where(codes < 0, np.nan, codes.astype(float))
+
+
+def _pass_codes(
+    cond: pd.DataFrame, grid: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """`pass_matrix` as int8 codes, 1 pass, 0 fail, -1 no window (NaN there): a byte per
+    cell, where the float matrix and the copies nansum and nanmean make of it take 8 each
+    (10,000 samples x ~700 points: ~55 MiB per copy)."""
+    grid = np.sort(cond["t_start"].unique()) if grid is None else np.asarray(grid, float)
+    groups = cond.groupby(RUN_SAMPLE, sort=True)
+    sample = groups.ngroup().to_numpy()
+    first = np.searchsorted(grid, cond["t_start"].to_numpy(), side="left")
+    stop = np.searchsorted(grid, cond["t_end"].to_numpy(), side="right")
+    span = np.maximum(stop - first, 0)
+    passed = cond["passed"].to_numpy(dtype=np.int8)
+    matrix = np.full((groups.ngroups, len(grid)), -1, dtype=np.int8)
+    # rows in order, a slice at a time: the (row, point) pairs of a chat log's thousands of
+    # windows, each covering dozens of dense points, would be hundreds of MiB at once
+    for lo in range(0, len(cond), _ROWS):
+        part = span[lo : lo + _ROWS]
+        rows = np.repeat(np.arange(lo, lo + len(part)), part)
+        starts = np.repeat(first[lo : lo + _ROWS], part)
+        cols = starts + np.arange(part.sum()) - np.repeat(np.cumsum(part) - part, part)
+        matrix[sample[rows], cols] = passed[rows]
+    return grid, matrix
+
+
+_SAMPLES = 4096  # samples whose pass codes are counted per step
+
+
+def pass_counts(
+    cond: pd.DataFrame, grid: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(grid t, passes k (float), samples n) per point: `_pass_codes`' 1s and cells >= 0
+    counted per column, `_SAMPLES` samples' rows at a time (the codes of a log of 100,000
+    conversations over ~1,500 points are ~150 MiB at once; sums of 0s and 1s are exact in
+    any order, so the counts are the same). grid: the window starts seen, unless given (a
+    cell depends on t alone, so counts at a t are the same on any grid holding it)."""
+    grid = np.sort(cond["t_start"].unique()) if grid is None else grid
+    sample = cond.groupby(RUN_SAMPLE, sort=True).ngroup().to_numpy()
+    k, n = np.zeros(len(grid)), np.zeros(len(grid), dtype=np.int64)
+    # `window_passes` leaves a condition's rows in sample order: a step is whole samples
+    steps = (
+        np.searchsorted(sample, np.arange(0, sample.max() + _SAMPLES + 1, _SAMPLES))
+        if len(sample) and (np.diff(sample) >= 0).all()
+        else np.array([0, len(sample)])
+    )
+    for lo, hi in zip(steps[:-1], steps[1:], strict=True):
+        if hi > lo:
+            codes = _pass_codes(cond.iloc[lo:hi], grid)[1]
+            k += (codes == 1).sum(axis=0)
+            n += (codes >= 0).sum(axis=0)
+    return grid, k, n
