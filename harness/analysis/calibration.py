@@ -22,9 +22,9 @@ of (p_o - p_e) / (1 - p_e) over the box of simultaneous intervals for p_o and th
 rates (each per-record bounded-mean, at level 1 - alpha/3, Bonferroni): kappa rises with p_o
 and falls with p_e, and p_e is bilinear in the rates, so the box's corners bound it
 ("projection"); clipped to [-1, 1]. kappa pooled over rules: percentile bootstrap over records
-(`harness.stats.bootstrap_interval`, approximate, so its method says so). Where records have
-different numbers of windows the intervals are those of the per-record means, the point
-values the pooled shares. Rows: one per (model, item, judge check, code
+(`harness.stats.bootstrap.bootstrap_interval`, approximate, so its method says so). Where
+records have different numbers of windows the intervals are those of the per-record means,
+the point values the pooled shares. Rows: one per (model, item, judge check, code
 check), then one pooled row per model (item = judge = code = `all`) over every meeting, when
 the model has more than one such pair (kappa stratified by rule, see above).
 """
@@ -38,14 +38,8 @@ import pandas as pd
 
 from harness.results import SAMPLE, TASK_CONDITION, CalibrationRow, as_bool, result_frame
 from harness.scoring.corrected import CheckRates
-from harness.stats import (
-    DEFAULT_DRAWS,
-    DEFAULT_LEVEL,
-    Interval,
-    bootstrap_interval,
-    mean_interval,
-    none_interval,
-)
+from harness.stats import DEFAULT_DRAWS, DEFAULT_LEVEL, Interval, mean_interval, none_interval
+from harness.stats.bootstrap import bootstrap_interval
 
 COLUMNS = CalibrationRow.columns()
 RECORD = [*TASK_CONDITION, *SAMPLE]  # a record as windows.csv names it

@@ -28,11 +28,10 @@ from harness.stats import (
     DEFAULT_DRAWS,
     DEFAULT_LEVEL,
     Interval,
-    bootstrap_interval,
     correlation_interval,
     none_interval,
-    resample_indices,
 )
+from harness.stats.bootstrap import bootstrap_interval, resample_indices
 
 COLUMNS = CorrelationRow.columns()
 Y_DEFAULT = ("auc", "final", "half_life")

@@ -32,7 +32,8 @@ from scipy import stats
 from harness.analysis import laws as L
 from harness.analysis.fits import layer_groups
 from harness.analysis.powerlaw import fit_positions
-from harness.stats import DEFAULT_LEVEL, bootstrap_interval
+from harness.stats import DEFAULT_LEVEL
+from harness.stats.bootstrap import bootstrap_interval
 
 POOLED = "all"
 BASELINE_POLICY = "none"

@@ -7,7 +7,8 @@ CI comes from a bootstrap over pairs, or, with a single curve, from a block boot
 bins (neighbouring points of one curve are correlated, so points are resampled bin by bin).
 With one or two pairs the interval reflects the curve's noise, not sample-to-sample variation,
 and its `method` says so ("block-bootstrap (curve noise)", "bootstrap over 2 pairs (curve
-noise)"); `n` is the number of pairs. The percentile step is `harness.stats.bootstrap_interval`.
+noise)"); `n` is the number of pairs. The percentile step is
+`harness.stats.bootstrap.bootstrap_interval`.
 Degenerate input (identical prompts, NaNs, too short) gives NaN and a reason, never an error.
 """
 
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel
 
-from harness.stats import bootstrap_interval
+from harness.stats.bootstrap import bootstrap_interval
 
 # Block bootstrap: the fit positions are cut into this many equal-width bins of log t.
 N_LOG_BINS = 8

@@ -16,8 +16,8 @@ instead would compare scores of different fitted models: with an uninformative f
 fold predicts its training base rate, which is low exactly where the held-out fold fails
 often, and the pooled AUROC falls well below 0.5. The interval is a percentile bootstrap over
 samples (the fitted scores are kept; resampling samples re-weights their windows), through
-`harness.stats.bootstrap_interval`; it is approximate (no small-n guarantee), and its `method`
-says so; `n_samples` is its n.
+`harness.stats.bootstrap.bootstrap_interval`; it is approximate (no small-n guarantee), and its
+`method` says so; `n_samples` is its n.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ import pandas as pd
 
 from harness.analysis.summary import window_verdicts
 from harness.results import RECORD, PredictorRow, result_frame
-from harness.stats import DEFAULT_DRAWS, DEFAULT_LEVEL, bootstrap_interval
+from harness.stats import DEFAULT_DRAWS, DEFAULT_LEVEL
+from harness.stats.bootstrap import bootstrap_interval
 
 COLUMNS = PredictorRow.columns()
 FULL, BASELINE = "divergence+log_t", "log_t"

@@ -30,8 +30,9 @@ rests on (`n`) and the method that made it. The methods (docs/architecture.md, "
   Each is evaluated as the running intersection up to the n given, so the values must come in
   the order they were sampled; an empty intersection (the data contradict every mean) gives
   no interval (NaN ends, method `none (empty running intersection)`), never [0, 1].
-- `percentile-bootstrap` (`bootstrap_interval`): what remains resampled (e.g. a block bootstrap
-  of one curve's noise), with one implementation, level and number of draws.
+- `percentile-bootstrap` (`harness.stats.bootstrap.bootstrap_interval`): what remains
+  resampled (e.g. a block bootstrap of one curve's noise), with one implementation, level and
+  number of draws.
 
 Capital processes are evaluated on a grid of candidate means, and the interval's ends are
 rounded outward to the grid's next rejected point, so the grid only ever widens it.
@@ -41,7 +42,7 @@ NaN values are units without a value: they are dropped and not counted in `n`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -362,48 +363,3 @@ def verdict(
     if side == "min":
         return "pass" if low >= bound else "fail" if high < bound else "undecided"
     return "pass" if high <= bound else "fail" if low > bound else "undecided"
-
-
-def bootstrap_interval(
-    estimate: float,
-    draws: np.ndarray,
-    *,
-    n: int,
-    level: float = DEFAULT_LEVEL,
-    method: str = "percentile-bootstrap",
-    min_finite: int = 1,
-    discrete: bool = False,
-) -> Interval:
-    """Percentile interval of bootstrap draws of a statistic (the one implementation for what
-    the harness still resamples). Non-finite draws are left out; fewer than `min_finite`
-    finite draws give NaN ends. `discrete`: the ends are drawn values (lower/higher order
-    statistics), for statistics on a grid whose draws may be inf."""
-    level = check_level(level)
-    d = np.asarray(draws, dtype=float).ravel()
-    good = d[~np.isnan(d)] if discrete else d[np.isfinite(d)]
-    if len(good) < max(min_finite, 1):
-        return none_interval(estimate, n, f"{len(good)} usable draws")
-    tail = 50.0 * (1 - level)
-    if discrete:
-        low = np.percentile(good, tail, method="lower")
-        high = np.percentile(good, 100 - tail, method="higher")
-    else:
-        low, high = np.percentile(good, [tail, 100 - tail])
-    return Interval(float(estimate), float(low), float(high), int(n), method)
-
-
-def resample_indices(n: int, draws: int, rng: np.random.Generator) -> np.ndarray:
-    """(draws, n) indices of units drawn with replacement: the one resampling scheme."""
-    return rng.integers(0, n, size=(draws, n))
-
-
-def bootstrap_statistic(
-    units: int,
-    statistic: Callable[[np.ndarray], float],
-    *,
-    draws: int = DEFAULT_DRAWS,
-    seed: int = 0,
-) -> np.ndarray:
-    """`statistic(indices)` over `draws` resamples of `units` units -> (draws,) values."""
-    rng = np.random.default_rng(seed)
-    return np.array([statistic(idx) for idx in resample_indices(units, draws, rng)])

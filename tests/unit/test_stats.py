@@ -7,14 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from harness.stats import (
-    Interval,
-    bootstrap_interval,
-    mean_interval,
-    none_interval,
-    paired_interval,
-    verdict,
-)
+from harness.stats import Interval, mean_interval, none_interval, paired_interval, verdict
+from harness.stats.bootstrap import bootstrap_interval
 
 GRID = [(n, p) for n in (4, 16) for p in (0.5, 0.9)]
 REPS = 120
