@@ -87,6 +87,8 @@ def encode_many(tokenizer, texts: list[str]) -> list[list[int]]:
 
 
 def _backend_many(backend, texts: list[str]) -> list[list[int]]:
+    if not texts:
+        return []
     batch = getattr(backend, "encode_batch_fast", backend.encode_batch)
     return [found.ids for found in batch(texts, add_special_tokens=False)]
 
@@ -136,24 +138,29 @@ class PieceCache:
         return self.outside(text) is None and (self.added is None or self.added(text) is None)
 
     def encode_many(self, texts: list[str]) -> list[list[int]]:
-        out: list[list[int] | None] = [None] * len(texts)
-        whole, split = [], []
-        for index, text in enumerate(texts):
-            (split if self.splits(text) else whole).append(index)
-        if whole:
-            encoded = _backend_many(self.backend, [texts[i] for i in whole])
-            for index, ids in zip(whole, encoded, strict=True):
-                out[index] = ids
+        split = [index for index, text in enumerate(texts) if self.splits(text)]
         pieces = [self.split(texts[i]) for i in split]
         known = self.ids
         new = list(dict.fromkeys(p for found in pieces for p in found if p not in known))
         if len(new) > self.MOST_NEW * sum(map(len, pieces)):
             # a pre-token encoded alone costs ~2x its share of a whole text's encode: past this
             # many new ones (text without repeated words: ids, codes) the backend is cheaper
-            encoded = _backend_many(self.backend, [texts[i] for i in split])
-            for index, ids in zip(split, encoded, strict=True):
-                out[index] = ids
-            return out
+            split, pieces, new = [], [], []
+        if len(known) + len(new) > self.LIMIT:
+            known.clear()
+            new = list(dict.fromkeys(p for found in pieces for p in found))
+        known.update(zip(new, _backend_many(self.backend, new), strict=True))
+        out: list[list[int] | None] = [None] * len(texts)
+        for index, found in zip(split, pieces, strict=True):
+            ids: list[int] = []
+            for piece in found:
+                ids += known[piece]
+            out[index] = ids
+        whole = [index for index, ids in enumerate(out) if ids is None]
+        encoded = _backend_many(self.backend, [texts[i] for i in whole])
+        for index, ids in zip(whole, encoded, strict=True):
+            out[index] = ids
+        return out
         if len(known) + len(new) > self.LIMIT:
             known.clear()
             new = list(dict.fromkeys(p for found in pieces for p in found))

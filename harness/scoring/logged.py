@@ -57,18 +57,16 @@ def logged_record(
     sample: int,
     fmt: ChatFormat,
     model: str,
-    run_id: str = "",
-    encoded: list[list[int]] | None = None,
+    run_id: str,
+    encoded: list[list[int]],
 ) -> GenerationRecord:
     """The conversation as a run's conversation record: the logged replies are its generated
     segments (turn k), each later user message a `user` segment inside template `markup`.
-    `encoded`: the replies' ids (`replies_of`'s order), where the caller encoded them."""
+    `encoded`: the ids of its replies (`replies_of`), encoded with its group's."""
     exchanges = [(k, u, r) for k, u, r in conversation.scored_turns() if r is not None]
     ids: list[int] = []
     segments: list[dict] = []  # validated as Segments with the record, in one call
     counts = {"generated": 0, "user": 0, "markup": 0}
-    if encoded is None:
-        encoded = fmt.encode_many(replies_of(conversation))
     for index, ((turn, user, reply), reply_ids) in enumerate(zip(exchanges, encoded, strict=True)):
         if index:
             pieces = fmt.user_turn_pieces(user, last_token=ids[-1] if ids else None)
