@@ -46,6 +46,10 @@ class Check(BaseModel):
 
     type: str
     scope: Scope = "window"
+    # The rule this check enforces, as per-rule results, the report and gates name it (default:
+    # the check's id), and the sentence of the system prompt it comes from (shown beside it).
+    rule: str | None = None
+    sentence: str | None = None
     # A check that asks a model (the judge) needs a JudgeRunner at scoring time, given by
     # `with_judges`, and is skipped while generating (the adaptive policy's `window_fails`),
     # when the engine is busy with the generation itself.
