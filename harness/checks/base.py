@@ -17,6 +17,12 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 Scope = Literal["window", "response"]
 NAN = float("nan")
+
+
+def _unset(value: object) -> bool:
+    return value is None
+
+
 NonEmptyText = Annotated[str, Field(min_length=1, pattern=r"\S")]
 
 
@@ -48,8 +54,9 @@ class Check(BaseModel):
     scope: Scope = "window"
     # The rule this check enforces, as per-rule results, the report and gates name it (default:
     # the check's id), and the sentence of the system prompt it comes from (shown beside it).
-    rule: str | None = None
-    sentence: str | None = None
+    # Left out of dumps when unset: digests of suites written before these fields stay the same.
+    rule: str | None = Field(None, min_length=1, exclude_if=_unset)
+    sentence: str | None = Field(None, min_length=1, exclude_if=_unset)
     # A check that asks a model (the judge) needs a JudgeRunner at scoring time, given by
     # `with_judges`, and is skipped while generating (the adaptive policy's `window_fails`),
     # when the engine is busy with the generation itself.
