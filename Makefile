@@ -1,7 +1,8 @@
 # `make demo`: set up (idempotent) and run the main job on the embedded model.
 # `make test`: set up (idempotent) and run the whole test suite.
 # `make lint`: ruff and the module graph's import contracts (lint-imports).
-# `make bench`: list the benchmarks of bench/ (`harness bench NAME` runs one; docs/performance.md).
+# `make bench`: list the benchmarks of bench/; `make bench NAME=probe ARGS="--repeats 3"` runs one
+# (bench/probe.py; docs/performance.md).
 .PHONY: setup demo test lint bench
 
 setup:
@@ -20,5 +21,6 @@ lint:
 	.venv/bin/ruff check . && .venv/bin/ruff format --check .
 	.venv/bin/lint-imports --no-cache --no-logo
 
+# the checkout's code, not an installed copy's: the benchmarks measure this tree
 bench: setup
-	.venv/bin/harness bench
+	PYTHONPATH=$(CURDIR) .venv/bin/python bench/_index.py $(NAME) $(ARGS)

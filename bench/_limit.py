@@ -79,3 +79,17 @@ def measure_limit(
                 reps += 1
             best = max(best, 2 * tokens * d_in * d_out * reps / elapsed / 1e9)
     return Limit(best, weight_flops, attention, torch.get_num_threads())
+
+
+def cpu_description() -> str:
+    """The CPU model and its vector flags, printed beside every throughput figure."""
+    import platform
+
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    fields = dict(
+        line.split(":", 1) for line in info.split("\n\n", 1)[0].splitlines() if ":" in line
+    )
+    model = fields.get("model name\t", platform.processor()).strip()
+    flags = fields.get("flags\t\t", "").split()
+    vector = sorted(f for f in flags if f.startswith(("avx", "fma", "amx", "sse4")))
+    return f"CPU: {model} ({platform.machine()}), vector flags: {' '.join(vector) or 'unknown'}"

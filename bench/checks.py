@@ -1,7 +1,7 @@
 """Every shipped labelled set scored through the scoring path: each check's sensitivity,
 specificity (exact intervals) and abstentions per length band; the language detector's cost.
 
-Run: `harness bench checks [--quick]`. Each set of harness/checks/validation/ is scored by
+Run: `make bench NAME=checks [ARGS=--quick]`. Each set of harness/checks/validation/ is scored by
 `harness.scoring.validation.score_labelled` with the default candidate languages (rows with
 `window` cut by the embedded model's tokenizer, as a run cuts them) and printed as the table of
 docs/checks.md, the language sets also per target language; the mixed-language stratum apart.

@@ -14,7 +14,6 @@ import traceback
 import typer
 
 from harness.commands import (
-    bench,
     checks,
     export,
     gate,
@@ -66,7 +65,6 @@ app.command("score")(score.score_command)
 app.command("checks")(checks.checks_command)
 app.command("report")(report.report_command)
 app.command("export")(export.export_command)
-app.command("bench", context_settings=bench.CONTEXT_SETTINGS)(bench.bench_command)
 
 
 _received = STOP_SIGNALS  # the signal that stopped this command, if one did
