@@ -2,9 +2,8 @@
 own result: the same ids and texts without transformers' per-call overhead (its `__call__`
 and `decode` convert every id through `to_py_obj`: a third of the CPU time of building and
 cutting a chat log's records, bench/scoring.py). A GPT-2 byte-level BPE (the embedded
-model's) is encoded a pre-token at a time, each distinct pre-token by the backend once
-(`PieceCache`), and decoded from each id's bytes (`BytePieces`), both only where that gives the
-backend's own result. Any other tokenizer goes through transformers' calls, unchanged.
+model's) is decoded from each id's bytes (`BytePieces`) where that gives the backend's own
+result. Any other tokenizer goes through transformers' calls, unchanged.
 """
 
 from __future__ import annotations
@@ -75,14 +74,10 @@ def encode(tokenizer, text: str) -> list[int]:
 def encode_many(tokenizer, texts: list[str]) -> list[list[int]]:
     """`encode` of each text: one call to the backend's batch encoder, without offsets
     (`encode_batch_fast`, where the installed tokenizers has it): the same ids for ~15 % less
-    CPU than a call per text (bench/scoring.py's replies). A GPT-2 byte-level BPE's texts go
-    through its `PieceCache` where that gives the same ids."""
+    CPU than a call per text (bench/scoring.py's replies)."""
     backend = encoder(tokenizer)
     if backend is None:
         return [encode(tokenizer, text) for text in texts]
-    cache = piece_cache(backend)
-    if cache is not None:
-        return cache.encode_many(texts)
     return _backend_many(backend, texts)
 
 
@@ -91,110 +86,6 @@ def _backend_many(backend, texts: list[str]) -> list[list[int]]:
         return []
     batch = getattr(backend, "encode_batch_fast", backend.encode_batch)
     return [found.ids for found in batch(texts, add_special_tokens=False)]
-
-
-# GPT-2's pre-tokenizer pattern, as tokenizers' ByteLevel pre-tokenizer writes it
-_GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
-# The characters whose class (letter, number, space, other) Python's `regex` and tokenizers'
-# Oniguruma read alike beyond doubt: tab, newline, carriage return, printable ASCII, Latin-1
-# without its controls, no-break space and soft hyphen, Latin Extended-A and -B and IPA (letters
-# since Unicode 1.1), basic Cyrillic, general punctuation without its spaces, zero-width and
-# format characters, and the euro sign. A text with any other character is the backend's.
-_OUTSIDE = (
-    r"[^\t\n\r\x20-\x7e\xa1-\xac\xae-\u02af\u0400-\u045f\u2010-\u2027\u2030-\u205e"
-    r"\u20ac]"
-)
-
-
-class PieceCache:
-    """A GPT-2 byte-level BPE's encode (tokenizers' ByteLevel pre-tokenizer with its regex,
-    no prefix space, no normalizer; a BPE without dropout) done a pre-token at a time, each
-    distinct pre-token encoded by the backend once: the backend splits a text into the pattern's
-    matches and encodes each on its own, so a text's ids are its pre-tokens' ids joined. CPU
-    against the backend's batch encode (batches of 1,250 texts): bench/scoring.py's replies
-    ~2.3x less; 3,632 paragraphs of English documentation 1.2x less from an empty cache, 2.1x
-    less once it holds their pre-tokens; random words (84 % of pre-tokens distinct, past
-    `MOST_NEW`: the backend's) 1.2x more. Exact where the split is the backend's: texts of the
-    characters `_OUTSIDE` leaves (every one of them, in the contexts that decide its class,
-    compared with the backend by tests/integration/test_chat_prompts.py) holding no added
-    token; any other text is encoded by the backend whole."""
-
-    LIMIT = 50_000  # pre-tokens kept (~8 MiB); past it, all but a batch's own are forgotten
-    MOST_NEW = 0.3  # share of a batch's pre-tokens new to the cache beyond which it is whole
-
-    def __init__(self, backend) -> None:
-        import regex  # lazy: only a byte-level BPE's replies are split here
-
-        self.backend = backend
-        self.split = regex.compile(_GPT2_PATTERN).findall
-        self.outside = regex.compile(_OUTSIDE).search
-        added = [token.content for token in backend.get_added_tokens_decoder().values()]
-        pattern = "|".join(regex.escape(content) for content in added if content)
-        self.added = regex.compile(pattern).search if pattern else None
-        self.ids: dict[str, list[int]] = {}
-
-    def splits(self, text: str) -> bool:
-        """Whether `text` is encoded here (else by the backend whole)."""
-        return self.outside(text) is None and (self.added is None or self.added(text) is None)
-
-    def encode_many(self, texts: list[str]) -> list[list[int]]:
-        split = [index for index, text in enumerate(texts) if self.splits(text)]
-        pieces = [self.split(texts[i]) for i in split]
-        known = self.ids
-        new = list(dict.fromkeys(p for found in pieces for p in found if p not in known))
-        if len(new) > self.MOST_NEW * sum(map(len, pieces)):
-            # a pre-token encoded alone costs ~2x its share of a whole text's encode: past this
-            # many new ones (text without repeated words: ids, codes) the backend is cheaper
-            split, pieces, new = [], [], []
-        if len(known) + len(new) > self.LIMIT:
-            known.clear()
-            new = list(dict.fromkeys(p for found in pieces for p in found))
-        known.update(zip(new, _backend_many(self.backend, new), strict=True))
-        out: list[list[int] | None] = [None] * len(texts)
-        for index, found in zip(split, pieces, strict=True):
-            ids: list[int] = []
-            for piece in found:
-                ids += known[piece]
-            out[index] = ids
-        whole = [index for index, ids in enumerate(out) if ids is None]
-        encoded = _backend_many(self.backend, [texts[i] for i in whole])
-        for index, ids in zip(whole, encoded, strict=True):
-            out[index] = ids
-        return out
-        if len(known) + len(new) > self.LIMIT:
-            known.clear()
-            new = list(dict.fromkeys(p for found in pieces for p in found))
-        known.update(zip(new, _backend_many(self.backend, new), strict=True))
-        for index, found in zip(split, pieces, strict=True):
-            ids: list[int] = []
-            for piece in found:
-                ids += known[piece]
-            out[index] = ids
-        return out
-
-
-_CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # backend -> PieceCache | None
-
-
-def piece_cache(backend) -> PieceCache | None:
-    """The backend's PieceCache where it is a GPT-2 byte-level BPE; None otherwise."""
-    return _memo(_CACHES, backend, _find_piece_cache)
-
-
-def _find_piece_cache(backend) -> PieceCache | None:
-    from tokenizers import models, pre_tokenizers  # lazy: as `_byte_pieces`
-
-    pre = backend.pre_tokenizer
-    if (
-        backend.normalizer is None
-        and type(pre) is pre_tokenizers.ByteLevel
-        and not pre.add_prefix_space
-        and pre.use_regex
-        and type(backend.model) is models.BPE
-        and backend.model.dropout is None
-    ):
-        return PieceCache(backend)
-    return None
 
 
 def encode_offsets(tokenizer, text: str) -> tuple[list[int], list[tuple[int, int]]] | None:

@@ -157,8 +157,7 @@ def logged_records(
     `run_id`: the score's (`scoring.inputs.score_run_id`)."""
     per_item: dict[str, int] = {}
     conversations = read_conversations(path, log_format)
-    # a group's replies encoded in one call: the tokenizer's pre-token cache decides on a
-    # batch's share of new pre-tokens (`harness.tokens.PieceCache`), five replies tell little
+    # a group's replies encoded in one call: the backend's batch encode, not one per reply
     while group := list(itertools.islice(conversations, CHUNK)):
         replies = [replies_of(conversation) for conversation in group]
         flat = fmt.encode_many([reply for texts in replies for reply in texts])

@@ -192,59 +192,16 @@ def test_a_repeated_user_turn_has_the_pieces_of_a_first_one(tokenizer):
     assert fresh.user_turn_pieces("Et ensuite ?", None)[0][0] == "markup"
 
 
-def _piece_cache_cases(cache) -> list[str]:
-    """Every character the PieceCache splits, in the contexts that decide its pre-token
-    (alone, after a space or a letter, before a letter, between digits, repeated, after runs of
-    spaces, before newlines, around apostrophes), then 3,000 random strings of those
-    characters weighted towards letters, spaces, newlines, digits and apostrophes."""
-    import random
-
-    chars = [chr(c) for c in range(0x20AD) if cache.splits(chr(c))]
-    contexts = ["{}", " {}", "a{}", "{}a", "1{}2", "x {} y", "{}{}{}", "  {}", "{}  ", "{}\n\n",
-                "it{}s", "{}'s", "'{}", "{} 're", "\t{}\r\n"]  # fmt: skip
-    cases = [form.replace("{}", c) for c in chars for form in contexts]
-    rng = random.Random(31)
-    common = list("aeiouéèàçñßäöüœıłşğ  \n''0123456789.,;:!?-’“”…") + ["  ", "\n\n", "\r\n"]
-    for _ in range(3000):
-        size = rng.randint(1, 60)
-        cases.append(
-            "".join(rng.choice(common if rng.random() < 0.8 else chars) for _ in range(size))
-        )
-    return cases
-
-
-def test_piece_cache_encodes_as_the_backend(tokenizer, monkeypatch):
-    """tokens.PieceCache (a byte-level BPE encoded a pre-token at a time, each distinct one by
-    the backend once) gives the backend's ids on every character it splits, in every context
-    that decides a pre-token, on random strings of them, and on the labelled windows in 12
-    languages; texts with another character (CJK, emoji, no-break spaces) or an added token
-    are the backend's whole. Run twice (the second time from the cache), with a cache that is
-    full and forgotten, and with too many new pre-tokens (the backend's whole)."""
+def test_encode_many_is_the_tokenizers_own_encode(tokenizer):
+    """tokens.encode_many (one batch call to the backend) gives transformers' ids of each
+    text: the labelled windows in 12 languages, CJK, emoji, odd spaces and added tokens."""
     import yaml
 
     from harness import tokens
 
-    backend = tokenizer.backend_tokenizer
-    cache = tokens.piece_cache(backend)
-    assert cache is not None
     windows = yaml.safe_load((CONFIGS.parent / "scoring" / "language_windows.yaml").read_text())
-    labelled = [w["text"] for w in windows["windows"]]
     outside = ["你好世界", "emoji 😀 ok", "prix\u00a010 €", "quoi\u202f?", "zero\u200bwidth"]
     added = ["fin <|im_end|> suite", "<|im_start|>user"]
-    cases = [*_piece_cache_cases(cache), *labelled, *TEXTS, *outside, *added]
-    expected = [backend.encode(text, add_special_tokens=False).ids for text in cases]
-    cache.ids.clear()
-    monkeypatch.setattr(tokens.PieceCache, "MOST_NEW", 1.0)  # every pre-token learned here
+    cases = [*(w["text"] for w in windows["windows"]), *TEXTS, *outside, *added, ""]
+    expected = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in cases]
     assert tokens.encode_many(tokenizer, cases) == expected
-    assert len(cache.ids) > 1000
-    assert tokens.encode_many(tokenizer, cases) == expected  # the cached pre-tokens
-    monkeypatch.setattr(tokens.PieceCache, "LIMIT", 500)  # forgotten and filled again
-    assert tokens.encode_many(tokenizer, cases[:2000]) == expected[:2000]
-    batch = {p for text in cases[:2000] if cache.splits(text) for p in cache.split(text)}
-    assert set(cache.ids) == batch  # the rest forgotten
-    cache.ids.clear()
-    monkeypatch.setattr(tokens.PieceCache, "MOST_NEW", 0.0)  # too many new: the backend's
-    assert tokens.encode_many(tokenizer, cases) == expected and not cache.ids
-    assert not any(cache.splits(text) for text in outside + added)
-    split = sum(cache.splits(text) for text in labelled)
-    assert split >= 0.8 * len(labelled), (split, len(labelled))  # Latin and Cyrillic replies
