@@ -50,6 +50,8 @@ def main() -> None:
             cpu[name] = round(cpu.get(name, 0) + cpu_seconds() - start, 1)
             wall = self.timings.get(name, 0) + time.perf_counter() - started
             self.timings[name] = round(wall, 2)
+            # as each stage ends: a run cut short still leaves its finished stages' figures
+            print(f"stage {name}: {cpu[name]:.1f} s CPU, {wall:.1f} s wall", flush=True)
 
     StageTimings.timed = timed  # type: ignore[method-assign]
     out = run_pipeline(args.config, args.out, fresh=True, show_progress=False)
