@@ -361,8 +361,8 @@ def verdict(row: dict, close: list[dict], alpha: float) -> tuple[str, str]:
             bar = FLOOR_RULED_OUT * fitted_initial(f)
             if not (math.isfinite(f["floor_high"]) and f["floor_high"] < bar):
                 return "cannot tell", (
-                    f"{f['law']} predicts within {L.MARGIN:.0%} of the best law and its floor "
-                    f"interval reaches {_sig(f['floor_high'])}, not below "
+                    f"{f['law']} predicts as well as the data can tell from the best law and "
+                    f"its floor interval reaches {_sig(f['floor_high'])}, not below "
                     f"{FLOOR_RULED_OUT:.0%} of the initial value ({_sig(bar)})")  # fmt: skip
         if not close:
             return "cannot tell", "no floored law could be fitted to rule a floor out"

@@ -12,7 +12,7 @@ import pandas as pd
 
 from harness.analysis.fits import layer_groups
 from harness.analysis.law_table import FLAT_BAND, FLOOR_RULED_OUT, VANISH_MIN_UNITS
-from harness.analysis.laws import LAW_EQUILIBRIUM, LAW_ZERO, holm
+from harness.analysis.laws import LAW_EQUILIBRIUM, LAW_ZERO, RIVAL_LEVEL, holm
 from harness.analysis.laws import MARGIN as L_MARGIN
 from harness.analysis.single_turn import comparison
 from harness.report.html import esc, figure, fmt_num, note, table
@@ -254,9 +254,10 @@ def scope_note(laws: pd.DataFrame, alpha: float) -> str:
         f"that have one (all of them, before any choice: the chance that any `settles` of this "
         f"run is wrong is <= {alpha:g} where the t-test holds), and the floor's bootstrap "
         "interval is above 0. `vanishes`: a power law to zero whose exponent interval is above "
-        f"0, from {VANISH_MIN_UNITS} units, and every floored law predicting within "
-        f"{L_MARGIN:.0%} of the best rules out a floor of {FLOOR_RULED_OUT:.0%} of the initial "
-        f"value (pointwise intervals). `flat`: the exponent's interval inside ±{FLAT_BAND}. "
+        f"0, from {VANISH_MIN_UNITS} units, and every floored law the units left out cannot "
+        f"tell from the best law (a paired test at {RIVAL_LEVEL:g}; the tail: within "
+        f"{L_MARGIN:.0%}) rules out a floor of {FLOOR_RULED_OUT:.0%} of its initial value "
+        f"(pointwise intervals). `flat`: the exponent's interval inside ±{FLAT_BAND}. "
         "Everything else: cannot tell, with the reason. Fewer than 3 units: cannot tell."
     )
 
