@@ -285,8 +285,7 @@ def correlation_card(
     row = (preferred or rows)[0]
     n = row.get("n")
     n_text = f"across {int(n)} conditions, " if n is not None and not math.isnan(n) else ""
-    p = row.get("perm_p")
-    p_text = f", permutation p = {p:.2g}" if p is not None and not math.isnan(p) else ""
+    p_text = _permutation_text(row, len(rows))
     lead = f"{n_text[:1].upper()}{n_text[1:]}Spearman ρ({row['x']}, {row['y']})"
     if math.isnan(row["spearman"]):
         sentence = f"{lead} could not be estimated (too few conditions or no variation)."
@@ -299,6 +298,19 @@ def correlation_card(
     ]
     title = "Does α predict behaviour?"
     return Card(title=title, sentences=[sentence, *within], kind="correlation")
+
+
+def _permutation_text(row: dict, pairs: int, alpha: float = 0.05) -> str:
+    """The permutation p-value and what it decides: Holm-adjusted over the `pairs` rows of
+    correlation.csv, "correlates" only below alpha (1 - the default level), else cannot tell."""
+    p, adjusted = row.get("perm_p"), row.get("perm_p_holm")
+    if p is None or math.isnan(p):
+        return ""
+    if adjusted is None or math.isnan(adjusted):
+        return f", permutation p = {p:.2g}"
+    word = "they correlate" if adjusted < alpha else "cannot tell whether they correlate"
+    return (f", permutation p = {p:.2g} ({adjusted:.2g} after Holm over the {pairs} pairs "
+            f"tested: {word} at {alpha:g})")  # fmt: skip
 
 
 def predictor_card(predictor: pd.DataFrame | None) -> Card | None:
