@@ -227,8 +227,18 @@ def test_the_floor_p_value_is_no_finer_than_the_draws():
 def test_the_bench_counts_whole_run_settles_as_law_rows_reads_them():
     """bench/laws.py --runs skips the bootstrap of sets that cannot settle: on a small run with
     floors and decays it counts what law_rows' verdicts say."""
-    from bench.laws import _set as bench_set
-    from bench.laws import model_units, run_false_settles
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[2] / "bench" / "laws.py"
+    spec = importlib.util.spec_from_file_location("bench_laws", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    bench_set, model_units, run_false_settles = (
+        bench._set,
+        bench.model_units,
+        bench.run_false_settles,
+    )
 
     rng = np.random.default_rng(5)
     sets = [
