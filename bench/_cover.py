@@ -24,9 +24,10 @@ floor.
   the p-value (or floor) of its pooled runs, whose law is that of a fixed run of the pooled
   size: P(p' <= u) <= u for every u < FAMILY, the only levels Holm tests at. A broken interval
   stays below (its pooled rate is its rate).
-- A cell with no interval formed (NaN ends: the harness says "cannot tell") claims nothing
-  and counts as held; its share is printed (`none`), so a metric that silently stops forming
-  intervals shows.
+- A run with no interval formed (NaN ends: the harness says "cannot tell") claims nothing and
+  is reported apart: a cell's coverage is over the runs that formed an interval, the share
+  without one printed (`none`); a cell that formed none is listed, not judged. An empty
+  interval (a running intersection the data emptied: it rejected the truth) is a miss.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ NOMINAL = 0.95  # the harness's default level, stats.level
 FAMILY = 0.05  # Holm's family-wise level over the cells
 FLOOR, DECISION_FLOOR = 0.93, 0.95  # full run: coverage, 1 - wrong-decision rate
 QUICK_TAIL = 0.001  # a quick cell's chance of a false alarm at exactly NOMINAL
+EMPTY = "empty running intersection"  # harness.stats' method of an interval the data emptied
 TOP_UP = 4  # a flagged cell gets this many times its runs more (200 + 800 in the full run)
 
 
@@ -66,41 +68,53 @@ class Cell:
 
     @property
     def rate(self) -> float:
-        return self.held / self.runs
+        return self.held / self.runs if self.runs else math.nan
 
     def p_value(self) -> float:
         """One-sided exact binomial p of `held` under rate NOMINAL (H1: the rate is lower)."""
+        if not self.runs:
+            return 1.0  # never formed an interval: nothing to judge (printed apart)
         return float(stats.binomtest(self.held, self.runs, NOMINAL, "less").pvalue)
 
 
 def columns(frame: pd.DataFrame, metric: str, what: str) -> tuple[np.ndarray, np.ndarray]:
     """(low, high) of `metric` in `frame` (<metric>_low, <metric>_high); a missing column or an
-    empty table is an error, never a metric left out."""
+    empty table is an error, never a metric left out. A row whose method says its running
+    intersection was empty (the data rejected every mean, the truth with them) comes back as
+    the empty interval (inf, -inf): a miss, not "no interval"."""
     need = [f"{metric}_low", f"{metric}_high"]
     missing = [c for c in need if c not in frame.columns]
     if missing or frame.empty:
         have = ", ".join(map(str, frame.columns)) or "none"
         why = f"no column {', '.join(missing)}" if missing else "no rows"
         raise MissingMetric(f"{what}: {why} for metric {metric!r} (columns: {have})")
-    return frame[need[0]].to_numpy(float), frame[need[1]].to_numpy(float)
+    low, high = frame[need[0]].to_numpy(float), frame[need[1]].to_numpy(float)
+    method = f"{metric}_method"
+    if method in frame.columns:
+        empty = frame[method].astype(str).str.contains(EMPTY, regex=False).to_numpy()
+        low, high = np.where(empty, np.inf, low), np.where(empty, -np.inf, high)
+    return low, high
 
 
 def coverage_cell(
     family: str, metric: str, scenario: str, low, high, truth
 ) -> Cell:  # fmt: skip
     """A cell from one interval per run and the truth (a number, or one per run; inf allowed:
-    an interval ending at inf holds an infinite truth). NaN ends: no interval (held)."""
+    an interval ending at inf holds an infinite truth). An empty interval (low > high) is a
+    miss. NaN ends: no interval formed, reported apart: the coverage is over the runs that
+    formed one (`none` their share; a cell that never formed one has runs 0 and is not judged)
+    so a metric formed in 1 run of 40 does not print 1.000 on the other 39."""
     low, high = np.asarray(low, float), np.asarray(high, float)
     truth = np.broadcast_to(np.asarray(truth, float), low.shape)
     formed = ~(np.isnan(low) | np.isnan(high))
     tol = 1e-9
-    inside = (low <= truth + tol) & ((truth - tol <= high) | (high == truth))
-    held = int((inside | ~formed).sum())
+    inside = (low <= truth + tol) & ((truth - tol <= high) | (high == truth)) & (low <= high)
+    held = int((inside & formed).sum())
     with np.errstate(invalid="ignore"):
-        widths = (high - low)[formed]
+        widths = (high - low)[formed & (low <= high)]
     finite = widths[np.isfinite(widths)]  # an interval ending at inf: printed apart
     width = float(finite.mean()) if len(finite) else math.inf if len(widths) else math.nan
-    return Cell(family, metric, scenario, held, len(low), width, float((~formed).mean()))
+    return Cell(family, metric, scenario, held, int(formed.sum()), width, float((~formed).mean()))
 
 
 def decision_cell(family: str, metric: str, scenario: str, wrong, extra: dict) -> Cell:
@@ -128,7 +142,14 @@ def floors(quick: bool, runs: int) -> tuple[float, float]:
 
 
 def needs_top_up(cell: Cell, quick: bool = False) -> bool:
-    """Below its floor, or its one-sided p-value (before Holm) below FAMILY."""
+    """Below its floor, or its one-sided p-value (before Holm) below FAMILY; in a quick run
+    any cell below NOMINAL: 40 runs cannot tell an 80 % interval labelled 95 % (coverage
+    0.87-0.90 on the quick cells, discrete) from a right one, its 200 pooled runs can. A cell
+    left alone still has p >= FAMILY, so Holm's family error is kept (the argument above)."""
+    if not cell.runs:
+        return False
+    if quick and cell.rate < NOMINAL:
+        return True
     floor = floors(quick, cell.runs)[int(cell.decision)]
     return cell.rate < floor or cell.p_value() < FAMILY
 
@@ -141,7 +162,7 @@ def pool(first: Cell, more: Cell) -> Cell:
     runs = first.runs + more.runs
 
     def mean(a: float, b: float) -> float:
-        return (a * first.runs + b * more.runs) / runs
+        return (a * first.runs + b * more.runs) / runs if runs else math.nan
 
     return Cell(
         first.family, first.metric, first.scenario, first.held + more.held, runs,
@@ -157,6 +178,8 @@ def failures(cells: list[Cell], quick: bool = False) -> list[str]:
     adjusted = holm(np.array([c.p_value() for c in cells]))
     out = []
     for cell, p in zip(cells, adjusted, strict=True):
+        if not cell.runs:
+            continue  # no run formed an interval: listed by `verdict`, not judged
         floor = floors(quick, cell.runs)[int(cell.decision)]
         what = "1 - wrong-decision rate" if cell.decision else "coverage"
         name = f"{cell.family} {cell.metric} [{cell.scenario}]"
@@ -186,9 +209,10 @@ def print_cells(cells: list[Cell]) -> None:
 def verdict(cells: list[Cell], quick: bool = False) -> int:
     """Print the verdict over every cell; the exit code (0: every cell passes, 1: not)."""
     bad = failures(cells, quick)
-    runs = min(c.first_runs or c.runs for c in cells)
+    runs = min((c.first_runs or c.runs for c in cells if c.runs), default=0)
     cover, decide = floors(quick, runs)
-    worst = min(cells, key=lambda c: c.rate)
+    judged = [c for c in cells if c.runs] or cells
+    worst = min(judged, key=lambda c: c.rate)
     print(
         f"\n{len(cells)} cells, {runs} runs each (a topped-up cell: its pooled runs); fails "
         f"when a cell is below {NOMINAL} by a one-sided exact binomial test with Holm over the "
@@ -197,8 +221,12 @@ def verdict(cells: list[Cell], quick: bool = False) -> int:
     )
     print(f"worst cell: {worst.family} {worst.metric} [{worst.scenario}] {worst.rate:.3f}"
           f" ({worst.held} of {worst.runs} runs)")  # fmt: skip
+    for c in cells:
+        if not c.runs:
+            print(f"not judged (no run formed an interval): {c.family} {c.metric} [{c.scenario}]")
     topped = [c for c in cells if c.first_runs]
-    print(f"topped up (below the floor or p < {FAMILY} before Holm at first): {len(topped)}")
+    why = f"below the floor, p < {FAMILY} before Holm" + (f" or below {NOMINAL}" if quick else "")
+    print(f"topped up ({why} at first): {len(topped)}")
     for c in topped:
         print(f"  {c.family} {c.metric} [{c.scenario}]: {c.held} of {c.runs} = {c.rate:.3f}"
               f" over {c.first_runs} + {c.runs - c.first_runs} runs")  # fmt: skip

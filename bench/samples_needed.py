@@ -70,10 +70,11 @@ def thresholds(
     return k_pass, k_fail
 
 
-def fixed_decision(k: int, n: int, cuts) -> int | None:
-    """Smallest N > n at which N samples decide with probability >= 1/2 (exact)."""
+def fixed_decision(k: int, n: int, cuts, p: float | None = None) -> int | None:
+    """Smallest N > n at which N samples decide with probability >= 1/2 (exact); the new
+    samples pass at the true rate p (default: the observed k / n, the projection's assumption)."""
     k_pass, k_fail = cuts
-    p = k / n
+    p = k / n if p is None else p
     for big in range(n + 1, LARGEST + 1):
         new = big - n
         decided = stats.binom.sf(k_pass[big] - k - 1, new, p) + stats.binom.cdf(
@@ -199,6 +200,33 @@ def check_fraction(paths: int, rng, fractional: bool = False) -> bool:
     return share >= 0.9
 
 
+OFFSETS = (-0.1, -0.05, 0.05, 0.1)  # true rate minus the observed one
+
+
+def truth_differs() -> None:
+    """The fixed-n projection (it assumes the observed mean stays) against the decision n when
+    the true rate is the observed one plus each offset: the share within FACTOR x. Printed,
+    not gated: no projection from n samples can know the truth."""
+    for offset in OFFSETS:
+        cells = good = 0
+        for bound in BOUNDS:
+            cuts = thresholds(bound, False, LARGEST)
+            for n in NS:
+                for k in range(n + 1):
+                    p = k / n + offset
+                    if math.isclose(k / n, bound) or not undecided_at(k, n, cuts):
+                        continue
+                    if not 0 < p < 1 or math.isclose(p, bound):
+                        continue
+                    projected = samples_to_decide(
+                        k / n, n, bound=bound, level=LEVEL, anytime=False, max_n=LARGEST
+                    )
+                    cells += 1
+                    good += agrees(projected, fixed_decision(k, n, cuts, p))
+        print(f"fixed n, true rate = observed {offset:+.2f}: {good} of {cells} undecided cells "
+              f"({good / cells:.1%}) within {FACTOR}x of the decision n")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--paths", type=int, default=400, help="sequential paths per cell")
@@ -212,7 +240,14 @@ def main() -> None:
         "projection takes values as 0/1-like)",
     )  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--truth-differs", action="store_true",
+        help="only: the fixed-n projection when the true rate is not the observed one",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.truth_differs:
+        truth_differs()
+        return
     rng = np.random.default_rng(args.seed)
     failed = False
     for anytime in (False, True):

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from harness.analysis.laws import holm
 from harness.results import CorrelationRow, result_frame
 from harness.stats import (
     DEFAULT_DRAWS,
@@ -233,4 +234,7 @@ def correlate_alpha_behaviour(
         rows.append(
             correlate(x, y, n_perm=n_perm, level=level, seed=seed + i, names=(xn, yn), units=units)
         )
-    return result_frame(CorrelationRow, pd.DataFrame(rows, columns=COLUMNS))
+    frame = pd.DataFrame(rows, columns=[c for c in COLUMNS if c != "perm_p_holm"])
+    # many (x, y) pairs are tested at once: each p-value adjusted over all of them
+    frame["perm_p_holm"] = holm(frame["perm_p"].to_numpy(dtype=np.float64))
+    return result_frame(CorrelationRow, frame)

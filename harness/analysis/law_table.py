@@ -14,10 +14,12 @@ model's conversations the same way. Curves:
   (index + 1/2) x window: aligned across samples), single replies;
 - `a_k`: per sample, 1/0 per reply of a generated conversation (x = turn).
 Per set, each law's out-of-sample error, the chosen law, every parameter with a percentile
-bootstrap interval over the units (>= 3 units; fewer: no interval, "cannot tell"), the floor's
-one-sided p-value (floor <= 0, the draws' normal approximation) Holm-adjusted over every tested
-set of the run (the chosen law's floor), and the floor's difference from policy `none` in the
-same group.
+bootstrap interval over the units (>= 3 units; fewer: no interval, "cannot tell"), `law_p`: the
+chooser's comparison as a test (a paired t-test over the units left out that a floored law
+predicts better than decay to zero, Bonferroni over the two floored laws) Holm-adjusted over
+every set of the run that has one, before any choice (the run's one false-`settles` budget,
+1 - level: bench/laws.py --runs), the floor's one-sided bootstrap p-value (floor <= 0, no finer
+than 1 / (draws + 1)), and the floor's difference from policy `none` in the same group.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ import zlib
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from harness.analysis import laws as L
 from harness.analysis.fits import layer_groups
@@ -41,6 +42,14 @@ MIN_UNITS = 3  # fewer units give no interval: the verdict is "cannot tell"
 MIN_POINTS = 5
 # `vanishes` needs the data to rule out a floor this share of the initial value
 FLOOR_RULED_OUT = 0.1
+# `flat` needs the exponent's interval inside +-FLAT_BAND: over t in [16, 320] an exponent of
+# 0.1 moves a curve by 26 %, so a flat reading promises less than that (an interval holding 0
+# but wider, e.g. [-0.60, 3.00], is "cannot tell")
+FLAT_BAND = 0.1
+# `vanishes` rules a floor out with a percentile bootstrap over the units, too narrow over 4
+# (256 resamples): 4-pair floors of 10-25 % read `vanishes` in 1-2 % of runs under correlated
+# noise (bench/laws.py --noise-models), none from 8
+VANISH_MIN_UNITS = 6
 NEXT_TOKEN = "next-token"
 BEHAVIOUR = "behaviour"
 
@@ -194,9 +203,28 @@ def _interval(point: float, draws: np.ndarray, n: int, level: float, unit: str) 
     return {"low": ci.low, "high": ci.high}
 
 
-def set_rows(s: CurveSet, draws: int, level: float) -> tuple[list[dict], dict]:
-    """One row per law of one curve set, and each floored law's bootstrap floors (for the
-    policy deltas)."""
+@dataclass
+class Choice:
+    """A curve set's law choice: usable points, fits of the mean curve, each law's
+    out-of-sample error, the chosen law, and `law_p`: the one-sided p-value that a floored law
+    predicts the held-out units better than the power law to zero (`laws.paired_p`: the
+    chooser's comparison as a test; NaN with fewer than 3 units)."""
+
+    base: dict
+    x: np.ndarray | None = None
+    units: np.ndarray | None = None
+    fits: dict | None = None
+    errors: dict | None = None
+    how: str = ""
+    chosen: str | None = None
+    law_p: float = math.nan
+    n_units: int = 0
+    reason: str = ""
+    per_unit: dict | None = None  # each law's per-unit held-out errors (>= 3 units)
+
+
+def set_choice(s: CurveSet) -> Choice:
+    """The law choice of one curve set (no bootstrap: cheap)."""
     nan = math.nan
     mean = L.mean_curve(s.units)
     usable = np.isfinite(mean) & ((mean > 0) if s.space == "relative" else True)
@@ -206,18 +234,29 @@ def set_rows(s: CurveSet, draws: int, level: float) -> tuple[list[dict], dict]:
             "x_max": float(s.x[usable].max()) if usable.any() else nan,
             "initial": float(mean[usable][0]) if usable.any() else nan}  # fmt: skip
     if usable.sum() < MIN_POINTS:
-        reason = f"fewer than {MIN_POINTS} usable points"
-        return [_empty(base, law, reason) for law in L.LAWS], {}
+        return Choice(base, n_units=n_units, reason=f"fewer than {MIN_POINTS} usable points")
     x, units = s.x[usable], s.units[:, usable]
     fits = {law: L.fit_law(law, x, mean[usable], s.space) for law in L.LAWS}
-    errors, how, chosen = choose_law(s, x, units, mean[usable], fits, n_units)
-    boot = L.boot_params(x, units, s.space, draws, _seed(s)) if n_units >= MIN_UNITS else {}
+    errors, how, chosen, law_p, per_unit = choose_law(s, x, units, mean[usable], fits, n_units)
+    return Choice(base, x, units, fits, errors, how, chosen, law_p, n_units, per_unit=per_unit)
+
+
+def set_rows(s: CurveSet, choice: Choice, draws: int, level: float) -> tuple[list[dict], dict]:
+    """One row per law of one curve set, and each floored law's bootstrap floors (for the
+    policy deltas)."""
+    nan = math.nan
+    base, n_units = choice.base, choice.n_units
+    if choice.fits is None:
+        return [_empty(base, law, choice.reason) for law in L.LAWS], {}
+    enough = n_units >= MIN_UNITS
+    boot = L.boot_params(choice.x, choice.units, s.space, draws, _seed(s)) if enough else {}
     rows, floors = [], {}
     for law in L.LAWS:
-        fit = fits[law]
-        row = {**base, "law": law, "error": errors[law], "error_method": how,
-               "chosen": law == chosen, "rate": float(fit.rate[0]),
-               "floor": float(fit.floor[0]), "scale": float(fit.scale[0])}  # fmt: skip
+        fit = choice.fits[law]
+        row = {**base, "law": law, "error": choice.errors[law], "error_method": choice.how,
+               "chosen": law == choice.chosen, "rate": float(fit.rate[0]),
+               "floor": float(fit.floor[0]), "scale": float(fit.scale[0]),
+               "law_p": choice.law_p}  # fmt: skip
         row["floor_share"] = row["floor"] / base["initial"] if base["initial"] else nan
         if law in boot:
             b = boot[law]
@@ -240,94 +279,146 @@ def set_rows(s: CurveSet, draws: int, level: float) -> tuple[list[dict], dict]:
 
 
 def choose_law(s: CurveSet, x, units, mean, fits: dict, n_units: int):
-    """(each law's error, error_method, the chosen law) of a set's usable points: behaviour
-    leaving one sample out (>= MIN_UNITS samples), mechanism curves leaving one pair out
-    (>= PAIRED_MIN_UNITS pairs, a paired test; docs/performance.md, "Which law?"), else the
-    rolling-origin tail. Positive curves take a floored law only with a positive floor."""
+    """(each law's error, error_method, the chosen law, law_p, per-unit errors or None) of a
+    set's usable points:
+    behaviour leaving one sample out (>= MIN_UNITS samples), mechanism curves leaving one pair
+    out (>= PAIRED_MIN_UNITS pairs, a paired test; docs/performance.md, "Which law?"), else the
+    rolling-origin tail. Positive curves take a floored law only with a positive floor. law_p
+    is the chooser's comparison as a test over the units left out (>= MIN_UNITS units)."""
+    floors = {law: float(fits[law].floor[0]) for law in L.FLOORED}
     if s.behaviour and n_units >= MIN_UNITS:
         errors = L.held_out_errors(x, units, s.space)
-        return errors, "leave-one-sample-out", L.choose(errors)
-    floors = {law: float(fits[law].floor[0]) for law in L.FLOORED}
-    if not s.behaviour and n_units >= L.PAIRED_MIN_UNITS:
-        per_unit = L.held_out_log_errors(x, units)
+        per_unit = L.held_out_unit_errors(x, units, s.space)
+        law_p = L.paired_p(per_unit, None)
+        return errors, "leave-one-sample-out", L.choose(errors), law_p, per_unit
+    per_unit = L.held_out_log_errors(x, units) if not s.behaviour and n_units >= 3 else None
+    law_p = L.paired_p(per_unit, floors) if per_unit is not None else math.nan
+    if per_unit is not None and n_units >= L.PAIRED_MIN_UNITS:
         with np.errstate(invalid="ignore"):
             errors = {law: float(np.sqrt(np.nanmean(e))) if np.isfinite(e).any() else math.nan
                       for law, e in per_unit.items()}  # fmt: skip
-        return errors, "leave-one-pair-out", L.choose_paired(per_unit, floors)
+        return errors, "leave-one-pair-out", L.choose_paired(per_unit, floors), law_p, per_unit
     errors = L.tail_errors(x, mean, s.space)
-    return errors, "tail (second half of x)", L.choose(errors, None if s.behaviour else floors)
+    chosen = L.choose(errors, None if s.behaviour else floors)
+    return errors, "tail (second half of x)", chosen, law_p, per_unit
 
 
 def floor_p(floor: float, draws: np.ndarray) -> float:
-    """One-sided p-value of floor <= 0 from the bootstrap's normal approximation (z = floor /
-    the draws' sd): continuous, so Holm over many curves is not bounded by 1 / draws."""
+    """One-sided p-value of floor <= 0 from the bootstrap draws: (1 + the draws at or below 0)
+    / (draws + 1), no finer than the draws can support (a normal tail extrapolated from 200
+    draws gave 1e-63, and 0 when the draws did not vary)."""
     good = draws[np.isfinite(draws)]
     if len(good) < 10 or not math.isfinite(floor):
         return math.nan
-    sd = float(good.std(ddof=1))
-    if sd == 0:
-        return 0.0 if floor > 0 else 1.0
-    return float(stats.norm.sf(floor / sd))
+    return float((1 + np.sum(good <= 0)) / (len(good) + 1))
 
 
 def _empty(base: dict, law: str, reason: str) -> dict:
     nan = math.nan
     fields = ("error", "rate", "rate_low", "rate_high", "floor", "floor_low", "floor_high",
-              "floor_share", "scale", "floor_p")  # fmt: skip
+              "floor_share", "scale", "floor_p", "law_p")  # fmt: skip
     return {**base, "law": law, "error_method": "", "chosen": False, **dict.fromkeys(fields, nan),
             "method": f"none ({reason})", "reason": reason}  # fmt: skip
 
 
-def verdict(row: dict, floored: list[dict] | None = None) -> str:
-    """What the chosen law says of the curve: `vanishes` (power law to zero, exponent above 0,
-    and the better-predicting floored law of the same curve, `floored`, rules out a floor of
-    FLOOR_RULED_OUT of the initial value: its floor interval ends below it), `settles` (a
-    floored law whose floor excludes zero after Holm), `flat` (the power law's exponent
-    interval holds 0), `grows`, or `cannot tell` (no interval, a floor that does not exclude
-    zero, or a decay whose floor the data cannot rule out: bench/laws.py shows floors chosen as
-    decays at these noise levels)."""
-    if not row["chosen"] or not math.isfinite(row["rate_low"]):
-        return "cannot tell"
+def close_floored(rows: list[dict], per_unit: dict | None = None) -> list[dict]:
+    """The floored laws of one set within the chooser's tolerance of the best law: those the
+    units left out cannot tell from it (`laws.paired_rivals`, >= 3 units), else those whose
+    error is <= best / (1 - MARGIN). `vanishes` must rule out every one of their floors."""
+    if per_unit is not None:
+        rivals = L.paired_rivals(per_unit)
+        return [r for r in rows if r["law"] in rivals]
+    finite = [r["error"] for r in rows if math.isfinite(r["error"])]
+    if not finite:
+        return []
+    bar = min(finite) / (1.0 - L.MARGIN)
+    return [r for r in rows if r["law"] in L.FLOORED and math.isfinite(r["error"])
+            and r["error"] <= bar]  # fmt: skip
+
+
+def verdict(row: dict, close: list[dict], alpha: float) -> tuple[str, str]:
+    """(verdict, reason) of a chosen row: `vanishes` (power law to zero, exponent interval
+    above 0, >= VANISH_MIN_UNITS units, and every floored law in `close` rules out a floor of
+    FLOOR_RULED_OUT of its fitted initial value), `settles` (a floored law falling to its
+    floor: rate and scale above 0, the chooser's test Holm-adjusted over the run below
+    `alpha`, and the floor's interval above zero), `flat` (the exponent's interval inside
+    +-FLAT_BAND), `grows` (interval below 0), else `cannot tell` with the reason."""
+    if not math.isfinite(row["rate_low"]):
+        return "cannot tell", f"no interval ({row['method']})"
+    lo, hi = row["rate_low"], row["rate_high"]
     if row["law"] == L.LAW_ZERO:
-        if row["rate_high"] < 0:
-            return "grows"
-        if row["rate_low"] <= 0:
-            return "flat"
-        highs = [r.get("floor_high", math.nan) for r in floored or []]
-        ruled_out = bool(highs) and all(
-            math.isfinite(h) and h < FLOOR_RULED_OUT * row["initial"] for h in highs
-        )
-        return "vanishes" if ruled_out else "cannot tell"
-    return "settles" if row["floor_excludes_zero"] is True else "cannot tell"
+        if hi < 0:
+            return "grows", ""
+        if lo <= 0:
+            if lo >= -FLAT_BAND and hi <= FLAT_BAND:
+                return "flat", ""
+            return "cannot tell", (f"the exponent's interval [{lo:.2f}, {hi:.2f}] holds 0 but "
+                                   f"is not inside the flat band +-{FLAT_BAND}")  # fmt: skip
+        if row["n"] < VANISH_MIN_UNITS:
+            return "cannot tell", (f"a decay, but {row['n']} units are too few to rule a floor "
+                                   f"out (>= {VANISH_MIN_UNITS})")  # fmt: skip
+        for f in close:
+            bar = FLOOR_RULED_OUT * fitted_initial(f)
+            if not (math.isfinite(f["floor_high"]) and f["floor_high"] < bar):
+                return "cannot tell", (
+                    f"{f['law']} predicts as well as the data can tell from the best law and "
+                    f"its floor interval reaches {_sig(f['floor_high'])}, not below "
+                    f"{FLOOR_RULED_OUT:.0%} of the initial value ({_sig(bar)})")  # fmt: skip
+        if not close:
+            return "cannot tell", "no floored law could be fitted to rule a floor out"
+        return "vanishes", ""
+    if not (row["rate"] > 0 and row["scale"] > 0):
+        return "cannot tell", "the floored law does not fall to its floor (rate or scale <= 0)"
+    p = row["law_p_holm"]
+    if not (math.isfinite(p) and p < alpha):
+        return "cannot tell", (f"the floored law's gain over decay to zero has Holm-adjusted "
+                               f"p = {_sig(p)}, not below {alpha:g}")  # fmt: skip
+    if not (row["floor_p"] < alpha):
+        return "cannot tell", f"the floor's interval reaches 0 (floor_p = {_sig(row['floor_p'])})"
+    return "settles", ""
+
+
+def fitted_initial(row: dict) -> float:
+    """A fitted law's value at x_min: the scale the floor is measured against (the mean curve's
+    first point carries that point's noise; a heavy-tailed draw there made a 10 % floor look
+    like 8 %)."""
+    shape = 1.0 if row["law"] == L.LAW_EQUILIBRIUM else row["x_min"] ** -row["rate"]
+    return row["floor"] + row["scale"] * shape
+
+
+def _sig(v: float) -> str:
+    return f"{v:.2g}" if math.isfinite(v) else "n/a"
 
 
 def law_rows(sets: list[CurveSet], draws: int = 500, level: float = DEFAULT_LEVEL) -> list[dict]:
-    """laws.csv rows of every curve set: fits, Holm over the chosen floors, verdicts and the
-    floors' differences from policy `none` of the same (model, item, curve, layer group)."""
+    """laws.csv rows of every curve set: fits, the chooser's test Holm-adjusted over every set
+    of the run that has one (before any choice: the run's one false-`settles` budget, 1 -
+    level), verdicts and the floors' differences from policy `none` of the same (model, item,
+    curve, layer group)."""
+    choices = [set_choice(s) for s in sets]
+    adjusted = run_holm(choices)
     rows: list[dict] = []
     floors: dict[tuple, dict] = {}
-    for s in sets:
-        these, boot = set_rows(s, draws, level)
+    for s, c, p in zip(sets, choices, adjusted, strict=True):
+        these, boot = set_rows(s, c, draws, level)
+        for r in these:
+            r["law_p_holm"] = p
+            r["floor_excludes_zero"] = (bool(r["floor_p"] < 1 - level)
+                                        if math.isfinite(r["floor_p"]) else None)  # fmt: skip
+        close = close_floored(these, c.per_unit)
+        for r in these:
+            r["verdict"], why = verdict(r, close, 1 - level) if r["chosen"] else ("", "")
+            r["reason"] = r["reason"] or why
         rows += these
         floors[_key(s.ident, s.curve, s.layer_group)] = boot
-    tested = [i for i, r in enumerate(rows) if r["chosen"] and r["law"] in L.FLOORED]
-    adjusted = L.holm(np.array([rows[i]["floor_p"] for i in tested], dtype=np.float64))
     for r in rows:
-        r["floor_p_holm"], r["floor_excludes_zero"] = math.nan, None
-    for i, p in zip(tested, adjusted, strict=True):
-        if math.isfinite(p):
-            rows[i]["floor_p_holm"] = float(p)
-            rows[i]["floor_excludes_zero"] = bool(p < 1 - level)
-    by_set = {(*_key(r, r["curve"], r["layer_group"]), r["law"]): r for r in rows}
-    for r in rows:
-        same = _key(r, r["curve"], r["layer_group"])
-        floored = [by_set[(*same, law)] for law in L.FLOORED if (*same, law) in by_set]
-        finite = [f for f in floored if math.isfinite(f["error"])]
-        # the floored law that predicts the tail better is the one whose floor must be ruled out
-        best = [min(finite, key=lambda f: f["error"])] if finite else []
-        r["verdict"] = verdict(r, best) if r["chosen"] else ""
         _delta(r, floors, level)
     return rows
+
+
+def run_holm(choices: list[Choice]) -> list[float]:
+    """Each set's law_p Holm-adjusted over every set of the run with a finite one."""
+    return [float(p) for p in L.holm(np.array([c.law_p for c in choices], dtype=np.float64))]
 
 
 def _key(ident: dict, curve: str, group: str) -> tuple:
@@ -337,9 +428,10 @@ def _key(ident: dict, curve: str, group: str) -> tuple:
 def _delta(row: dict, floors: dict, level: float) -> None:
     """floor_delta: this policy's floor minus policy none's, same law and group, with the
     percentile interval of the difference of independent bootstrap draws (the two policies'
-    units are different samples)."""
+    units are different samples) and its two-sided bootstrap p-value of no difference."""
     nan = math.nan
-    row |= {"floor_delta": nan, "floor_delta_low": nan, "floor_delta_high": nan}
+    row |= {"floor_delta": nan, "floor_delta_low": nan, "floor_delta_high": nan,
+            "floor_delta_p": nan}  # fmt: skip
     if row["law"] not in L.FLOORED or row["policy"] in (BASELINE_POLICY, POOLED):
         return
     ident = (row["model"], row["item"])
@@ -351,3 +443,7 @@ def _delta(row: dict, floors: dict, level: float) -> None:
     row["floor_delta"] = point - ref_point
     ci = _interval(row["floor_delta"], draws - ref_draws, row["n"], level, "unit")
     row |= {"floor_delta_low": ci["low"], "floor_delta_high": ci["high"]}
+    diff = (draws - ref_draws)[np.isfinite(draws - ref_draws)]
+    if len(diff) >= 10:  # two-sided, no finer than the draws: the report adjusts it (Holm)
+        tail = min(np.sum(diff <= 0), np.sum(diff >= 0))
+        row["floor_delta_p"] = float(min(1.0, 2 * (1 + tail) / (len(diff) + 1)))

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.summary import tokens_by_condition, window_verdicts
-from harness.results import PolicyRow, result_frame
+from harness.results import RUN_SAMPLE, PolicyRow, result_frame
 from harness.scoring.adherence import (
     curve_metrics,
     half_life_interval,
@@ -114,11 +114,13 @@ def _matrices(verdicts: pd.DataFrame, horizon: float | None) -> dict:
     auc and final (S, 2))}}: each sample's values from its own windows (`sample_values`)."""
     out: dict = {}
     for (model, item, policy), cond in verdicts.groupby(["model", "item", "policy"], sort=True):
-        # One row per sample index: pairing across policies is by index (shared seed).
-        cond = cond.assign(run_id="", seed=0)
+        # One row per sample (run_id, seed, sample), in pass_matrix's order (sorted keys):
+        # pairing across policies is by that key (a sample index shares its seed). Kept, not
+        # blanked: two runs' sample 0 are two samples, not one.
+        cond = cond.assign(**{c: v for c, v in (("run_id", ""), ("seed", 0)) if c not in cond})
         points, matrix = half_life_points(cond, horizon)
         values = np.stack(sample_values(cond, horizon), axis=1)
-        ids = np.sort(cond["sample"].unique())  # both order rows by sample
+        ids = sorted(cond[list(RUN_SAMPLE)].drop_duplicates().itertuples(index=False, name=None))
         out.setdefault((str(model), str(item)), {})[str(policy)] = (points, matrix, ids, values)
     return out
 
@@ -153,12 +155,13 @@ def _compare(per_policy: dict, baseline: str, level: float) -> dict:
     base = per_policy.get(baseline)
     out = {}
     for policy, (grid, matrix, ids, values) in per_policy.items():
-        common = np.intersect1d(ids, base[2]) if base is not None else np.array([])
-        if not len(common):
+        b_index = {key: i for i, key in enumerate(base[2])} if base is not None else {}
+        rows = [i for i, key in enumerate(ids) if key in b_index]
+        if not rows:
             out[policy] = (point_metrics(grid, matrix, values), np.full(3, np.nan), None)
             continue
         b_grid, b_matrix, b_ids, b_values = base
-        rows, b_rows = np.searchsorted(ids, common), np.searchsorted(b_ids, common)
+        b_rows = [b_index[ids[i]] for i in rows]
         mp, vp, mb, vb = matrix[rows], values[rows], b_matrix[b_rows], b_values[b_rows]
         value, none_value = point_metrics(grid, mp, vp), point_metrics(b_grid, mb, vb)
         out[policy] = (value, none_value, (grid, mp, vp, b_grid, mb, vb))

@@ -11,14 +11,18 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.fits import layer_groups
-from harness.analysis.laws import LAW_EQUILIBRIUM, LAW_ZERO
+from harness.analysis.law_table import FLAT_BAND, FLOOR_RULED_OUT, VANISH_MIN_UNITS
+from harness.analysis.laws import LAW_EQUILIBRIUM, LAW_ZERO, RIVAL_LEVEL, holm
+from harness.analysis.laws import MARGIN as L_MARGIN
 from harness.analysis.single_turn import comparison
 from harness.report.html import esc, figure, fmt_num, note, table
 from harness.report.load import RunData
 from harness.report.plots import _layout, color
+from harness.stats import DEFAULT_LEVEL
 from harness.stats.text import interval_text
 
 POOLED = "all"
+BASELINE = "none"
 MECHANISM = ("rel_l2", "kl", "share_prompt_mean", "kl_turn")
 BEHAVIOUR = ("a_t", "a_k")
 CURVE_NAMES = {
@@ -39,8 +43,14 @@ def _label(row) -> str:
     return f"{name}, {group}" if row["curve"] in ("rel_l2", "share_prompt_mean") else name
 
 
+def _pct(v: float) -> str:
+    """A share in percent to two significant digits: a 1 % floor is not "[0 %, 2 %]"."""
+    text = np.format_float_positional(100 * v, precision=2, unique=True, fractional=False, trim="-")
+    return f"{text} %"
+
+
 def _ci(value: float, low: float, high: float, pct: bool = False) -> str:
-    f = (lambda v: f"{100 * v:.0f} %") if pct else (lambda v: fmt_num(v, 2))
+    f = _pct if pct else (lambda v: fmt_num(v, 2))
     if not math.isfinite(value):
         return "–"
     if not (math.isfinite(low) and math.isfinite(high)):
@@ -48,59 +58,104 @@ def _ci(value: float, low: float, high: float, pct: bool = False) -> str:
     return interval_text(value, low, high, f)
 
 
-def reading(row) -> str:
-    """One curve's chosen law in words, with its numbers."""
-    verdict = row["verdict"]
-    law = LAW_NAMES.get(row["law"], row["law"])
+KL_CURVES = ("kl", "kl_turn")
+UNVALIDATED = "unvalidated: no recovery figure backs KL readings"
+
+
+def key_number(row) -> str:
+    """The chosen law's key number with its interval: the exponent of a power law to zero, the
+    floor's share of the initial value (and an exponential's rate) of a floored law."""
     rate = _ci(row["rate"], row["rate_low"], row["rate_high"])
     if row["law"] == LAW_ZERO:
-        what = f"{law}, α = {rate}"
-    else:
-        share = row["floor_share"]
-        lo, hi = (row["floor_low"], row["floor_high"])
-        init = row["initial"]
-        floor = _ci(share, lo / init if init else math.nan, hi / init if init else math.nan, True)
-        what = f"{law} at {floor} of its initial value"
-        if row["law"] == LAW_EQUILIBRIUM:
-            what += f", rate {rate} per {row['x']}"
-    return f"{verdict} ({what})"
+        return f"α = {rate}"
+    lo, hi, init = row["floor_low"], row["floor_high"], row["initial"]
+    floor = _ci(row["floor_share"], lo / init if init else math.nan,
+                hi / init if init else math.nan, True)  # fmt: skip
+    text = f"floor {floor} of the initial value"
+    if row["law"] == LAW_EQUILIBRIUM:
+        text += f", rate {rate} per {row['x']}"
+    return text
+
+
+def reading(row) -> str:
+    """One curve's chosen law in words, with its numbers (KL readings marked unvalidated)."""
+    law = LAW_NAMES.get(row["law"], row["law"])
+    caveat = f"; {UNVALIDATED}" if row["curve"] in KL_CURVES else ""
+    return f"{row['verdict']} ({law}, {key_number(row)}{caveat})"
 
 
 def model_sentence(model: str, rows: pd.DataFrame) -> str:
-    """What the model's pooled curves say: mechanism per layer group, then behaviour."""
+    """What the model's curves under policy none say: mechanism per layer group, then
+    behaviour (`rows`: baseline_rows of the model)."""
     mech = [f"{_label(r)}: {reading(r)}" for _, r in rows.iterrows() if r["curve"] in MECHANISM]
     beh = [f"{_label(r)}: {reading(r)}" for _, r in rows.iterrows() if r["curve"] in BEHAVIOUR]
-    text = f"On {model}, the mechanism: " + ("; ".join(mech) if mech else "not probed")
+    pool = _pool(rows)
+    text = f"On {model}, policy none ({pool}), the mechanism: " + ("; ".join(mech) or "not probed")
     if beh:
         text += ". Behaviour: " + "; ".join(beh)
     return text + "."
 
 
-def pooled_rows(laws: pd.DataFrame) -> pd.DataFrame:
-    """The chosen row of each model's widest pool per curve: item = policy = `all` where it
-    exists, else the per-condition rows."""
-    chosen = laws[laws["chosen"].astype(bool)]
+def _pool(rows: pd.DataFrame) -> str:
+    items = sorted(set(rows["item"]))
+    return "pooled over its items" if items == [POOLED] else "items " + ", ".join(items)
+
+
+def baseline_rows(laws: pd.DataFrame) -> pd.DataFrame:
+    """The chosen rows of policy none per model and curve: pooled over the items (item `all`)
+    where that pool exists, else each item's own row. Reminder policies are kept apart."""
+    chosen = laws[laws["chosen"].astype(bool) & (laws["policy"] == BASELINE)]
     out = []
     for _, rows in chosen.groupby(["model", "curve", "layer_group"], sort=False):
-        wide = rows[(rows["item"] == POOLED) & (rows["policy"] == POOLED)]
+        wide = rows[rows["item"] == POOLED]
         out.append(wide if len(wide) else rows)
     return pd.concat(out) if out else chosen
 
 
-def delta_sentence(laws: pd.DataFrame) -> tuple[str, list[list]]:
-    """Do reminder policies lower a floor or an equilibrium? The chosen floored law's
-    floor_delta against policy none, per curve, with its interval."""
-    rows = laws[laws["chosen"].astype(bool) & np.isfinite(laws["floor_delta"].astype(float))]
-    table_rows, lower, higher, told = [], 0, 0, 0
+def policy_rows(laws: pd.DataFrame) -> pd.DataFrame:
+    """The chosen rows of each reminder policy, pooled over the items where that pool exists."""
+    chosen = laws[laws["chosen"].astype(bool) & ~laws["policy"].isin((BASELINE, POOLED))]
+    out = []
+    for _, rows in chosen.groupby(["model", "policy", "curve", "layer_group"], sort=False):
+        wide = rows[rows["item"] == POOLED]
+        out.append(wide if len(wide) else rows)
+    return pd.concat(out) if out else chosen
+
+
+def answer_table(rows: pd.DataFrame, by_policy: bool = False) -> str:
+    """Per curve: verdict, law, the key number with its interval, units, and why a verdict
+    is `cannot tell`."""
+    headers = [*(["policy"] if by_policy else []), "curve", "item", "units", "verdict", "law",
+               "key number [interval]", "why"]  # fmt: skip
+    body = []
     for _, r in rows.iterrows():
+        why = str(r.get("reason", "") or "")
+        if r["curve"] in KL_CURVES:
+            why = f"{why}; {UNVALIDATED}" if why else UNVALIDATED
+        law = LAW_NAMES.get(r["law"], r["law"])
+        cells = [_label(r), r["item"], int(r["n"]), r["verdict"], law, key_number(r), why]
+        body.append([r["policy"], *cells] if by_policy else cells)
+    return table(headers, body)
+
+
+def delta_sentence(laws: pd.DataFrame, alpha: float) -> tuple[str, list[list]]:
+    """Do reminder policies lower a floor or an equilibrium? The chosen floored law's
+    floor_delta against policy none, per curve, with its interval; "lowers" / "raises" only
+    where its p-value, Holm-adjusted over every delta of the run, is below alpha."""
+    rows = laws[laws["chosen"].astype(bool) & np.isfinite(laws["floor_delta"].astype(float))]
+    p = rows["floor_delta_p"].astype(float).to_numpy() if len(rows) else np.zeros(0)
+    adjusted = holm(p)
+    table_rows, lower, higher, told = [], 0, 0, 0
+    for (_, r), q in zip(rows.iterrows(), adjusted, strict=True):
         lo, hi = float(r["floor_delta_low"]), float(r["floor_delta_high"])
-        decided = math.isfinite(lo) and math.isfinite(hi)
-        word = "cannot tell"
-        if decided:
+        word = "cannot tell (too few units)"
+        if math.isfinite(q):
             told += 1
-            word = "lowers" if hi < 0 else "raises" if lo > 0 else "no change detected"
-            lower += hi < 0
-            higher += lo > 0
+            decided = q < alpha
+            word = (("lowers" if r["floor_delta"] < 0 else "raises") if decided
+                    else f"cannot tell (Holm-adjusted p = {q:.2g})")  # fmt: skip
+            lower += decided and r["floor_delta"] < 0
+            higher += decided and r["floor_delta"] > 0
         table_rows.append([r["model"], r["item"], r["policy"], _label(r),
                            LAW_NAMES.get(r["law"], r["law"]),
                            _ci(float(r["floor_delta"]), lo, hi), word])  # fmt: skip
@@ -108,9 +163,10 @@ def delta_sentence(laws: pd.DataFrame) -> tuple[str, list[list]]:
         return ("No policy's chosen law has a floor to compare with policy none's, so whether a "
                 "reminder moves the equilibrium cannot be told from this run."), []  # fmt: skip
     return (
-        f"Against policy none, a reminder lowers the fitted floor in {lower} and raises it in "
-        f"{higher} of the {told} curves whose difference has an interval "
-        f"({len(table_rows) - told} more have too few units)."
+        f"Against policy none, a reminder lowers the fitted floor in {int(lower)} and raises it "
+        f"in {int(higher)} of the {told} curves whose difference has a test (bootstrap p-values "
+        f"Holm-adjusted over these {told}, family level {alpha:g}; "
+        f"{len(table_rows) - told} more have too few units)."
     ), table_rows
 
 
@@ -177,56 +233,96 @@ def laws_figure(data: RunData, chosen: pd.DataFrame):
     return _layout(fig, 440)
 
 
+def _alpha(data: RunData) -> float:
+    """The run's family level 1 - stats.level (manifest.json's config; the default without)."""
+    level = ((data.manifest or {}).get("config") or {}).get("stats", {}).get("level")
+    return 1 - float(level) if level is not None else 1 - DEFAULT_LEVEL
+
+
+def scope_note(laws: pd.DataFrame, alpha: float) -> str:
+    """How the laws are chosen and what a decided verdict rests on, with this run's numbers."""
+    chosen = laws[laws["chosen"].astype(bool)]
+    tested = int(np.isfinite(chosen["law_p"].astype(float)).sum()) if "law_p" in chosen else 0
+    return (
+        "Three laws per curve (laws.csv): a power law to zero (the theorem's prediction for the "
+        "prompt's direct influence), a power law to a floor (positive exponent), and an "
+        "exponential approach to an equilibrium. The law shown is the one that predicts best out "
+        "of sample (leave one pair or sample out; fewer than 4 pairs: fit the first part of the "
+        "curve, predict its tail). A verdict is decided only as follows. `settles`: the floored "
+        "law falls to its floor, predicts the units left out better than decay to zero in a "
+        f"paired t-test whose p-value is Holm-adjusted over the {tested} curve sets of this run "
+        f"that have one (all of them, before any choice: the chance that any `settles` of this "
+        f"run is wrong is <= {alpha:g} where the t-test holds), and the floor's bootstrap "
+        "interval is above 0. `vanishes`: a power law to zero whose exponent interval is above "
+        f"0, from {VANISH_MIN_UNITS} units, and every floored law the units left out cannot "
+        f"tell from the best law (a paired test at {RIVAL_LEVEL:g}; the tail: within "
+        f"{L_MARGIN:.0%}) rules out a floor of {FLOOR_RULED_OUT:.0%} of its initial value "
+        f"(pointwise intervals). `flat`: the exponent's interval inside ±{FLAT_BAND}. "
+        "Everything else: cannot tell, with the reason. Fewer than 3 units: cannot tell."
+    )
+
+
 def laws_section(data: RunData) -> tuple[str, dict] | None:
     laws = data.frame("laws.csv")
     if laws is None:
         return note(data.missing("laws.csv")), {}
     if laws.empty:
         return note("No curve of this run had enough points or units to fit a law."), {}
-    chosen = pooled_rows(laws)
-    body = [note(
-        "Three laws per curve (laws.csv): a power law to zero (the theorem's prediction for the "
-        "prompt's direct influence), a power law to a floor, and an exponential approach to an "
-        "equilibrium. The law is chosen by out-of-sample error (mechanism curves of 4 or more "
-        "pairs: leave one pair out, a floor only when it predicts the held-out pairs better in "
-        "a paired test; fewer pairs: fit the first part of the curve, predict its tail; "
-        "behaviour: leave one sample out); a floor 'settles' only when its "
-        "bootstrap interval over pairs or samples excludes zero after Holm's correction over "
-        "every curve of the run; fewer than 3 units: cannot tell."
-    )]  # fmt: skip
-    sentences = [model_sentence(m, rows) for m, rows in chosen.groupby("model", sort=False)]
-    body.append("<ul>" + "".join(f"<li>{esc(s)}</li>" for s in sentences) + "</ul>")
+    alpha = _alpha(data)
+    body = [note(scope_note(laws, alpha))]
+    base = baseline_rows(laws)
+    policies = policy_rows(laws)
+    for model in dict.fromkeys([*base["model"], *policies["model"]]):
+        mine = base[base["model"] == model]
+        body.append(f"<h3>{esc(model)}</h3>")
+        if len(mine):
+            body.append(note(model_sentence(model, mine), "claim"))
+            body.append(answer_table(mine))
+        else:
+            body.append(note(f"{model} has no curve under policy none."))
+        theirs = policies[policies["model"] == model]
+        if len(theirs):
+            body.append("<h4>Reminder policies (apart from none)</h4>" + answer_table(theirs, True))
     figs = {}
-    fig = laws_figure(data, chosen)
+    fig = laws_figure(data, laws[laws["chosen"].astype(bool) & (laws["item"] == POOLED)
+                                 & (laws["policy"] == POOLED)])  # fmt: skip
     if fig is not None:
         figs["fig-laws"] = fig
         body.append(figure(
             "fig-laws",
-            "Pooled mechanism curves of each probe model (dots: the mean over pairs, over the "
-            "curve's value at its first fitted position) and the chosen law (dotted).", 440,
+            "Pooled mechanism curves of each probe model over all its policies (dots: the mean "
+            "over pairs, over the curve's value at its first fitted position) and the chosen "
+            "law (dotted).", 440,
         ))  # fmt: skip
-    headers = ["model", "item", "policy", "curve", "n", "chosen law", "verdict", "rate",
-               "floor / initial", "error: zero", "floor", "equilibrium"]  # fmt: skip
-    errors = laws.pivot_table(
-        index=["model", "item", "policy", "curve", "layer_group"], columns="law",
-        values="error", aggfunc="first",
-    )  # fmt: skip
-    rows = []
-    for _, r in laws[laws["chosen"].astype(bool)].iterrows():
-        e = errors.loc[(r["model"], r["item"], r["policy"], r["curve"], r["layer_group"])]
-        rows.append([r["model"], r["item"], r["policy"], _label(r), int(r["n"]),
-                     LAW_NAMES.get(r["law"], r["law"]), r["verdict"],
-                     _ci(r["rate"], r["rate_low"], r["rate_high"]),
-                     "–" if r["law"] == LAW_ZERO else fmt_num(r["floor_share"], 2),
-                     *(fmt_num(e.get(k, math.nan), 3) for k in LAW_NAMES)])  # fmt: skip
-    body.append("<h3>Every curve</h3>" + table(headers, rows))
-    sentence, deltas = delta_sentence(laws)
+    body.append(every_curve(laws))
+    sentence, deltas = delta_sentence(laws, alpha)
     body.append("<h3>Do reminders lower the floor?</h3>" + note(sentence, "claim"))
     if deltas:
         body.append(table(["model", "item", "policy", "curve", "law", "floor − none's",
                            "reading"], deltas))  # fmt: skip
     body.append(twin_part(data))
     return "".join(body), figs
+
+
+def every_curve(laws: pd.DataFrame) -> str:
+    """Every curve set's chosen law, folded away (laws.csv holds all three laws of each)."""
+    headers = ["model", "item", "policy", "curve", "n", "chosen law", "verdict",
+               "key number [interval]", "error: zero", "floor", "equilibrium"]  # fmt: skip
+    errors = laws.pivot_table(
+        index=["model", "item", "policy", "curve", "layer_group"], columns="law",
+        values="error", aggfunc="first",
+    )  # fmt: skip
+    rows = []
+    chosen = laws[laws["chosen"].astype(bool)]
+    for _, r in chosen.iterrows():
+        e = errors.loc[(r["model"], r["item"], r["policy"], r["curve"], r["layer_group"])]
+        rows.append([r["model"], r["item"], r["policy"], _label(r), int(r["n"]),
+                     LAW_NAMES.get(r["law"], r["law"]), r["verdict"], key_number(r),
+                     *(fmt_num(e.get(k, math.nan), 3) for k in LAW_NAMES)])  # fmt: skip
+    return (
+        f"<details><summary>Every curve ({len(chosen)} curve sets; laws.csv has all three laws "
+        "of each, with every interval and p-value)</summary>" + table(headers, rows) + "</details>"
+    )
 
 
 def twin_part(data: RunData) -> str:

@@ -38,6 +38,10 @@ class PolicyVerdict(BaseModel):
     auc: float
     overhead: float  # (injected + restated) / generated; NaN when unknown
     auc_ci: str = ""  # summary.csv's AUC interval with its n (`ci_text`), "" when not stored
+    auc_low: float = math.nan  # summary.csv's AUC interval: "highest" needs it clear of others'
+    auc_high: float = math.nan
+    # a(t)'s interval straddles HOLD from the first window: neither "holds" nor "below"
+    hold_undecided: bool = False
 
     def cost(self) -> str:
         if math.isnan(self.overhead) or self.overhead < MIN_OVERHEAD:
@@ -80,19 +84,30 @@ def policy_verdict(
     a: np.ndarray,
     overhead: float = math.nan,
     stored_half_life: tuple[float, bool] | None = None,
+    bounds: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> PolicyVerdict:
-    """The verdict numbers of one a(t) curve (points in order of t)."""
+    """The verdict numbers of one a(t) curve (points in order of t). With `bounds` (a(t)'s
+    interval per point, adherence_curve.csv's a_low / a_high) "holds HOLD to t" rests on the
+    interval: a point holds when its low end is >= HOLD, the curve is below HOLD from the
+    start only when the first high end is < HOLD, and otherwise cannot tell (a flat true 0.93
+    over 16 samples stopped "holding" by noise in 95 % of runs on the point estimates)."""
 
     keep = ~np.isnan(a)
     t, a = np.asarray(t, dtype=float)[keep], np.asarray(a, dtype=float)[keep]
     metrics = curve_metrics(t, a)
-    below = np.flatnonzero(a < HOLD)
-    if len(a) == 0 or a[0] < HOLD:
+    held, below_first = a >= HOLD, len(a) > 0 and a[0] < HOLD
+    if bounds is not None:
+        low, high = (np.asarray(b, dtype=float)[keep] for b in bounds)
+        held = np.where(np.isnan(low), False, low >= HOLD)
+        below_first = len(a) > 0 and bool(high[0] < HOLD)
+    undecided = len(a) > 0 and not held[0] and not below_first
+    failing = np.flatnonzero(~held)
+    if len(a) == 0 or not held[0]:
         hold_t, to_end = None, False
-    elif len(below) == 0:
+    elif len(failing) == 0:
         hold_t, to_end = float(t[-1]), True
     else:
-        hold_t, to_end = float(t[below[0] - 1]), False
+        hold_t, to_end = float(t[failing[0] - 1]), False
     half_life, censored = metrics["half_life"], metrics["half_life_censored"]
     if stored_half_life is not None:
         half_life, censored = stored_half_life
@@ -107,6 +122,7 @@ def policy_verdict(
         half_life_censored=bool(censored),
         auc=metrics["auc"],
         overhead=overhead,
+        hold_undecided=undecided,
     )
 
 
@@ -116,6 +132,22 @@ def _stored_auc_intervals(summary: pd.DataFrame | None) -> dict[tuple[str, str, 
     return {
         (r["model"], r["item"], r["policy"]): ci_text(r, "auc") for r in summary.to_dict("records")
     }
+
+
+def _stored_auc_bounds(summary: pd.DataFrame | None) -> dict[tuple[str, str, str], dict]:
+    if summary is None or not {"auc_low", "auc_high"} <= set(summary.columns):
+        return {}
+    return {(r["model"], r["item"], r["policy"]): {"auc_low": _number(r["auc_low"]),
+                                                   "auc_high": _number(r["auc_high"])}
+            for r in summary.to_dict("records")}  # fmt: skip
+
+
+def _curve_bounds(cond: pd.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
+    """a(t)'s interval per point (derive.adherence_curve names it low / high)."""
+    for low, high in (("low", "high"), ("a_low", "a_high")):
+        if {low, high} <= set(cond.columns) and cond[low].notna().any():
+            return cond[low].to_numpy(dtype=float), cond[high].to_numpy(dtype=float)
+    return None
 
 
 def _stored_half_lives(summary: pd.DataFrame | None) -> dict[tuple[str, str, str], tuple]:
@@ -135,6 +167,7 @@ def adherence_cards(
 ) -> list[Card]:
     """One card per (model, item): how long each policy holds HOLD, and at what token cost."""
     half_lives, auc_intervals = _stored_half_lives(summary), _stored_auc_intervals(summary)
+    auc_bounds = _stored_auc_bounds(summary)
     cards = []
     for (model, item), rows in curve.groupby(["model", "item"], sort=True):
         verdicts = []
@@ -148,7 +181,10 @@ def adherence_cards(
                     cond["a"].to_numpy(dtype=float),
                     overhead.get(key, math.nan),
                     half_lives.get(key),
-                ).model_copy(update={"auc_ci": auc_intervals.get(key, "")})
+                    _curve_bounds(cond),
+                ).model_copy(
+                    update={"auc_ci": auc_intervals.get(key, ""), **auc_bounds.get(key, {})}
+                )  # fmt: skip
             )
         cards.append(Card(title=f"{item} · {model}", sentences=item_sentences(item, verdicts)))
     return cards
@@ -156,7 +192,9 @@ def adherence_cards(
 
 def item_sentences(item: str, verdicts: list[PolicyVerdict]) -> list[str]:
     holds = [v for v in verdicts if v.hold_t is not None]
-    starts = [v for v in verdicts if v.hold_t is None and not math.isnan(v.a_first)]
+    starts = [v for v in verdicts if v.hold_t is None and not math.isnan(v.a_first)
+              and not v.hold_undecided]  # fmt: skip
+    unsure = [v for v in verdicts if v.hold_undecided]
     sentences = []
     if holds:
         sentences.append(
@@ -169,15 +207,32 @@ def item_sentences(item: str, verdicts: list[PolicyVerdict]) -> list[str]:
             + "; ".join(v.start_phrase() for v in starts)
             + "."
         )
-    scored = [v for v in verdicts if not math.isnan(v.auc)]
-    top = max((v.auc for v in scored), default=0.0)
-    leaders = [v for v in scored if v.auc == top]
-    if len(scored) > 1 and top > 0 and len(leaders) == 1:  # a tie or all-zero names no winner
-        best = leaders[0]
+    if unsure:
         sentences.append(
-            f"Highest adherence AUC: {best.policy} ({best.auc:.2f}{best.auc_ci}){best.cost()}."
+            f"Cannot tell whether {item} holds {fmt_pct(HOLD)} with "
+            + ", ".join(v.policy for v in unsure)
+            + f": a(t)'s interval straddles {fmt_pct(HOLD)} from the first window."
         )
+    sentences += highest_sentence(verdicts)
     return sentences
+
+
+def highest_sentence(verdicts: list[PolicyVerdict]) -> list[str]:
+    """The policy with the highest adherence AUC, named only when its AUC interval lies above
+    every other policy's (three identical policies named a winner in 48-95 % of runs on the
+    point estimates); else "cannot tell" with the reason."""
+    scored = [v for v in verdicts if not math.isnan(v.auc)]
+    if len(scored) < 2:
+        return []
+    best = max(scored, key=lambda v: v.auc)
+    others = [v for v in scored if v is not best]
+    if math.isnan(best.auc_low) or any(math.isnan(v.auc_high) for v in others):
+        return ["Highest adherence AUC: cannot tell (no AUC interval to compare)."]
+    if all(best.auc_low > v.auc_high for v in others):
+        return [f"Highest adherence AUC: {best.policy} ({best.auc:.2f}{best.auc_ci}){best.cost()}, "
+                "its interval above every other policy's."]  # fmt: skip
+    return [f"Highest adherence AUC: cannot tell ({best.policy}'s {best.auc:.2f}{best.auc_ci} "
+            "overlaps another policy's interval)."]  # fmt: skip
 
 
 def _number(value) -> float:
@@ -262,15 +317,51 @@ def mechanism_card(summary: pd.DataFrame | None, fits: pd.DataFrame | None) -> C
     trained = [a for m, (a, _) in per_model.items() if not is_untrained(m)]
     untrained = [a for m, (a, _) in per_model.items() if is_untrained(m)]
     if trained and untrained:
-        gap = np.mean(trained) - np.mean(untrained)
-        speed = (
-            "about as fast as" if abs(gap) < 0.02 else "faster than" if gap > 0 else "slower than"
-        )
+        speed = twin_speed(_alpha_bounds(summary, fits))
         card.sentences.append(
             f"The trained model forgets the prompt {speed} its untrained twin "
             f"(α {np.mean(trained):.2f} vs {np.mean(untrained):.2f})."
         )
     return card
+
+
+def _alpha_bounds(summary: pd.DataFrame | None, fits: pd.DataFrame | None) -> pd.DataFrame:
+    """(model, low, high) of every α interval the card's means rest on: summary.csv's
+    alpha_mean per condition, and fits.csv's rel_l2 layer fits (layers >= 1, pooled pairs) of
+    the models summary.csv lacks (the card's own fallback)."""
+    cols = ["model", "low", "high"]
+    parts = []
+    if summary is not None and {"alpha_mean_low", "alpha_mean_high"} <= set(summary.columns):
+        parts.append(summary[["model", "alpha_mean_low", "alpha_mean_high"]].set_axis(cols, axis=1))
+    if fits is not None and {"alpha_low", "alpha_high"} <= set(fits.columns):
+        rel = fits[(fits["metric"] == "rel_l2") & (fits["layer"] >= 1)]
+        if "pair" in rel.columns and (rel["pair"] == "all").any():
+            rel = rel[rel["pair"] == "all"]
+        have = set(parts[0]["model"]) if parts else set()
+        rel = rel[~rel["model"].isin(have)]
+        parts.append(rel[["model", "alpha_low", "alpha_high"]].set_axis(cols, axis=1))
+    return pd.concat(parts) if parts else pd.DataFrame(columns=cols)
+
+
+def twin_speed(bounds: pd.DataFrame) -> str:
+    """ "faster than" / "slower than" only when every trained α interval (`_alpha_bounds`)
+    lies above / below every untrained one; else "cannot tell whether faster or slower than"
+    (a 0.02 gap of point estimates was read as faster)."""
+    twin = bounds["model"].map(is_untrained).astype(bool)
+    low, high = bounds["low"].astype(float), bounds["high"].astype(float)
+    lt, ht, lu, hu = (
+        low[~twin].dropna(),
+        high[~twin].dropna(),
+        low[twin].dropna(),
+        high[twin].dropna(),
+    )
+    if min(len(lt), len(ht), len(lu), len(hu)) == 0:
+        return "(cannot tell whether faster or slower: no α interval) than"
+    if lt.min() > hu.max():
+        return "faster than"
+    if ht.max() < lu.min():
+        return "slower than"
+    return "(cannot tell whether faster or slower: the α intervals overlap) than"
 
 
 def correlation_card(
@@ -285,8 +376,7 @@ def correlation_card(
     row = (preferred or rows)[0]
     n = row.get("n")
     n_text = f"across {int(n)} conditions, " if n is not None and not math.isnan(n) else ""
-    p = row.get("perm_p")
-    p_text = f", permutation p = {p:.2g}" if p is not None and not math.isnan(p) else ""
+    p_text = _permutation_text(row, len(rows))
     lead = f"{n_text[:1].upper()}{n_text[1:]}Spearman ρ({row['x']}, {row['y']})"
     if math.isnan(row["spearman"]):
         sentence = f"{lead} could not be estimated (too few conditions or no variation)."
@@ -299,6 +389,19 @@ def correlation_card(
     ]
     title = "Does α predict behaviour?"
     return Card(title=title, sentences=[sentence, *within], kind="correlation")
+
+
+def _permutation_text(row: dict, pairs: int, alpha: float = 0.05) -> str:
+    """The permutation p-value and what it decides: Holm-adjusted over the `pairs` rows of
+    correlation.csv, "correlates" only below alpha (1 - the default level), else cannot tell."""
+    p, adjusted = row.get("perm_p"), row.get("perm_p_holm")
+    if p is None or math.isnan(p):
+        return ""
+    if adjusted is None or math.isnan(adjusted):
+        return f", permutation p = {p:.2g}"
+    word = "they correlate" if adjusted < alpha else "cannot tell whether they correlate"
+    return (f", permutation p = {p:.2g} ({adjusted:.2g} after Holm over the {pairs} pairs "
+            f"tested: {word} at {alpha:g})")  # fmt: skip
 
 
 def predictor_card(predictor: pd.DataFrame | None) -> Card | None:

@@ -136,6 +136,9 @@ class CorrelationRow(ResultRow):
     pearson_method: str
     perm_p: float
     """permutation p-value of the Spearman coefficient"""
+    perm_p_holm: float
+    """perm_p Holm-adjusted over every row of correlation.csv with one (the report's
+    "correlates" reads it at 1 - level)"""
 
 
 class PredictorRow(ResultRow):

@@ -321,17 +321,27 @@ class LawRow(ResultRow):
     method: str
     """the intervals' method: a percentile bootstrap over the units; `none (...)` with fewer
     than 3"""
+    law_p: float
+    """the chooser's comparison as a test: one-sided p-value that a floored law predicts the
+    units left out better than the power law to zero (paired t-test over the units, Bonferroni
+    over the two floored laws; the same in the set's three rows; empty with fewer than 3 units)"""
+    law_p_holm: float
+    """law_p Holm-adjusted over every curve set of the run with a law_p (the run's one
+    false-`settles` budget: 1 - level)"""
     floor_p: float
-    """one-sided p-value of floor <= 0 (the bootstrap draws' normal approximation)"""
-    floor_p_holm: float
-    """floor_p Holm-adjusted over every chosen floored law of the run"""
+    """one-sided bootstrap p-value of floor <= 0: (1 + draws <= 0) / (draws + 1)"""
     floor_excludes_zero: bool | None
-    """floor_p_holm < 1 - level; empty when not tested"""
+    """floor_p < 1 - level; empty when not tested"""
     verdict: Verdict
-    """the chosen row's reading: `vanishes` (a floor of 10 % of `initial` ruled out too),
-    `settles`, `flat`, `grows` or `cannot tell`"""
+    """the chosen row's reading: `vanishes` (exponent interval above 0, and every floored law
+    predicting within 5 % of the best rules out a floor of 10 % of `initial`), `settles` (a
+    floored law with rate and scale above 0, law_p_holm and floor_p below 1 - level), `flat`
+    (the exponent's interval inside +-0.1), `grows` or `cannot tell` (why: `reason`)"""
     floor_delta: float
     """this policy's floor minus policy `none`'s (same model, item, curve, law)"""
     floor_delta_low: float
     floor_delta_high: float
+    floor_delta_p: float
+    """two-sided bootstrap p-value of floor_delta = 0, no finer than 1 / (draws + 1) (the
+    report's "lowers" / "raises" Holm-adjusts it over the run's deltas)"""
     reason: str

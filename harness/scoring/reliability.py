@@ -52,11 +52,16 @@ def pass_power_interval(passes, r: int, *, level: float, anytime: bool = False) 
 
 
 def pass_power(rate: Interval, r: int) -> Interval:
-    """pass^r from the interval of the pass rate p: p^r on both ends (monotone)."""
+    """pass^r from the interval of the pass rate p (the mean of n 0/1 samples): the interval
+    p^r on both ends (monotone), the estimate the unbiased C(c, r) / C(n, r) of c passes (p^r of
+    the observed rate is biased up: +75 % at n = 4, p = 0.5, r = 3). The estimate can sit below
+    low^r at small n (C(2, 3) = 0); the interval's low end then moves down to it."""
     if rate.n < r:
         return none_interval(math.nan, rate.n, f"cannot tell: n = {rate.n} < r = {r} repeats")
-    method = f"{rate.method} of p, to the power {r}"
-    return Interval(rate.estimate**r, rate.low**r, rate.high**r, rate.n, method)
+    passes = round(rate.estimate * rate.n)
+    estimate = math.comb(passes, r) / math.comb(rate.n, r)
+    method = f"{rate.method} of p, to the power {r}; estimate C(c, r) / C(n, r)"
+    return Interval(estimate, min(rate.low**r, estimate), rate.high**r, rate.n, method)
 
 
 def _informative(ci: Interval, span: tuple[float, float], what: str) -> Interval:

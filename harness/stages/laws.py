@@ -18,7 +18,8 @@ from harness.scoring.passes import window_passes
 from harness.stages.base import Curves, Records, RunContext
 
 # bootstrap draws per curve set: every set refits three laws per draw (~300 sets in the
-# quickstart); the floor's p-value is the draws' normal approximation, not their count
+# quickstart); the floor's p-value counts the draws (no finer than 1 / 201), the decision to
+# settle rests on the chooser's paired t-test (law_table.law_rows), whose p-value is exact
 MAX_DRAWS = 200
 
 

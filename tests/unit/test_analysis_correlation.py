@@ -162,3 +162,22 @@ def test_correlation_interval_needs_four_conditions():
     assert twenty.high == pytest.approx(math.tanh(math.atanh(0.5) + half), rel=1e-5)
     wider = correlation_interval(0.5, 20, kind="spearman")
     assert wider.low < twenty.low and wider.high > twenty.high
+
+
+def test_permutation_p_values_are_holm_adjusted_and_the_card_says_cannot_tell():
+    """Six (x, y) pairs tested at once: each perm_p is Holm-adjusted over the finite ones, and
+    the report's card decides "correlates" on the adjusted value."""
+    from harness.analysis.laws import holm
+    from harness.report.verdicts import correlation_card
+
+    out = correlate_alpha_behaviour(_summary_frame(), n_perm=2000)
+    finite = out["perm_p"].notna()
+    assert out.loc[finite, "perm_p_holm"].tolist() == pytest.approx(
+        holm(out.loc[finite, "perm_p"].to_numpy()).tolist()
+    )
+    row = {"x": "alpha_mean", "y": "auc", "n": 5, "spearman": 0.9, "spearman_low": 0.1}
+    row |= {"spearman_high": 1.0, "spearman_method": "m", "perm_p": 0.03, "perm_p_holm": 0.18}
+    sentence = correlation_card(pd.DataFrame([row])).sentences[0]
+    assert "cannot tell whether they correlate" in sentence
+    decided = correlation_card(pd.DataFrame([{**row, "perm_p_holm": 0.01}])).sentences[0]
+    assert "they correlate at 0.05" in decided

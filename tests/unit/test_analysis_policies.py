@@ -205,3 +205,14 @@ def test_half_life_means_one_thing_per_name_across_summary_and_policies():
     halved = _get(policies, "fr", "none", "half_life_capped")["value"]
     assert not summary.loc["none", "half_life_censored"]
     assert summary.loc["none", "half_life"] == halved == 3 * 64 + 1
+
+
+def test_two_runs_samples_stay_apart_when_paired():
+    """Two runs' windows in one frame (run_id a and b, samples 0-3 each): 8 pairs, not 4
+    merged samples (policies.py kept run_id and seed blank before)."""
+    conds = _conds(policies=("none", "restate"))
+    one = windows_frame(conds, passed=lambda m, i, p, s, w: p == "restate" or s % 2 == 0)
+    both = pd.concat([one.assign(run_id="a"), one.assign(run_id="b")], ignore_index=True)
+    auc = _get(compare_policies(both, None), "fr", "restate", "auc")
+    assert auc["n"] == 8
+    assert auc["delta"] == pytest.approx(0.5)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -95,6 +96,46 @@ def test_a_cell_below_the_floor_is_topped_up_and_judged_on_the_pooled_runs(bench
     ]
     assert verdict(cells) == 1
     out = capsys.readouterr().out
-    assert "topped up (below the floor or p < 0.05 before Holm at first): 2" in out
+    assert "topped up (below the floor, p < 0.05 before Holm at first): 2" in out
     assert "adherence auc [first 0.92]: 960 of 1000 = 0.960 over 200 + 800 runs" in out
     assert "FAIL adherence auc [first 0.5]" in out and "FAIL adherence auc [first 0.92]" not in out
+
+
+def test_an_80_percent_interval_labelled_95_fails_the_quick_run(bench, monkeypatch, capsys):
+    """Every interval primitive of harness.stats asked for 95 % gives its 80 % interval: the
+    quick run's fixed-n pass-rate cell (exact binomial, close to its level) fails."""
+    import sys
+
+    import harness.stats as S
+
+    names = ("mean_interval", "binomial_interval", "paired_interval", "quantile_interval")
+    real = {name: getattr(S, name) for name in names}
+
+    def at_80(f):
+        def shrunk(*args, **kwargs):
+            return f(*args, **{**kwargs, "level": 0.80})
+
+        return shrunk
+
+    for module in list(sys.modules.values()):
+        for name in names:
+            if getattr(module, name, None) is real[name]:
+                monkeypatch.setattr(module, name, at_80(real[name]))
+    mixed = tuple(cell for cell in bench.QUICK if cell[2][:2] == ("mixed", 8))
+    monkeypatch.setattr(bench, "QUICK", mixed)
+    assert bench.main(["--quick", "--only", "adherence"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL adherence pass_1 [mixed n=8 p=0.9]" in out
+
+
+def test_an_empty_interval_is_a_miss_and_no_interval_is_reported_apart():
+    import _cover
+
+    frame = pd.DataFrame({"m_low": [0.1, np.nan, np.nan], "m_high": [0.9, np.nan, np.nan],
+                          "m_method": ["exact", "none (empty running intersection)",
+                                       "none (cannot tell: n = 2)"]})  # fmt: skip
+    cell = _cover.coverage_cell("f", "m", "s", *_cover.columns(frame, "m", "test"), 0.5)
+    assert (cell.held, cell.runs) == (1, 2)  # the empty one missed; the third left apart
+    assert cell.none == pytest.approx(1 / 3)
+    never = _cover.coverage_cell("f", "m", "s", [np.nan] * 3, [np.nan] * 3, 0.5)
+    assert never.runs == 0 and not _cover.needs_top_up(never)

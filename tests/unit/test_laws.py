@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from harness.analysis import laws as L
-from harness.analysis.law_table import CurveSet, law_rows
+from harness.analysis.law_table import CurveSet, close_floored, floor_p, law_rows, verdict
 from harness.analysis.powerlaw import fit_positions
 from harness.results import LawRow, result_frame
 
@@ -164,3 +164,88 @@ def test_a_pairs_level_does_not_count_against_a_law():
     errors = L.held_out_log_errors(X, units)
     assert errors[L.LAW_FLOOR] == pytest.approx(np.zeros(4), abs=1e-6)
     assert np.all(errors[L.LAW_ZERO] > 1e-4)
+
+
+def test_a_floored_power_law_has_a_positive_exponent_and_a_line_does_not_settle():
+    """The audit's line 0.765 - 0.00084 t (it crosses zero at t = 910) was fitted as a floor of
+    111 % of its initial value approached at a negative exponent and read `settles`."""
+    assert L.FLOOR_ALPHA_GRID.min() > 0
+    rng = np.random.default_rng(3)
+    line = (0.765 - 0.00084 * X)[None, :] * np.exp(rng.normal(0, 0.02, (8, len(X))))
+    rows = law_rows([_set("none", line)], draws=100)
+    floor_row = next(r for r in rows if r["law"] == L.LAW_FLOOR)
+    assert floor_row["rate"] > 0
+    assert next(r for r in rows if r["chosen"])["verdict"] != "settles"
+
+
+def test_vanishes_needs_every_close_floored_law_to_rule_out_a_floor():
+    row = {
+        "law": L.LAW_ZERO,
+        "rate_low": 0.3,
+        "rate_high": 0.6,
+        "initial": 1.0,
+        "method": "",
+        "n": 8,
+    }
+    fit = {"floor": 0.0, "scale": 1.0, "rate": 0.0, "x_min": 16.0}  # fitted initial value 1
+    ruled = {"law": L.LAW_FLOOR, "error": 1.0, "floor_high": 0.05, **fit}
+    wide = {**ruled, "law": L.LAW_EQUILIBRIUM, "error": 1.001, "floor_high": 0.4}
+    assert verdict(row, [ruled], 0.05)[0] == "vanishes"
+    said, why = verdict(row, [ruled, wide], 0.05)
+    assert said == "cannot tell" and "exp-equilibrium" in why
+    # a floored law predicting clearly worse than the best is not a rival
+    zero = {"law": L.LAW_ZERO, "error": 1.0, "floor_high": math.nan}
+    far = {**wide, "error": 1.2}
+    assert close_floored([zero, ruled, far]) == [ruled]
+
+
+def test_flat_only_inside_the_band_and_settles_only_falling_after_the_runs_correction():
+    wide = {
+        "law": L.LAW_ZERO,
+        "rate_low": -0.6,
+        "rate_high": 3.0,
+        "initial": 1.0,
+        "method": "",
+        "n": 8,
+    }
+    said, why = verdict(wide, [], 0.05)
+    assert said == "cannot tell" and "flat band" in why
+    assert verdict({**wide, "rate_low": -0.05, "rate_high": 0.08}, [], 0.05)[0] == "flat"
+    floor = {"law": L.LAW_FLOOR, "rate": 0.5, "rate_low": 0.2, "rate_high": 0.9, "scale": 1.0,
+             "floor_p": 0.005, "law_p_holm": 0.01, "method": ""}  # fmt: skip
+    assert verdict(floor, [], 0.05)[0] == "settles"
+    assert verdict({**floor, "law_p_holm": 0.2}, [], 0.05)[0] == "cannot tell"
+    assert verdict({**floor, "scale": -1.0}, [], 0.05)[0] == "cannot tell"  # rises to it
+    assert verdict({**floor, "floor_p": 0.1}, [], 0.05)[0] == "cannot tell"
+
+
+def test_the_floor_p_value_is_no_finer_than_the_draws():
+    assert floor_p(1.0, np.full(200, 3.0)) == pytest.approx(1 / 201)  # was 0 (sd 0)
+    assert floor_p(1.0, np.linspace(-1, 9, 200)) == pytest.approx(21 / 201)
+
+
+def test_the_bench_counts_whole_run_settles_as_law_rows_reads_them():
+    """bench/laws.py --runs skips the bootstrap of sets that cannot settle: on a small run with
+    floors and decays it counts what law_rows' verdicts say."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[2] / "bench" / "laws.py"
+    spec = importlib.util.spec_from_file_location("bench_laws", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    bench_set, model_units, run_false_settles = (
+        bench._set,
+        bench.model_units,
+        bench.run_false_settles,
+    )
+
+    rng = np.random.default_rng(5)
+    sets = [
+        bench_set(model_units("iid", law, 1 / 32 if f else 0.8, f, 8, rng, X, 0.05), X, i)
+        for i, (law, f) in enumerate([(L.LAW_EQUILIBRIUM, 0.25)] * 3 + [(L.LAW_ZERO, 0.0)] * 3)
+    ]
+    rows = law_rows(sets, draws=100)
+    settled = sum(r["verdict"] == "settles" for r in rows)
+    assert settled >= 2
+    assert run_false_settles(sets, 100, 0.95) == settled

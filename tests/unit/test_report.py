@@ -95,47 +95,66 @@ def _stored_n(row: dict, base: str) -> str:
 def test_verdict_cards_match_the_designed_curves(synthetic_run, rendered):
     cards = card_texts(rendered)
     french = cards["french · smollm2-135m-instruct"]
-    # a(t) at window starts. none: 4/4 pass windows 0-2 (window 2 starts at t 65); periodic:
-    # 4/4 through window 5 (t 185, after two 12-token reminders); restate never drops (its last
-    # window starts at t 13 + 7 x 32 = 237).
+    # a(t) at window starts: none passes 4/4 in windows 0-2, periodic through window 5, restate
+    # never drops; but 4 of 4 has the interval [0.51, 1]: "holds 90 %" rests on a(t)'s
+    # interval, so 4 samples cannot tell (the point estimates said "to t = 65", "to t = 185",
+    # "to the end")
     assert (
-        "french holds 90 % to t = 65 with none, to t = 185 with periodic-64-user at +14 % "
-        "tokens, to the end (t = 237) with restate at +5 % tokens." in french
+        "Cannot tell whether french holds 90 % with none, periodic-64-user, restate: a(t)'s "
+        "interval straddles 90 % from the first window." in french
     )
-    # restate passes every window of its 4 samples: its AUC with the interval as stored and
-    # its n; a zero-width one (a percentile bootstrap's [1, 1]) is flagged, never bare
-    best = re.search(r"Highest adherence AUC: restate \(1\.00 (.*?)\) at \+5 % tokens\.", french)
-    assert best, french
+    # restate passes every window of its 4 samples, but its AUC interval overlaps the others':
+    # no winner is named
     summary = pd.read_csv(synthetic_run / "summary.csv")
     row = summary[(summary["item"] == "french") & (summary["policy"] == "restate")].iloc[0]
-    bounds, n = f"[{row['auc_low']:.2f}, {row['auc_high']:.2f}]", _stored_n(row, "auc")
-    if row["auc_low"] < row["auc_high"]:
-        assert best.group(1) == bounds + (f", n = {n}" if n else "")
-    else:
-        assert best.group(1).startswith(f"{bounds} (degenerate"), best.group(1)
-        assert f"n = {n}" in best.group(1) if n else True
+    assert row["auc_low"] < summary[summary["item"] == "french"]["auc_high"].drop(row.name).max()
+    assert "Highest adherence AUC: cannot tell (restate's 1.00" in french
     pirate = cards["pirate · smollm2-135m-instruct"]
     # none starts at 2/4 and falls below 1/4 at window 4 (scoring's half-life, t_start 129).
-    assert "with none it starts at 50 % and halves by t = 129" in pirate
-    assert "to t = 13 with restate at +5 % tokens" in pirate  # window 0 starts at 13
+    assert "with none it starts at 50 % and halves by t = 129" in pirate  # 2/4: [0.15, 0.85]
 
 
 def test_verdict_numbers_follow_the_stored_csvs(synthetic_run, rendered):
-    """Every hold time in the cards is the last t before a(t) first drops below 0.9."""
+    """Every hold sentence follows a(t)'s stored interval: "holds to t" where the low end stays
+    >= 0.9, "below" where the first high end is < 0.9, else "cannot tell"."""
     adherence = pd.read_csv(synthetic_run / "adherence_curve.csv")
-    summary = pd.read_csv(synthetic_run / "summary.csv")
     cards = card_texts(rendered)
     for (item, policy), rows in adherence.groupby(["item", "policy"]):
         rows = rows.sort_values("t")
-        a, t = rows["a"].to_numpy(), rows["t"].to_numpy()
-        if a[0] < 0.9:
-            continue
-        below = [k for k in range(len(a)) if a[k] < 0.9]
-        overhead = summary.set_index(["item", "policy"]).loc[(item, policy), "token_overhead"]
-        cost = f" at +{round(100 * overhead)} % tokens" if overhead >= 0.005 else ""
-        where = f"to t = {int(round(t[below[0] - 1])):,}" if below else "to the end"
+        low, high = rows["a_low"].to_numpy(), rows["a_high"].to_numpy()
         text = cards[f"{item} · smollm2-135m-instruct"]
-        assert f"{where}" in text and f"with {policy}{cost}" in text, (item, policy)
+        if low[0] >= 0.9:
+            assert f"with {policy}" in text.split("holds 90 %")[1], (item, policy)
+        elif high[0] < 0.9:
+            assert f"with {policy}" in text and "from the first window:" in text, (item, policy)
+        else:
+            unsure = text.split("Cannot tell whether")[1].split(".")[0]
+            assert policy in unsure, (item, policy)
+
+
+def test_a_hold_a_winner_and_a_speed_need_intervals_that_decide():
+    """The three deciding sentences of the cards say "cannot tell" on identical policies (AUC
+    intervals overlap), a flat curve at 0.93 whose interval straddles 0.9, and a 0.02 gap."""
+    import numpy as np
+
+    from harness.report.verdicts import highest_sentence, policy_verdict, twin_speed
+
+    t = np.array([1.0, 33.0, 65.0])
+    flat = policy_verdict("none", t, np.full(3, 0.93), bounds=(np.full(3, 0.75), np.ones(3)))
+    assert flat.hold_undecided and flat.hold_t is None
+    sure = policy_verdict("none", t, np.full(3, 0.98), bounds=(np.full(3, 0.92), np.ones(3)))
+    assert sure.hold_t == 65.0 and sure.holds_to_end
+    auc = {"auc_low": 0.8, "auc_high": 0.99}
+    same = [flat.model_copy(update={"policy": p, "auc": 0.93 + d, **auc}) for p, d in
+            (("a", 0), ("b", 0.01))]  # fmt: skip
+    assert highest_sentence(same)[0].startswith("Highest adherence AUC: cannot tell")
+    apart = [same[0], same[1].model_copy(update={"auc": 0.99, "auc_low": 0.995})]
+    assert highest_sentence(apart)[0].startswith("Highest adherence AUC: b (0.99")
+    bounds = pd.DataFrame(
+        {"model": ["m", "untrained:m"], "low": [0.40, 0.38], "high": [0.60, 0.58]}
+    )
+    assert twin_speed(bounds).startswith("(cannot tell whether faster or slower")
+    assert twin_speed(bounds.assign(low=[0.62, 0.38])) == "faster than"
 
 
 def test_mechanism_correlation_and_predictor_cards(rendered):

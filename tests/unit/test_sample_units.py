@@ -103,10 +103,25 @@ def test_survival_median_sequence_does_not_widen_with_distinct_times():
 def test_pass_power_is_the_binomial_interval_raised_to_r():
     ci = pass_power_interval([1, 1, 1, 0], 3, level=0.95)
     base = pass_power_interval([1, 1, 1, 0], 1, level=0.95)
-    assert ci.estimate == pytest.approx(0.75**3)
+    assert ci.estimate == pytest.approx(1 / 4)  # C(3, 3) / C(4, 3), not 0.75^3 = 0.42
     assert (ci.low, ci.high) == pytest.approx((base.low**3, base.high**3))
     short = pass_power_interval([1, 1, 1, 1], 5, level=0.95)
     assert math.isnan(short.low) and "cannot tell: n = 4 < r = 5" in short.method
+
+
+def test_pass_power_is_unbiased():
+    """The mean of the estimate over every outcome of n = 4 samples at p = 0.5 is p^3 = 0.125
+    exactly (p-hat^3 averages 0.219: +75 %)."""
+    from scipy import stats as st
+
+    mean = sum(
+        st.binom.pmf(c, 4, 0.5)
+        * pass_power_interval([1] * c + [0] * (4 - c), 3, level=0.95).estimate
+        for c in range(5)
+    )
+    assert mean == pytest.approx(0.125)
+    low = pass_power_interval([1, 1, 0, 0], 3, level=0.95)
+    assert low.estimate == 0.0 and low.low == 0.0  # C(2, 3) = 0: the low end moves to it
 
 
 def test_quantile_interval_is_the_order_statistic_interval():
@@ -173,4 +188,4 @@ def test_reliability_gates_read_cannot_tell_as_undecided():
     assert gates["verdict"].tolist() == ["undecided", "pass", "undecided"]
     assert "cannot tell: n = 4 < r = 5" in gates["detail"].iloc[0]
     row = summary.iloc[0]
-    assert row["pass_1"] == 0.75 and row["pass_3"] == pytest.approx(0.75**3)
+    assert row["pass_1"] == 0.75 and row["pass_3"] == pytest.approx(1 / 4)  # C(3,3) / C(4,3)

@@ -289,6 +289,7 @@ def build_run(out: Path) -> Path:
         "x": "alpha_mean", "y": "auc", "n": 6, "spearman": -0.71, "spearman_low": -0.95,
         "spearman_high": 0.1, "spearman_method": "fisher-z (bonett-wright)", "pearson": -0.68,
         "pearson_low": -0.93, "pearson_high": 0.2, "pearson_method": "fisher-z", "perm_p": 0.11,
+        "perm_p_holm": 0.11,
     }]))  # fmt: skip
     _write(out, PredictorRow, pd.DataFrame([
         (MODEL, "divergence+log_t", 0.74, 0.62, 0.85, BOOT, 192, 24, 40, 4, ""),
