@@ -1,0 +1,134 @@
+"""Rules judged where they apply: a whole-reply rule scores each reply of a conversation in
+windows.csv exactly as in turns.csv, each reply's finish reason is recorded, and a rule that
+needs a reply's end has no verdict on a reply cut at the token limit (issue 44)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from harness.checks import CUT_OFF_REASON
+from harness.config import TaskSuite
+from harness.engines import SamplingSettings
+from harness.engines.scripted import CharTokenizer
+from harness.policies import ChatFormat, NonePolicy, SampleSpec, policy_run, run_policies
+from harness.records import GenerationRecord
+from harness.scoring import score_records
+from harness.scoring.turns import score_turns
+from tests.unit.test_conversation_turns import ScriptedEngine
+
+# reply 1 ends (EOS), reply 2 is cut at turn_tokens (8 of 10 characters), reply 3 ends
+REPLIES = {1: "ok bye$", 2: "abcdefghij", 3: "fin bye$"}
+SUITE = TaskSuite.model_validate(
+    {
+        "suite": "rules",
+        "items": [
+            {
+                "id": "talk",
+                "system": "S",
+                "user": "U1",
+                "turns": ["U2", "U3"],
+                "checks": [
+                    {"type": "regex_must_not", "pattern": "x", "rule": "no-x"},
+                    {"type": "ifeval", "id": "startend:end_checker",
+                     "kwargs": {"end_phrase": "bye"}, "rule": "sign-off"},
+                    {"type": "ifeval", "id": "length_constraints:number_words",
+                     "kwargs": {"num_words": 2, "relation": "less than"}},
+                    {"type": "ifeval", "id": "length_constraints:number_words",
+                     "kwargs": {"num_words": 1, "relation": "at least"}},
+                ],
+            }
+        ],
+    }
+)  # fmt: skip
+
+
+def _conversation() -> GenerationRecord:
+    spec = SampleSpec(system="S", user="U1", turns=[("U2", False), ("U3", False)], seed=1)
+    spec.meta.update(model="m", item="talk", task="rules", run_id="r")
+    [[record]] = run_policies(
+        [(policy_run(NonePolicy()), [spec])],
+        ScriptedEngine(REPLIES),
+        ChatFormat(CharTokenizer()),
+        SamplingSettings(max_tokens=100),
+        turn_tokens=8,
+    )
+    return record
+
+
+def test_each_reply_records_why_it_ended_and_the_record_key_ignores_it():
+    record = _conversation()
+    assert record.reply_finishes() == {1: "stop", 2: "length", 3: "stop"}
+    again = GenerationRecord.model_validate(record.model_dump())
+    assert again.reply_finishes() == record.reply_finishes()
+    bare = record.model_copy(
+        update={"segments": [s.model_copy(update={"finish": None}) for s in record.segments]}
+    )
+    assert bare.key == record.key  # stage caches keyed before finish reasons stay valid
+    # records written before: the last reply takes the record's reason, the others none
+    assert bare.reply_finishes() == {1: "", 2: "", 3: "stop"}
+
+
+def _by_reply(rows, columns):
+    return {(r.turn, r.check): tuple(getattr(r, c) for c in columns) for r in rows}
+
+
+def test_whole_reply_rules_score_each_reply_in_windows_as_in_turns():
+    record, tok = _conversation(), CharTokenizer()
+    windows = score_records([record], SUITE, tok)
+    turns = score_turns([record], SUITE, tok)
+    whole = [r for r in windows if r.window == -1]
+    checks = sorted({r.check for r in whole})
+    assert len(whole) == 3 * len(checks) == 9  # one row per reply and whole-reply rule
+    columns = ("t_start", "t_end", "finish_reason", "passed", "reason")
+    turn_rows = [r for r in turns if r.check in checks]
+    assert _by_reply(whole, columns) == _by_reply(turn_rows, columns)
+    for w in whole:  # values equal, NaN included
+        (t,) = [r for r in turn_rows if (r.turn, r.check) == (w.turn, w.check)]
+        assert w.value == t.value or (math.isnan(w.value) and math.isnan(t.value))
+    # window rows carry their reply's turn and finish reason too
+    assert {(r.turn, r.finish_reason) for r in windows if r.window >= 0} == {
+        (1, "stop"), (2, "length"), (3, "stop")
+    }  # fmt: skip
+
+
+def test_a_cut_reply_gives_no_verdict_to_rules_that_need_its_end():
+    record = _conversation()
+    turns = score_turns([record], SUITE, CharTokenizer())
+    verdict = {(r.turn, r.check): (r.passed, r.reason) for r in turns}
+    words_max = "ifeval:length_constraints:number_words"
+    words_min = "ifeval:length_constraints:number_words#2"
+    assert verdict[(1, "ifeval:startend:end_checker")] == (True, "followed")
+    # reply 2 ("abcdefgh") hit the limit: the sign-off may have come, the word count may grow
+    assert verdict[(2, "ifeval:startend:end_checker")] == (None, CUT_OFF_REASON)
+    assert verdict[(2, words_max)] == (None, CUT_OFF_REASON)
+    # ... but "at least one word" is already met, and more text cannot undo it
+    assert verdict[(2, words_min)][0] is True
+    assert verdict[(2, "regex_must_not:x")][0] is True  # window rule: the text there decides
+    # a reply that ended is judged: "fin bye" has 2 words, not fewer than 2
+    assert verdict[(3, words_max)][0] is False
+
+
+@pytest.mark.parametrize(
+    ("check", "value", "stands"),
+    [
+        ({"type": "regex_must", "pattern": "Lena", "scope": "response"}, 1.0, True),
+        ({"type": "regex_must", "pattern": "Lena", "scope": "response"}, 0.0, False),
+        ({"type": "regex_must_not", "pattern": "Bank", "scope": "response"}, 0.0, True),
+        ({"type": "regex_must_not", "pattern": "Bank", "scope": "response"}, 1.0, False),
+        ({"type": "regex_must", "pattern": "Lena$", "scope": "response"}, 1.0, False),
+        ({"type": "regex_must", "pattern": "Lena", "scope": "window"}, 0.0, True),
+        ({"type": "persona", "name": "Lena", "rivals": ["Max"]}, 1.0, False),
+    ],
+)
+def test_which_verdicts_a_cut_reply_keeps(check, value, stands):
+    from harness.checks import CheckResult
+    from harness.config import TaskItem
+
+    item = TaskItem.model_validate({"id": "i", "system": "s", "user": "u", "checks": [check]})
+    (spec,) = item.checks
+    result = CheckResult(value=value, reason="x")
+    kept = spec.when_cut_off(result)
+    assert (kept is result) == stands
+    assert stands or kept.reason == CUT_OFF_REASON
