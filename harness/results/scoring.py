@@ -40,6 +40,9 @@ class WindowRow(ResultRow):
     """why the row's reply ended: `stop` (EOS or a stop string), `length` (the token limit),
     `content_filter`, `context` (the context window); empty when the record does not say"""
     check: str
+    rule: str = ""
+    """the rule the check enforces (the check's `rule:`, else its id); empty in files from
+    before rules were named (read as the check)"""
     scope: Literal["window", "response"]
     value: float
     passed: bool | None

@@ -150,7 +150,7 @@ def score_checks(
     batches: dict[int, tuple[Check, list[tuple[dict, str]]]] = {}
     for check, base, text in jobs:
         batches.setdefault(id(check), (check, []))[1].append((base, text))
-    with_scope = "scope" in row.model_fields
+    with_scope, with_rule = "scope" in row.model_fields, "rule" in row.model_fields
     memo = {} if memo is None else memo
     rows: list[Row] = []
     for key, (check, entries) in batches.items():
@@ -165,6 +165,7 @@ def score_checks(
         # once per check, not per row: a bound check's id is a pydantic private attribute
         fixed: dict[str, Any] = {
             "check": check.id,
+            **({"rule": check.rule or check.id} if with_rule else {}),
             **({"scope": check.scope} if with_scope else {}),
         }
         for (base, _), result in zip(entries, results, strict=True):

@@ -132,3 +132,37 @@ def test_which_verdicts_a_cut_reply_keeps(check, value, stands):
     kept = spec.when_cut_off(result)
     assert (kept is result) == stands
     assert stands or kept.reason == CUT_OFF_REASON
+
+
+def _window(sample, window, turn, t, check, scope, passed):
+    first, last = t
+    return dict(model="m", task="t", item="i", policy="p", run_id="r", seed=0, sample=sample,
+                window=window, turn=turn, t_start=first, t_end=last, t_gen_start=first,
+                check=check, scope=scope, passed=passed)  # fmt: skip
+
+
+def test_all_rules_passes_count_each_reply_s_whole_reply_verdict_on_its_windows():
+    import pandas as pd
+
+    from harness.scoring.passes import window_passes
+
+    rows = [
+        _window(0, 0, 1, (1, 10), "lang", "window", True),
+        _window(0, 1, 1, (11, 20), "lang", "window", True),
+        _window(0, 2, 2, (31, 40), "lang", "window", True),
+        _window(0, -1, 1, (1, 20), "sign", "response", True),
+        _window(0, -1, 2, (31, 40), "sign", "response", False),  # reply 2 misses the sign-off
+        _window(1, 0, 1, (1, 10), "lang", "window", None),  # undecided window ...
+        _window(1, -1, 1, (1, 10), "sign", "response", None),  # ... and a cut reply
+    ]
+    frame = pd.DataFrame(rows)
+    passes = window_passes(frame)
+    # reply 2's window fails with its reply; sample 1 has nothing decided
+    assert passes[["sample", "t_start", "passed"]].values.tolist() == [
+        [0, 1, True], [0, 11, True], [0, 31, False]
+    ]  # fmt: skip
+    # a rule with whole-reply rows only: each reply is one window of its span
+    alone = window_passes(frame[frame["scope"] == "response"])
+    assert alone[["t_start", "t_end", "passed"]].values.tolist() == [[1, 20, True], [31, 40, False]]
+    # window-scope rules alone: as before whole-reply rules counted
+    assert window_passes(frame[frame["scope"] == "window"])["passed"].all()
