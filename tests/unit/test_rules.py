@@ -166,3 +166,39 @@ def test_all_rules_passes_count_each_reply_s_whole_reply_verdict_on_its_windows(
     assert alone[["t_start", "t_end", "passed"]].values.tolist() == [[1, 20, True], [31, 40, False]]
     # window-scope rules alone: as before whole-reply rules counted
     assert window_passes(frame[frame["scope"] == "window"])["passed"].all()
+
+
+def test_rules_csv_has_one_row_per_rule_with_its_own_figures_and_counts():
+    from harness.analysis.rules import rule_frames, rule_sentences
+    from harness.results import TurnRow, WindowRow, result_frame
+    from harness.scoring.score import item_checks
+
+    record, tok = _conversation(), CharTokenizer()
+    windows = result_frame(WindowRow, score_records([record], SUITE, tok))
+    turns = result_frame(TurnRow, score_turns([record], SUITE, tok))
+    (item,) = SUITE.items
+    sentences = rule_sentences((item.id, c) for c in item_checks(item))
+    frames = rule_frames(windows, turns, sentences=sentences)
+    rules = frames["rules.csv"].set_index("rule")
+    words = "ifeval:length_constraints:number_words"
+    assert list(rules.index) == [words, f"{words}#2", "no-x", "sign-off"]  # key order
+    # the sign-off: kept in replies 1 and 3, no verdict on the cut reply 2
+    sign = rules.loc["sign-off"]
+    assert (sign.judged, sign.failed, sign.cut_off, sign.scope) == (2, 0, 1, "response")
+    assert sign.auc == 1.0 and sign.a_turn_first == 1.0 and sign.first_fail_turn == math.inf
+    # "fewer than 2 words" broken by both replies that ended: a(k) 0 at turn 1
+    limit = rules.loc[words]
+    assert (limit.judged, limit.failed, limit.cut_off) == (2, 2, 1)
+    assert limit.auc < 1.0 and limit.a_turn_first == 0.0 and limit.first_fail_turn == 1.0
+    assert limit.first_below_turn == 1.0 and limit.first_below_t == 1.0
+    assert rules.loc["no-x", "scope"] == "window" and rules.loc["no-x", "auc"] == 1.0
+    curves = frames["rule_curves.csv"]
+    by_turn = curves[(curves["rule"] == words) & (curves["axis"] == "turn")]
+    assert by_turn["x"].tolist() == [1, 3] and by_turn["a"].tolist() == [0.0, 0.0]
+    # the headline counts every rule: the only window-scope rule (no-x) holds throughout,
+    # yet the word limit's broken replies bring the all-rules AUC down with them
+    from harness.scoring.io import adherence_frames
+
+    headline = adherence_frames(windows)["adherence.csv"]
+    window_only = adherence_frames(windows[windows["scope"] == "window"])["adherence.csv"]
+    assert window_only["auc"].iloc[0] == 1.0 and headline["auc"].iloc[0] < 0.5
