@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from harness import results
-from harness.analysis.conversations import turn_curves
+from harness.analysis.conversations import conversation_summary, turn_curves
 from harness.checks import CUT_OFF_REASON
 from harness.results import RuleCurveRow, RuleRow, cells_are, result_frame
 from harness.scoring.adherence import adherence_summary
@@ -91,15 +91,18 @@ def rule_frames(
             )
         }  # fmt: skip
         curve = adherence_curves(frame, level=level, anytime=anytime, passes=passes)
-        by_turn = _turn_rows(turns, rule, level)
+        by_turn, by_talk = _turn_rows(turns, rule, level)
         mine = windows.loc[own]
         for key, cond in mine.groupby(TASK_CONDITION, sort=True):
             key = tuple(str(k) for k in key)
             a_t = _condition(curve, key)
             turn_rows = _condition(by_turn, key) if by_turn is not None else None
-            rows.append(
-                _rule_row(key, rule, cond, summary.get(key), a_t, turn_rows, sentences, below)
-            )
+            talks = _condition(by_talk, key) if by_talk is not None else None
+            figures = _turn_figures(turn_rows, talks, below) | {
+                "first_below_t": _first_below(a_t["t"].to_numpy(), a_t["a"].to_numpy(float), below),
+                "below": below,
+            }
+            rows.append(_rule_row(key, rule, cond, summary.get(key), figures, sentences))
             curves += _curve_rows(key, rule, a_t, turn_rows)
     # in key order: condition, rule (then axis and x)
     rule_rows = pd.DataFrame(rows, columns=RuleRow.columns()).sort_values(
@@ -119,15 +122,20 @@ def _condition(frame: pd.DataFrame, key: tuple) -> pd.DataFrame:
     return frame.loc[mask]
 
 
-def _turn_rows(turns: pd.DataFrame | None, rule: str, level: float) -> pd.DataFrame | None:
-    """turn_curves of the rule's own turns.csv rows, a conversation's own histories only."""
+def _turn_rows(turns: pd.DataFrame | None, rule: str, level: float):
+    """(turn_curves, conversation_summary) of the rule's own turns.csv rows, a conversation's
+    own histories only; (None, None) without any."""
     if turns is None:
-        return None
+        return None, None
     mine = turns[turns["rule"] == rule]
     if mine.empty:
-        return None
+        return None, None
     curves = turn_curves(mine, level=level)
-    return curves[curves["history"].isin(_OWN_HISTORIES)]
+    talks = conversation_summary(mine, pd.DataFrame(), level=level)
+    return (
+        curves[curves["history"].isin(_OWN_HISTORIES)],
+        talks[talks["history"].isin(_OWN_HISTORIES) & (talks["item"] != "all")],
+    )
 
 
 def _first_below(x: np.ndarray, a: np.ndarray, below: float) -> float:
@@ -151,28 +159,38 @@ def _counts(cond: pd.DataFrame) -> dict:
     }
 
 
-def _turn_figures(turn_rows: pd.DataFrame | None, below: float) -> dict:
+def _turn_figures(turn_rows: pd.DataFrame | None, talks: pd.DataFrame | None, below) -> dict:
+    """The rule's figures over turns: its a(k) (`turn_rows`) and its conversations.csv row
+    (`talks`: the first failing turn with conversations.csv's interval)."""
     nan = math.nan
-    if turn_rows is None or turn_rows.empty:
-        return dict(turns=None, a_turn_first=nan, a_turn_last=nan, a_turn_mean=nan,
-                    first_fail_turn=nan, first_below_turn=nan)  # fmt: skip
-    # one history per condition: the conversation's own (generated, else logged)
-    history = sorted(turn_rows["history"].unique(), key=_OWN_HISTORIES.index)[0]
+    fail = ("first_fail_turn", "first_fail_turn_low", "first_fail_turn_high")
+    if turn_rows is None or turn_rows.empty or talks is None or talks.empty:
+        return dict.fromkeys(("a_turn_first", "a_turn_last", "a_turn_mean", *fail), nan) | {
+            "turns": None, "first_below_turn": nan, "first_fail_turn_n": None,
+            "first_fail_turn_method": None,
+        }  # fmt: skip
+    history = _own_history(turn_rows)
     t = turn_rows[turn_rows["history"] == history].sort_values("turn")
+    talk = talks[talks["history"] == history].iloc[0]
     ks, a = t["turn"].to_numpy(), t["a"].to_numpy(float)
-    survival = t["survival"].to_numpy(float)
-    fell = np.nonzero(survival <= 0.5)[0]
-    return dict(
-        turns=int(ks.max()),
-        a_turn_first=float(a[0]),
-        a_turn_last=float(a[-1]),
-        a_turn_mean=float(np.nanmean(a)) if (~np.isnan(a)).any() else nan,
-        first_fail_turn=float(ks[fell[0]]) if len(fell) else math.inf,
-        first_below_turn=_first_below(ks, a, below),
-    )
+    return {
+        "turns": int(ks.max()),
+        "a_turn_first": float(a[0]),
+        "a_turn_last": float(a[-1]),
+        "a_turn_mean": float(np.nanmean(a)) if (~np.isnan(a)).any() else nan,
+        "first_below_turn": _first_below(ks, a, below),
+        **{name: talk[name.replace("first_fail_turn", "first_fail_median")] for name in fail},
+        "first_fail_turn_n": talk["first_fail_median_n"],
+        "first_fail_turn_method": talk["first_fail_median_method"],
+    }
 
 
-def _rule_row(key, rule, cond, summary, a_t, turn_rows, sentences, below) -> list:
+def _own_history(turn_rows: pd.DataFrame) -> str:
+    """One history per condition: the conversation's own (generated, else logged)."""
+    return sorted(turn_rows["history"].unique(), key=_OWN_HISTORIES.index)[0]
+
+
+def _rule_row(key, rule, cond, summary, figures: dict, sentences) -> list:
     model, task, item, policy = key
     scopes = sorted(set(cond["scope"].astype(str)))
     given = [s for s in (sentences or {}).get((item, rule), "").split("\n") if s]
@@ -187,24 +205,22 @@ def _rule_row(key, rule, cond, summary, a_t, turn_rows, sentences, below) -> lis
         "checks": "; ".join(sorted(set(cond["check"].astype(str)))),
         "scope": "window+response" if len(scopes) > 1 else scopes[0],
         **fields,
-        "first_below_t": _first_below(a_t["t"].to_numpy(), a_t["a"].to_numpy(float), below),
-        "below": below,
         **_counts(cond),
-        **_turn_figures(turn_rows, below),
+        **figures,
     }  # fmt: skip
     return [values[c] for c in RuleRow.columns()]
 
 
 def _curve_rows(key, rule, a_t: pd.DataFrame, turn_rows: pd.DataFrame | None) -> list:
     out = [
-        [*key, rule, "t", int(r.t), r.a, r.a_low, r.a_high, int(r.n), r.method, math.nan]
+        [*key, rule, "t", int(r.t), r.a, r.a_low, r.a_high, int(r.n), r.method] + [math.nan] * 3
         for r in a_t.itertuples(index=False)
     ]
     if turn_rows is not None and not turn_rows.empty:
-        history = sorted(turn_rows["history"].unique(), key=_OWN_HISTORIES.index)[0]
+        history = _own_history(turn_rows)
         for r in turn_rows[turn_rows["history"] == history].itertuples(index=False):
             out.append(
                 [*key, rule, "turn", int(r.turn), r.a, r.a_low, r.a_high, int(r.n),
-                 r.a_method, r.survival]
+                 r.a_method, r.survival, r.survival_low, r.survival_high]
             )  # fmt: skip
     return out

@@ -86,8 +86,13 @@ class RuleRow(ResultRow):
     a_turn_mean: float
     """mean of a(k) over the turns"""
     first_fail_turn: float
-    """the first turn k where S(k) <= 0.5 (half the conversations broke the rule by turn k);
-    inf if never; NaN without conversations"""
+    """the first turn k where S(k) <= 0.5 (half the conversations broke the rule by turn k):
+    conversations.csv's first_fail_median for this rule alone; inf if never; NaN without
+    conversations"""
+    first_fail_turn_low: float
+    first_fail_turn_high: float
+    first_fail_turn_n: int | None
+    first_fail_turn_method: str | None
     first_below_turn: float
     """the first turn k where a(k) < `below`; inf if never; NaN without conversations"""
 
@@ -120,3 +125,5 @@ class RuleCurveRow(ResultRow):
     survival: float
     """S(k): share of conversations that kept the rule in every reply up to turn k (axis
     turn; NaN on axis t)"""
+    survival_low: float
+    survival_high: float
