@@ -137,3 +137,15 @@ def register(cls: CheckClass) -> CheckClass:
             )
     CHECK_TYPES.update(dict.fromkeys(names, cls))
     return cls
+
+
+def rule_names(checks: Sequence[Check]) -> list[str]:
+    """The rule each of an item's checks enforces: its `rule:`, else its id as scored (a
+    repeated check's `<id>#2`, as `harness.scoring.score.item_checks` numbers them)."""
+    seen: dict[str, int] = {}
+    names = []
+    for check in checks:
+        seen[check.base_id] = seen.get(check.base_id, 0) + 1
+        count = seen[check.base_id]
+        names.append(check.rule or (check.base_id if count == 1 else f"{check.base_id}#{count}"))
+    return names

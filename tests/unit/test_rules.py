@@ -202,3 +202,74 @@ def test_rules_csv_has_one_row_per_rule_with_its_own_figures_and_counts():
     headline = adherence_frames(windows)["adherence.csv"]
     window_only = adherence_frames(windows[windows["scope"] == "window"])["adherence.csv"]
     assert window_only["auc"].iloc[0] == 1.0 and headline["auc"].iloc[0] < 0.5
+
+
+def test_gates_read_one_rule_and_the_turn_metrics():
+    import pandas as pd
+
+    from harness.analysis.gates import evaluate_gates, gate_name, junit_xml
+    from harness.analysis.rules import rule_frames
+    from harness.gate_specs import GateSpec
+    from harness.results import TurnRow, WindowRow, result_frame
+
+    record, tok = _conversation(), CharTokenizer()
+    windows = result_frame(WindowRow, score_records([record], SUITE, tok))
+    turns = result_frame(TurnRow, score_turns([record], SUITE, tok))
+    from harness.analysis.conversations import conversation_summary, turn_curves
+
+    tables = rule_frames(windows, turns) | {
+        "turn_adherence.csv": turn_curves(turns),
+        "conversations.csv": conversation_summary(turns, pd.DataFrame()),
+    }
+    words = "ifeval:length_constraints:number_words"
+    value = {"policy": record.policy, "use": "value"}
+    gates = [
+        GateSpec(metric="auc", rule="sign-off", min=0.9, **value),  # kept where judged
+        GateSpec(metric="auc", rule=words, min=0.5, **value),  # broken in every reply
+        GateSpec(metric="a_turn", turn=3, rule="sign-off", min=0.5, **value),
+        GateSpec(metric="a_turn", turn=1, min=0.5, **value),  # all rules: reply 1 breaks one
+        GateSpec(metric="first_fail_turn", rule=words, min=2, **value),
+    ]
+    out = evaluate_gates(gates, pd.DataFrame(), ["talk"], [record.model], tables=tables)
+    assert out["verdict"].tolist() == ["pass", "fail", "pass", "fail", "fail"]
+    assert out["rule"].tolist() == ["sign-off", words, "sign-off", "", words]
+    names = [gate_name(row) for row in out.to_dict("records")]
+    assert names[0] == f"gates[0] auc value (rule sign-off) of {record.policy} >= 0.9 on talk"
+    assert names[3].startswith("gates[3] a_turn value at turn 1 (all rules) of ")
+    assert "rule sign-off" in junit_xml(out, "rules")
+    # a turn that was not scored cannot be verified: it fails, saying so
+    (missing,) = evaluate_gates(
+        [GateSpec(metric="a_turn", turn=9, rule="sign-off", min=0.5, **value)],
+        pd.DataFrame(), ["talk"], [record.model], tables=tables,
+    ).to_dict("records")  # fmt: skip
+    assert missing["verdict"] == "fail" and "no rule_curves.csv row" in missing["detail"]
+
+
+@pytest.mark.parametrize(
+    ("gate", "problem"),
+    [
+        ({"metric": "auc", "policy": "none", "rule": "nope", "min": 0.5},
+         "rule 'nope' is no rule of its items under 'none'"),
+        ({"metric": "auc", "policy": "restate", "min": 0.5},
+         "policy 'restate' runs on none of its items"),
+        ({"metric": "a_turn", "policy": "none", "min": 0.5}, "needs turn: K"),
+    ],
+)  # fmt: skip
+def test_a_gate_that_would_judge_nothing_is_refused_before_the_run(
+    tmp_path, run_cli, gate, problem
+):
+    import yaml
+
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(yaml.safe_dump(SUITE.model_dump(mode="json", exclude_none=True)))
+    config = {
+        "name": "g", "models": ["tiny-random-llama"], "suites": [str(suite)],
+        "policies": ["none", "restate"], "conversation_policies": ["none"], "samples": 2,
+        "generation": {"engine": "hf", "max_tokens": 40, "turn_tokens": 8}, "scoring": {"window": 8},
+        "gates": [gate],
+    }  # fmt: skip
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    code, _, stderr = run_cli(["run", str(path), "--out", str(tmp_path / "out")])
+    assert code == 2 and stderr.count("\n") == 1 and problem in stderr, stderr
+    assert not (tmp_path / "out").exists()
