@@ -265,8 +265,8 @@ def test_a_gate_that_would_judge_nothing_is_refused_before_the_run(
     config = {
         "name": "g", "models": ["tiny-random-llama"], "suites": [str(suite)],
         "policies": ["none", "restate"], "conversation_policies": ["none"], "samples": 2,
-        "generation": {"engine": "hf", "max_tokens": 40, "turn_tokens": 8}, "scoring": {"window": 8},
-        "gates": [gate],
+        "generation": {"engine": "hf", "max_tokens": 40, "turn_tokens": 8},
+        "scoring": {"window": 8}, "gates": [gate],
     }  # fmt: skip
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
