@@ -81,6 +81,7 @@ def rule_frames(
         # rule's verdicts go
         keep = own | (windows["window"] >= 0).to_numpy()
         frame = windows.loc[keep].copy()
+        frame["passed"] = frame["passed"].astype(object)  # a bool column takes no None
         frame.loc[~own[keep], "passed"] = None
         passes = window_passes(frame)
         summary = {
