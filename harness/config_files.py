@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from harness.config import RunConfig
 from harness.errors import UserError
-from harness.gate_specs import gate_unit_problem
+from harness.gate_specs import GateSpec, gate_unit_problem
 from harness.models import parse_model_name
 from harness.policy_specs import policy_label
 from harness.suites import TaskSuite
@@ -61,6 +61,14 @@ def load_suite(path: Path | str) -> TaskSuite:
     and must be a file."""
     path = Path(path)
     suite = _validate(TaskSuite, path, _read_yaml(path))
+    for index, gate in enumerate(suite.gates):
+        try:
+            GateSpec.model_validate(gate)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            where = f"field 'gates.{index}" + (f".{where}'" if where else "'")
+            raise UserError(f"{path}: {where}: {err['msg']}") from None
     for index, item in enumerate(suite.items):
         if item.log is None:
             continue

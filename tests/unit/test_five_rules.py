@@ -7,6 +7,7 @@ and a gate on the sign-off that fails while the all-rules AUC of the other four 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -141,3 +142,67 @@ def test_a_gate_on_one_rule_fails_while_the_other_rules_pass(run):
     assert gates["rule"].fillna("").tolist() == rules
     junit = (run / "junit.xml").read_text(encoding="utf-8")
     assert 'failures="3"' in junit and "(rule sign-off)" in junit
+
+
+def _chat_log(path: Path, conversations: int) -> Path:
+    suite = yaml.safe_load((DATA / "lena-suite.yaml").read_text(encoding="utf-8"))
+    (item,) = suite["items"]
+    users = [item["user"], *(t if isinstance(t, str) else t["user"] for t in item["turns"])]
+    lines = []
+    for k in range(conversations):
+        messages = [{"role": "system", "content": item["system"]}]
+        for turn, user in enumerate(users, start=1):
+            messages += [{"role": "user", "content": user},
+                         {"role": "assistant", "content": REPLIES[turn]}]  # fmt: skip
+        lines.append(json.dumps({"id": f"c-{k}", "messages": messages}, ensure_ascii=False))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_harness_score_checks_gates_on_a_log_and_exits_1_on_a_failed_one(
+    tmp_path, run_cli, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("harness.plan.load_tokenizer", lambda name: CharTokenizer())
+    log = _chat_log(tmp_path / "support.jsonl", 8)
+    gates = {"gates": [
+        {"metric": "auc", "policy": "logged", "rule": "sign-off", "min": 0.5},
+        {"metric": "auc", "policy": "logged", "rule": "max-80-words", "min": 0.5},
+        {"metric": "a_turn", "turn": 5, "rule": "german", "policy": "logged", "min": 0.5},
+    ]}  # fmt: skip
+    (tmp_path / "gates.yaml").write_text(yaml.safe_dump(gates))
+    suite = str(DATA / "lena-suite.yaml")
+    out = tmp_path / "out"
+    code, stdout, stderr = run_cli(
+        ["score", str(log), "--suite", suite, "--out", str(out), "--gates", "gates.yaml"]
+    )
+    assert code == 1, stderr
+    frame = pd.read_csv(out / "gates.csv")
+    assert frame["verdict"].tolist() == ["fail", "pass", "fail"]
+    assert "FAIL gates[0] auc (rule sign-off) of logged >= 0.5" in stderr
+    assert (out / "junit.xml").is_file() and str(out / "rules.csv") in stdout
+    rules = pd.read_csv(out / "rules.csv").set_index("rule")
+    assert rules.loc["sign-off", "first_below_turn"] == 1 and rules.loc["german", "turns"] == 6
+    # windows.csv judges each logged reply's whole-reply rules as turns.csv does
+    windows, turns = pd.read_csv(out / "windows.csv"), pd.read_csv(out / "turns.csv")
+    whole = windows[windows["window"] < 0].set_index(["sample", "turn", "check"])["passed"]
+    replies = turns.set_index(["sample", "turn", "check"])["passed"].loc[whole.index]
+    assert (whole == replies).all() and len(whole) == 8 * 6 * 3
+
+
+@pytest.mark.parametrize(
+    ("gate", "problem"),
+    [
+        ({"metric": "auc", "policy": "none", "min": 0.5}, "policy 'none' matches no unit"),
+        ({"metric": "auc", "policy": "logged", "rule": "signoff", "min": 0.5},
+         "rule 'signoff' is no rule of its items"),
+    ],
+)  # fmt: skip
+def test_harness_score_refuses_a_gate_that_judges_nothing(tmp_path, run_cli, gate, problem):
+    log = _chat_log(tmp_path / "support.jsonl", 1)
+    (tmp_path / "gates.yaml").write_text(yaml.safe_dump({"gates": [gate]}))
+    out = tmp_path / "out"
+    args = ["score", str(log), "--suite", str(DATA / "lena-suite.yaml"), "--out", str(out)]
+    code, _, stderr = run_cli([*args, "--gates", str(tmp_path / "gates.yaml")])
+    assert code == 2 and stderr.count("\n") == 1 and problem in stderr, stderr
+    assert not out.exists()
