@@ -12,7 +12,9 @@ from pydantic import BaseModel, ValidationError
 
 from harness.config import RunConfig
 from harness.errors import UserError
+from harness.gate_specs import GateSpec, gate_unit_problem
 from harness.models import parse_model_name
+from harness.policy_specs import policy_label
 from harness.suites import TaskSuite
 from harness.userfiles import read_user_text
 
@@ -59,6 +61,14 @@ def load_suite(path: Path | str) -> TaskSuite:
     and must be a file."""
     path = Path(path)
     suite = _validate(TaskSuite, path, _read_yaml(path))
+    for index, gate in enumerate(suite.gates):
+        try:
+            GateSpec.model_validate(gate)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            where = f"field 'gates.{index}" + (f".{where}'" if where else "'")
+            raise UserError(f"{path}: {where}: {err['msg']}") from None
     for index, item in enumerate(suite.items):
         if item.log is None:
             continue
@@ -107,10 +117,17 @@ def load_run_config_and_suites(path: Path | str) -> tuple[RunConfig, list[TaskSu
         if item_id not in known:
             raise UserError(f"{path}: field 'items': no task item '{item_id}' in the suites")
     run_items = config.items or [item.id for suite in suites for item in suite.items]
+    by_id = {item.id: item for suite in suites for item in suite.items}
+    single = [policy_label(p) for p in config.policies]
+    talks = [policy_label(p) for p in config.conversation_policies or config.policies]
     for index, gate in enumerate(config.gates):
         for item_id in gate.items or []:
             if item_id not in run_items:
                 raise UserError(f"{path}: gates[{index}]: item '{item_id}' is not in the run")
+        items = [by_id[i] for i in gate.items or run_items]
+        problem = gate_unit_problem(gate, items, single, talks)
+        if problem:
+            raise UserError(f"{path}: gates[{index}]: {problem}")
     return config, suites
 
 

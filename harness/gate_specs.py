@@ -28,14 +28,27 @@ GATE_METRICS: dict[str, bool] = {
     "survival_censored_share": False,
     "token_overhead": False,
     "alpha_mean": True,
+    # over a conversation's turns (turn_adherence.csv, conversations.csv; with `rule:`,
+    # rule_curves.csv and rules.csv): a(k) and S(k) at the gate's `turn`, and the first
+    # failing turn (the first k where S(k) <= 0.5)
+    "a_turn": True,
+    "survival_turn": True,
+    "first_fail_turn": True,
 }
+# The metrics read at one turn (the gate's `turn`), and those of conversations only.
+TURN_METRICS = ("a_turn", "survival_turn")
+CONVERSATION_METRICS = (*TURN_METRICS, "first_fail_turn")
+# What a gate with `rule:` can bound (rules.csv, rule_curves.csv: each rule alone).
+RULE_METRICS = ("auc", "final", "survival_median", *CONVERSATION_METRICS)
 # The metrics summary.csv also carries corrected for the check's measured error
 # (`<metric>_corrected`, harness.scoring.corrected), which `corrected: true` gates on.
 CORRECTED_METRICS = ("auc",)
 # What a sequential run's loop can decide: alpha_mean needs the probe, which runs once after
 # it; aptitude and unreliability have fixed-n intervals only (no confidence sequence).
 LOOP_METRICS = tuple(
-    m for m in GATE_METRICS if m not in ("alpha_mean", "aptitude", "unreliability")
+    m
+    for m in GATE_METRICS
+    if m not in ("alpha_mean", "aptitude", "unreliability", *CONVERSATION_METRICS)
 )
 # The metrics with one-sided bounds `<metric>_lcb/_ucb` at the gates' level (the bounded means,
 # harness.stats.sided): their interval gates test each bound one-sided at the full level.
@@ -65,6 +78,10 @@ class GateSpec(Strict):
     corrected: bool = False
     items: list[NonEmptyText] | None = Field(None, min_length=1)  # None: every item of the run
     model: NonEmptyText | None = None  # None: every model of the run
+    # one rule alone (its name in rules.csv: a check's `rule:`, else its id); None: all rules
+    rule: NonEmptyText | None = None
+    # the turn a(k) or S(k) is read at (a_turn, survival_turn)
+    turn: int | None = Field(None, ge=1)
 
 
 def gate_use(gate: GateSpec) -> str:
@@ -127,6 +144,17 @@ def gate_problem(
         have = ", ".join(CORRECTED_METRICS)
         what = f"a metric with a corrected estimate ({have})"
         return f"corrected: true needs {what}, not '{gate.metric}'"
+    if gate.metric in TURN_METRICS and gate.turn is None:
+        return f"metric '{gate.metric}' needs turn: K (the turn it is read at)"
+    if gate.turn is not None and gate.metric not in TURN_METRICS:
+        return f"turn: is for {' and '.join(TURN_METRICS)}, not '{gate.metric}'"
+    if gate.rule is not None and gate.metric not in RULE_METRICS:
+        return (
+            f"rule: bounds one rule alone (rules.csv), which has {', '.join(RULE_METRICS)}; "
+            f"not '{gate.metric}'"
+        )
+    if gate.rule is not None and gate.corrected:
+        return "corrected: true has no per-rule estimate (drop it or the rule)"
     if gate.min is None and gate.max is None:
         return "needs min, max or both"
     if gate.min is not None and gate.max is not None and gate.min > gate.max:
@@ -143,4 +171,36 @@ def gate_problem(
         )
     if gate.metric == "alpha_mean" and not probe:
         return "metric 'alpha_mean' needs probe.enabled: true"
+    return ""
+
+
+def gate_unit_problem(
+    gate: GateSpec, items: list, single_policies: list[str], conversation_policies: list[str]
+) -> str:
+    """Why a gate would judge no unit of the run ("" when it judges some): its policy runs on
+    none of its items (conversation items run `conversation_policies`, single replies
+    `policies`), its rule is no check's of those items, or a turn metric names no
+    conversation. `items`: the gate's items (TaskItem)."""
+    from harness.checks.base import rule_names
+
+    def runs(item) -> list[str]:
+        return conversation_policies if item.is_conversation else single_policies
+
+    covered = [item for item in items if gate.policy in runs(item)]
+    if not covered:
+        kinds = {"conversation" if item.is_conversation else "single-reply" for item in items}
+        listed = "conversation_policies" if kinds == {"conversation"} else "policies"
+        return (
+            f"policy '{gate.policy}' runs on none of its items ({', '.join(sorted(kinds))} "
+            f"items run the config's {listed}), so it would judge nothing"
+        )
+    if gate.metric in CONVERSATION_METRICS and not any(i.is_conversation for i in covered):
+        return f"metric '{gate.metric}' is over turns, and none of its items is a conversation"
+    if gate.rule is not None:
+        known = {name for item in covered for name in rule_names(item.checks)}
+        if gate.rule not in known:
+            return (
+                f"rule '{gate.rule}' is no rule of its items under '{gate.policy}' (they have: "
+                f"{', '.join(sorted(known))})"
+            )
     return ""

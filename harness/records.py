@@ -31,6 +31,9 @@ def _unset(value: Any) -> bool:
     return value is None
 
 
+FinishReason = Literal["stop", "length", "content_filter", "context"]
+
+
 class Segment(BaseModel):
     """A span of the continuation, [start, end) in continuation token positions (0-based).
 
@@ -52,6 +55,10 @@ class Segment(BaseModel):
     ] = "model"
     text: str = ""
     turn: int | None = Field(None, ge=1, exclude_if=_unset)
+    # On a conversation's reply's last generated span: why the reply ended (`stop`: EOS or a
+    # stop string, `length`: the token limit, `content_filter`: the provider withheld the rest,
+    # `context`: the context window). Unset, and left out of dumps and keys, elsewhere.
+    finish: FinishReason | None = Field(None, exclude_if=_unset)
 
     @model_validator(mode="after")
     def _ordered(self) -> Segment:
@@ -146,7 +153,7 @@ class GenerationRecord(BaseModel):
                 self.sample,
                 self.prompt_ids,
                 self.continuation_ids,
-                [s.model_dump(exclude={"text"}) for s in self.segments],
+                [s.model_dump(exclude={"text", "finish"}) for s in self.segments],
             ],
             separators=(",", ":"),
         )
@@ -169,6 +176,19 @@ class GenerationRecord(BaseModel):
                 pos.extend(range(seg.start, seg.end))
         return {
             turn: pos if ordered[turn] else sorted(set(pos)) for turn, pos in sorted(turns.items())
+        }
+
+    def reply_finishes(self, kind: str = "generated") -> dict[int, str]:
+        """Why each reply ended, by turn (a single reply: turn 1, the record's finish reason):
+        the `finish` of its spans, else the record's for the last turn, else "" (records
+        written before replies carried one, logged replies)."""
+        turns = self.turn_positions(kind)
+        if not self.is_conversation:
+            return dict.fromkeys(turns, self.finish_reason)
+        found = {seg.turn: seg.finish for seg in self.segments if seg.kind == kind and seg.finish}
+        last = max(turns, default=0)
+        return {
+            turn: found.get(turn) or (self.finish_reason if turn == last else "") for turn in turns
         }
 
     def position_roles(self) -> list[tuple[int, str]]:

@@ -134,6 +134,10 @@ class TaskSuite(Strict):
     suite: NonEmptyText
     description: str = ""
     items: list[TaskItem] = Field(min_length=1)
+    # gates `harness score` checks on what it scored (a run's gates are its config's), each a
+    # `harness.gate_specs.GateSpec` (validated by `config_files.load_suite`: the gates' layer
+    # sits beside this one); left out of dumps when empty, so suites' digests stay the same
+    gates: list[dict[str, Any]] = Field(default_factory=list, exclude_if=lambda g: not g)
 
     @model_validator(mode="after")
     def _unique_ids(self) -> TaskSuite:

@@ -38,6 +38,7 @@ import pandas as pd
 from harness.errors import UserError
 from harness.gate_specs import (
     GATE_METRICS,
+    TURN_METRICS,
     Family,
     GateSpec,
     gate_column,
@@ -88,12 +89,25 @@ def bound_text(low: float | None, high: float | None) -> str:
     return f">= {low:g}" if low is not None else f"<= {high:g}"
 
 
+# metrics that are not adherence to the rules (gate names say which rules the others cover)
+NOT_OF_RULES = ("token_overhead", "alpha_mean")
+
+
 def gate_name(row: dict) -> str:
     """One check's name in the terminal, the report and junit.xml, e.g.
-    `gates[0] auc of none >= 0.8 on lang-fr-story` (`auc value ...` for a point comparison
-    of a metric that has an interval)."""
+    `gates[0] auc (all rules) of none >= 0.8 on lang-fr-story`, `gates[1] a_turn at turn 4
+    (rule sign-off) of none >= 0.5 on lena` (`auc value ...` for a point comparison of a
+    metric that has an interval)."""
     with_interval = GATE_METRICS.get(row["metric"], False)
     label = row["metric"] + (" value" if row["use"] == "value" and with_interval else "")
+    turn = row.get("turn")
+    if turn is not None and not pd.isna(turn):
+        label += f" at turn {int(turn)}"
+    rule = row.get("rule")
+    if isinstance(rule, str) and rule:
+        label += f" (rule {rule})"
+    elif row["metric"] not in NOT_OF_RULES:
+        label += " (all rules)"
     bound = bound_text(row["min"], row["max"])
     return f"gates[{row['gate']}] {label} of {row['policy']} {bound} on {row['item']}"
 
@@ -106,11 +120,15 @@ def _float(row: dict, column: str) -> float:
         return math.nan
 
 
-def _reading(gate: GateSpec, row: dict | None) -> tuple[float, float, float, float, str]:
+def _reading(
+    gate: GateSpec, row: dict | None, source: str = "summary.csv"
+) -> tuple[float, float, float, float, str]:
     """(estimate, low, high, n, why the estimate is inf or NaN) of one condition's row."""
     if row is None:
         nan = math.nan
-        return nan, nan, nan, nan, "no summary.csv row for this model, item and policy"
+        what = "model, item and policy" + (", rule" if gate.rule else "")
+        what += f" at turn {gate.turn}" if gate.turn else ""
+        return nan, nan, nan, nan, f"no {source} row for this {what}"
     value = _float(row, gate.metric)
     ends = ("_lcb", "_ucb") if one_sided(gate) else ("_low", "_high")  # see _test_level
     low, high = (_float(row, f"{gate.metric}{end}") for end in ends)
@@ -242,10 +260,11 @@ def _read_as(gate: GateSpec) -> GateSpec:
 
 
 def _check(
-    index: int, spec: GateSpec, model: str, item: str, row: dict | None, levels: tuple
-) -> dict:
+    index: int, spec: GateSpec, model: str, item: str, row: dict | None, levels: tuple,
+    source: str = "summary.csv",
+) -> dict:  # fmt: skip
     use, gate = gate_use(spec), _read_as(spec)
-    value, low, high, n, why = _reading(gate, row)
+    value, low, high, n, why = _reading(gate, row, source)
     needed, tested = math.nan, _test_level(gate, use, *levels)
     method = (row or {}).get(f"{gate.metric}_method")
     method = method if isinstance(method, str) else ""  # NaN: summary.csv has none
@@ -278,8 +297,9 @@ def _check(
     if why:
         detail += f" ({gate.metric} {why})"
     return {
-        "gate": index, "metric": gate.metric, "policy": gate.policy, "item": item,
-        "model": model, "use": use, "value": value, "value_low": low, "value_high": high,
+        "gate": index, "metric": gate.metric, "policy": gate.policy,
+        "rule": spec.rule or "", "turn": spec.turn, "item": item, "model": model, "use": use,
+        "value": value, "value_low": low, "value_high": high,
         "n": n,
         "min": math.nan if gate.min is None else gate.min,
         "max": math.nan if gate.max is None else gate.max,
@@ -297,6 +317,68 @@ def _needed_columns(spec: GateSpec) -> list[str]:
     return columns + (["half_life_censored", "auc"] if gate.metric == "half_life" else [])
 
 
+# The files a gate reads besides summary.csv (harness.gate_specs: rule gates, turn metrics)
+GATE_TABLES = ("rules.csv", "rule_curves.csv", "turn_adherence.csv", "conversations.csv")
+# a conversation's own replies first (a run's, a log's), never a replay's reference history
+_OWN_HISTORIES = ("generated", "logged")
+# the columns of a turn's a(k) and S(k) (turn_adherence.csv, rule_curves.csv) as the metric's
+_AT_TURN = {
+    "a_turn": {"a": "", "a_low": "_low", "a_high": "_high", "n": "_n", "a_method": "_method",
+               "method": "_method"},
+    "survival_turn": {"survival": "", "survival_low": "_low", "survival_high": "_high",
+                      "n": "_n", "survival_method": "_method"},
+}  # fmt: skip
+
+
+def gate_source(gate: GateSpec) -> str:
+    """The file a gate reads: rules.csv / rule_curves.csv for one rule, turn_adherence.csv /
+    conversations.csv for the turn metrics of all rules, else summary.csv."""
+    if gate.rule is not None:
+        return "rule_curves.csv" if gate.metric in TURN_METRICS else "rules.csv"
+    if gate.metric in TURN_METRICS:
+        return "turn_adherence.csv"
+    return "conversations.csv" if gate.metric == "first_fail_turn" else "summary.csv"
+
+
+def read_gate_tables(run_dir: Path) -> dict[str, pd.DataFrame]:
+    """The GATE_TABLES a folder has, read as written (conditions and rules as strings)."""
+    out = {}
+    for name in GATE_TABLES:
+        if (Path(run_dir) / name).is_file():
+            out[name] = pd.read_csv(
+                Path(run_dir) / name, dtype={c: str for c in (*CONDITION, "rule", "history")},
+                keep_default_na=False, na_values=[""],
+            )  # fmt: skip
+    return out
+
+
+def _source_rows(gate: GateSpec, frame: pd.DataFrame) -> dict[tuple, dict]:
+    """(model, item, policy) -> the row of `frame` the gate reads, its columns named as the
+    metric's (`a_turn`, `a_turn_low`...)."""
+    if frame.empty:
+        return {}
+    f = frame
+    if gate.rule is not None:
+        f = f[f["rule"].astype(str) == gate.rule]
+    if gate.metric in TURN_METRICS:
+        f = f[f["turn" if "turn" in f.columns else "x"] == gate.turn]
+        if "axis" in f.columns:
+            f = f[f["axis"] == "turn"]
+    if "history" in f.columns:  # the conversation's own history, generated before logged
+        f = f[f["history"].isin(_OWN_HISTORIES)]
+        f = f.iloc[f["history"].map(_OWN_HISTORIES.index).argsort(kind="stable")]
+    renames = dict(_AT_TURN.get(gate.metric, {}))
+    renames = {c: f"{gate.metric}{end}" for c, end in renames.items()}
+    if gate.metric == "first_fail_turn" and gate.rule is None:
+        renames = {c: c.replace("first_fail_median", "first_fail_turn") for c in f.columns}
+    rows: dict[tuple, dict] = {}
+    for record in f.to_dict("records"):
+        key = tuple(str(record[c]) for c in CONDITION)
+        named = {renames.get(c, c): v for c, v in record.items() if c not in renames.values()}
+        rows.setdefault(key, named)
+    return rows
+
+
 def evaluate_gates(
     gates: list[GateSpec],
     summary: pd.DataFrame,
@@ -304,11 +386,14 @@ def evaluate_gates(
     models: list[str],
     level: float = 0.95,
     family: Family = "none",
+    tables: dict[str, pd.DataFrame] | None = None,
 ) -> pd.DataFrame:
     """gates.csv: one row per gate x model x item (gate order, then models, then items as the
     run lists them). `items`/`models`: the run's, for gates that name none; `level` and
     `family`: stats.level and stats.family, which fix the level each bound is tested at (the
-    one-sided bounds in summary.csv were made at it; samples_needed projects at it)."""
+    one-sided bounds in summary.csv and rules.csv were made at it; samples_needed projects at
+    it). `tables`: GATE_TABLES by name, for rule gates and the turn metrics (a gate whose
+    file is missing fails: it cannot be verified)."""
     levels = (level, gate_level(gates, models, items, level, family))
     rows = {}
     if not summary.empty:
@@ -316,7 +401,11 @@ def evaluate_gates(
         rows = dict(zip(keys, summary.to_dict("records"), strict=True))
     out = []
     for index, gate in enumerate(gates):
-        for column in _needed_columns(gate):
+        source = gate_source(gate)
+        found = rows
+        if source != "summary.csv":
+            found = _source_rows(gate, (tables or {}).get(source, pd.DataFrame()))
+        for column in _needed_columns(gate) if source == "summary.csv" else []:
             if rows and column not in summary.columns:
                 raise UserError(
                     f"gates[{index}]: summary.csv has no column '{column}' (a run folder from "
@@ -324,8 +413,8 @@ def evaluate_gates(
                 )
         for model in [gate.model] if gate.model else models:
             for item in gate.items or items:
-                row = rows.get((model, item, gate.policy))
-                out.append(_check(index, gate, model, item, row, levels))
+                row = found.get((model, item, gate.policy))
+                out.append(_check(index, gate, model, item, row, levels, source))
     return result_frame(GateRow, pd.DataFrame(out, columns=GATE_COLUMNS).astype({"passed": bool}))
 
 

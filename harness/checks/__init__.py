@@ -16,9 +16,17 @@ from typing import Annotated
 
 from pydantic import Field
 
-from harness.checks.base import CHECK_TYPES, Check, CheckResult, Scope, register
+from harness.checks.base import CHECK_TYPES, CUT_OFF_REASON, Check, CheckResult, Scope, register
 
-__all__ = ["CHECK_TYPES", "Check", "CheckResult", "CheckSpec", "Scope", "register"]
+__all__ = [
+    "CHECK_TYPES",
+    "CUT_OFF_REASON",
+    "Check",
+    "CheckResult",
+    "CheckSpec",
+    "Scope",
+    "register",
+]
 
 
 def _import_check_modules() -> None:

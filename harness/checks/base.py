@@ -40,6 +40,12 @@ class CheckResult(BaseModel):
         return not math.isnan(self.value)
 
 
+# A rule that needs the end of a reply, on a reply cut at the token limit: neither kept nor
+# broken (counted apart in the per-rule results).
+CUT_OFF_REASON = "no verdict (cut off)"
+CUT_OFF = CheckResult(value=NAN, reason=CUT_OFF_REASON)
+
+
 class Check(BaseModel):
     """One check type: the spec fields of a suite's `checks:` entry and how it scores text.
 
@@ -100,6 +106,13 @@ class Check(BaseModel):
         """Score a batch; checks with a faster batch path override this."""
         return [self.score(text) for text in texts]
 
+    def when_cut_off(self, result: CheckResult) -> CheckResult:
+        """The verdict on a whole reply that hit the token limit: `result` where more text
+        could not change it (a window-scope rule judges the text there), `CUT_OFF` where the
+        rule needs the reply's end (a sign-off; a word limit the reply had not reached yet).
+        A whole-reply rule is CUT_OFF unless its class says which verdicts stand."""
+        return result if self.scope == "window" else CUT_OFF
+
     def passed(self, result: CheckResult) -> bool | None:
         """Passes on 1 (followed), fails on 0 (violated), undetermined on NaN."""
         return None if math.isnan(result.value) else result.value >= 1.0
@@ -124,3 +137,15 @@ def register(cls: CheckClass) -> CheckClass:
             )
     CHECK_TYPES.update(dict.fromkeys(names, cls))
     return cls
+
+
+def rule_names(checks: Sequence[Check]) -> list[str]:
+    """The rule each of an item's checks enforces: its `rule:`, else its id as scored (a
+    repeated check's `<id>#2`, as `harness.scoring.score.item_checks` numbers them)."""
+    seen: dict[str, int] = {}
+    names = []
+    for check in checks:
+        seen[check.base_id] = seen.get(check.base_id, 0) + 1
+        count = seen[check.base_id]
+        names.append(check.rule or (check.base_id if count == 1 else f"{check.base_id}#{count}"))
+    return names

@@ -14,7 +14,7 @@ from typing import Any, Literal, Self
 
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
-from harness.checks.base import Check, CheckResult, NonEmptyText, Scope, register
+from harness.checks.base import CUT_OFF, Check, CheckResult, NonEmptyText, Scope, register
 from harness.checks.ifeval_offline import ifeval_registry
 
 WINDOW_LOCAL = frozenset(
@@ -27,6 +27,22 @@ WINDOW_LOCAL = frozenset(
         "language:response_language",
     }
 )
+
+# Counts that only grow as a reply goes on, by the kwarg holding their relation (None: "at
+# least" always): on a cut reply, "at least" decided by a pass and "less than" by a failure.
+_GROWING_COUNTS: dict[str, str | None] = {
+    "keywords:frequency": "relation",
+    "keywords:letter_frequency": "let_relation",
+    "length_constraints:number_sentences": "relation",
+    "length_constraints:number_words": "relation",
+    "change_case:capital_word_frequency": "capital_relation",
+    "detectable_content:number_placeholders": None,
+    "detectable_format:number_highlighted_sections": None,
+    "detectable_format:multiple_sections": None,
+    "detectable_format:title": None,
+}
+# Decided by the reply's start: a cut reply decides them as a whole one does.
+_FROM_START = frozenset({"combination:repeat_prompt"})
 
 # Kwargs the registry iterates over: a bare string would be checked letter by letter.
 _LIST_KWARGS = frozenset({"keywords", "forbidden_words"})
@@ -104,6 +120,20 @@ class IfevalCheck(Check):
 
     def score(self, text: str) -> CheckResult:
         return self.score_many([text])[0]
+
+    def when_cut_off(self, result: CheckResult) -> CheckResult:
+        """Window-local and start-decided instructions keep their verdict; a growing count
+        keeps the verdict more text cannot undo; the rest (an end phrase, a postscript, exact
+        counts, JSON, quotation) need the end: CUT_OFF."""
+        rule = self.instruction_id
+        if rule in WINDOW_LOCAL or rule in _FROM_START or not result.determined:
+            return result
+        if rule in _GROWING_COUNTS:
+            relation_kwarg = _GROWING_COUNTS[rule]
+            relation = self.kwargs.get(relation_kwarg) if relation_kwarg else "at least"
+            passed = result.value >= 1.0
+            return result if passed == (relation != "less than") else CUT_OFF
+        return CUT_OFF
 
     def score_many(self, texts: Sequence[str]) -> list[CheckResult]:
         """Each text scored by the built instruction, read once per batch: a private

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, PrivateAttr, field_validator
 
-from harness.checks.base import NAN, Check, CheckResult, NonEmptyText, Scope, register
+from harness.checks.base import CUT_OFF, NAN, Check, CheckResult, NonEmptyText, Scope, register
 
 # Unicode character-name prefixes of the scripts a `script` check may name.
 SCRIPT_PREFIXES = {
@@ -78,6 +78,15 @@ class RegexCheck(Check):
             )
         return CheckResult(value=1.0, reason="absent")
 
+    def when_cut_off(self, result: CheckResult) -> CheckResult:
+        """On a cut reply a match found stands (`regex_must` passed, `regex_must_not`
+        failed): more text cannot take it back, unless the pattern is anchored at the end."""
+        if self.scope == "window" or not result.determined:
+            return result
+        found = (result.value >= 1.0) == (self.type == "regex_must")
+        anchored_at_end = "$" in self.pattern or r"\Z" in self.pattern
+        return result if found and not anchored_at_end else CUT_OFF
+
 
 def _name_regex(name: str) -> re.Pattern[str]:
     # Whole-word match that also works for names ending in punctuation or non-Latin letters.
@@ -114,6 +123,13 @@ class PersonaCheck(Check):
         if self.scope == "response" and not self._name_re.search(text):
             return CheckResult(value=0.0, reason=f"name {self.name!r} never appears")
         return CheckResult(value=1.0, reason="persona kept")
+
+    def when_cut_off(self, result: CheckResult) -> CheckResult:
+        """A rival named stands; the name missing, or a rival not named yet, could change
+        with the rest of a cut reply."""
+        if self.scope == "window" or result.reason.startswith("rival name"):
+            return result
+        return CUT_OFF
 
 
 def letters(text: str) -> list[str]:

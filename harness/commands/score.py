@@ -44,6 +44,13 @@ def score_command(
     no_text: bool = typer.Option(
         False, "--no-text", help="Chat logs: leave every text of the log out of the report."
     ),
+    gates_file: Path = typer.Option(
+        None,
+        "--gates",
+        help="YAML with a `gates:` list (a run config will do), checked with the suites' own "
+        "`gates:` on what was scored: gates.csv and junit.xml; exit 1 on a failed or "
+        "undecided gate.",
+    ),
     log_format: str = typer.Option(
         "auto",
         "--format",
@@ -52,15 +59,20 @@ def score_command(
     ),
 ) -> None:
     """Score transcripts window by window (chat logs turn by turn too); write the CSVs."""
+    from harness.analysis.gates import gate_name  # lazy: CLI start-up
     from harness.chatlogs import is_chat_log  # lazy: CLI start-up
     from harness.config import ScoringConfig  # lazy: CLI start-up
     from harness.config_files import load_suite  # lazy: CLI start-up
+    from harness.gate_specs import GateSpec  # lazy: CLI start-up
     from harness.interop import FORMATS, detect_format  # lazy: CLI start-up
     from harness.pipeline import run_score  # lazy: CLI start-up
     from harness.plan import plan_score  # lazy: CLI start-up
     from harness.scoring.io import score_files  # lazy: CLI start-up
+    from harness.stages.gates import score_gates  # lazy: CLI start-up
 
     suites = [load_suite(path) for path in suite]
+    gates = [GateSpec.model_validate(g) for s in suites for g in s.gates]
+    gates += load_gates(gates_file)
     try:
         config = ScoringConfig(window=window, sentence_aligned=sentence_aligned)
     except ValueError as exc:  # pydantic's ValidationError is a ValueError
@@ -69,14 +81,78 @@ def score_command(
         raise UserError(f"--format: '{log_format}' is not one of {', '.join(FORMATS)}")
     if log_format == "auto" and generations.is_file():
         log_format = detect_format(generations)
-    if log_format == "chat" and not is_chat_log(generations):
+    chat = not (log_format == "chat" and not is_chat_log(generations))
+    check_score_gates(gates, suites, logged=chat)
+    if not chat:
         if item is not None:
             raise UserError("--item: only for chat logs (lines with 'messages')")
         for path in score_files(generations, suites, out, config, model):
             typer.echo(str(path))
-        return
-    plan = plan_score(generations, suites, out, config, model, item, worst, not no_text, log_format)
-    ctx = run_score(plan)
-    for name in [*ctx.outputs, "report.html"]:
+    else:
+        plan = plan_score(
+            generations, suites, out, config, model, item, worst, not no_text, log_format
+        )
+        ctx = run_score(plan)
+        for name in [*ctx.outputs, "report.html"]:
+            typer.echo(str(out / name))
+        typer.echo(f"{ctx.scores.conversations} logged conversations scored", err=True)
+    verdicts = score_gates(out, suites, gates, name=generations.name, rules=not chat)
+    written = ("rules.csv", "rule_curves.csv") if not chat else ()
+    for name in (*written, *(("gates.csv", "junit.xml") if gates else ())):
         typer.echo(str(out / name))
-    typer.echo(f"{ctx.scores.conversations} logged conversations scored", err=True)
+    failed = verdicts[verdicts["verdict"] != "pass"]
+    for row in failed.to_dict("records"):
+        typer.echo(f"{row['verdict'].upper()} {gate_name(row)}: {row['detail']}", err=True)
+    if len(failed):
+        raise typer.Exit(1)
+
+
+def load_gates(path: Path | None) -> list:
+    """The `gates:` of a YAML file (a run config, or a file of gates alone); [] without one."""
+    from harness.errors import UserError
+    from harness.gate_specs import GateSpec  # lazy: CLI start-up
+    from harness.userfiles import read_user_text
+
+    if path is None:
+        return []
+    import yaml
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        data = yaml.safe_load(read_user_text(path))
+    except yaml.YAMLError as exc:
+        raise UserError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("gates"), list):
+        raise UserError(f"{path}: --gates needs a YAML mapping with a `gates:` list")
+    try:
+        return TypeAdapter(list[GateSpec]).validate_python(data["gates"])
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise UserError(f"{path}: gates.{where}: {err['msg']}") from None
+
+
+def check_score_gates(gates: list, suites: list, logged: bool) -> None:
+    """Every gate judges some unit of what is scored, before anything is: a chat log's
+    conversations are policy `logged`; a file of records or texts has its own policies (so
+    only the rule and the metric are checked before it is read)."""
+    from harness.gate_specs import gate_problem, gate_unit_problem
+
+    items = {i.id: i for s in suites for i in s.items}
+    for index, gate in enumerate(gates):
+        policies = ["logged"] if logged else [gate.policy]
+        models = [gate.model] if gate.model else []
+        problem = gate_problem(gate, [gate.policy], models, probe=False)
+        if not problem and gate.policy not in policies:
+            problem = (
+                f"policy '{gate.policy}' matches no unit: a chat log's conversations are "
+                "scored as policy 'logged'"
+            )
+        unknown = [i for i in gate.items or [] if i not in items]
+        if not problem and unknown:
+            problem = f"item '{unknown[0]}' is in none of the suites"
+        if not problem:
+            covered = [items[i] for i in gate.items or items]
+            problem = gate_unit_problem(gate, covered, policies, policies)
+        if problem:
+            raise UserError(f"gates[{index}]: {problem}")

@@ -38,7 +38,7 @@ class GenerationRequest(BaseModel):
 class GenerationResult(BaseModel):
     token_ids: list[int]
     text: str
-    finish_reason: str  # "stop" (EOS / stop string) or "length"
+    finish_reason: str  # "stop" (EOS / stop string), "length" or "content_filter" (withheld)
     prompt_tokens: int
     cached_prompt_tokens: int | None = None  # prefix-cache hits, where the engine reports them
     # wall time of the batch this request was part of; in continuous batching

@@ -24,6 +24,8 @@ MAX_RETRY_AFTER_S = 60.0
 # ("full jitter"), so concurrent requests that failed together do not retry together.
 BACKOFF_S = 0.5
 BACKOFF_MAX_S = 30.0
+# an OpenAI-protocol finish reason -> the harness's (anything else: the reply ended, `stop`)
+_FINISHES = {"length": "length", "content_filter": "content_filter"}
 
 
 def is_retryable(response: Any) -> bool:
@@ -196,7 +198,7 @@ class OpenAIEngine:
         return GenerationResult(
             token_ids=list(token_ids),
             text=self.tokenizer.decode(token_ids, skip_special_tokens=True),
-            finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
+            finish_reason=_FINISHES.get(choice.get("finish_reason"), "stop"),
             prompt_tokens=len(request.prompt_ids),
             cached_prompt_tokens=cached,
             seconds=time.perf_counter() - start,

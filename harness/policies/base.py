@@ -199,6 +199,8 @@ def absorb_result(
         _end_of_reply(state, result.finish_reason, budget, turn_tokens or budget)
     elif budget - state.generated <= 0:
         state.done, state.finish_reason = True, "length"
+    elif result.finish_reason == "content_filter":  # the provider withheld the rest
+        state.done, state.finish_reason = True, "content_filter"
     elif result.finish_reason == "stop":
         if policy.continue_on_eos:
             last = state.continuation[-1] if state.continuation else None
@@ -214,9 +216,18 @@ def _end_of_reply(state: SampleState, finish: str, budget: int, turn_tokens: int
     short by the context goes on next round, where `stop_at_context` ends it."""
     if state.generated >= budget:
         state.done, state.finish_reason = True, "length"
+        _mark_finish(state, "length")
         return
-    if finish == "stop" or state.turn_generated >= turn_tokens:
+    if finish in ("stop", "content_filter") or state.turn_generated >= turn_tokens:
         state.reply_over = True
-        state.finish_reason = "stop" if finish == "stop" else "length"
+        state.finish_reason = finish if finish in ("stop", "content_filter") else "length"
+        _mark_finish(state, state.finish_reason)
         if state.turn >= state.spec.n_turns:
             state.done = True
+
+
+def _mark_finish(state: SampleState, finish: str) -> None:
+    """The reply's last span (the one just generated) records why the reply ended."""
+    last = state.segments[-1]
+    if last.kind == "generated":
+        state.segments[-1] = last.model_copy(update={"finish": finish})

@@ -105,6 +105,11 @@ def _checked(frame: pd.DataFrame, row: type[ResultRow], strings: list[str]):
     lacking = [c for c in row.columns() if c not in frame.columns]
     if frame.empty:
         return frame, "the file has no rows"
+    # a column declared with a default reads as it where a file predates it
+    filled = [c for c in lacking if not row.model_fields[c].is_required()]
+    for name in filled:
+        frame[name] = row.model_fields[name].default
+    lacking = [c for c in lacking if c not in filled]
     if lacking:
         return frame, f"missing column(s) {', '.join(sorted(lacking))}"
     for name in [c for c in frame.columns if c in row.model_fields]:

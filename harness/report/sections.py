@@ -17,6 +17,7 @@ from harness.report.instrument import corrected_auc_part, undecided_windows_note
 from harness.report.laws import laws_section
 from harness.report.load import RunData
 from harness.report.logs import logs_part
+from harness.report.rules import rules_section
 from harness.report.verdicts import (
     Card,
     adherence_cards,
@@ -31,6 +32,7 @@ from harness.report.viewer import viewer_html
 TITLES = {
     "gates": "Gates",
     "verdicts": "Verdicts",
+    "rules": "Which rule breaks first",
     "divergence": "Divergence decay",
     "alpha": "α by layer",
     "attention": "Where the prompt's attention goes",
@@ -113,7 +115,8 @@ def adherence(data: RunData) -> tuple[str, dict]:
     if curve is None or not len(curve):
         return note(data.missing("adherence.csv") + " " + data.missing("windows.csv")), {}
     caption = (
-        f"a(t): share of samples whose window covering t passes every check, per policy, with "
+        f"a(t) of all rules: share of samples whose window covering t keeps every rule (its "
+        "window checks and its reply's whole-reply checks), per policy, with "
         f"its 95 % CI band over samples (from {source}). A policy that keeps its line high "
         "for longer keeps the system prompt steering for longer."
     )
@@ -270,6 +273,7 @@ def _seconds(v) -> str:
 BUILDERS = {
     "gates": gates_section,
     "verdicts": verdicts,
+    "rules": rules_section,
     "divergence": divergence,
     "alpha": alpha,
     "attention": attention_section,

@@ -200,7 +200,13 @@ def print_summary(run_dir: Path, console=None) -> None:
     title = f"{Path(run_dir).name}: adherence and decay per condition"
     table = Table(title=title + (f" ({models[0]})" if len(models) == 1 else ""))
     headers = ["model"] if len(models) > 1 else []
-    headers += ["item", "policy", "adherence AUC [95% CI]", "half-life (t)", "token overhead"]
+    headers += [
+        "item",
+        "policy",
+        "adherence AUC, all rules [95% CI]",
+        "half-life (t)",
+        "token overhead",
+    ]
     for header in (*headers, "alpha [95% CI]"):
         table.add_column(header, no_wrap=True)
     for cells in summary_rows(summary, with_model=len(models) > 1) if models else []:

@@ -55,6 +55,7 @@ from harness.results.probing import (
     RelayRow,
     TurnInfluenceRow,
 )
+from harness.results.rules import RuleCurveRow, RuleRow
 from harness.results.scoring import (
     AdherenceCurveRow,
     AdherenceRow,
@@ -69,6 +70,8 @@ ROWS: tuple[type[ResultRow], ...] = (
     AdherenceRow,
     AdherenceCurveRow,
     SurvivalRow,
+    RuleRow,
+    RuleCurveRow,
     DivergenceRow,
     NextTokenRow,
     AttentionRow,
@@ -132,6 +135,8 @@ __all__ = [
     "ProbeNextTokenRow",
     "RelayRow",
     "ResultRow",
+    "RuleCurveRow",
+    "RuleRow",
     "SingleTurnRow",
     "SummaryRow",
     "SurvivalRow",

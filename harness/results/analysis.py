@@ -319,12 +319,17 @@ class GateRow(ResultRow):
     """the gate's index in `gates:`"""
     metric: str
     policy: str
+    rule: str = ""
+    """the rule the gate bounds alone (rules.csv, rule_curves.csv); empty: all rules"""
+    turn: int | None = None
+    """the turn a_turn or survival_turn is read at; empty for the other metrics"""
     item: str
     model: str
     use: Literal["interval", "value"]
     """`interval` (min against `value_low`, max against `value_high`) or `value` (the point)"""
     value: float
-    """the metric's estimate in summary.csv (inf: censored, see Gates)"""
+    """the metric's estimate in summary.csv (rules.csv for a rule, turn_adherence.csv /
+    conversations.csv for the turn metrics; inf: censored, see Gates)"""
     value_low: float
     """the lower bound the verdict reads: summary.csv's one-sided `<metric>_lcb` for auc and
     final, else `<metric>_low` (NaN: no interval)"""

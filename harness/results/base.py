@@ -208,8 +208,14 @@ def result_frame(row: type[ResultRow], rows: Any = ()) -> pd.DataFrame:
     else:
         rows = [r.model_dump() if isinstance(r, BaseModel) else r for r in rows]
         present = _present_keys(rows) if rows else row.columns()
-        frame = pd.DataFrame(rows, columns=frame_columns(row, present))
+        frame = pd.DataFrame(rows, columns=[c for c in frame_columns(row, present) if c in present])
     lacking = [c for c in row.columns() if c not in frame.columns]
+    # a column declared with a default reads as it where absent (files, and callers' rows,
+    # from before it existed)
+    filled = [c for c in lacking if not row.model_fields[c].is_required()]
+    if filled:
+        frame = frame.assign(**{c: row.model_fields[c].default for c in filled})
+        lacking = [c for c in lacking if c not in filled]
     if lacking:
         raise ValueError(f"{row.file}: missing column(s) {', '.join(lacking)}")
     columns = frame_columns(row, frame.columns)

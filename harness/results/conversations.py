@@ -40,7 +40,14 @@ class TurnRow(ResultRow):
     """continuation position of the reply's last generated token"""
     tokens: int
     """generated tokens in the reply"""
+    finish_reason: str = ""
+    """why the reply ended: `stop` (EOS or a stop string), `length` (the token limit: a rule
+    that needs the reply's end has no verdict, reason `no verdict (cut off)`),
+    `content_filter`, `context`; empty when the record does not say (a logged reply)"""
     check: str
+    rule: str = ""
+    """the rule the check enforces (the check's `rule:`, else its id); empty in files from
+    before rules were named (read as the check)"""
     value: float
     passed: bool | None
     reason: str

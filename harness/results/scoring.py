@@ -12,8 +12,11 @@ from harness.results.base import RECORD, RUN_SAMPLE, TASK_CONDITION, ResultRow
 class WindowRow(ResultRow):
     file = "windows.csv"
     written_by = "score"
-    row = "one check on one window (window >= 0) or on the whole response (window = -1)"
-    keys = (*TASK_CONDITION, *RUN_SAMPLE, "window", "check")
+    row = (
+        "one check on one window (window >= 0) or a whole-reply check on one reply (window = "
+        "-1: the response of a single reply, each reply of a conversation)"
+    )
+    keys = (*TASK_CONDITION, *RUN_SAMPLE, "window", "turn", "check")
 
     run_id: str
     model: str
@@ -23,14 +26,23 @@ class WindowRow(ResultRow):
     seed: int
     sample: int
     window: int
-    """0-based window index; -1 for a response-scope check"""
+    """0-based window index; -1 for a response-scope (whole-reply) check"""
+    turn: int = 1
+    """the reply the window is cut from, or the reply a whole-reply check judged (a
+    conversation's turn, as in turns.csv; 1 in a single reply)"""
     t_start: int
-    """continuation position of the window's first token (inclusive)"""
+    """continuation position of the window's (or the reply's) first token (inclusive)"""
     t_end: int
-    """continuation position of the window's last token (inclusive)"""
+    """continuation position of the window's (or the reply's) last token (inclusive)"""
     t_gen_start: int
-    """generated-token index (1-based) of the window's first token"""
+    """generated-token index (1-based) of the window's (or the reply's) first token"""
+    finish_reason: str = ""
+    """why the row's reply ended: `stop` (EOS or a stop string), `length` (the token limit),
+    `content_filter`, `context` (the context window); empty when the record does not say"""
     check: str
+    rule: str = ""
+    """the rule the check enforces (the check's `rule:`, else its id); empty in files from
+    before rules were named (read as the check)"""
     scope: Literal["window", "response"]
     value: float
     passed: bool | None

@@ -17,15 +17,38 @@ RUN_SAMPLE = list(results.RUN_SAMPLE)
 
 
 def window_passes(windows: pd.DataFrame) -> pd.DataFrame:
-    """One row per (condition, sample, window) some check decided: t_start, t_end, passed
+    """One row per (condition, sample, window) some rule decided: t_start, t_end, passed
     (bool), and g_start, g_end: the generated tokens it covers (1-based among the sample's
     generated tokens; t also counts injected reminders, user turns and chat markup, which
     would push a sample past the horizon in t). A window reaches to the next window's first
-    generated token (decided or not); the last one spans t_end - t_start + 1 tokens."""
+    generated token (decided or not); the last one spans t_end - t_start + 1 tokens.
+
+    Every rule counts (all rules): a window passes when its window-scope checks and the
+    whole-reply checks of its reply (windows.csv's window -1 rows: the response of a single
+    reply, each reply of a conversation) that decided all pass. A reply with whole-reply
+    verdicts and no window row is one window of its own (its span)."""
     keep = (windows["scope"] == "window") & (windows["window"] >= 0)
+    whole = windows["window"] < 0
     # the columns read here, not the whole frame: a chat log's windows are ~100 MiB at 10,000
     needed = [*TASK_CONDITION, *RUN_SAMPLE, "window", "t_start", "t_end", "t_gen_start", "passed"]
+    needed += ["turn"]
     w = windows.loc[keep, [c for c in windows.columns if c in needed]].copy()
+    if "turn" not in w.columns:  # frames from before whole-reply rules were judged per reply
+        w["turn"] = 1
+    out = _window_verdicts(w)
+    if whole.any():
+        out = _with_whole_replies(out, windows.loc[whole])
+    # undecided checks are ignored: `passed` is over the checks that decided
+    following = _next_in_sample(out)
+    last = out["g_start"] + out["t_end"] - out["t_start"]
+    out["g_end"] = following.sub(1).fillna(last).astype(out["g_start"].dtype)
+    out = out[out["decided"]].drop(columns=["decided", "turn"])
+    return out.reset_index(drop=True)
+
+
+def _window_verdicts(w: pd.DataFrame) -> pd.DataFrame:
+    """Per window of `w` (window-scope rows): its t columns, turn, whether every check that
+    decided passed (`passed`) and whether any decided (`decided`)."""
     decided = w["passed"].notna()
     w["passed"] = cells_are(w["passed"], True) | ~decided
     w["decided"] = decided
@@ -37,15 +60,58 @@ def window_passes(windows: pd.DataFrame) -> pd.DataFrame:
             t_start=("t_start", "first"),
             t_end=("t_end", "first"),
             g_start=("t_gen_start", "first"),
+            turn=("turn", "first"),
             passed=("passed", "all"),
             decided=("decided", "any"),
         ).reset_index()
-    # undecided checks are ignored: `passed` is over the checks that decided
-    following = _next_in_sample(out)
-    last = out["g_start"] + out["t_end"] - out["t_start"]
-    out["g_end"] = following.sub(1).fillna(last).astype(out["g_start"].dtype)
-    out = out[out["decided"]].drop(columns="decided")
-    return out.reset_index(drop=True)
+    return out
+
+
+REPLY = TASK_CONDITION + RUN_SAMPLE + ["turn"]
+
+
+def _with_whole_replies(out: pd.DataFrame, whole: pd.DataFrame) -> pd.DataFrame:
+    """`out`'s windows with their reply's whole-reply verdicts joined in (a window passes
+    when its reply's decided whole-reply checks pass too; it is decided when any of either
+    decided), plus one window for each reply that has no window row."""
+    r = whole.loc[
+        :, [c for c in whole.columns if c in [*REPLY, "t_start", "t_end", "t_gen_start", "passed"]]
+    ]
+    if "turn" not in r.columns:
+        r = r.assign(turn=1)
+    decided = r["passed"].notna()
+    r = r.assign(ok=cells_are(r["passed"], True) | ~decided, decided=decided)
+    per = r.groupby(REPLY, sort=False, dropna=False).agg(
+        reply_ok=("ok", "all"),
+        reply_decided=("decided", "any"),
+        t_start=("t_start", "first"),
+        t_end=("t_end", "first"),
+        g_start=("t_gen_start", "first"),
+    )
+    per = per.reset_index()
+    joined = out.merge(per[[*REPLY, "reply_ok", "reply_decided"]], on=REPLY, how="left")
+    ok = joined["reply_ok"].astype("boolean").fillna(True).to_numpy(bool)
+    reply_decided = joined["reply_decided"].astype("boolean").fillna(False).to_numpy(bool)
+    out = out.assign(
+        passed=out["passed"].to_numpy(bool) & ok,
+        decided=out["decided"].to_numpy(bool) | reply_decided,
+    )
+    seen = out[REPLY].drop_duplicates()
+    alone = per.merge(seen, on=REPLY, how="left", indicator=True)
+    alone = alone[alone["_merge"] == "left_only"]
+    if alone.empty:
+        return out
+    # a reply no window-scope check scored: its whole-reply verdict covers its span
+    extra = alone.assign(
+        window=-alone["turn"], passed=alone["reply_ok"], decided=alone["reply_decided"]
+    )
+    extra = extra[[*out.columns]].astype(
+        {c: out[c].dtype for c in out.columns if c in ("passed", "decided")}
+    )
+    merged = pd.concat([out, extra], ignore_index=True)
+    return merged.sort_values(
+        TASK_CONDITION + RUN_SAMPLE + ["t_start"], kind="stable", ignore_index=True
+    )
 
 
 def _sorted_window_groups(w: pd.DataFrame, keys: list[str]) -> pd.DataFrame | None:
@@ -57,7 +123,7 @@ def _sorted_window_groups(w: pd.DataFrame, keys: list[str]) -> pd.DataFrame | No
     columns = ["t_start", "t_end", "t_gen_start"]
     if starts is None or any(w[c].dtype.kind not in "iu" for c in columns):
         return None
-    out = w.iloc[starts][[*keys, *columns]].reset_index(drop=True)
+    out = w.iloc[starts][[*keys, *columns, "turn"]].reset_index(drop=True)
     out = out.rename(columns={"t_gen_start": "g_start"})
     out["passed"] = np.logical_and.reduceat(w["passed"].to_numpy(bool), starts)
     out["decided"] = np.logical_or.reduceat(w["decided"].to_numpy(bool), starts)

@@ -6,6 +6,7 @@ adaptive policy (did the last window violate the item's window-scope checks?).
 
 from __future__ import annotations
 
+import bisect
 import math
 import operator
 from collections.abc import Callable, Iterable, Sequence
@@ -16,7 +17,7 @@ from harness.config import DEFAULT_CANDIDATE_LANGUAGES, ScoringConfig, TaskItem,
 from harness.errors import UserError
 from harness.records import GenerationRecord
 from harness.results import ResultRow, WindowRow, result_frame
-from harness.scoring.windows import response_text, split_windows
+from harness.scoring.windows import reply_text, response_text, split_windows
 
 RESPONSE_WINDOW = -1  # `window` value of the rows of response-scope checks
 WINDOW_COLUMNS = WindowRow.columns()
@@ -86,17 +87,40 @@ def score_records(
             raise UserError(f"record of item '{record.item}': no such item in the suites")
         task, item = index[record.item]
         windows = split_windows(record, tokenizer, config.window, config.sentence_aligned)
-        wheres = [_where(record, task, w) for w in windows]
-        full = None
+        finishes = record.reply_finishes()
+        wheres = [_where(record, task, w, finishes) for w in windows]
+        replies = None
         for check in item_checks(item, config.languages):
             if check.scope == "window":
                 jobs += [(check, where, w.text) for where, w in zip(wheres, windows, strict=True)]
-            else:
-                full = response_text(record, tokenizer) if full is None else full
-                jobs.append((check, _where(record, task, None), full))
+                continue
+            # a whole-reply rule judges each reply: the conversation's, as in turns.csv
+            replies = _replies(record, task, tokenizer, finishes) if replies is None else replies
+            jobs += [(check, where, text) for where, text in replies]
     rows = score_checks(WindowRow, jobs, judges, memo, as_dicts)
-    rows.sort(key=row_key("run_id", "model", "item", "policy", "seed", "sample", "window"))
+    rows.sort(key=row_key("run_id", "model", "item", "policy", "seed", "sample", "window", "turn"))
     return rows
+
+
+def _replies(
+    record: GenerationRecord, task: str, tokenizer, finishes: dict[int, str]
+) -> list[tuple[dict, str]]:
+    """(row columns, text) of each reply a whole-reply rule judges: the response of a single
+    reply (its stretches joined by a newline), each reply of a conversation (`reply_text`)."""
+    if not record.is_conversation:
+        return [(_where(record, task, None, finishes), response_text(record, tokenizer))]
+    out, generated = [], record.generated_positions()
+    for turn, positions in record.turn_positions().items():
+        where = dict(
+            window=RESPONSE_WINDOW,
+            turn=turn,
+            t_start=positions[0] + 1,
+            t_end=positions[-1] + 1,
+            t_gen_start=1 + bisect.bisect_left(generated, positions[0]),
+            finish_reason=finishes.get(turn, ""),
+        )
+        out.append(({**_ident(record, task), **where}, reply_text(record, tokenizer, positions)))
+    return out
 
 
 def row_key(*columns: str) -> Callable[[Any], tuple]:
@@ -126,7 +150,7 @@ def score_checks(
     batches: dict[int, tuple[Check, list[tuple[dict, str]]]] = {}
     for check, base, text in jobs:
         batches.setdefault(id(check), (check, []))[1].append((base, text))
-    with_scope = "scope" in row.model_fields
+    with_scope, with_rule = "scope" in row.model_fields, "rule" in row.model_fields
     memo = {} if memo is None else memo
     rows: list[Row] = []
     for key, (check, entries) in batches.items():
@@ -134,10 +158,14 @@ def score_checks(
         todo = list(dict.fromkeys(t for t in texts if (key, t) not in memo))
         scored = check.with_judges(judges).score_many(todo) if todo else []
         memo.update(((key, t), result) for t, result in zip(todo, scored, strict=True))
-        results = [memo[(key, t)] for t in texts]
+        results = [
+            check.when_cut_off(memo[(key, t)]) if _whole_reply(base) else memo[(key, t)]
+            for base, t in entries
+        ]
         # once per check, not per row: a bound check's id is a pydantic private attribute
         fixed: dict[str, Any] = {
             "check": check.id,
+            **({"rule": check.rule or check.id} if with_rule else {}),
             **({"scope": check.scope} if with_scope else {}),
         }
         for (base, _), result in zip(entries, results, strict=True):
@@ -152,22 +180,34 @@ def score_checks(
     return rows
 
 
-def _where(record: GenerationRecord, task: str, window) -> dict:
+def _ident(record: GenerationRecord, task: str) -> dict:
+    ident = {k: getattr(record, k) for k in ("run_id", "model", "item", "policy", "seed", "sample")}
+    return {**ident, "task": record.task or task}
+
+
+def _where(record: GenerationRecord, task: str, window, finishes: dict[int, str]) -> dict:
     """A windows.csv row's columns before the check's: the record's and the window's (the
-    whole response's generated span for window None)."""
+    whole response's generated span for window None), with the turn of its reply and why
+    that reply ended."""
     if window is None:
         positions = record.generated_positions()
         first, last = (positions[0] + 1, positions[-1] + 1) if positions else (0, 0)
-        where = dict(window=RESPONSE_WINDOW, t_start=first, t_end=last, t_gen_start=1)
+        where = dict(window=RESPONSE_WINDOW, turn=1, t_start=first, t_end=last, t_gen_start=1)
     else:
         where = dict(
             window=window.index,
+            turn=window.turn,
             t_start=window.t_start,
             t_end=window.t_end,
             t_gen_start=window.t_gen_start,
         )
-    ident = {k: getattr(record, k) for k in ("run_id", "model", "item", "policy", "seed", "sample")}
-    return {**ident, "task": record.task or task, **where}
+    return {**_ident(record, task), **where, "finish_reason": finishes.get(where["turn"], "")}
+
+
+def _whole_reply(base: dict) -> bool:
+    """A row judging a whole reply (turns.csv's, windows.csv's window -1), cut at the token
+    limit: its rule's verdict is what `Check.when_cut_off` leaves of it."""
+    return base.get("finish_reason") == "length" and base.get("window", RESPONSE_WINDOW) < 0
 
 
 def window_fails(item: TaskItem, text: str, languages: Sequence[str] | None = None) -> bool | None:

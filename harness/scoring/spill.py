@@ -26,7 +26,7 @@ from harness.results import ResultRow, result_frame
 from harness.results.base import column_kind
 from harness.store import write_csv
 
-WINDOW_KEYS = ("model", "item", "policy", "sample", "window")  # windows.csv's row order
+WINDOW_KEYS = ("model", "item", "policy", "sample", "window", "turn")  # windows.csv's row order
 TURN_KEYS = ("model", "item", "policy", "history", "sample", "turn")  # turns.csv's
 
 

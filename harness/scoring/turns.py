@@ -12,8 +12,7 @@ from harness.config import ScoringConfig, TaskItem, TaskSuite
 from harness.records import GenerationRecord
 from harness.results import TurnRow
 from harness.scoring.score import item_checks, item_index, row_key, score_checks
-from harness.scoring.windows import stretch_texts
-from harness.tokens import decode
+from harness.scoring.windows import reply_text
 
 TURN_COLUMNS = TurnRow.columns()
 
@@ -48,14 +47,9 @@ def score_turns(
         kind = "logged" if record.history == "logged" and logged else "generated"
         checks = item_checks(item, config.languages)
         ident = {k: getattr(record, k) for k in ("run_id", "model", "item", "policy", "seed")}
+        finishes = record.reply_finishes(kind)
         for turn, positions in record.turn_positions(kind).items():
-            first, last = positions[0], positions[-1]
-            # a reply's tokens are one stretch unless something was injected into it (then
-            # decoded as one sequence, the reminder left out)
-            if last - first == len(positions) - 1:
-                (text,) = stretch_texts(record, tokenizer, [(first, last)])
-            else:
-                text = decode(tokenizer, [record.continuation_ids[p] for p in positions])
+            text = reply_text(record, tokenizer, positions)
             base = {
                 **ident,
                 "task": record.task or task,
@@ -67,6 +61,7 @@ def score_turns(
                 "t_start": positions[0] + 1,
                 "t_end": positions[-1] + 1,
                 "tokens": len(positions),
+                "finish_reason": finishes.get(turn, ""),
             }
             jobs += [(check, base, text) for check in checks]
     rows = score_checks(TurnRow, jobs, judges, memo, as_dicts)

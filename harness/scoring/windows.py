@@ -14,7 +14,7 @@ import weakref
 from dataclasses import dataclass
 
 from harness.records import GenerationRecord
-from harness.tokens import decode_many
+from harness.tokens import decode, decode_many
 
 # A token whose text ends a sentence: closes a sentence-aligned window once it is long enough.
 _SENTENCE_END_CHARS = (".", "!", "?", "。", "！", "？", "\n")
@@ -31,6 +31,7 @@ class Window:
     t_gen_start: int  # 1-based index of the first token among generated tokens
     n_tokens: int
     text: str
+    turn: int = 1  # the reply it is cut from (a conversation's turn; 1 in a single reply)
 
 
 def _runs(positions: list[int]) -> list[list[int]]:
@@ -96,15 +97,15 @@ def window_bounds(
 
 def _turn_bounds(
     record: GenerationRecord, positions: list[int], size: int, ends: list[bool] | None
-) -> list[tuple[int, int]]:
+) -> list[tuple[int, int, int]]:
     """window_bounds over the whole reply, or per assistant turn in a conversation (indices
-    into `positions` either way)."""
+    into `positions` either way), each with its turn (1 in a single reply)."""
     if not record.is_conversation:
-        return window_bounds(positions, size, ends)
+        return [(a, b, 1) for a, b in window_bounds(positions, size, ends)]
     bounds, offset = [], 0
-    for turn in record.turn_positions().values():
+    for number, turn in record.turn_positions().items():
         part = None if ends is None else ends[offset : offset + len(turn)]
-        bounds += [(offset + a, offset + b) for a, b in window_bounds(turn, size, part)]
+        bounds += [(offset + a, offset + b, number) for a, b in window_bounds(turn, size, part)]
         offset += len(turn)
     return bounds
 
@@ -125,7 +126,7 @@ def split_windows(
     # text, never glued into a word.
     chunks: list[tuple[int, int]] = []
     owner: list[int] = []
-    for k, (a, b) in enumerate(bounds):
+    for k, (a, b, _) in enumerate(bounds):
         for run in _runs(positions[a:b]):
             chunks.append((run[0], run[-1]))
             owner.append(k)
@@ -141,8 +142,9 @@ def split_windows(
             t_gen_start=a + 1,
             n_tokens=b - a,
             text="\n".join(texts[k]),
+            turn=turn,
         )
-        for k, (a, b) in enumerate(bounds)
+        for k, (a, b, turn) in enumerate(bounds)
     ]
 
 
@@ -150,3 +152,13 @@ def response_text(record: GenerationRecord, tokenizer) -> str:
     """The whole generated text (for response-scope checks), stretches joined by a newline."""
     runs = _runs(record.generated_positions())
     return "\n".join(stretch_texts(record, tokenizer, [(run[0], run[-1]) for run in runs]))
+
+
+def reply_text(record: GenerationRecord, tokenizer, positions: list[int]) -> str:
+    """One reply's text from its generated offsets (`turn_positions`): one stretch, unless
+    something was injected into it (then decoded as one sequence, the reminder left out).
+    turns.csv and windows.csv's whole-reply rows both judge this text."""
+    first, last = positions[0], positions[-1]
+    if last - first == len(positions) - 1:
+        return stretch_texts(record, tokenizer, [(first, last)])[0]
+    return decode(tokenizer, [record.continuation_ids[p] for p in positions])

@@ -11,6 +11,7 @@ from harness.analysis.correlation import correlate_alpha_behaviour
 from harness.analysis.linkage import linkage_frame
 from harness.analysis.policies import compare_policies
 from harness.analysis.predictor import predict_violations, window_features
+from harness.analysis.rules import rule_frames, rule_sentences
 from harness.analysis.summary import default_layers, summarise_conditions, token_frame
 from harness.gate_specs import gate_level
 from harness.results import (
@@ -27,6 +28,8 @@ from harness.results import (
     NextTokenRow,
     PolicyRow,
     PredictorRow,
+    RuleCurveRow,
+    RuleRow,
     SummaryRow,
     SurvivalRow,
     TurnAdherenceRow,
@@ -43,15 +46,16 @@ FULL_READS = (Records, WindowRow, TurnRow, FitRow, DivergenceRow, NextTokenRow, 
 FULL_WRITES = (
     AdherenceRow, AdherenceCurveRow, SurvivalRow, SummaryRow, CorrelationRow, PredictorRow,
     PolicyRow, CalibrationRow, CarriedRow, LinkageRow, TurnAdherenceRow, ConversationRow,
+    RuleRow, RuleCurveRow,
 )  # fmt: skip
 
 
 class AnalyseStage:
     """windows.csv, fits.csv, divergence.csv, nexttoken.csv and the records' token counts ->
     adherence.csv, adherence_curve.csv, survival.csv, summary.csv, correlation.csv,
-    predictor.csv, policies.csv, calibration.csv, linkage.csv; carried.csv from forks.csv
-    when the run forks; with conversations (turns.csv), turn_adherence.csv and
-    conversations.csv."""
+    predictor.csv, policies.csv, calibration.csv, linkage.csv, rules.csv and rule_curves.csv
+    (each rule alone); carried.csv from forks.csv when the run forks; with conversations
+    (turns.csv), turn_adherence.csv and conversations.csv."""
 
     name = "analyse"
 
@@ -120,6 +124,18 @@ class AnalyseStage:
         if not turns.empty:  # conversations: adherence by turn, pressure effect
             out["turn_adherence.csv"] = turn_curves(turns, level=st.level, rates=rates)
             out["conversations.csv"] = conversation_summary(turns, tokens, level=st.level)
+        # each rule alone (the headline above is all rules)
+        sentences = rule_sentences(
+            (sel.item.id, c)
+            for sel in ctx.items
+            for c in item_checks(sel.item, ctx.config.scoring.languages)
+        )
+        out.update(
+            rule_frames(
+                windows, turns, sentences=sentences, level=st.level, anytime=anytime,
+                horizon=horizon, gate_level=checked,
+            )
+        )  # fmt: skip
         bar.finish()
         return out
 

@@ -1,4 +1,6 @@
-"""Gates stage: the config's gates checked on summary.csv -> gates.csv and junit.xml.
+"""Gates stage: the config's gates checked on summary.csv (and, for rule gates and turn
+metrics, rules.csv, rule_curves.csv, turn_adherence.csv, conversations.csv) -> gates.csv and
+junit.xml.
 
 It reads summary.csv as written (not the frame in memory), so `harness gate DIR CONFIG`, which
 re-evaluates a finished run folder, writes byte for byte what the run wrote. A run without
@@ -12,7 +14,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis.gates import GATE_COLUMNS, evaluate_gates, junit_xml, read_summary
+from harness.analysis.gates import (
+    GATE_COLUMNS,
+    evaluate_gates,
+    junit_xml,
+    read_gate_tables,
+    read_summary,
+)
 from harness.config import RunConfig
 from harness.results import GateRow, SummaryRow
 from harness.stages.base import JUnit, RunContext
@@ -24,15 +32,19 @@ def gate_outputs(config: RunConfig, items: list[str], run_dir: Path) -> dict:
         summary = read_summary(Path(run_dir) / "summary.csv")
         st = config.stats  # the level each bound is tested at (harness.gate_specs.gate_level)
         frame = evaluate_gates(
-            config.gates, summary, items, list(config.models), st.level, st.family
-        )
+            config.gates, summary, items, list(config.models), st.level, st.family,
+            tables=read_gate_tables(Path(run_dir)),
+        )  # fmt: skip
     else:
         frame = pd.DataFrame(columns=GATE_COLUMNS)
     return {"gates.csv": frame, "junit.xml": junit_xml(frame, config.name)}
 
 
 class GateStage:
-    """summary.csv (on disk) -> gates.csv, junit.xml."""
+    """summary.csv, on disk -> gates.csv, junit.xml; rule gates and turn metrics read
+    rules.csv, rule_curves.csv, turn_adherence.csv and conversations.csv where the folder has
+    them (not declared: a sequential run's loop looks at summary.csv alone, and these gates
+    are decided after it, on the final analysis)."""
 
     name = "gates"
     reads = (SummaryRow,)
@@ -40,3 +52,51 @@ class GateStage:
 
     def run(self, ctx: RunContext) -> dict:
         return gate_outputs(ctx.config, [sel.item.id for sel in ctx.items], ctx.out_dir)
+
+
+def score_gates(
+    out: Path, suites: list, gates: list, level: float = 0.95, name: str = "score",
+    rules: bool = True,
+) -> pd.DataFrame:  # fmt: skip
+    """`harness score`'s per-rule files and gates, from the files it wrote into `out`:
+    rules.csv and rule_curves.csv from windows.csv (and turns.csv; `rules` False: a chat
+    log's stages wrote them), then `gates` checked on adherence.csv (what summary.csv is to
+    a run) and those files -> gates.csv, junit.xml. Returns gates.csv's frame (empty without
+    gates)."""
+    from harness.analysis.rules import rule_frames, rule_sentences
+    from harness.atomic import atomic_write_text
+    from harness.gate_specs import gate_level
+    from harness.results import TurnRow, WindowRow, typed_frame
+    from harness.store import write_csv
+
+    windows = typed_frame(WindowRow, _read_strings(out / "windows.csv"))
+    turns = None
+    if (out / "turns.csv").is_file():
+        turns = typed_frame(TurnRow, _read_strings(out / "turns.csv"))
+    items = list(dict.fromkeys(windows["item"].astype(str)))
+    models = list(dict.fromkeys(windows["model"].astype(str)))
+    checked = gate_level(gates, models, items, level, "none")
+    sentences = rule_sentences((i.id, c) for suite in suites for i in suite.items for c in i.checks)
+    if rules:
+        frames = rule_frames(windows, turns, sentences=sentences, level=level, gate_level=checked)
+        for file, frame in frames.items():
+            write_csv(frame, out / file)
+    if not gates:
+        return pd.DataFrame(columns=GATE_COLUMNS)
+    summary = read_summary(out / "adherence.csv")
+    frame = evaluate_gates(gates, summary, items, models, level, tables=read_gate_tables(out))
+    write_csv(frame, out / "gates.csv")
+    atomic_write_text(out / "junit.xml", junit_xml(frame, name))
+    return frame
+
+
+def _read_strings(path: Path) -> pd.DataFrame:
+    """A scored file as written, its condition and text columns kept as strings."""
+    strings = ("run_id", "model", "task", "item", "policy", "check", "rule", "reason",
+               "finish_reason", "conversation_id")  # fmt: skip
+    frame = pd.read_csv(
+        path, dtype=dict.fromkeys(strings, str), keep_default_na=False, na_values=[""],
+        low_memory=False,
+    )  # fmt: skip
+    present = [c for c in strings if c in frame.columns]
+    return frame.assign(**{c: frame[c].fillna("") for c in present})

@@ -21,6 +21,7 @@ from harness.analysis.conversations import (
     turn_curves,
     turn_digest,
 )
+from harness.analysis.rules import rule_frames, rule_sentences
 from harness.engines.pool import EnginePool
 from harness.plan import ScorePlan
 from harness.report import render_report
@@ -30,6 +31,8 @@ from harness.results import (
     ConversationRow,
     LoggedRow,
     ResultRow,
+    RuleCurveRow,
+    RuleRow,
     SurvivalRow,
     TurnAdherenceRow,
     TurnRow,
@@ -183,5 +186,22 @@ class LogReportStage:
         return {}
 
 
-LOG_STAGES: list[Stage] = [LogScoreStage(), LogAnalyseStage(), LogManifestStage(), LogReportStage()]
+class LogRulesStage:
+    """rules.csv and rule_curves.csv: each rule alone (`harness.analysis.rules`), from the
+    written windows.csv and turns.csv (read whole: a log of ~10,000 conversations holds
+    ~50 MiB of windows)."""
+
+    name = "rules"
+    reads = (WindowRow, TurnRow)
+    writes = (RuleRow, RuleCurveRow)
+
+    def run(self, ctx: ScoreContext) -> dict[str, Output]:
+        suites = ctx.plan.suites
+        sentences = rule_sentences((i.id, c) for s in suites for i in s.items for c in i.checks)
+        return rule_frames(ctx.frame(WindowRow), ctx.frame(TurnRow), sentences=sentences)
+
+
+LOG_STAGES: list[Stage] = [
+    LogScoreStage(), LogAnalyseStage(), LogRulesStage(), LogManifestStage(), LogReportStage()
+]  # fmt: skip
 check_order(LOG_STAGES)  # at import, as the run's stage lists

@@ -99,13 +99,19 @@ def _cached_per_record(
     ]
 
 
+# The rows' shape and meaning: 2 since windows.csv has each reply's whole-reply rows (turn,
+# finish_reason) and a rule needing a reply's end has no verdict on a cut reply (units
+# stored before would read back without those columns).
+ROWS_VERSION = 2
+
+
 def score_key(
     record: GenerationRecord, item, config: RunConfig, judges, stage: str, model_key: str
 ) -> str:
     """One record's scores: its content, its item (checks included), the scoring settings and
     the identities of the judges its judge checks ask (none: an empty list)."""
     judge_ids = judges.identities(item.checks) if judges is not None else []
-    params = {"scoring": config.scoring.model_dump(), "judges": judge_ids}
+    params = {"scoring": config.scoring.model_dump(), "judges": judge_ids, "rows": ROWS_VERSION}
     return unit_key(stage, model=model_key, inputs=[record.key, item.model_dump()], params=params)
 
 
@@ -138,7 +144,7 @@ class ScoreStage:
                 turns += turns_stage(*args)
         bar.finish()
         windows = result_frame(WindowRow, rows)
-        keys = ["model", "item", "policy", "sample", "window", "check"]
+        keys = ["model", "item", "policy", "sample", "window", "turn", "check"]
         out = {"windows.csv": windows.sort_values(keys, kind="stable").reset_index(drop=True)}
         if any(r.is_conversation for r in ctx.records):  # single-reply runs keep their files
             out["turns.csv"] = result_frame(TurnRow, turns)

@@ -67,7 +67,7 @@ def test_run_is_quiet_and_ends_with_the_summary_table(finished):
     assert not [line for line in lines if " INFO " in line], "engine logs leaked"
     assert "Traceback" not in done.stderr and "Logging error" not in done.stderr
     assert len(lines) < 60
-    assert "adherence AUC [95% CI]" in done.stdout and "half-life (t)" in done.stdout
+    assert "adherence AUC, all rules [95% CI]" in done.stdout and "half-life (t)" in done.stdout
     table = done.stdout[done.stdout.index("adherence AUC") :]
     for policy in ("none", "periodic-16-user"):
         assert policy in table

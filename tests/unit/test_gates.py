@@ -61,8 +61,8 @@ BAD_GATES = {
         [{"metric": "token_overhead", "policy": "none", "max": 0.5, "use": "interval"}],
         "gates[0]: metric 'token_overhead' has no interval, so use: interval is impossible "
         "(auc, half_life, final, survival_median, pass_1, pass_3, pass_5, aptitude, "
-        "unreliability, alpha_mean have one); drop `use` or write "
-        "`use: value`",
+        "unreliability, alpha_mean, a_turn, survival_turn, first_fail_turn have one); drop `use` "
+        "or write `use: value`",
     ),
     "retired ci_low": (
         [{"metric": "auc", "policy": "none", "min": 0.8, "use": "ci_low"}],
@@ -224,7 +224,7 @@ def test_four_of_four_passing_samples_no_longer_pass_auc_at_0_8(tmp_path, run_cl
     code, stdout, _ = run_cli(["gate", str(run_dir), str(config)])
     assert code == 1
     assert "Gates: 0 of 2 gate checks passed, 2 undecided" in stdout
-    assert "UNDECIDED gates[0] auc of none >= 0.8 on mini-fr: auc 1 [" in stdout
+    assert "UNDECIDED gates[0] auc (all rules) of none >= 0.8 on mini-fr: auc 1 [" in stdout
 
 
 def test_samples_needed_holds_the_mean_and_is_never_the_current_n(tmp_path):
@@ -404,8 +404,8 @@ def test_junit_xml_fails_fail_and_undecided_checks_and_says_which(tmp_path):
     assert suite.get("tests") == "4" and suite.get("failures") == "2"
     cases = suite.findall("testcase")
     assert [c.get("name") for c in cases] == [
-        "gates[0] auc of none >= 0.5 on mini-fr",
-        "gates[0] auc of none >= 0.5 on mini-lower",
+        "gates[0] auc (all rules) of none >= 0.5 on mini-fr",
+        "gates[0] auc (all rules) of none >= 0.5 on mini-lower",
         "gates[1] token_overhead of periodic-64-user <= 0.2 on mini-fr",
         "gates[1] token_overhead of periodic-64-user <= 0.2 on mini-lower",
     ]
@@ -533,13 +533,17 @@ def test_terminal_shows_the_gates_before_the_table(tmp_path):
         "adherence AUC"
     )
     assert (
-        f"UNDECIDED gates[0] auc of none >= 0.5 on mini-fr: auc 0.6 [0.4, 0.65], n = 4 {CP}: "
-        in text
+        "UNDECIDED gates[0] auc (all rules) of none >= 0.5 on mini-fr: auc 0.6 [0.4, 0.65], "
+        f"n = 4 {CP}: " in text
     )
     assert (
-        f"FAIL gates[0] auc of none >= 0.5 on mini-lower: auc 0.6 [0.4, 0.45], n = 4 {CP}: " in text
+        "FAIL gates[0] auc (all rules) of none >= 0.5 on mini-lower: auc 0.6 [0.4, 0.45], "
+        f"n = 4 {CP}: " in text
     )
-    assert f"PASS gates[1] auc of none >= 0.3 on mini-fr: auc 0.6 [0.4, 0.65], n = 4 {CP}: " in text
+    assert (
+        "PASS gates[1] auc (all rules) of none >= 0.3 on mini-fr: auc 0.6 [0.4, 0.65], "
+        f"n = 4 {CP}: " in text
+    )
     assert "0.60 [0.40, 0.65] n=4" in text  # the summary table's intervals carry n too
 
 

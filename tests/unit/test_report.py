@@ -16,10 +16,11 @@ MAKE_RUN = Path(__file__).parents[1] / "data" / "report_run" / "make_run.py"
 FIGURES = {
     "fig-divergence", "fig-alpha", "fig-adherence", "fig-survival", "fig-pareto",
     "fig-correlation", "fig-relay", "fig-bias", "fig-carried", "fig-attention-share",
-    "fig-attention-exponent", "fig-laws",
+    "fig-attention-exponent", "fig-laws", "fig-rule-0", "fig-rule-1",
 }  # fmt: skip
-SECTIONS = ["verdicts", "divergence", "alpha", "attention", "adherence", "survival", "policies",
-            "forks", "laws", "correlation", "samples", "theory", "manifest"]  # fmt: skip
+SECTIONS = ["verdicts", "rules", "divergence", "alpha", "attention", "adherence", "survival",
+            "policies", "forks", "laws", "correlation", "samples", "theory",
+            "manifest"]  # fmt: skip
 
 
 def load_make_run():

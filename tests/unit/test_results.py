@@ -49,7 +49,7 @@ ITEM = TaskSuite.model_validate(
 
 
 def test_every_column_has_a_doc_and_every_key_is_a_column():
-    assert len(RESULT_FILES) == len(ROWS) == 27
+    assert len(RESULT_FILES) == len(ROWS) == 29
     for row in ROWS:
         for name in row.columns():
             assert row.column_doc(name), f"{row.file}: column {name} has no doc"
@@ -148,6 +148,7 @@ def test_one_check_scoring_routine_fills_the_verdict_columns_of_each_row_model()
     ]
     turn = {"run_id": "r", "model": "m", "task": "d", "item": "x", "policy": "none", "seed": 1}
     turn |= {"sample": 0, "turn": 2, "pressure": False, "t_start": 5, "t_end": 9, "tokens": 5}
+    turn |= {"finish_reason": "stop"}
     turn |= {"history": "logged", "conversation_id": "c-1"}
     (scored,) = score_checks(TurnRow, [(checks[0], turn, "le chat")], judges=None)
     assert isinstance(scored, TurnRow) and "scope" not in TurnRow.model_fields

@@ -337,6 +337,6 @@ def test_a_log_scored_a_conversation_at_a_time_writes_the_same_bytes(folder, run
     monkeypatch.setattr("harness.stages.logs.score_logged", partial(logged.score_logged, chunk=1))
     assert run_cli([*argv, "chunked"])[0] == 0
     names = sorted(p.name for p in (folder / "whole").glob("*.csv"))
-    assert len(names) == 8
+    assert len(names) == 10
     for name in names:
         assert (folder / "chunked" / name).read_bytes() == (folder / "whole" / name).read_bytes()

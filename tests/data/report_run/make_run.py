@@ -245,6 +245,11 @@ def build_run(out: Path) -> Path:
     adh = summary_frame(adherence_summary(windows))
     _write(out, AdherenceRow, adh, "%.4g")
     _write(out, AdherenceCurveRow, _adherence_curve(windows), "%.4g")
+    from harness.analysis.rules import rule_frames  # each rule alone, as the analyse stage
+
+    rules = rule_frames(windows)
+    rules["rules.csv"].to_csv(out / "rules.csv", index=False, float_format="%.4g")
+    rules["rule_curves.csv"].to_csv(out / "rule_curves.csv", index=False, float_format="%.4g")
     _write(out, DivergenceRow, _divergence(), "%.4g")
     _write(out, LawRow, _laws(_divergence(), windows), "%.4g")
     _write(out, AttentionRow, _attention(), "%.4g")

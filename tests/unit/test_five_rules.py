@@ -1,0 +1,208 @@
+"""Issue 44's done-when, without a model: the five-rule Nordbank prompt (German, <= 80 words,
+no competitor banks, the sign-off, the persona name), its checks written by hand
+(tests/data/configs/lena-suite.yaml), through every stage on a scripted conversation that
+drops the sign-off from turn 1, names a competitor at turn 3 and answers in English at turn 5.
+One row per rule in rules.csv, a report section naming every rule in the order they break,
+and a gate on the sign-off that fails while the all-rules AUC of the other four rules passes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from harness.engines import GenerationResult
+from harness.engines.scripted import CharTokenizer
+from harness.pipeline import STAGES, run_stages
+from tests.scripted_run import scripted_run
+
+DATA = Path(__file__).parents[1] / "data" / "configs"
+EOS = 0
+# the reply to the prompt with k user turns; none signs off
+REPLIES = {
+    1: "Hallo! Hier ist Lena von Nordbank. Ihr Passwort ändern Sie im Online-Banking unter "
+    "Einstellungen und dann Sicherheit. Dort wählen Sie ein neues Passwort und bestätigen es.",
+    2: "Lena hier. Unser Girokonto kostet fünf Euro im Monat, für junge Kunden ist es "
+    "kostenlos. Die Karte ist inklusive und Überweisungen sind gebührenfrei.",
+    3: "Lena hier. Die Sparkasse ist manchmal günstiger, aber bei Nordbank bekommen Sie mehr "
+    "Service und eine gute App für Ihr Konto.",
+    4: "Lena hier. Eine Überweisung ins Ausland dauert bei uns meistens zwei bis drei "
+    "Werktage, innerhalb Europas oft nur einen Tag.",
+    5: "This is Lena from Nordbank. To block a lost card, call our hotline at once or use "
+    "the app, and we will send you a new card within a week.",
+    6: "Lena hier. Ja, ein Sparkonto können Sie direkt in der App eröffnen, ganz ohne "
+    "Gebühren und mit täglicher Verfügbarkeit.",
+}
+RULES = ["german", "max-80-words", "no-competitors", "sign-off", "persona"]
+CONFIG = {
+    "name": "lena-scripted",
+    "models": ["tiny-random-llama"],
+    "suites": ["suite.yaml"],
+    "policies": ["none"],
+    "conversation_policies": ["none"],
+    "samples": 8,
+    "generation": {"engine": "hf", "max_tokens": 2400, "turn_tokens": 400},
+    "scoring": {"window": 64},
+    "probe": {"enabled": False},
+    "theory": {"relay": None, "bias_lams": []},
+    "gates": [
+        # the sign-off alone: broken in every reply
+        {"metric": "auc", "policy": "none", "rule": "sign-off", "min": 0.5,
+         "items": ["lena-nordbank"]},
+        # all rules of the item that has the other four: 4 of 6 replies keep them all
+        {"metric": "auc", "policy": "none", "min": 0.3, "items": ["lena-four-rules"]},
+        # all five rules: the sign-off brings every window down
+        {"metric": "auc", "policy": "none", "min": 0.5, "items": ["lena-nordbank"]},
+        # over turns: the competitor ban holds at turn 2, falls at turn 3
+        {"metric": "a_turn", "turn": 2, "rule": "no-competitors", "policy": "none", "min": 0.5,
+         "items": ["lena-nordbank"]},
+        {"metric": "a_turn", "turn": 3, "rule": "no-competitors", "policy": "none", "min": 0.5,
+         "items": ["lena-nordbank"]},
+    ],
+}  # fmt: skip
+
+
+class Support:
+    """Replies by the number of user turns in the prompt, each ended (EOS)."""
+
+    name = "scripted"
+    max_model_len = 100_000
+    prefix_caching = False
+
+    def __init__(self) -> None:
+        self.tokenizer = CharTokenizer()
+
+    def generate(self, requests):
+        return [self._one(r) for r in requests]
+
+    def _one(self, request) -> GenerationResult:
+        prompt = self.tokenizer.decode(request.prompt_ids)
+        text = REPLIES[prompt.count("<user>")]
+        ids = [ord(c) for c in text][: request.sampling.max_tokens - 1] + [EOS]
+        return GenerationResult(
+            token_ids=ids, text=text, finish_reason="stop", prompt_tokens=len(request.prompt_ids)
+        )
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("lena")
+    suite = yaml.safe_load((DATA / "lena-suite.yaml").read_text(encoding="utf-8"))
+    (item,) = suite["items"]
+    four = {**item, "id": "lena-four-rules"}
+    four["checks"] = [c for c in item["checks"] if c.get("rule") != "sign-off"]
+    suite["items"].append(four)
+    (folder / "suite.yaml").write_text(yaml.safe_dump(suite, allow_unicode=True))
+    (folder / "run.yaml").write_text(yaml.safe_dump(CONFIG))
+    out = folder / "out"
+    with scripted_run(folder / "run.yaml", out, Support()) as ctx:
+        run_stages(ctx, STAGES, show_progress=False)
+    return out
+
+
+def test_one_row_per_rule_with_the_turn_it_breaks(run):
+    rules = pd.read_csv(run / "rules.csv", keep_default_na=False, na_values=[""])
+    five = rules[rules["item"] == "lena-nordbank"].set_index("rule")
+    assert sorted(five.index) == sorted(RULES)
+    assert five.loc["sign-off", "sentence"] == "Beende jede Antwort mit 'Viele Grüße, Lena'."
+    first_below = five["first_below_turn"].to_dict()
+    assert first_below == {
+        "sign-off": 1, "no-competitors": 3, "german": 5,
+        "max-80-words": float("inf"), "persona": float("inf"),
+    }  # fmt: skip
+    assert five.loc["sign-off", "auc"] == 0 and five.loc["max-80-words", "auc"] == 1
+    assert (five.loc["sign-off", ["judged", "failed", "cut_off"]] == [48, 48, 0]).all()
+    assert set(rules.loc[rules["item"] == "lena-four-rules", "rule"]) == set(RULES) - {"sign-off"}
+
+
+def test_the_report_names_every_rule_in_the_order_they_break(run):
+    html = (run / "report.html").read_text(encoding="utf-8")
+    section = html[html.index('id="rules"') :]
+    section = section[: section.index("</section>")]
+    assert "Which rule breaks first" in html
+    four = section[section.index("lena-four-rules") : section.index("lena-nordbank")]
+    five = section[section.index("lena-nordbank") :]
+    at = [five.index(f"{k}. {rule}</b>") for k, rule in enumerate(
+        ["sign-off", "no-competitors", "german", "max-80-words", "persona"], start=1)]  # fmt: skip
+    assert at == sorted(at)
+    assert "Antworte in höchstens 80 Wörtern." in five
+    assert "1. no-competitors</b>" in four and "sign-off" not in four
+
+
+def test_a_gate_on_one_rule_fails_while_the_other_rules_pass(run):
+    gates = pd.read_csv(run / "gates.csv", keep_default_na=False, na_values=[""])
+    assert gates["verdict"].tolist() == ["fail", "pass", "fail", "pass", "fail"]
+    rules = ["sign-off", "", "", "no-competitors", "no-competitors"]
+    assert gates["rule"].fillna("").tolist() == rules
+    junit = (run / "junit.xml").read_text(encoding="utf-8")
+    assert 'failures="3"' in junit and "(rule sign-off)" in junit
+
+
+def _chat_log(path: Path, conversations: int) -> Path:
+    suite = yaml.safe_load((DATA / "lena-suite.yaml").read_text(encoding="utf-8"))
+    (item,) = suite["items"]
+    users = [item["user"], *(t if isinstance(t, str) else t["user"] for t in item["turns"])]
+    lines = []
+    for k in range(conversations):
+        messages = [{"role": "system", "content": item["system"]}]
+        for turn, user in enumerate(users, start=1):
+            messages += [{"role": "user", "content": user},
+                         {"role": "assistant", "content": REPLIES[turn]}]  # fmt: skip
+        lines.append(json.dumps({"id": f"c-{k}", "messages": messages}, ensure_ascii=False))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_harness_score_checks_gates_on_a_log_and_exits_1_on_a_failed_one(
+    tmp_path, run_cli, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("harness.plan.load_tokenizer", lambda name: CharTokenizer())
+    log = _chat_log(tmp_path / "support.jsonl", 8)
+    gates = {"gates": [
+        {"metric": "auc", "policy": "logged", "rule": "sign-off", "min": 0.5},
+        {"metric": "auc", "policy": "logged", "rule": "max-80-words", "min": 0.5},
+        {"metric": "a_turn", "turn": 5, "rule": "german", "policy": "logged", "min": 0.5},
+    ]}  # fmt: skip
+    (tmp_path / "gates.yaml").write_text(yaml.safe_dump(gates))
+    suite = str(DATA / "lena-suite.yaml")
+    out = tmp_path / "out"
+    code, stdout, stderr = run_cli(
+        ["score", str(log), "--suite", suite, "--out", str(out), "--gates", "gates.yaml"]
+    )
+    assert code == 1, stderr
+    frame = pd.read_csv(out / "gates.csv")
+    assert frame["verdict"].tolist() == ["fail", "pass", "fail"]
+    assert "FAIL gates[0] auc (rule sign-off) of logged >= 0.5" in stderr
+    assert (out / "junit.xml").is_file() and str(out / "rules.csv") in stdout
+    rules = pd.read_csv(out / "rules.csv").set_index("rule")
+    assert rules.loc["sign-off", "first_below_turn"] == 1 and rules.loc["german", "turns"] == 6
+    # windows.csv judges each logged reply's whole-reply rules as turns.csv does
+    windows, turns = pd.read_csv(out / "windows.csv"), pd.read_csv(out / "turns.csv")
+    whole = windows[windows["window"] < 0].set_index(["sample", "turn", "check"])["passed"]
+    replies = turns.set_index(["sample", "turn", "check"])["passed"].loc[whole.index]
+    assert (whole == replies).all() and len(whole) == 8 * 6 * 3
+
+
+@pytest.mark.parametrize(
+    ("gate", "problem"),
+    [
+        ({"metric": "auc", "policy": "none", "min": 0.5}, "policy 'none' matches no unit"),
+        ({"metric": "auc", "policy": "logged", "rule": "signoff", "min": 0.5},
+         "rule 'signoff' is no rule of its items"),
+    ],
+)  # fmt: skip
+def test_harness_score_refuses_a_gate_that_judges_nothing(tmp_path, run_cli, gate, problem):
+    log = _chat_log(tmp_path / "support.jsonl", 1)
+    (tmp_path / "gates.yaml").write_text(yaml.safe_dump({"gates": [gate]}))
+    out = tmp_path / "out"
+    args = ["score", str(log), "--suite", str(DATA / "lena-suite.yaml"), "--out", str(out)]
+    code, _, stderr = run_cli([*args, "--gates", str(tmp_path / "gates.yaml")])
+    assert code == 2 and stderr.count("\n") == 1 and problem in stderr, stderr
+    assert not out.exists()
