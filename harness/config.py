@@ -21,6 +21,7 @@ from pydantic import (
 from harness.checks.base import NonEmptyText
 from harness.checks.language import DEFAULT_CANDIDATE_LANGUAGES, LanguageCode
 from harness.endpoint import DEFAULT_KEY_ENV, BaseUrl, KeyEnv, ServedModel
+from harness.errors import UserError
 from harness.gate_specs import LOOP_METRICS, Family, GateSpec, gate_problem
 from harness.policy_specs import (
     BASELINE,
@@ -48,8 +49,39 @@ __all__ = [
 
 
 # ---------------------------------------------------------------- run config
+class ChatOptions(Strict):
+    """The chat engine's settings (harness/engines/chat_engine.py, docs/hosted.md)."""
+
+    # the unit of t (harness/engines/units.py): logprobs | chars | tiktoken:<enc> | hf:<model>
+    positions: str = "logprobs"
+    # under `logprobs`: what cuts the text the harness writes (prompts, user turns, reminders)
+    tokenizer: str | None = None
+    extra_body: dict[str, Any] = Field(default_factory=dict)  # sent with every request
+    concurrency: int = Field(8, gt=0)
+    requests_per_minute: float | None = Field(None, gt=0)
+    tokens_per_minute: float | None = Field(None, gt=0)
+    max_retries: int = Field(4, ge=0)  # the openai SDK's (429, 5xx, Retry-After honoured)
+    timeout_s: float = Field(600.0, gt=0)
+
+    @field_validator("positions", "tokenizer")
+    @classmethod
+    def _unit(cls, value: str | None) -> str | None:
+        from harness.endpoint import parse_units
+
+        if value is not None:
+            try:
+                parse_units(value)
+            except UserError as exc:
+                raise ValueError(str(exc).split(": ", 1)[1]) from None
+        return value
+
+
+def _unset(value: Any) -> bool:
+    return value is None
+
+
 class GenerationConfig(Strict):
-    engine: Literal["vllm", "hf", "openai"] = "vllm"
+    engine: Literal["vllm", "hf", "openai", "chat"] = "vllm"
     max_tokens: int = Field(512, gt=0)
     temperature: float = Field(0.7, ge=0)
     top_p: float = Field(0.95, gt=0, le=1)
@@ -67,6 +99,8 @@ class GenerationConfig(Strict):
     # Conversations: max new tokens per assistant turn (a turn ends at EOS or here);
     # max_tokens stays the conversation's total budget of generated tokens.
     turn_tokens: int | None = Field(None, gt=0)
+    # engine chat only; unset (and left out of the run id's hash) otherwise
+    chat: ChatOptions | None = Field(None, exclude_if=_unset)
 
     @model_validator(mode="after")
     def _turn_fits(self) -> GenerationConfig:

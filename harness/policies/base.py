@@ -195,7 +195,11 @@ def absorb_result(
     state.append(result.token_ids, "generated", "model", result.text)
     state.generated += len(result.token_ids)
     state.turn_generated += len(result.token_ids)
-    if state.spec.conversation:
+    if result.finish_reason not in ("stop", "length"):
+        # a request failed for good, or the endpoint refused or filtered the reply (engine
+        # chat): the sample ends here with that finish reason; asking again would not change it
+        state.done, state.finish_reason = True, result.finish_reason
+    elif state.spec.conversation:
         _end_of_reply(state, result.finish_reason, budget, turn_tokens or budget)
     elif budget - state.generated <= 0:
         state.done, state.finish_reason = True, "length"

@@ -169,6 +169,8 @@ class RunContext(StageTimings):
     stage: Stage | None = None  # the stage running now: `frame` reads only what it declared
     # the checks' error measured on the labelled sets (AnalyseStage.measured), once per run
     measured_rates: dict | None = None
+    # engine chat: each model's requests, tokens and served identity (manifest.json)
+    hosted: dict = field(default_factory=dict)
     _tokenizers: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -180,6 +182,12 @@ class RunContext(StageTimings):
 
     def tokenizer(self, model: ResolvedModel):
         """The model's tokenizer, loaded once per run."""
+        if model.name not in self._tokenizers and model.source == "hosted":
+            from harness.config import ChatOptions
+            from harness.engines.units import PositionUnits
+
+            chat = self.config.generation.chat or ChatOptions()
+            self._tokenizers[model.name] = PositionUnits(chat.positions, chat.tokenizer)
         if model.name not in self._tokenizers:
             from transformers import AutoTokenizer
 

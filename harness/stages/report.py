@@ -64,6 +64,8 @@ class ManifestStage:
             "started": ctx.started,
             "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         }
+        if ctx.hosted:  # engine chat: requests, tokens, failures and the served model's identity
+            manifest["hosted"] = ctx.hosted
         if ctx.sequential:  # the samples each condition took and why it stopped
             manifest["sequential"] = ctx.sequential
         return {"manifest.json": manifest}
