@@ -8,6 +8,7 @@ expected; the CLI turns that into exit code 2 before anything is written.
 
 from __future__ import annotations
 
+from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -78,6 +79,24 @@ class ChatOptions(Strict):
 
 def _unset(value: Any) -> bool:
     return value is None
+
+
+class ModelPrice(Strict):
+    """A hosted model's price in USD per million tokens, as of a date: prices change, so none
+    is taken without the day it was read (harness/engines/pricing.py)."""
+
+    input: float = Field(ge=0)
+    cached_input: float | None = Field(None, ge=0)  # None: as `input`
+    output: float = Field(ge=0)
+    as_of: date
+
+
+class BudgetConfig(Strict):
+    """Limits a run stops before crossing (engine chat); a resumed run goes on from there."""
+
+    usd: float | None = Field(None, gt=0)  # needs `pricing` for every model
+    input_tokens: int | None = Field(None, gt=0)
+    output_tokens: int | None = Field(None, gt=0)
 
 
 class GenerationConfig(Strict):
@@ -244,6 +263,10 @@ class RunConfig(Strict):
     conversations: ConversationsConfig | None = None
     stats: StatsConfig = StatsConfig()
     out: Path | None = None
+    # hosted models' prices by model name, and the run's spending limits (engine chat); they
+    # change what a run costs, never its results: both stay out of the run id
+    pricing: dict[str, ModelPrice] | None = Field(None, exclude_if=_unset)
+    budget: BudgetConfig | None = Field(None, exclude_if=_unset)
 
     @field_validator("policies", "conversation_policies", mode="before")
     @classmethod
@@ -318,6 +341,19 @@ class RunConfig(Strict):
         return self
 
     @model_validator(mode="after")
+    def _priced(self) -> RunConfig:
+        if self.budget is not None and self.generation.engine != "chat":
+            raise ValueError("budget: limits the requests of generation.engine: chat")
+        if self.budget is not None and self.budget.usd is not None:
+            missing = [m for m in self.models if m not in (self.pricing or {})]
+            if missing:
+                raise ValueError(
+                    f"budget.usd needs a price for every model (pricing: has none for "
+                    f"{', '.join(missing)})"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _forks_fit(self) -> RunConfig:
         labels = [policy_label(p) for p in self.policies]
         for label in (self.forks.policies or []) if self.forks else []:
@@ -337,6 +373,9 @@ class RunConfig(Strict):
         # an unset `conversations` (added later) is left out: the runs before it keep their ids
         unset = {"conversations"} if self.conversations is None else set()
         text = self.model_dump_json(
-            exclude={"gates": True, "scoring": {"validation"}, **dict.fromkeys(unset, True)}
-        )
+            exclude={
+                "gates": True, "scoring": {"validation"}, "pricing": True, "budget": True,
+                **dict.fromkeys(unset, True),
+            }
+        )  # fmt: skip
         return hashlib.sha256(text.encode()).hexdigest()[:12]

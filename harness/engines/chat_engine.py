@@ -27,6 +27,7 @@ from typing import Any
 from harness.atomic import atomic_write_text
 from harness.endpoint import DEFAULT_KEY_ENV, server_url
 from harness.engines.base import GenerationRequest, GenerationResult, refuse_prompt_bias
+from harness.engines.pricing import Budget
 from harness.engines.ratelimit import RateLimiter
 from harness.engines.units import PositionUnits, piece_id
 from harness.errors import UserError
@@ -95,6 +96,7 @@ class ChatEngine:
         timeout_s: float = 600.0,
         max_model_len: int | None = None,
         cache_dir: Path | None = None,
+        budget: Budget | None = None,
         **_ignored: Any,
     ) -> None:
         import openai
@@ -114,6 +116,7 @@ class ChatEngine:
         self._limiter = RateLimiter(requests_per_minute, tokens_per_minute)
         self._cache = Path(cache_dir) if cache_dir else None
         self.usage = ChatUsage()
+        self.budget = budget or Budget(None, None)
         self.identity: dict[str, Any] = {"model": model, "served_model": None, "fingerprints": []}
         self._client = openai.OpenAI(
             base_url=url,
@@ -161,14 +164,22 @@ class ChatEngine:
         path = self._cache / key[:2] / f"{key}.json" if self._cache else None
         if path is not None and path.exists():
             self.usage.add(cached=1)
-            return json.loads(path.read_text(encoding="utf-8"))
-        self._limiter.acquire(len(json.dumps(body["messages"])) // 4 + body["max_tokens"])
+            data = json.loads(path.read_text(encoding="utf-8"))
+            self.budget.settle((0, 0), _spent(data))  # paid by the run before: it counts
+            return data
+        # a bound on the input tokens: no token of a byte-level tokenizer is shorter than a
+        # byte, plus each message's framing
+        worst_input = sum(len(str(m["content"]).encode()) + 8 for m in body["messages"])
+        reserved = (worst_input, body["max_tokens"])
+        self.budget.reserve(*reserved)
+        self._limiter.acquire(worst_input // 4 + body["max_tokens"])
         params = {k: v for k, v in body.items() if k != "extra_body"}
         try:
             response = self._client.chat.completions.create(
                 **params, extra_body=body.get("extra_body")
             )
         except openai.APIStatusError as exc:
+            self.budget.release(reserved)
             if exc.status_code in _FATAL:
                 raise UserError(
                     f"chat engine: {self.base_url} answered {exc.status_code} for model "
@@ -178,10 +189,12 @@ class ChatEngine:
             self.usage.failure(f"{exc.status_code}: {_short(exc.message)}")
             return None
         except openai.APIConnectionError as exc:
+            self.budget.release(reserved)
             self.usage.add(requests=1)
             self.usage.failure(f"{type(exc).__name__}: {_short(str(exc))}")
             return None
         data = response.model_dump(mode="json", exclude_unset=True)
+        self.budget.settle(reserved, _spent(data))
         self.usage.add(requests=1)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -263,6 +276,13 @@ class ChatEngine:
 
     def close(self) -> None:
         self._client.close()
+
+
+def _spent(data: dict) -> tuple[int, int, int]:
+    """(input, cached input, output) tokens a response says it took."""
+    usage = data.get("usage") or {}
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+    return usage.get("prompt_tokens") or 0, cached, usage.get("completion_tokens") or 0
 
 
 def _short(text: str) -> str:

@@ -47,3 +47,12 @@ def model_of(name: str, gen: GenerationConfig) -> ResolvedModel:
     identity = f"chat\n{server_url(gen.base_url) or ''}\n{served}"
     key = hashlib.sha256(identity.encode()).hexdigest()[:16]
     return ResolvedModel(name=name, source="hosted", path=Path("."), content_key=key)
+
+
+def run_budget(config, model: str):
+    """The chat engine's spending guard for `model` under `config.budget` (None elsewhere)."""
+    from harness.engines.pricing import Budget
+
+    if config.generation.engine != "chat":
+        return None
+    return Budget(config.budget, (config.pricing or {}).get(model))

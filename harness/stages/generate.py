@@ -14,7 +14,7 @@ from harness.chat import ChatFormat
 from harness.config import RunConfig
 from harness.endpoint import endpoint_of
 from harness.engines import SamplingSettings, make_engine
-from harness.engines.options import engine_options
+from harness.engines.options import engine_options, run_budget
 from harness.engines.pool import EnginePool
 from harness.models import ResolvedModel, resolve_model
 from harness.policies import policy_run, run_policies
@@ -126,13 +126,16 @@ def generate_stage(
             engine = engines.get(config, model)
         else:
             options = engine_options(gen, model.name, request_cache(store))
+            if gen.engine == "chat":
+                options["budget"] = run_budget(config, model.name)
             engine = make_engine(gen.engine, model.path, **options)
         chat = ChatFormat(engine.tokenizer)
         violates = _violation_hook(config, items)
         groups = [
             (policy_run(units[i][0], gen.continue_on_eos, violates), unit_specs[i]) for i in missing
         ]
-        simulators = Simulators(_simulator_factory(config, items, request_cache(store)))
+        budget = getattr(engine, "budget", None)  # simulated users spend from the same budget
+        simulators = Simulators(_simulator_factory(config, items, request_cache(store), budget))
 
         def store_group(index: int, records: list[GenerationRecord]) -> None:
             store.put(STAGE, keys[missing[index]], [r.model_dump(mode="json") for r in records])
@@ -180,11 +183,19 @@ def request_cache(store: RunStore):
 
 
 def hosted_summary(engine) -> dict:
-    """A chat engine's requests, tokens and the served model's identity (manifest.json)."""
-    return {**engine.identity, **engine.usage.as_dict(), "positions": engine.positions}
+    """A chat engine's requests, tokens, cost (where priced) and the served model's identity
+    (manifest.json)."""
+    spent = engine.budget.spent_usd()
+    return {
+        **engine.identity,
+        **engine.usage.as_dict(),
+        "positions": engine.positions,
+        "cost_usd": None if spent is None else round(spent, 6),
+        "price_as_of": None if engine.budget.price is None else str(engine.budget.price.as_of),
+    }
 
 
-def _simulator_factory(config: RunConfig, items: list[Selected], cache=None):
+def _simulator_factory(config: RunConfig, items: list[Selected], cache=None, budget=None):
     """Engines for simulated users that are not the run's own model: a zoo model on the run's
     engine (or its own `engine`), or an OpenAI-compatible endpoint."""
     sims = {
@@ -201,7 +212,7 @@ def _simulator_factory(config: RunConfig, items: list[Selected], cache=None):
             endpoint = endpoint_of(sim).over(endpoint_of(config.generation), same_model)
             gen = config.generation.model_copy(update=endpoint.model_dump())
             name = sim.model or config.models[0]
-            engine = make_engine(kind, None, **engine_options(gen, name, cache))
+            engine = make_engine(kind, None, **engine_options(gen, name, cache), budget=budget)
             return engine, ChatFormat(engine.tokenizer)
         path = resolve_model(sim.model or config.models[0]).path
         options = {"max_model_len": config.generation.max_model_len}
