@@ -156,3 +156,60 @@ class Budget:
     def _release(self, reserved: tuple[int, int]) -> None:
         if self.limits is not None:
             self._held = (self._held[0] - reserved[0], self._held[1] - reserved[1])
+
+
+def utf8_bytes(text: str) -> int:
+    """A bound on any byte-level tokenizer's token count of `text` (no token is shorter than
+    one byte): the default count of the maxima, so a maximum is never an underestimate."""
+    return len(text.encode())
+
+
+def _policy_rounds(spec, max_tokens: int, continue_on_eos: bool) -> tuple[int, int]:
+    """(requests, reminder insertions) of one single reply at most: one request per
+    `every` tokens for a reminding policy; a reply that ends early and is continued
+    (`continue_on_eos`) can take a request per generated token."""
+    every = getattr(spec, "every", None)
+    rounds = -(-max_tokens // every) if every else 1
+    if continue_on_eos:
+        rounds = max_tokens
+    return rounds, rounds - 1
+
+
+def run_maxima(config, units, count=utf8_bytes) -> dict[str, TokenMaxima]:
+    """The most input and output tokens each model's requests can take in a run of `config`:
+    `units` = `harness.selection.policy_units(config, items)` (policy spec, the selected items
+    it runs on; each with `.item`, a suite's TaskItem), every sample of each. Single replies
+    count their reminder rounds and continuations, conversations re-send the whole history
+    with every reply, simulated users' requests are included at their max_tokens. `count`
+    gives a text's tokens (default its UTF-8 bytes: a bound, never an underestimate). Judge
+    checks' requests are not included: one per distinct window text at most, cached."""
+    per_sample = TokenMaxima()
+    for spec, unit_items in units:
+        for sel in unit_items:
+            per_sample = per_sample + _sample_maxima(config, spec, sel.item, count)
+    n = config.sequential.max if config.sequential else config.samples
+    total = TokenMaxima(
+        n * per_sample.requests, n * per_sample.input_tokens, n * per_sample.output_tokens
+    )
+    return dict.fromkeys(config.models, total)
+
+
+def _sample_maxima(config, spec, item, count) -> TokenMaxima:
+    gen = config.generation
+    reminder = count(getattr(spec, "text", None) or item.reminder or "") + 16
+    base = count(item.system) + count(item.user or "") + 16  # + the messages' framing
+    if not item.is_conversation:
+        rounds, reminders = _policy_rounds(spec, gen.max_tokens, gen.continue_on_eos)
+        per_round = base + gen.max_tokens + reminders * reminder
+        return TokenMaxima(rounds, rounds * per_round, gen.max_tokens)
+    sim = item.user_simulator
+    users = [count(t.user) + 8 for t in item.turns or []]
+    users += [sim.max_tokens + 8] * sim.turns if sim else []
+    reminded = reminder if spec.name != "none" else 0
+    reply = gen.turn_tokens or gen.max_tokens
+    one = conversation_maxima(base, users, reply, gen.max_tokens, reminded)
+    if sim is None:
+        return one
+    # the simulator sees the whole conversation (roles swapped) under its own system prompt
+    longest = base + sum(users) + one.requests * (reply + reminded) + count(sim.system) + 16
+    return one + TokenMaxima(sim.turns, sim.turns * longest, sim.turns * sim.max_tokens)

@@ -6,6 +6,7 @@ twice."""
 from __future__ import annotations
 
 from datetime import date
+from pathlib import Path
 
 import pytest
 import yaml
@@ -74,5 +75,46 @@ def test_run_stops_before_its_budget_and_resumes(tmp_path):
         done = _run(path, out)
         assert done.returncode == 0, done.stderr[-2000:]
         assert max(server.requests.values()) == 1 and server.requests.total() > first
+    finally:
+        server.close()
+
+
+def _maxima(path):
+    from harness.config_files import load_run_config_and_suites
+    from harness.engines.pricing import run_maxima
+    from harness.plan import select_items
+    from harness.selection import policy_units
+
+    config, suites = load_run_config_and_suites(path)
+    return config, run_maxima(config, policy_units(config, select_items(config, suites)))
+
+
+def test_shipped_hosted_example_is_priced_and_bounded(monkeypatch):
+    from harness.engines.pricing import max_cost
+    from harness.engines.refusals import chat_refusals
+
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(root)
+    config, maxima = _maxima(root / "configs" / "hosted-example.yaml")
+    assert config.generation.engine == "chat" and chat_refusals(config) == []
+    assert config.pricing["gpt-4o-mini"].as_of == date(2026, 12, 1)
+    [bound] = max_cost(maxima, config.pricing).values()
+    # 3 items x 3 conversation policies on conversations, 1 single reply x none; 8 samples
+    assert bound.maxima.requests == 8 * (1 + 3 * 6 + 3 * 7) and bound.usd > 0
+
+
+def test_maxima_bound_what_a_run_spent(tmp_path):
+    import json
+
+    server = ChatStandIn()
+    try:
+        path = _config(tmp_path, server.url)
+        assert _run(path, tmp_path / "out").returncode == 0
+        _, maxima = _maxima(path)
+        spent = json.loads((tmp_path / "out" / "manifest.json").read_text())["hosted"]
+        bound, used = maxima["stand-in"], spent["stand-in"]
+        assert used["input_tokens"] <= bound.input_tokens
+        assert used["output_tokens"] <= bound.output_tokens
+        assert used["requests"] <= bound.requests
     finally:
         server.close()
