@@ -21,7 +21,7 @@ from pydantic import (
 
 from harness.checks.base import NonEmptyText
 from harness.checks.language import DEFAULT_CANDIDATE_LANGUAGES, LanguageCode
-from harness.endpoint import DEFAULT_KEY_ENV, BaseUrl, KeyEnv, ServedModel
+from harness.endpoint import DEFAULT_KEY_ENV, BaseUrl, KeyEnv, ServedModel, parse_units
 from harness.errors import UserError
 from harness.gate_specs import LOOP_METRICS, Family, GateSpec, gate_problem
 from harness.policy_specs import (
@@ -67,8 +67,6 @@ class ChatOptions(Strict):
     @field_validator("positions", "tokenizer")
     @classmethod
     def _unit(cls, value: str | None) -> str | None:
-        from harness.endpoint import parse_units
-
         if value is not None:
             try:
                 parse_units(value)

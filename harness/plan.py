@@ -27,6 +27,7 @@ from harness.engines import make_engine
 from harness.engines.chat_engine import HOSTED_CONTEXT
 from harness.engines.options import engine_options, model_of
 from harness.engines.refusals import refuse_chat_features
+from harness.engines.units import PositionUnits
 from harness.errors import UserError
 from harness.models import EMBEDDED_MODEL, ResolvedModel, resolve_model, untrained_name
 from harness.policies import policy_run
@@ -242,8 +243,6 @@ def check_generation(config: RunConfig, items: list[Selected], model: ResolvedMo
     not fit the chat template, empty reminder texts, `restate` on an item without a
     restatement, prompts + budget beyond the context."""
     if model.source == "hosted":  # positions in the chat engine's unit, no model folder
-        from harness.engines.units import PositionUnits
-
         options = config.generation.chat or ChatOptions()
         chat = ChatFormat(PositionUnits(options.positions, options.tokenizer))
         context = config.generation.max_model_len or HOSTED_CONTEXT

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from harness.config import ChatOptions, GenerationConfig
 from harness.endpoint import endpoint_of, server_url
+from harness.engines.pricing import Budget
 from harness.models import ResolvedModel, resolve_model
 
 
@@ -51,8 +52,6 @@ def model_of(name: str, gen: GenerationConfig) -> ResolvedModel:
 
 def run_budget(config, model: str):
     """The chat engine's spending guard for `model` under `config.budget` (None elsewhere)."""
-    from harness.engines.pricing import Budget
-
     if config.generation.engine != "chat":
         return None
     return Budget(config.budget, (config.pricing or {}).get(model))

@@ -29,6 +29,7 @@ from typing import Any
 
 from harness.endpoint import parse_units
 from harness.errors import UserError
+from harness.models import resolve_model
 
 # Role marks and the end-of-message mark: private-use characters no prompt contains.
 ROLE_MARKS = {"system": "\ue020", "user": "\ue021", "assistant": "\ue022"}
@@ -78,8 +79,6 @@ def _hf_cutter(name: str) -> Callable[[str], list[bytes]]:
     from pathlib import Path
 
     from transformers import AutoTokenizer
-
-    from harness.models import resolve_model
 
     path = Path(name) if Path(name).is_dir() else resolve_model(name).path
     tokenizer = AutoTokenizer.from_pretrained(path)

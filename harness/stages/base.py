@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from harness.config import RunConfig, TaskSuite
+from harness.config import ChatOptions, RunConfig, TaskSuite
 from harness.engines.pool import EnginePool
+from harness.engines.units import PositionUnits
 from harness.models import ResolvedModel
 from harness.records import GenerationRecord
 from harness.results import RESULT_FILES, ResultRow, result_frame, typed_frame
@@ -183,9 +184,6 @@ class RunContext(StageTimings):
     def tokenizer(self, model: ResolvedModel):
         """The model's tokenizer, loaded once per run."""
         if model.name not in self._tokenizers and model.source == "hosted":
-            from harness.config import ChatOptions
-            from harness.engines.units import PositionUnits
-
             chat = self.config.generation.chat or ChatOptions()
             self._tokenizers[model.name] = PositionUnits(chat.positions, chat.tokenizer)
         if model.name not in self._tokenizers:
