@@ -64,11 +64,26 @@ class ManifestStage:
             "started": ctx.started,
             "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         }
+        # the unit every position t of the run's files is counted in
+        manifest["t_unit"] = {m.name: t_unit(config, m) for m in ctx.models}
         if ctx.hosted:  # engine chat: requests, tokens, failures and the served model's identity
             manifest["hosted"] = ctx.hosted
         if ctx.sequential:  # the samples each condition took and why it stopped
             manifest["sequential"] = ctx.sequential
         return {"manifest.json": manifest}
+
+
+def t_unit(config, model) -> str:
+    """What one position t is: a token of the model's tokenizer, or on a chat endpoint a piece
+    of the configured unit (harness/engines/units.py)."""
+    if model.source != "hosted":
+        return "token (the model's tokenizer)"
+    chat = config.generation.chat
+    positions = chat.positions if chat else "logprobs"
+    if positions == "logprobs":
+        cut = (chat.tokenizer if chat else None) or "chars"
+        return f"logprobs (the endpoint's tokens; the harness's own text: {cut})"
+    return positions
 
 
 def _samples(config) -> int | dict:

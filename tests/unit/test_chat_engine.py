@@ -178,6 +178,9 @@ def test_harness_run_on_a_chat_endpoint_resumes_without_sending_again(stand_in, 
     # generation's requests (the judge's are cached as verdicts: cache/judge)
     assert 0 < hosted["requests"] < sent and hosted["fingerprints"] == ["fp_standin"]
     assert hosted["positions"] == "logprobs"
+    assert manifest["t_unit"]["stand-in"].startswith("logprobs (the endpoint's tokens")
+    report = (out / "report.html").read_text()
+    assert "t is counted in: stand-in: logprobs" in report and "requests sent" in report
     # resume: everything from the run's caches, nothing sent
     (out / "windows.csv").unlink()
     again = _run(config, out)
