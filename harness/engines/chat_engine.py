@@ -56,6 +56,9 @@ class ChatUsage:
         self.cached = 0  # answered from the run's request cache: not sent
         self.failed = 0
         self.refused = 0  # refusal or content-filter finishes
+        # replies cut by the unit's tokenizer where `logprobs` was asked: the endpoint gave
+        # none, or tokens that do not spell the reply
+        self.positions_fallback = 0
         self.input_tokens = 0
         self.cached_input_tokens = 0
         self.output_tokens = 0
@@ -232,14 +235,22 @@ class ChatEngine:
     def _pieces(self, text: str, logprobs: dict | None) -> list[bytes]:
         """The reply's pieces: the endpoint's tokens where asked for and they spell the text,
         else the unit's cut of the text."""
-        content = (logprobs or {}).get("content") if self.tokenizer.from_logprobs else None
-        if content:
-            pieces = [
-                bytes(lp["bytes"]) if lp.get("bytes") is not None else lp["token"].encode()
-                for lp in content
-            ]
-            if b"".join(pieces).decode("utf-8", errors="replace") == text:
-                return pieces
+        if not self.tokenizer.from_logprobs:
+            return self.tokenizer.cut(text)
+        content = (logprobs or {}).get("content") or []
+        pieces = [
+            bytes(lp["bytes"]) if lp.get("bytes") is not None else lp["token"].encode()
+            for lp in content
+        ]
+        # a closing special token (an EOS some servers list) is not part of the reply's text
+        while pieces and b"".join(pieces).decode("utf-8", errors="replace") != text:
+            joined = b"".join(pieces[:-1]).decode("utf-8", errors="replace")
+            if not text.startswith(joined) or joined == text + "\ufffd":
+                break
+            pieces.pop()
+        if (pieces or not text) and b"".join(pieces).decode("utf-8", errors="replace") == text:
+            return pieces
+        self.usage.add(positions_fallback=1)
         return self.tokenizer.cut(text)
 
     def _note(self, data: dict) -> None:

@@ -18,11 +18,13 @@ import pandas as pd
 import pytest
 import yaml
 
+from harness.engines.units import END_MARK, piece_id
 from tests.chat_server import FaultProxy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow]
 ROOT = Path(__file__).parent.parent.parent
 KEY = "sk-planted-E2E-7777"
+END_ID = piece_id(END_MARK.encode())
 
 
 def _config(tmp_path: Path, url: str, name: str) -> Path:
@@ -42,6 +44,7 @@ def _config(tmp_path: Path, url: str, name: str) -> Path:
             "base_url": url,
             "api_key_env": "HOSTED_E2E_KEY",
             "max_tokens": 96,
+            "max_model_len": 2048,
             "turn_tokens": 16,
             "temperature": 0.7,
             "chat": {"positions": "logprobs", "concurrency": 8, "max_retries": 6},
@@ -91,15 +94,18 @@ def test_chat_run_through_served_model(vllm_server, tmp_path):
             if seg["kind"] != "generated" or not seg["text"].strip():
                 continue
             ids = record["continuation_ids"][seg["start"] : seg["end"]]
-            pieces = [i for i in ids if i.bit_length() > 8]  # not the 1-byte empty piece
+            if ids and ids[-1] == END_ID:  # the reply ended with the model's EOS
+                ids = ids[:-1]
             n_tokens = len(tokenizer(seg["text"], add_special_tokens=False)["input_ids"])
-            end_mark = 1 if seg["text"] and len(ids) == n_tokens + 1 else 0
             total += 1
-            same += len(ids) - end_mark == n_tokens or len(pieces) - end_mark == n_tokens
+            same += len(ids) == n_tokens
     print(f"replies whose logprobs positions equal the tokenizer's: {same}/{total}")
     assert total >= 10 and same / total >= 0.9
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["hosted"]["smollm2"]["served_model"] == "smollm2"
+    hosted = manifest["hosted"]["smollm2"]
+    print(f"replies cut by the fallback unit: {hosted['positions_fallback']}")
+    assert hosted["served_model"] == "smollm2" and hosted["failed"] == 0
+    assert hosted["positions_fallback"] <= 0.1 * total
     for path in out.rglob("*"):
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), path
