@@ -182,7 +182,12 @@ class ForksConfig(Strict):
     of a stored record, arm `with` (the record's prompt) and arm `without` (the baseline
     prompt) continue the same first t token ids for `tokens` tokens, `draws` seeded times."""
 
-    at: list[Annotated[int, Field(ge=0)]] = Field(min_length=1)
+    at: list[Annotated[int, Field(ge=0)]] | None = Field(None, min_length=1)
+    # or at the start of these assistant turns (k >= 2) of each conversation: the same history
+    # with and without the system prompt, the only forks a chat endpoint can run (no prefill)
+    at_turns: list[Annotated[int, Field(ge=2)]] | None = Field(
+        None, min_length=1, exclude_if=_unset
+    )
     tokens: int = Field(64, gt=0)
     draws: int = Field(4, gt=0)
     records: int = Field(2, gt=0)  # forked samples per condition (the first ones)
@@ -190,10 +195,10 @@ class ForksConfig(Strict):
     baseline_text: NonEmptyText | None = None
     policies: list[NonEmptyText] | None = Field(None, min_length=1)  # None: every policy
 
-    @field_validator("at")
+    @field_validator("at", "at_turns")
     @classmethod
-    def _increasing(cls, value: list[int]) -> list[int]:
-        if any(b <= a for a, b in zip(value, value[1:], strict=False)):
+    def _increasing(cls, value: list[int] | None) -> list[int] | None:
+        if value and any(b <= a for a, b in zip(value, value[1:], strict=False)):
             raise ValueError(f"positions must be strictly increasing (got {value})")
         return value
 
@@ -201,6 +206,8 @@ class ForksConfig(Strict):
     def _text_given(self) -> ForksConfig:
         if self.baseline == "text" and not self.baseline_text:
             raise ValueError("baseline: 'text' needs baseline_text")
+        if (self.at is None) == (self.at_turns is None):
+            raise ValueError("forks need exactly one of at (positions) or at_turns (turns)")
         return self
 
 

@@ -43,10 +43,10 @@ def chat_refusals(config: RunConfig) -> list[tuple[str, str]]:
             "hidden states and prompt log-probs (probe)",
             "probe.enabled: false, or probe a local copy of the model (backend hf or vllm)",
         ))  # fmt: skip
-    if config.forks is not None:
+    if config.forks is not None and config.forks.at is not None:
         out.append((
             "token-level forks (forks.at continues a reply mid-message: assistant prefill)",
-            "drop forks:, or run them on a local engine",
+            "forks.at_turns (forks at turn boundaries), or a local engine",
         ))  # fmt: skip
     if config.theory.bias_lams:
         out.append(("attention bias (theory.bias_lams)", "theory.bias_lams: [] or engine hf"))

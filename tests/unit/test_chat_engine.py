@@ -218,3 +218,29 @@ def test_probe_is_refused_on_a_chat_endpoint(stand_in, tmp_path):
     result = _run(path, tmp_path / "out")
     assert result.returncode == 2 and "hidden states" in result.stderr
     assert stand_in.requests.total() == 0
+
+
+def test_forks_at_turn_starts_run_on_a_chat_endpoint(stand_in, tmp_path):
+    import json
+
+    import pandas as pd
+
+    config = yaml.safe_load(_config(tmp_path, stand_in.url).read_text())
+    config["forks"] = {"at_turns": [2, 3], "tokens": 8, "draws": 2, "records": 1}
+    path = tmp_path / "forks.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = _run(path, tmp_path / "out")
+    assert result.returncode == 0, result.stderr[-2000:]
+    forks = pd.read_csv(tmp_path / "out" / "forks.csv")
+    talks = forks[forks["item"].isin(["fr-travel", "fr-museum"])]
+    assert set(talks["arm"]) == {"with", "without"} and not talks.empty
+    arms = [
+        json.loads(line) for line in (tmp_path / "out" / "forks.jsonl").read_text().splitlines()
+    ]
+    assert arms and all(a["text"] for a in arms)
+    assert (tmp_path / "out" / "carried.csv").exists()
+    # token-level forks stay refused, naming the alternative
+    config["forks"] = {"at": [4], "tokens": 8}
+    path.write_text(yaml.safe_dump(config))
+    refused = _run(path, tmp_path / "out2")
+    assert refused.returncode == 2 and "forks.at_turns" in refused.stderr
