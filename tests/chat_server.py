@@ -36,6 +36,13 @@ def stand_in_reply(request: dict) -> dict:
     words = [WORDS[int(seed[i % 60 : i % 60 + 2], 16) % len(WORDS)] for i in range(length)]
     words = words[:limit]
     finish = "stop" if length <= limit else "length"
+    last = str(request["messages"][-1]["content"])
+    if "REFUSE" in last or "FILTER" in last:  # the provider declines: a refusal, a filter
+        refusal = "I can't help with that." if "REFUSE" in last else None
+        words = [] if refusal else words[:2]
+        finish = "stop" if refusal else "content_filter"
+    else:
+        refusal = None
     content = [{"token": w, "logprob": -0.5, "bytes": list(w.encode())} for w in words]
     return {
         "id": "chatcmpl-standin",
@@ -46,7 +53,11 @@ def stand_in_reply(request: dict) -> dict:
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": "".join(words)},
+                "message": {
+                    "role": "assistant",
+                    "content": None if refusal else "".join(words),
+                    **({"refusal": refusal} if refusal else {}),
+                },
                 "finish_reason": finish,
                 "logprobs": {"content": content} if request.get("logprobs") else None,
             }

@@ -244,3 +244,33 @@ def test_forks_at_turn_starts_run_on_a_chat_endpoint(stand_in, tmp_path):
     path.write_text(yaml.safe_dump(config))
     refused = _run(path, tmp_path / "out2")
     assert refused.returncode == 2 and "forks.at_turns" in refused.stderr
+
+
+def test_refusals_and_filtered_replies_are_recorded_as_such(stand_in):
+    engine = make_engine("chat", None, model="m", base_url=stand_in.url)
+    chat = ChatFormat(engine.tokenizer)
+    refused, filtered, fine = engine.generate(
+        [_request(chat, user="REFUSE this"), _request(chat, user="FILTER this"), _request(chat)]
+    )
+    assert refused.finish_reason == "refusal" and refused.text == "I can't help with that."
+    assert filtered.finish_reason == "content_filter"
+    assert fine.finish_reason in ("stop", "length") and engine.usage.refused == 2
+
+
+def test_rate_limit_spaces_requests():
+    import time
+
+    from harness.engines.ratelimit import RateLimiter
+
+    limiter = RateLimiter(requests_per_minute=600)  # a bucket of 600, refilled 10 per second
+    limiter._requests.level = 2  # nearly empty: the third request waits ~0.1 s
+    start = time.monotonic()
+    for _ in range(3):
+        limiter.acquire(0)
+    assert 0.07 < time.monotonic() - start < 1.0
+    tokens = RateLimiter(tokens_per_minute=60)  # 1 token per second
+    tokens.acquire(60)  # the whole minute's allowance
+    tokens.spent(1)  # the endpoint counted 1: 59 come back
+    start = time.monotonic()
+    tokens.acquire(50)
+    assert time.monotonic() - start < 0.5
