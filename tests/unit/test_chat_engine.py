@@ -274,3 +274,28 @@ def test_rate_limit_spaces_requests():
     start = time.monotonic()
     tokens.acquire(50)
     assert time.monotonic() - start < 0.5
+
+
+def test_replay_and_until_decided_run_on_a_chat_endpoint(stand_in, tmp_path):
+    import pandas as pd
+
+    root = Path(__file__).resolve().parents[2]
+    config = yaml.safe_load(_config(tmp_path, stand_in.url).read_text())
+    replay = {**config, "suites": [str(root / "tasks" / "replay-support.yaml")]}
+    replay["generation"] = {**config["generation"], "max_tokens": 128, "turn_tokens": 32}
+    replay["scoring"] = {"window": 32, "languages": ["fr", "en"]}
+    path = tmp_path / "replay.yaml"
+    path.write_text(yaml.safe_dump(replay))
+    result = _run(path, tmp_path / "replay")
+    assert result.returncode == 0, result.stderr[-2000:]
+    turns = pd.read_csv(tmp_path / "replay" / "turns.csv")
+    assert {"logged", "own"} <= set(turns["history"])  # logged turns and the chat's own replies
+    # sampling until decided: the gate's looks ask the endpoint for more samples
+    config["samples"] = {"min": 2, "max": 4, "batch": 2}
+    config["gates"] = [{"metric": "auc", "policy": "none", "min": 0.2, "items": ["fr-story"]}]
+    path = tmp_path / "sequential.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = _run(path, tmp_path / "sequential")
+    assert result.returncode in (0, 1), result.stderr[-2000:]
+    assert (tmp_path / "sequential" / "gates.csv").exists()
+    assert max(stand_in.requests.values()) == 1
