@@ -230,6 +230,7 @@ class ChatEngine:
             finish_reason=finish,
             prompt_tokens=len(request.prompt_ids),
             seconds=time.perf_counter() - start,
+            api_tokens=_spent(data),
         )
 
     def _pieces(self, text: str, logprobs: dict | None) -> list[bytes]:
@@ -281,9 +282,13 @@ class ChatEngine:
         with ThreadPoolExecutor(max_workers=min(self._concurrency, len(todo))) as pool:
             done = dict(zip(todo, pool.map(self._complete, [requests[i] for i in todo],
                                            [bodies[i] for i in todo]), strict=True))  # fmt: skip
-        return [
-            done[first[request_key(self.base_url, body)]].model_copy(deep=True) for body in bodies
-        ]
+        out = []
+        for i, body in enumerate(bodies):
+            j = first[request_key(self.base_url, body)]
+            # the twin of a request sent once shares its answer, not its bill
+            update = {} if i == j else {"api_tokens": (0, 0, 0)}
+            out.append(done[j].model_copy(deep=True, update=update))
+        return out
 
     def close(self) -> None:
         self._client.close()

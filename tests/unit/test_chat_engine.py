@@ -179,6 +179,11 @@ def test_harness_run_on_a_chat_endpoint_resumes_without_sending_again(stand_in, 
     assert 0 < hosted["requests"] < sent and hosted["fingerprints"] == ["fp_standin"]
     assert hosted["positions"] == "logprobs"
     assert manifest["t_unit"]["stand-in"].startswith("logprobs (the endpoint's tokens")
+    # the endpoint's tokens per condition: the assistant's replies (the engine's total also
+    # has the simulated user's turns, asked of the same model)
+    conditions = manifest["hosted_conditions"]
+    assert {c["policy"] for c in conditions} >= {"none", "periodic-8-user"}
+    assert 0 < sum(c["output_tokens"] for c in conditions) < hosted["output_tokens"]
     report = (out / "report.html").read_text()
     assert "t is counted in: stand-in: logprobs" in report and "requests sent" in report
     # resume: everything from the run's caches, nothing sent
