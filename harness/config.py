@@ -8,6 +8,7 @@ expected; the CLI turns that into exit code 2 before anything is written.
 
 from __future__ import annotations
 
+from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -20,7 +21,8 @@ from pydantic import (
 
 from harness.checks.base import NonEmptyText
 from harness.checks.language import DEFAULT_CANDIDATE_LANGUAGES, LanguageCode
-from harness.endpoint import DEFAULT_KEY_ENV, BaseUrl, KeyEnv, ServedModel
+from harness.endpoint import DEFAULT_KEY_ENV, BaseUrl, KeyEnv, ServedModel, parse_units
+from harness.errors import UserError
 from harness.gate_specs import LOOP_METRICS, Family, GateSpec, gate_problem
 from harness.policy_specs import (
     BASELINE,
@@ -48,8 +50,55 @@ __all__ = [
 
 
 # ---------------------------------------------------------------- run config
+class ChatOptions(Strict):
+    """The chat engine's settings (harness/engines/chat_engine.py, docs/hosted.md)."""
+
+    # the unit of t (harness/engines/units.py): logprobs | chars | tiktoken:<enc> | hf:<model>
+    positions: str = "logprobs"
+    # under `logprobs`: what cuts the text the harness writes (prompts, user turns, reminders)
+    tokenizer: str | None = None
+    extra_body: dict[str, Any] = Field(default_factory=dict)  # sent with every request
+    concurrency: int = Field(8, gt=0)
+    requests_per_minute: float | None = Field(None, gt=0)
+    tokens_per_minute: float | None = Field(None, gt=0)
+    max_retries: int = Field(4, ge=0)  # the openai SDK's (429, 5xx, Retry-After honoured)
+    timeout_s: float = Field(600.0, gt=0)
+
+    @field_validator("positions", "tokenizer")
+    @classmethod
+    def _unit(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                parse_units(value)
+            except UserError as exc:
+                raise ValueError(str(exc).split(": ", 1)[1]) from None
+        return value
+
+
+def _unset(value: Any) -> bool:
+    return value is None
+
+
+class ModelPrice(Strict):
+    """A hosted model's price in USD per million tokens, as of a date: prices change, so none
+    is taken without the day it was read (harness/engines/pricing.py)."""
+
+    input: float = Field(ge=0)
+    cached_input: float | None = Field(None, ge=0)  # None: as `input`
+    output: float = Field(ge=0)
+    as_of: date
+
+
+class BudgetConfig(Strict):
+    """Limits a run stops before crossing (engine chat); a resumed run goes on from there."""
+
+    usd: float | None = Field(None, gt=0)  # needs `pricing` for every model
+    input_tokens: int | None = Field(None, gt=0)
+    output_tokens: int | None = Field(None, gt=0)
+
+
 class GenerationConfig(Strict):
-    engine: Literal["vllm", "hf", "openai"] = "vllm"
+    engine: Literal["vllm", "hf", "openai", "chat"] = "vllm"
     max_tokens: int = Field(512, gt=0)
     temperature: float = Field(0.7, ge=0)
     top_p: float = Field(0.95, gt=0, le=1)
@@ -67,6 +116,8 @@ class GenerationConfig(Strict):
     # Conversations: max new tokens per assistant turn (a turn ends at EOS or here);
     # max_tokens stays the conversation's total budget of generated tokens.
     turn_tokens: int | None = Field(None, gt=0)
+    # engine chat only; unset (and left out of the run id's hash) otherwise
+    chat: ChatOptions | None = Field(None, exclude_if=_unset)
 
     @model_validator(mode="after")
     def _turn_fits(self) -> GenerationConfig:
@@ -131,7 +182,12 @@ class ForksConfig(Strict):
     of a stored record, arm `with` (the record's prompt) and arm `without` (the baseline
     prompt) continue the same first t token ids for `tokens` tokens, `draws` seeded times."""
 
-    at: list[Annotated[int, Field(ge=0)]] = Field(min_length=1)
+    at: list[Annotated[int, Field(ge=0)]] | None = Field(None, min_length=1)
+    # or at the start of these assistant turns (k >= 2) of each conversation: the same history
+    # with and without the system prompt, the only forks a chat endpoint can run (no prefill)
+    at_turns: list[Annotated[int, Field(ge=2)]] | None = Field(
+        None, min_length=1, exclude_if=_unset
+    )
     tokens: int = Field(64, gt=0)
     draws: int = Field(4, gt=0)
     records: int = Field(2, gt=0)  # forked samples per condition (the first ones)
@@ -139,10 +195,10 @@ class ForksConfig(Strict):
     baseline_text: NonEmptyText | None = None
     policies: list[NonEmptyText] | None = Field(None, min_length=1)  # None: every policy
 
-    @field_validator("at")
+    @field_validator("at", "at_turns")
     @classmethod
-    def _increasing(cls, value: list[int]) -> list[int]:
-        if any(b <= a for a, b in zip(value, value[1:], strict=False)):
+    def _increasing(cls, value: list[int] | None) -> list[int] | None:
+        if value and any(b <= a for a, b in zip(value, value[1:], strict=False)):
             raise ValueError(f"positions must be strictly increasing (got {value})")
         return value
 
@@ -150,6 +206,8 @@ class ForksConfig(Strict):
     def _text_given(self) -> ForksConfig:
         if self.baseline == "text" and not self.baseline_text:
             raise ValueError("baseline: 'text' needs baseline_text")
+        if (self.at is None) == (self.at_turns is None):
+            raise ValueError("forks need exactly one of at (positions) or at_turns (turns)")
         return self
 
 
@@ -210,6 +268,10 @@ class RunConfig(Strict):
     conversations: ConversationsConfig | None = None
     stats: StatsConfig = StatsConfig()
     out: Path | None = None
+    # hosted models' prices by model name, and the run's spending limits (engine chat); they
+    # change what a run costs, never its results: both stay out of the run id
+    pricing: dict[str, ModelPrice] | None = Field(None, exclude_if=_unset)
+    budget: BudgetConfig | None = Field(None, exclude_if=_unset)
 
     @field_validator("policies", "conversation_policies", mode="before")
     @classmethod
@@ -284,6 +346,19 @@ class RunConfig(Strict):
         return self
 
     @model_validator(mode="after")
+    def _priced(self) -> RunConfig:
+        if self.budget is not None and self.generation.engine != "chat":
+            raise ValueError("budget: limits the requests of generation.engine: chat")
+        if self.budget is not None and self.budget.usd is not None:
+            missing = [m for m in self.models if m not in (self.pricing or {})]
+            if missing:
+                raise ValueError(
+                    f"budget.usd needs a price for every model (pricing: has none for "
+                    f"{', '.join(missing)})"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _forks_fit(self) -> RunConfig:
         labels = [policy_label(p) for p in self.policies]
         for label in (self.forks.policies or []) if self.forks else []:
@@ -303,6 +378,9 @@ class RunConfig(Strict):
         # an unset `conversations` (added later) is left out: the runs before it keep their ids
         unset = {"conversations"} if self.conversations is None else set()
         text = self.model_dump_json(
-            exclude={"gates": True, "scoring": {"validation"}, **dict.fromkeys(unset, True)}
-        )
+            exclude={
+                "gates": True, "scoring": {"validation"}, "pricing": True, "budget": True,
+                **dict.fromkeys(unset, True),
+            }
+        )  # fmt: skip
         return hashlib.sha256(text.encode()).hexdigest()[:12]

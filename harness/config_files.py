@@ -98,7 +98,8 @@ def load_run_config_and_suites(path: Path | str) -> tuple[RunConfig, list[TaskSu
             raise UserError(f"{path}: field 'suites': {suite_path}: file not found")
         suites.append(load_suite(resolved))
         suite_files.append(resolved)
-    for model in config.models:
+    hosted = config.generation.engine == "chat"  # its models are names the endpoint knows
+    for model in [] if hosted else config.models:
         try:
             parse_model_name(model)
         except UserError as exc:
@@ -106,7 +107,7 @@ def load_run_config_and_suites(path: Path | str) -> tuple[RunConfig, list[TaskSu
     for suite_path, suite in zip(suite_files, suites, strict=True):
         for index, item in enumerate(suite.items):  # a simulated user's model is a zoo name
             sim = item.user_simulator
-            if sim is not None and sim.model is not None:
+            if sim is not None and sim.model is not None and not hosted:
                 try:
                     parse_model_name(sim.model)
                 except UserError as exc:

@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from harness.errors import UserError
+
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 BASE_URL_ENV = "OPENAI_BASE_URL"
 
@@ -71,4 +73,17 @@ def endpoint_of(section: Any) -> Endpoint:
         base_url=getattr(section, "base_url", None),
         served_model=getattr(section, "served_model", None),
         api_key_env=getattr(section, "api_key_env", None),
+    )
+
+
+def parse_units(spec: str) -> tuple[str, str | None]:
+    """`(kind, argument)` of a positions setting, or a UserError naming the accepted forms."""
+    kind, _, arg = spec.partition(":")
+    if kind in ("logprobs", "chars") and not arg:
+        return kind, None
+    if kind in ("tiktoken", "hf") and arg:
+        return kind, arg
+    raise UserError(
+        f"positions: '{spec}' is not one of logprobs, chars, tiktoken:<encoding>, "
+        "hf:<model or folder>"
     )

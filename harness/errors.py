@@ -3,8 +3,9 @@
 0: done, every gate passed (or none was set); 1: a gate failed or is undecided (the verdict a
 CI job acts on); 2: bad input, one line naming it, nothing written; 3: an internal error (a
 traceback: the harness's fault, never a verdict); 130 / 143: stopped by SIGINT / SIGTERM (128 +
-the signal, as a shell reports it) after a clean shutdown, with the line to resume. Python's
-own exit code for an uncaught exception is 1, which would read as "a gate failed":
+the signal, as a shell reports it) after a clean shutdown, with the line to resume; 4: a
+hosted run stopped before crossing its `budget` (harness/engines/pricing.py), every answer
+kept. Python's own exit code for an uncaught exception is 1, which would read as "a gate failed":
 `harness.cli.main` maps it to 3, as pytest does.
 """
 

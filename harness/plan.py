@@ -14,10 +14,20 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from harness.chat import ChatFormat
-from harness.config import GenerationConfig, RunConfig, ScoringConfig, TaskSuite, policy_label
+from harness.config import (
+    ChatOptions,
+    GenerationConfig,
+    RunConfig,
+    ScoringConfig,
+    TaskSuite,
+    policy_label,
+)
 from harness.config_files import load_run_config_and_suites
 from harness.engines import make_engine
-from harness.engines.options import engine_options
+from harness.engines.chat_engine import HOSTED_CONTEXT
+from harness.engines.options import engine_options, model_of
+from harness.engines.refusals import refuse_chat_features
+from harness.engines.units import PositionUnits
 from harness.errors import UserError
 from harness.models import EMBEDDED_MODEL, ResolvedModel, resolve_model, untrained_name
 from harness.policies import policy_run
@@ -142,7 +152,12 @@ def plan_run(
     out_dir = Path(out or config.out or Path("reports") / config.name)
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out {out_dir}: exists and is not a folder")
-    models = [resolve_model(name) for name in config.models]
+    if config.generation.engine == "chat":  # before anything else is sent or loaded
+        try:
+            refuse_chat_features(config)
+        except UserError as exc:
+            raise UserError(f"{config_path}: {exc}") from None
+    models = [model_of(name, config.generation) for name in config.models]
     for model in models:
         try:
             check_generation(config, items, model)
@@ -227,12 +242,16 @@ def check_generation(config: RunConfig, items: list[Selected], model: ResolvedMo
     """Every error generation could hit, raised before the run folder exists: policies that do
     not fit the chat template, empty reminder texts, `restate` on an item without a
     restatement, prompts + budget beyond the context."""
-    from transformers import AutoTokenizer
+    if model.source == "hosted":  # positions in the chat engine's unit, no model folder
+        options = config.generation.chat or ChatOptions()
+        chat = ChatFormat(PositionUnits(options.positions, options.tokenizer))
+        context = config.generation.max_model_len or HOSTED_CONTEXT
+    else:
+        from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(model.path)
-    chat = ChatFormat(tokenizer)
-    model_config = json.loads((model.path / "config.json").read_text())
-    context = model_config.get("max_position_embeddings") or 2048
+        chat = ChatFormat(AutoTokenizer.from_pretrained(model.path))
+        model_config = json.loads((model.path / "config.json").read_text())
+        context = model_config.get("max_position_embeddings") or 2048
     if config.generation.max_model_len:
         context = min(context, config.generation.max_model_len)
     budget = config.generation.max_tokens

@@ -78,6 +78,11 @@ class TokenCounts(BaseModel):
     user: int | None = Field(None, exclude_if=_unset)
     markup: int | None = Field(None, exclude_if=_unset)
     logged: int | None = Field(None, exclude_if=_unset)  # replays: logged assistant replies
+    # engine chat: the endpoint's own count of the tokens sent (cached ones among them) and
+    # received for this sample, which it bills; left out of dumps elsewhere
+    api_input: int | None = Field(None, exclude_if=_unset)
+    api_cached_input: int | None = Field(None, exclude_if=_unset)
+    api_output: int | None = Field(None, exclude_if=_unset)
 
 
 class GenerationRecord(BaseModel):

@@ -37,6 +37,7 @@ STAGE_VERSIONS = {
     "judge": 2,
     "forks": 3,
     "single-turn": 2,
+    "hosted": 1,  # a chat engine's requests, tokens and served identity (manifest.json)
 }
 
 

@@ -1,4 +1,5 @@
-"""Text generation engines behind one protocol: `vllm` (default), `hf`, `openai`.
+"""Text generation engines behind one protocol: `vllm` (default), `hf`, `openai`
+(completions with token ids), `chat` (any chat-completions endpoint, by text).
 
 The engine modules import their heavy libraries (vllm, torch, transformers, httpx) inside the
 functions that need them, so importing this package stays light: vLLM's own processes import
@@ -10,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.engines.base import Engine, GenerationRequest, GenerationResult, SamplingSettings
+from harness.engines.chat_engine import ChatEngine
 from harness.engines.hf_engine import HfEngine
 from harness.engines.openai_engine import OpenAIEngine
 from harness.engines.vllm_engine import get_vllm_engine
@@ -31,6 +33,7 @@ ENGINES: dict[str, Callable[..., Engine]] = {
     "vllm": get_vllm_engine,
     "hf": HfEngine,
     "openai": OpenAIEngine,
+    "chat": ChatEngine,
 }
 
 
@@ -38,5 +41,5 @@ def make_engine(kind: str, model_path: Path, **options) -> Engine:
     """Build (or reuse, for vLLM) an engine; its model loads here."""
     build = ENGINES.get(kind)
     if build is None:
-        raise UserError(f"unknown engine '{kind}' (expected vllm, hf or openai)")
+        raise UserError(f"unknown engine '{kind}' (expected vllm, hf, openai or chat)")
     return build(model_path, **options)

@@ -44,6 +44,9 @@ class GenerationResult(BaseModel):
     # wall time of the batch this request was part of; in continuous batching
     # (`generate_continuous`), the request's own share of the engine's time
     seconds: float = 0.0
+    # engine chat: (input, cached input, output) tokens as the endpoint counted them; None
+    # elsewhere (a local engine's tokens are the positions themselves)
+    api_tokens: tuple[int, int, int] | None = None
 
 
 # Continuous batching: (key of the request that finished, its result) -> the (key, request)

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,44 +16,16 @@ from harness.endpoint import DEFAULT_KEY_ENV, api_key, server_url
 from harness.engines.base import GenerationRequest, GenerationResult, refuse_prompt_bias
 from harness.errors import UserError
 
-# The longest wait a Retry-After header gets; a server asking for more is waited this long.
-MAX_RETRY_AFTER_S = 60.0
-# Without Retry-After: a random wait in [0, min(BACKOFF_MAX_S, BACKOFF_S * 2**attempt)]
-# ("full jitter"), so concurrent requests that failed together do not retry together.
-BACKOFF_S = 0.5
-BACKOFF_MAX_S = 30.0
 # an OpenAI-protocol finish reason -> the harness's (anything else: the reply ended, `stop`)
 _FINISHES = {"length": "length", "content_filter": "content_filter"}
 
 
-def is_retryable(response: Any) -> bool:
-    """Rate limits and server errors may pass; any other status will not change on retry."""
-    return response.status_code == 429 or 500 <= response.status_code <= 599
-
-
-def retry_after_s(response: Any) -> float | None:
-    """The wait a response asks for in Retry-After (seconds or an HTTP date), if any."""
-    value = response.headers.get("Retry-After")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None  # unreadable: fall back to the backoff
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
-
-
 class CompletionsApi:
-    """HTTP to an OpenAI-compatible server that retries what waiting can fix (429, 5xx,
-    connection errors) at most `retries` times, waiting what Retry-After asks (capped) or
-    an exponential backoff with jitter. After the last retry, a status error is returned as
-    the response and a connection error is a UserError."""
+    """HTTP to an OpenAI-compatible server through the official `openai` SDK's client, whose
+    retries are the ones: 408, 409, 429 and 5xx and dropped connections, at most `retries`
+    times, waiting what Retry-After asks (up to 60 s) or an exponential backoff with jitter.
+    After the last retry, a status error is returned as the response (the caller reports its
+    status) and a connection error is a UserError."""
 
     def __init__(
         self,
@@ -67,49 +37,32 @@ class CompletionsApi:
         transport: Any = None,  # an httpx transport; tests pass httpx.MockTransport
     ) -> None:
         import httpx
+        import openai
 
         self.base_url = base_url
-        self._retries = retries
-        self._client = httpx.Client(
+        http = httpx.Client(transport=transport, timeout=timeout_s) if transport else None
+        self._client = openai.OpenAI(
             base_url=base_url,
-            headers={"Authorization": f"Bearer {api_key}"},
+            api_key=api_key,
+            max_retries=retries,
             timeout=timeout_s,
-            transport=transport,
+            http_client=http,
         )
 
-    def request(self, method: str, path: str, **kwargs) -> Any:
+    def request(self, method: str, path: str, json: Any = None) -> Any:
+        """The server's `httpx.Response` to `method path` (a body for POST)."""
         import httpx
-        import tenacity
+        import openai
 
-        retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception_type(httpx.TransportError)
-            | tenacity.retry_if_result(is_retryable),
-            stop=tenacity.stop_after_attempt(self._retries + 1),
-            wait=self._wait_s,
-            sleep=time.sleep,
-            retry_error_callback=self._give_up,
-        )
-        return retrying(self._client.request, method, path, **kwargs)
-
-    @staticmethod
-    def _wait_s(state) -> float:
-        import tenacity
-
-        outcome = state.outcome
-        if outcome is not None and not outcome.failed:
-            asked = retry_after_s(outcome.result())
-            if asked is not None:
-                return min(asked, MAX_RETRY_AFTER_S)
-        return tenacity.wait_random_exponential(multiplier=BACKOFF_S, max=BACKOFF_MAX_S)(state)
-
-    def _give_up(self, state) -> Any:
-        outcome = state.outcome
-        if outcome.failed:
-            exc = outcome.exception()
-            raise UserError(
-                f"openai engine: cannot reach {self.base_url} ({type(exc).__name__})"
-            ) from None
-        return outcome.result()  # the last 429/5xx: the caller reports its status
+        try:
+            if method == "GET":
+                return self._client.get(path, cast_to=httpx.Response)
+            return self._client.post(path, body=json, cast_to=httpx.Response)
+        except openai.APIStatusError as exc:
+            return exc.response
+        except openai.APIConnectionError as exc:
+            cause = type(exc.__cause__ or exc).__name__
+            raise UserError(f"openai engine: cannot reach {self.base_url} ({cause})") from None
 
     def close(self) -> None:
         self._client.close()

@@ -10,20 +10,28 @@ from __future__ import annotations
 
 from harness.engines import make_engine
 from harness.engines.base import Engine
-from harness.engines.options import engine_options
+from harness.engines.options import engine_options, run_budget
 
 
 class EnginePool:
     def __init__(self) -> None:
         self._open: dict[str, Engine] = {}
+        self.request_cache = None  # a chat engine's request cache (the run's store sets it)
 
     def get(self, config, model) -> Engine:
         """The run's generation engine for `model` (`config.generation`), started on first use."""
         # a vLLM engine is shared per process: a judge on the same model may have closed it
         if model.name not in self._open or getattr(self._open[model.name], "closed", False):
             gen = config.generation
-            self._open[model.name] = make_engine(gen.engine, model.path, **engine_options(gen))
+            options = engine_options(gen, model.name, self.request_cache)
+            if gen.engine == "chat":
+                options["budget"] = run_budget(config, model.name)
+            self._open[model.name] = make_engine(gen.engine, model.path, **options)
         return self._open[model.name]
+
+    def engines(self) -> list[Engine]:
+        """The engines open now."""
+        return list(self._open.values())
 
     def close(self) -> None:
         for engine in self._open.values():

@@ -192,10 +192,19 @@ def absorb_result(
     if result.cached_prompt_tokens is not None:
         uncached = len(request.prompt_ids) - result.cached_prompt_tokens + len(result.token_ids)
         state.counts.processed_uncached = (state.counts.processed_uncached or 0) + uncached
+    if result.api_tokens is not None:  # engine chat: what the endpoint bills
+        counts = state.counts
+        counts.api_input = (counts.api_input or 0) + result.api_tokens[0]
+        counts.api_cached_input = (counts.api_cached_input or 0) + result.api_tokens[1]
+        counts.api_output = (counts.api_output or 0) + result.api_tokens[2]
     state.append(result.token_ids, "generated", "model", result.text)
     state.generated += len(result.token_ids)
     state.turn_generated += len(result.token_ids)
-    if state.spec.conversation:
+    if result.finish_reason not in ("stop", "length"):
+        # a request failed for good, or the endpoint refused or filtered the reply (engine
+        # chat): the sample ends here with that finish reason; asking again would not change it
+        state.done, state.finish_reason = True, result.finish_reason
+    elif state.spec.conversation:
         _end_of_reply(state, result.finish_reason, budget, turn_tokens or budget)
     elif budget - state.generated <= 0:
         state.done, state.finish_reason = True, "length"

@@ -141,7 +141,29 @@ def _title(data) -> tuple[str, str]:
     name = m.get("name") or m.get("run_id") or data.run_dir.name
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     files = ", ".join(sorted([*data.frames, *(["generations.jsonl"] if data.generations else [])]))
-    return f"Prompt persistence: {name}", f"Rendered {stamp} from {files}."
+    return f"Prompt persistence: {name}", f"Rendered {stamp} from {files}.{_units_line(m)}"
+
+
+def _units_line(manifest: dict) -> str:
+    """Which unit t is in, and on a chat endpoint what was sent and who answered."""
+    units = manifest.get("t_unit") or {}
+    parts = (
+        [f" t is counted in: {'; '.join(f'{k}: {v}' for k, v in units.items())}."] if units else []
+    )
+    for model, h in (manifest.get("hosted") or {}).items():
+        cost = (
+            ""
+            if h.get("cost_usd") is None
+            else f", USD {h['cost_usd']:.4f} (prices of {h.get('price_as_of')})"
+        )
+        parts.append(
+            f" {model} via chat endpoint: {h.get('requests', 0)} requests sent, "
+            f"{h.get('cached', 0)} from the run's cache, {h.get('failed', 0)} failed, "
+            f"{h.get('refused', 0)} refused or filtered; {h.get('input_tokens', 0)} input / "
+            f"{h.get('output_tokens', 0)} output tokens{cost}; answered by "
+            f"{h.get('served_model')} {' '.join(h.get('fingerprints') or [])}."
+        )
+    return "".join(parts)
 
 
 def is_log_folder(data) -> bool:

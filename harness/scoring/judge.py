@@ -17,6 +17,7 @@ score unit of the record was invalidated by another change.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -37,9 +38,9 @@ from harness.checks.judge import (
     verdict_result,
 )
 from harness.config import GenerationConfig
-from harness.endpoint import endpoint_of
+from harness.endpoint import endpoint_of, server_url
 from harness.engines import GenerationRequest, SamplingSettings, make_engine
-from harness.engines.options import engine_options
+from harness.engines.options import engine_options, model_of
 from harness.errors import UserError
 from harness.models import ResolvedModel, resolve_model
 from harness.store import unit_key
@@ -79,9 +80,15 @@ def judge_target(spec: JudgeSpec, defaults: JudgeDefaults, resolve: Resolve) -> 
         same_model = spec.model is None or spec.model == defaults.model
         endpoint = endpoint_of(spec).over(endpoint_of(gen), same_model=same_model)
         gen = gen.model_copy(update={"engine": spec.engine, **endpoint.model_dump()})
-    model = resolve(spec.model or defaults.model)
-    options = engine_options(gen)
-    if gen.engine == "openai":
+    name = spec.model or defaults.model
+    model = model_of(name, gen) if gen.engine == "chat" else resolve(name)
+    options = engine_options(gen, name)
+    if gen.engine == "chat":  # the endpoint and the model it is asked for
+        # hashable (a target is a dict key): the extra body as its JSON text
+        options = {k: v for k, v in options.items() if k != "cache_dir"}
+        options["extra_body"] = json.dumps(options["extra_body"], sort_keys=True)
+        identity = ("chat", server_url(gen.base_url) or "", str(options["model"]))
+    elif gen.engine == "openai":
         url = options.get("base_url") or os.environ.get("OPENAI_BASE_URL", "")
         identity = ("openai", url, gen.served_model or "", model.content_key)
     else:
@@ -159,7 +166,10 @@ class JudgeRunner:
         answers: dict[str, dict] = {}
         pending = dict(todo)
         for attempt in (1, 2):
-            prompts, too_long = _prompts(chat, rule, pending, attempt > 1, engine.max_model_len)
+            prefill = _takes_prefill(engine)
+            prompts, too_long = _prompts(
+                chat, rule, pending, attempt > 1, engine.max_model_len, prefill
+            )
             answers.update(too_long)  # not stored: no judge was asked
             if not prompts:
                 break
@@ -167,7 +177,7 @@ class JudgeRunner:
             outputs = engine.generate(requests)
             pending = {}
             for (key, _), output in zip(prompts, outputs, strict=True):
-                answer = _answer(output.text, attempt)
+                answer = _answer(output.text, attempt, prefill)
                 if answer is None:  # malformed on the first try: ask once more
                     pending[key] = todo[key]
                     continue
@@ -180,8 +190,8 @@ class JudgeRunner:
     def _engine(self, target: JudgeTarget):
         if target not in self._engines:
             factory = self._engine_factory or make_engine
-            model = self._resolve(target.model)
-            engine = factory(target.engine, model.path, **dict(target.options))
+            path = None if target.engine == "chat" else self._resolve(target.model).path
+            engine = factory(target.engine, path, **dict(target.options))
             self._engines[target] = (engine, ChatFormat(engine.tokenizer))
         return self._engines[target]
 
@@ -191,14 +201,24 @@ class JudgeRunner:
             engine.close()
 
 
-def _prompts(chat, rule: str, texts: dict[str, str], strict: bool, context: int):
+def _takes_prefill(engine) -> bool:
+    """Whether the judge's answer can be started for it (`VERDICT_PREFILL`): not on a chat
+    endpoint, which takes no assistant prefill; there the rubric's own instruction to answer
+    with one JSON object stands alone, and the verdict is read from the whole answer."""
+    return getattr(engine, "name", "") != "chat"
+
+
+def _prompts(
+    chat, rule: str, texts: dict[str, str], strict: bool, context: int, prefill: bool = True
+):
     """([(key, prompt ids)] of the texts whose prompt + verdict budget fit the judge's
     context, {key: undetermined verdict} of the others)."""
     prompts: list[tuple[str, list[int]]] = []
     too_long: dict[str, dict] = {}
     for key, text in texts.items():
         user = rubric_user_message(rule, text, strict)
-        ids = chat.prompt_ids(RUBRIC_SYSTEM, user) + chat.encode(VERDICT_PREFILL)
+        ids = chat.prompt_ids(RUBRIC_SYSTEM, user)
+        ids += chat.encode(VERDICT_PREFILL) if prefill else []
         if len(ids) + JUDGE_MAX_TOKENS > context:
             reason = f"text too long for the judge's context ({len(ids)} prompt tokens)"
             too_long[key] = {"pass": None, "reason": reason}
@@ -207,9 +227,10 @@ def _prompts(chat, rule: str, texts: dict[str, str], strict: bool, context: int)
     return prompts, too_long
 
 
-def _answer(output: str, attempt: int) -> dict | None:
+def _answer(output: str, attempt: int, prefill: bool = True) -> dict | None:
     """The stored verdict for one output; None when malformed on a first attempt."""
-    text = VERDICT_PREFILL + output  # the prefill is part of the verdict the judge wrote
+    # the prefill is part of the verdict the judge wrote
+    text = VERDICT_PREFILL + output if prefill else output
     try:
         verdict = parse_verdict(text)
     except MalformedVerdict as exc:
@@ -247,6 +268,8 @@ def check_judges(
             if target in seen:
                 continue
             seen.add(target)
+            if target.engine == "chat":  # no folder to read; nothing is sent before the run
+                continue
             model = resolve(target.model)
             if target.engine == "openai":
                 engine = make_engine("openai", model.path, **dict(target.options))

@@ -162,4 +162,7 @@ def carried_of(ctx: RunContext, nexttoken):
     records = forked_records(forks, ctx.records)
     lengths = {(r.model, r.item, r.policy, r.sample): len(r.continuation_ids) for r in records}
     level = ctx.config.stats.level
-    return carried_frame(ctx.frame(ForkRow), lengths, list(forks.at), nexttoken, level=level)
+    frame = ctx.frame(ForkRow)
+    # forks at turn starts: each record's own positions (not pooled across records per turn)
+    at = forks.at if forks.at is not None else sorted({int(t) for t in frame.get("fork_t", [])})
+    return carried_frame(frame, lengths, list(at), nexttoken, level=level)

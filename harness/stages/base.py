@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from harness.config import RunConfig, TaskSuite
+from harness.config import ChatOptions, RunConfig, TaskSuite
 from harness.engines.pool import EnginePool
+from harness.engines.units import PositionUnits
 from harness.models import ResolvedModel
 from harness.records import GenerationRecord
 from harness.results import RESULT_FILES, ResultRow, result_frame, typed_frame
@@ -169,6 +170,8 @@ class RunContext(StageTimings):
     stage: Stage | None = None  # the stage running now: `frame` reads only what it declared
     # the checks' error measured on the labelled sets (AnalyseStage.measured), once per run
     measured_rates: dict | None = None
+    # engine chat: each model's requests, tokens and served identity (manifest.json)
+    hosted: dict = field(default_factory=dict)
     _tokenizers: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -180,6 +183,9 @@ class RunContext(StageTimings):
 
     def tokenizer(self, model: ResolvedModel):
         """The model's tokenizer, loaded once per run."""
+        if model.name not in self._tokenizers and model.source == "hosted":
+            chat = self.config.generation.chat or ChatOptions()
+            self._tokenizers[model.name] = PositionUnits(chat.positions, chat.tokenizer)
         if model.name not in self._tokenizers:
             from transformers import AutoTokenizer
 

@@ -68,8 +68,13 @@ def forked_records(forks: ForksConfig, records: list[GenerationRecord]) -> list[
 
 def fork_positions(forks: ForksConfig, record: GenerationRecord) -> list[int]:
     """The configured positions inside the record: t <= its continuation length (a position
-    past the end has no text to share; carried.csv says which were skipped)."""
-    return [t for t in forks.at if t <= len(record.continuation_ids)]
+    past the end has no text to share; carried.csv says which were skipped). `at_turns`: the
+    positions where those assistant turns start (the history up to the open turn), in the
+    conversations that reached them."""
+    if forks.at_turns is not None:
+        starts = record.turn_starts()  # 1-based t of turns 2, 3, ...
+        return [starts[k - 2] - 1 for k in forks.at_turns if k - 2 < len(starts)]
+    return [t for t in forks.at or [] if t <= len(record.continuation_ids)]
 
 
 def fork_requests(

@@ -14,7 +14,7 @@ from harness.chat import ChatFormat
 from harness.config import RunConfig
 from harness.endpoint import endpoint_of
 from harness.engines import SamplingSettings, make_engine
-from harness.engines.options import engine_options
+from harness.engines.options import engine_options, run_budget
 from harness.engines.pool import EnginePool
 from harness.models import ResolvedModel, resolve_model
 from harness.policies import policy_run, run_policies
@@ -105,11 +105,13 @@ def generate_stage(
     progress: Callable[[int], None] | None = None,
     engines: EnginePool | None = None,
     batches: list[SampleBatch] | None = None,
+    hosted: dict | None = None,
 ) -> list[GenerationRecord]:
     """Records of every (policy, item, sample) for one model, from cache or freshly made.
     With `engines`, the engine comes from (and stays open in) that pool for a later stage;
     without, it is closed when generation ends. `batches`: the samples of a sequential run
-    (default: the config's fixed count); each batch's (model, policy) is a unit of its own."""
+    (default: the config's fixed count); each batch's (model, policy) is a unit of its own.
+    `hosted`: where a chat engine's usage and the served model's identity go, by model."""
     gen = config.generation
     sampling = sampling_settings(config)
     units = batch_units(config, model.name, items, batches or fixed_batches(config))
@@ -123,13 +125,17 @@ def generate_stage(
         if engines is not None:
             engine = engines.get(config, model)
         else:
-            engine = make_engine(gen.engine, model.path, **engine_options(gen))
+            options = engine_options(gen, model.name, request_cache(store))
+            if gen.engine == "chat":
+                options["budget"] = run_budget(config, model.name)
+            engine = make_engine(gen.engine, model.path, **options)
         chat = ChatFormat(engine.tokenizer)
         violates = _violation_hook(config, items)
         groups = [
             (policy_run(units[i][0], gen.continue_on_eos, violates), unit_specs[i]) for i in missing
         ]
-        simulators = Simulators(_simulator_factory(config, items))
+        budget = getattr(engine, "budget", None)  # simulated users spend from the same budget
+        simulators = Simulators(_simulator_factory(config, items, request_cache(store), budget))
 
         def store_group(index: int, records: list[GenerationRecord]) -> None:
             store.put(STAGE, keys[missing[index]], [r.model_dump(mode="json") for r in records])
@@ -148,8 +154,16 @@ def generate_stage(
         finally:
             # vLLM's CPU workers keep spinning while idle: free the cores for the probe
             simulators.close()
+            if hosted is not None and hasattr(engine, "usage"):
+                hosted[model.name] = hosted_summary(engine)
             if engines is None:
                 engine.close()
+    if hosted is not None:  # what the last run that sent requests recorded, on a resume
+        hosted_key = unit_key("hosted", model=model.content_key, inputs=[], params={})
+        if model.name in hosted:
+            store.put("hosted", hosted_key, hosted[model.name])
+        elif store.has("hosted", hosted_key):
+            hosted[model.name] = store.get("hosted", hosted_key)
     records = []
     for (spec, _, _), key in zip(units, keys, strict=True):
         rows = store.get(STAGE, key)
@@ -163,7 +177,25 @@ def generate_stage(
     return records
 
 
-def _simulator_factory(config: RunConfig, items: list[Selected]):
+def request_cache(store: RunStore):
+    """The run's cache of chat requests answered (engine chat: never sent twice)."""
+    return store.cache / "requests"
+
+
+def hosted_summary(engine) -> dict:
+    """A chat engine's requests, tokens, cost (where priced) and the served model's identity
+    (manifest.json)."""
+    spent = engine.budget.spent_usd()
+    return {
+        **engine.identity,
+        **engine.usage.as_dict(),
+        "positions": engine.positions,
+        "cost_usd": None if spent is None else round(spent, 6),
+        "price_as_of": None if engine.budget.price is None else str(engine.budget.price.as_of),
+    }
+
+
+def _simulator_factory(config: RunConfig, items: list[Selected], cache=None, budget=None):
     """Engines for simulated users that are not the run's own model: a zoo model on the run's
     engine (or its own `engine`), or an OpenAI-compatible endpoint."""
     sims = {
@@ -175,6 +207,13 @@ def _simulator_factory(config: RunConfig, items: list[Selected]):
     def factory(key: str):
         sim = sims[key]
         kind = sim.engine or ("openai" if sim.base_url else config.generation.engine)
+        if kind == "chat":  # the run's endpoint (its own base_url, model, key where given)
+            same_model = sim.model is None or sim.model == config.models[0]
+            endpoint = endpoint_of(sim).over(endpoint_of(config.generation), same_model)
+            gen = config.generation.model_copy(update=endpoint.model_dump())
+            name = sim.model or config.models[0]
+            engine = make_engine(kind, None, **engine_options(gen, name, cache), budget=budget)
+            return engine, ChatFormat(engine.tokenizer)
         path = resolve_model(sim.model or config.models[0]).path
         options = {"max_model_len": config.generation.max_model_len}
         if kind == "openai":
@@ -196,6 +235,7 @@ class GenerateStage:
 
     def run(self, ctx: RunContext) -> dict:
         config = ctx.config
+        ctx.engines.request_cache = request_cache(ctx.store)
         for model in ctx.models:
             units = batch_units(config, model.name, ctx.items, ctx.batches or fixed_batches(config))
             total = sum(len(unit_items) * len(rng) for _, unit_items, rng in units)
@@ -212,6 +252,7 @@ class GenerateStage:
                     progress=bar.update,
                     engines=ctx.engines if keep_engine(config) else None,
                     batches=ctx.batches,
+                    hosted=ctx.hosted,
                 )
             bar.finish()
             replays = [sel for sel in ctx.items if sel.item.is_replay]

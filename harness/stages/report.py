@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+from harness.engines.pricing import cost_usd
 from harness.report import render_report
 from harness.stages.base import Manifest, Records, Report, RunContext
 
@@ -64,9 +65,51 @@ class ManifestStage:
             "started": ctx.started,
             "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         }
+        # the unit every position t of the run's files is counted in
+        manifest["t_unit"] = {m.name: t_unit(config, m) for m in ctx.models}
+        if ctx.hosted:  # engine chat: requests, tokens, failures and the served model's identity
+            manifest["hosted"] = ctx.hosted
+            manifest["hosted_conditions"] = condition_costs(config, ctx.records)
         if ctx.sequential:  # the samples each condition took and why it stopped
             manifest["sequential"] = ctx.sequential
         return {"manifest.json": manifest}
+
+
+def condition_costs(config, records) -> list[dict]:
+    """Per (model, item, policy): the endpoint's input, cached-input and output tokens of its
+    samples (engine chat records) and their cost at the config's prices (None: unpriced)."""
+    sums: dict[tuple, list[int]] = {}
+    for r in records:
+        if r.tokens.api_input is None:
+            continue
+        row = sums.setdefault((r.model, r.item, r.policy), [0, 0, 0, 0])
+        row[0] += 1
+        row[1] += r.tokens.api_input
+        row[2] += r.tokens.api_cached_input or 0
+        row[3] += r.tokens.api_output or 0
+    out = []
+    for (model, item, policy), (n, tokens_in, cached, tokens_out) in sums.items():
+        price = (config.pricing or {}).get(model)
+        cost = None if price is None else round(cost_usd(price, tokens_in, cached, tokens_out), 6)
+        out.append({
+            "model": model, "item": item, "policy": policy, "samples": n,
+            "input_tokens": tokens_in, "cached_input_tokens": cached,
+            "output_tokens": tokens_out, "cost_usd": cost,
+        })  # fmt: skip
+    return out
+
+
+def t_unit(config, model) -> str:
+    """What one position t is: a token of the model's tokenizer, or on a chat endpoint a piece
+    of the configured unit (harness/engines/units.py)."""
+    if model.source != "hosted":
+        return "token (the model's tokenizer)"
+    chat = config.generation.chat
+    positions = chat.positions if chat else "logprobs"
+    if positions == "logprobs":
+        cut = (chat.tokenizer if chat else None) or "chars"
+        return f"logprobs (the endpoint's tokens; the harness's own text: {cut})"
+    return positions
 
 
 def _samples(config) -> int | dict:
