@@ -65,13 +65,14 @@ BOUND_NAMES = {"at_least": "min", "under": "under", "at_most": "max"}
 
 
 def sentences(prompt: str) -> list[str]:
-    """The prompt's sentences, stripped, each as written (quotes kept)."""
+    """The prompt's sentences, stripped, each as written (quotes kept); a heading ("Rules:")
+    or a lone word states no rule and is left out."""
     out = []
     for match in SENTENCE.finditer(prompt):
         text = match.group().strip()
         if re.search(r"[^\W\d_]", text):
             out.append(text)
-    return _rejoin_quotes(out)
+    return [s for s in _rejoin_quotes(out) if len(s.split()) > 1 and not s.endswith(":")]
 
 
 def _rejoin_quotes(parts: list[str]) -> list[str]:

@@ -253,6 +253,11 @@ def test_a_role_is_a_commented_judge_and_a_plain_rule_an_active_one(in_tmp, run_
     assert (gen.max_tokens, gen.turn_tokens, gen.continue_on_eos) == (256, 48, True)
 
 
+def test_headings_and_lone_words_are_no_rules():
+    prompt = "Rules:\n1. Be brief.\n2. Never say 'maybe'.\nThanks"
+    assert sentences(prompt) == ["Be brief.", "Never say 'maybe'."]
+
+
 def test_budgets():
     def budget(prompt):
         b = budget_for(stated_rules(prompt, choose_language(prompt)), choose_language(prompt).code)
