@@ -1,13 +1,18 @@
 """`harness init NAME --system TEXT|@FILE [--model M]`: a run config and a starter suite for
 your own system prompt, ready for `harness run NAME.yaml` with no edits.
 
-NAME.suite.yaml holds the prompt with four requests that ask for long answers and two 5-turn
-conversations (one with a pressure turn), phrased for a customer when the prompt describes a
-shop, in the language the prompt asks for (else its own), which the one active check checks
-(`harness.starter`, each inference stated in a comment); every check type is a commented
-example. NAME.yaml runs policies none and periodic on the single replies and none, periodic
-and adaptive between turns on the conversations, on the embedded model (3 samples, 256 tokens
-per answer, 48 per reply: a few minutes on a CPU), probe on, with one active gate. Both files
+NAME.suite.yaml holds the prompt with four requests and two 5-turn conversations (one with a
+pressure turn), phrased for a customer when the prompt describes a shop or a service, in the
+language the prompt asks for (else its own), and an active check for each rule the prompt
+states (`harness.starter.rules`: the language, a length, forbidden terms, a sign-off or
+opening, a persona's name, a format; a judge check for the rest), each with its `rule:` and
+`sentence:` and a comment saying what was found; every check type is a commented example.
+NAME.yaml runs policies none and periodic on the single replies and none, periodic and
+adaptive between turns on the conversations, on the embedded model (3 samples, a few minutes
+on a CPU), probe on, with one active gate. Its token budget fits the rules
+(`harness.starter.budget`): long answers (256 tokens, 48 a conversation reply) for rules that
+hold window by window, whole replies under twice a word limit, with requests a few sentences
+answer, for rules judged on a whole reply. Both files
 are loaded once written, so a file `harness init` writes always parses, as a config whose
 conversations fit their token budget (`plan.check_turn_budget`).
 """
@@ -39,9 +44,11 @@ def init_command(
     from harness.plan import check_turn_budget  # lazy: CLI start-up
     from harness.probes.pairs import read_text_arg  # lazy: CLI start-up
     from harness.selection import select_items  # lazy: CLI start-up
+    from harness.starter.budget import budget_for  # lazy: CLI start-up
     from harness.starter.files import starter_config, starter_suite  # lazy: CLI start-up
     from harness.starter.language import choose_language  # lazy: CLI start-up
     from harness.starter.requests import starter_items  # lazy: CLI start-up
+    from harness.starter.rules import stated_rules  # lazy: CLI start-up
 
     if not NAME_PATTERN.match(name):
         raise UserError(f"NAME '{name}': use letters, digits, '_', '.' and '-' only")
@@ -54,10 +61,13 @@ def init_command(
         if path.exists():
             raise UserError(f"{path}: already exists (harness init never overwrites a file)")
     choice = choose_language(prompt)
-    starter = starter_items(prompt, choice)
+    rules = stated_rules(prompt, choice)
+    budget = budget_for(rules, choice.code)
+    starter = starter_items(prompt, choice, brief=budget.whole_replies)
+    first = starter.items[0].id
     files = {
-        suite_path: starter_suite(name, prompt, choice, starter),
-        config_path: starter_config(name, model, suite_path.name, starter.items[0].id),
+        suite_path: starter_suite(name, prompt, choice, starter, rules),
+        config_path: starter_config(name, model, suite_path.name, first, budget),
     }
     written = []
     try:
@@ -75,3 +85,5 @@ def init_command(
         raise
     print(f"wrote {config_path} and {suite_path}; run: harness run {config_path}")
     print(f"language check: {choice.comment()}")
+    active = [rule.name for rule in rules if rule.active]
+    print(f"{len(active)} rule(s) checked: {', '.join(active) or 'none'}")

@@ -1,8 +1,9 @@
 """The two files `harness init` writes, as YAML text with comments: NAME.suite.yaml (the prompt
-with the starter's items, one active language check and every check type as a commented
-example) and NAME.yaml (the run config: policies over single replies and between turns,
-sized for a few minutes on a CPU). The prompt is written as a YAML scalar that loads back
-exactly (quotes, colons, newlines, any Unicode)."""
+with the starter's items, an active check for each rule the prompt states (`starter.rules`),
+each with its `rule:` name and `sentence:`, and every check type as a commented example) and
+NAME.yaml (the run config: policies over single replies and between turns, sized for a few
+minutes on a CPU, with the token budget the rules need: `starter.budget`). The prompt is
+written as a YAML scalar that loads back exactly (quotes, colons, newlines, any Unicode)."""
 
 from __future__ import annotations
 
@@ -10,19 +11,18 @@ import textwrap
 
 import yaml
 
+from harness.starter.budget import Budget
 from harness.starter.language import Choice
 from harness.starter.requests import Starter, StarterItem
+from harness.starter.rules import StatedRule, check_entry
 
 SUITE_HEADER = """\
-# Starter suite for {name!r}, written by `harness init`: your system prompt with four requests
-# that ask for long answers (so that the prompt has a long reply to keep steering) and two
-# conversations of 5 user turns (the second with a pressure turn, `pressure: true`, that asks
-# the model to drop the prompt's rule). What `harness init` inferred from the prompt:
+{intro}# What `harness init` inferred from the prompt:
 {inferred}# Edit freely:
-# - `user` and `turns`: messages like the ones your users send (keep requests asking for long
-#   answers);
-# - `checks`: the rules of your prompt that code can verify, window by window and reply by
-#   reply. One is active; the commented ones show every check type: uncomment and adapt
+{keep}
+# - `checks`: one per rule of your prompt, named by `rule:` (a judge check: `name:`) with the
+#   `sentence:` it enforces; rules code cannot verify are judged by a model (`type: judge`).
+#   Correct what was misread; the commented examples at the end show every check type
 #   (README, "Your own model, endpoint and system prompt"). `*checks` reuses the first
 #   item's list in every item.
 # - `reminder` (optional): the text periodic/adaptive policies inject; without one they
@@ -33,18 +33,16 @@ description: Starter items for one system prompt (harness init).
 items:
 """
 
-CHECKS = """\
-    checks: &checks
-{active}
-      - {{type: language, target: {code}}}
-      # - {{type: ifeval, id: "change_case:english_lowercase"}}      # any IFEval instruction
-      # - {{type: ifeval, id: "keywords:forbidden_words", kwargs: {{forbidden_words: [cheap]}}}}
-      # - {{type: regex_must, pattern: "Acme", name: names-the-brand, scope: response}}
-      # - {{type: regex_must_not, pattern: "as an AI", name: no-ai-disclaimer}}
-      # - {{type: persona, name: Ada, rivals: [SmolLM], scope: window}}   # stays "Ada"
-      # - {{type: script, script: Latin}}                  # share of letters in one script
-      # - {{type: max_sentence_words, max_words: 25}}      # short sentences only
-      # - {{type: judge, rule: "Never promises a delivery date."}}  # a rule code cannot check:
+EXAMPLES = """\
+      # Other check types (uncomment and adapt):
+      # - {type: ifeval, id: "change_case:english_lowercase"}      # any IFEval instruction
+      # - {type: ifeval, id: "keywords:forbidden_words", kwargs: {forbidden_words: [cheap]}}
+      # - {type: regex_must, pattern: "Acme", name: names-the-brand, scope: response}
+      # - {type: regex_must_not, pattern: "as an AI", name: no-ai-disclaimer}
+      # - {type: persona, name: Ada, rivals: [SmolLM], scope: window}   # stays "Ada"
+      # - {type: script, script: Latin}                  # share of letters in one script
+      # - {type: max_sentence_words, max_words: 25}      # short sentences only
+      # - {type: judge, rule: "Never promises a delivery date."}  # a rule code cannot check:
       #   an LLM judge decides (needs the judge check feature)
     # reminder: "Remember: ..."                # optional, default: the system prompt
     # restatement: "Sure! Here is ..."         # optional, needed by the restate policy
@@ -69,14 +67,13 @@ conversation_policies:    # the conversations: reminders between turns
   - {{name: periodic, every_turns: 2, placement: system}}  # before user turns 2 and 4
   - {{name: adaptive, on: turn, placement: system}}        # after a reply that failed
 # Sized for a few minutes on a CPU. For a verdict you deploy on, raise samples (e.g. 8: tighter
-# CIs) and max_tokens (e.g. 1024: a longer reply to hold through); time grows with both.
+# CIs){raise_tokens}; time grows with both.
 samples: 3                # per item and policy
 generation:
-  max_tokens: 256         # tokens per answer: how long the prompt has to hold; in a
+  max_tokens: {max_tokens}{pad_max}# tokens per answer: how long the prompt has to hold; in a
                           # conversation the total, which must hold 5 replies x turn_tokens
-  turn_tokens: 48         # tokens per reply of a conversation (5 x 48 = 240 <= 256)
-  continue_on_eos: true   # a "Continue." turn keeps an answer going to max_tokens (single
-                          # replies; in a conversation EOS ends the reply)
+  turn_tokens: {turn_tokens}{pad_turn}# {turn_why}
+{continue_lines}
 scoring:
   window: 64              # the answer is scored in windows of 64 tokens
 probe:
@@ -120,6 +117,29 @@ def _comment(text: str, first: str, rest: str) -> str:
     return "".join((first if i == 0 else rest) + line + "\n" for i, line in enumerate(lines))
 
 
+def _checks(rules: list[StatedRule]) -> str:
+    """The first item's `checks:` list: each rule's check under a comment saying what was
+    found; a commented rule (a role) and a rule's commented alternative as comment lines."""
+    lines = ["    checks: &checks\n"]
+    for rule in rules:
+        about = f"{rule.name}: {rule.found}" + (f"; {rule.note}" if rule.note else "")
+        lines.append(_comment(about, "      # ", "      #   "))
+        lines.append(_entry(check_entry(rule), "" if rule.active else "# "))
+        for extra in rule.extra:
+            lines.append(_entry(extra, "# "))
+    return "".join(lines) + EXAMPLES
+
+
+def _entry(check: dict, comment: str) -> str:
+    """One `checks:` entry, a key a line (lists and mappings as values in flow style)."""
+    lines = []
+    for n, (key, value) in enumerate(check.items()):
+        text = yaml.safe_dump(value, allow_unicode=True, width=2**31, default_flow_style=True)
+        lead = "- " if n == 0 else "  "
+        lines.append(f"      {comment}{lead}{key}: {text.removesuffix('...' + chr(10)).strip()}\n")
+    return "".join(lines)
+
+
 def _quote(text: str) -> str:
     return yaml_scalar(text, 6)
 
@@ -137,14 +157,37 @@ def _turns(item: StarterItem, choice: Choice) -> str:
     return "".join(lines)
 
 
-def starter_suite(name: str, system: str, choice: Choice, starter: Starter) -> str:
+def starter_suite(
+    name: str, system: str, choice: Choice, starter: Starter, rules: list[StatedRule]
+) -> str:
     inferred = _comment(choice.comment(), "# - ", "#   ") + _comment(
         starter.comment(choice) + "; replace them with messages your users send.", "# - ", "#   "
     )
-    parts = [SUITE_HEADER.format(name=name, suite=_quote(name), inferred=inferred)]
-    active = f"Active: every window of every answer is in {choice.name}: {choice.comment()}."
-    pad = "      # "
-    checks = CHECKS.format(active=_comment(active, pad, pad).rstrip("\n"), code=choice.code)
+    active = sum(rule.active for rule in rules)
+    inferred += _comment(f"{active} rule(s) to check: {_rule_list(rules)}.", "# - ", "#   ")
+    if starter.brief:
+        requests = "that a few sentences answer (the prompt's rules judge whole replies)"
+        keep = "keep them answerable within the prompt's limits"
+    else:
+        requests = (
+            "that ask for long answers (so that the prompt has a long reply to keep steering)"
+        )
+        keep = "keep requests asking for long answers"
+    intro = _comment(
+        f"Starter suite for {name!r}, written by `harness init`: your system prompt with four "
+        f"requests {requests} and two conversations of 5 user turns (the second with a "
+        "pressure turn, `pressure: true`, that asks the model to drop the prompt's rule).",
+        "# ",
+        "# ",
+    )
+    keep = _comment(
+        f"`user` and `turns`: messages like the ones your users send ({keep});", "# - ", "#   "
+    )
+    header = SUITE_HEADER.format(
+        suite=_quote(name), inferred=inferred, intro=intro, keep=keep.rstrip("\n")
+    )
+    parts = [header]
+    checks = _checks(rules)
     for index, item in enumerate(starter.items):
         system_value = f"&system {_quote(system)}" if index == 0 else "*system"
         parts.append(f"  - id: {item.id}\n    system: {system_value}\n")
@@ -155,9 +198,39 @@ def starter_suite(name: str, system: str, choice: Choice, starter: Starter) -> s
     return "".join(parts)
 
 
-def starter_config(name: str, model: str, suite_file: str, first_item: str) -> str:
+def _wrapped(text: str, column: int) -> str:
+    """A comment's text that starts at `column`, its further lines as comments there."""
+    lines = textwrap.wrap(text, 96 - column, break_on_hyphens=False)
+    return ("\n" + " " * (column - 2) + "# ").join(lines)
+
+
+def _rule_list(rules: list[StatedRule]) -> str:
+    return ", ".join(rule.name for rule in rules if rule.active) or "none"
+
+
+CONTINUE = {
+    True: '  continue_on_eos: true   # a "Continue." turn keeps an answer going to max_tokens\n'
+    "                          # (single replies; in a conversation EOS ends the reply)\n",
+    False: "  continue_on_eos: false  # a reply ends where the model ends it: the rules judge\n"
+    "                          # whole replies (a length, a sign-off, a format)\n",
+}
+
+
+def starter_config(name: str, model: str, suite_file: str, first_item: str, budget: Budget) -> str:
     quote = lambda s: yaml_scalar(s, 2)  # noqa: E731
+    raise_tokens = (
+        ""
+        if budget.whole_replies
+        else " and max_tokens (e.g. 1024: a longer reply to hold through)"
+    )
     return CONFIG.format(
+        max_tokens=budget.max_tokens,
+        pad_max=" " * max(1, 12 - len(str(budget.max_tokens))),
+        turn_tokens=budget.turn_tokens,
+        pad_turn=" " * max(1, 11 - len(str(budget.turn_tokens))),
+        turn_why=_wrapped(budget.why, 26 + 2),
+        continue_lines=CONTINUE[budget.continue_on_eos].rstrip("\n"),
+        raise_tokens=raise_tokens,
         name=name,
         name_value=quote(name),
         config=f"{name}.yaml",

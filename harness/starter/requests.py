@@ -1,13 +1,19 @@
 """The starter's items: four single-reply requests and two 5-turn conversations, phrased for a
-customer when the prompt describes a shop, else generic, in the checked language where
-`harness.starter.texts` has texts for it (else the prompt's own language, else English).
+customer when the prompt describes a shop or a service (a bank, an insurer, a support desk),
+else generic, in the checked language where `harness.starter.texts` has texts for it (else the
+prompt's own language, else English). With `brief`, for rules that judge whole replies (a word
+limit, a sign-off), the single requests are ones a few sentences answer
+(`harness.starter.brief_texts`); a service's requests always are.
 
 A shop: a word for one in English, German, French, Spanish or Italian ("shop", "store",
 "Laden", "Geschäft", "magasin", "boutique", "tienda", "negozio", ...; German compounds such as
 "Fahrradladen" too). Its products, in the texts' language: "X shop/store" (English),
 "X-laden/-geschäft/-handel/-händler" (German, a capitalised compound), "magasin/boutique de
 X" (French). Its name: the first capitalised word or two after "for", "at", "of", "from",
-"von", "bei", "chez" or "de" that is not a language name. One conversation has a pressure
+"von", "bei", "chez" or "de" that is not a language name.
+A service: a word for one ("support", "service", "Kundenservice", "helpdesk", "bank",
+"banque", "assurance", ...; German compounds such as "Nordbank" too), when no shop is found.
+One conversation has a pressure
 turn (turn 3): against an asked language it asks, in English (French where the prompt asks
 for English), to switch; otherwise it asks the model to drop its instructions.
 """
@@ -17,6 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from harness.starter.brief_texts import BRIEF_TEXTS
 from harness.starter.language import ENGLISH_NAMES, NAME_TO_CODE, Choice, fold, words
 from harness.starter.texts import SWITCH_TO_ENGLISH, SWITCH_TO_FRENCH, TEXTS
 
@@ -26,6 +33,11 @@ SHOP_WORDS = words(
 )
 # German compounds naming a shop (a capitalised noun): "Fahrradladen", "Schuhgeschäft"
 SHOP_SUFFIXES = ("laden", "shop", "geschaft", "handel", "handler")
+SERVICE_WORDS = words(
+    "support service services helpdesk hotline bank banking insurance insurer kundenservice "
+    "kundendienst versicherung banque assurance assureur sav"
+)
+SERVICE_SUFFIXES = ("bank", "versicherung", "service", "support", "kasse")
 NOT_PRODUCTS = words(
     "a an the our your my this online web local small big corner retail concept flagship "
     "family app e"
@@ -47,7 +59,7 @@ WORD = re.compile(r"[^\W\d_]+")
 @dataclass(frozen=True)
 class Domain:
     """What the requests are phrased around: `shop` (the word found, its name and products
-    where found) or `generic`."""
+    where found), `service` (the word found, its name) or `generic`."""
 
     kind: str
     found: str | None = None
@@ -67,6 +79,7 @@ class Starter:
     items: list[StarterItem]
     language: str  # the texts' language
     domain: Domain
+    brief: bool = False  # requests a few sentences answer
 
     def comment(self, choice: Choice) -> str:
         """What the requests were phrased around, for the suite's header."""
@@ -76,6 +89,12 @@ class Starter:
             parts += [f"name '{d.name}'"] if d.name else []
             parts += [f"products '{d.product}'"] if d.product else []
             text = f"requests for a customer of the shop the prompt describes ({', '.join(parts)})"
+        elif d.kind == "service":
+            parts = [f"found '{d.found}'"] + ([f"name '{d.name}'"] if d.name else [])
+            found = ", ".join(parts)
+            text = f"questions of a customer of the service the prompt describes ({found})"
+        elif self.brief:
+            text = "generic questions a few sentences answer: the prompt describes no shop"
         else:
             text = "generic requests (a story, a guide, ...): the prompt describes no shop"
         missing = "" if lang == choice.name else f" (the starter has no {choice.name} texts)"
@@ -102,6 +121,16 @@ def shop_domain(prompt: str, language: str) -> Domain:
     if language == "en" and product:
         product = product.lower()
     return Domain("shop", found, _shop_name(prompt), product)
+
+
+def service_domain(prompt: str) -> Domain:
+    """The service the prompt describes (see the module docstring), else `generic`."""
+    for match in WORD.finditer(prompt):
+        word, folded = match.group(), fold(match.group())
+        compound = word[:1].isupper() and folded.endswith(SERVICE_SUFFIXES) and len(folded) > 6
+        if folded in SERVICE_WORDS or compound:
+            return Domain("service", word, _shop_name(prompt))
+    return Domain("generic")
 
 
 def _shop_name(prompt: str) -> str | None:
@@ -132,22 +161,34 @@ def pressure_turn(choice: Choice, drop_rules: str) -> str:
     return SWITCH_TO_ENGLISH.format(language=ENGLISH_NAMES[choice.code])
 
 
-def starter_items(prompt: str, choice: Choice) -> Starter:
-    """The six items of the starter suite for `prompt`, checked for `choice`."""
+def starter_items(prompt: str, choice: Choice, brief: bool = False) -> Starter:
+    """The six items of the starter suite for `prompt`, checked for `choice`; with `brief`,
+    single requests a few sentences answer."""
     language = next((code for code in (choice.code, choice.prompt_language) if code in TEXTS), "en")
-    texts = TEXTS[language]
+    texts, short = TEXTS[language], BRIEF_TEXTS[language]
     domain = shop_domain(prompt, language)
+    if domain.kind == "generic":
+        domain = service_domain(prompt)
     shop = domain.kind == "shop"
     fill = {
         "topic": _topic(texts, language, domain.product),
-        "greeting": texts.greeting.format(name=domain.name) if domain.name else texts.greeting_none,
+        # a service's name is a company's ("Hallo Nordbank!" greets no one): no name
+        "greeting": texts.greeting.format(name=domain.name)
+        if domain.name and domain.kind == "shop"
+        else texts.greeting_none,
     }
-    requests = texts.customer if shop else texts.generic
+    if shop:
+        requests = short.brief_customer if brief else texts.customer
+        (first, second), ids = texts.customer_talks, ("conv-advice", "conv-problem")
+    elif domain.kind == "service":
+        requests = short.service
+        (first, second), ids = short.service_talks, ("conv-account", "conv-login")
+    else:
+        requests = short.brief if brief else texts.generic
+        (first, second), ids = texts.generic_talks, ("conv-trip", "conv-bread")
     items = [StarterItem(key, text.format(**fill)) for key, text in requests.items()]
-    first, second = texts.customer_talks if shop else texts.generic_talks
     second = (*second[:2], pressure_turn(choice, texts.drop_rules), *second[2:])
-    ids = ("conv-advice", "conv-problem") if shop else ("conv-trip", "conv-bread")
     for n, (item_id, talk) in enumerate(zip(ids, (first, second), strict=True)):
         turns = [(text.format(**fill), n == 1 and k == 2) for k, text in enumerate(talk)]
         items.append(StarterItem(item_id, turns[0][0], tuple(turns[1:])))
-    return Starter(items, language, domain)
+    return Starter(items, language, domain, brief)

@@ -61,7 +61,8 @@ def _init_and_run(
 def _check_run(result: dict, language: str) -> None:
     config, suite, run = result["config"], result["suite"], result["run"]
     items = suite["items"]
-    assert {c["target"] for item in items for c in item["checks"]} == {language}
+    languages = {c["target"] for item in items for c in item["checks"] if c["type"] == "language"}
+    assert languages == {language}
     talks = [item["id"] for item in items if "turns" in item]
     assert len(talks) == 2 and all(len(i["turns"]) == 4 for i in items if "turns" in i)
     assert [t.get("pressure") for t in items[5]["turns"] if isinstance(t, dict)] == [True]
@@ -72,7 +73,7 @@ def _check_run(result: dict, language: str) -> None:
     )
     turns = pd.read_csv(run / "turns.csv")
     assert set(turns["item"]) == set(talks)  # turns.csv: the conversations' replies only
-    assert set(turns["check"]) == {f"language:{language}"}
+    assert f"language:{language}" in set(turns["check"])
     for item in talks:  # every policy's conversation has rows, from turn 1 on
         rows = turns[turns["item"] == item]
         assert set(rows["policy"]) == {
@@ -97,7 +98,13 @@ def test_init_then_run_on_the_embedded_model(tmp_path, init_here, embedded_model
     generation = {"max_tokens": 64, "turn_tokens": 12}
     result = _init_and_run(tmp_path, init_here, prompt, generation, probe=False)
     assert result["config"]["models"] == ["smollm2-135m-instruct"] and result["config"]["gates"]
-    assert [i["id"] for i in result["suite"]["items"]][4:] == ["conv-trip", "conv-bread"]
+    # a support agent: a service's customer questions; Ava kept as a persona
+    assert [i["id"] for i in result["suite"]["items"]][4:] == ["conv-account", "conv-login"]
+    checks = result["suite"]["items"][0]["checks"]
+    assert [(c["type"], c["rule"]) for c in checks] == [
+        ("language", "language-en"),
+        ("persona", "persona-ava"),
+    ]
     _check_run(result, "en")
 
 

@@ -36,9 +36,10 @@ def test_written_files_load_and_hold_the_prompt_verbatim(case, in_tmp, run_cli):
     prompt = PROMPTS[case]
     code, stdout, stderr = run_cli(["init", "acme", "--system", prompt])
     assert code == 0, stderr
-    first, language = stdout.strip().splitlines()
+    first, language, rules = stdout.strip().splitlines()
     assert first == "wrote acme.yaml and acme.suite.yaml; run: harness run acme.yaml"
     assert language.startswith("language check: the prompt ")
+    assert re.fullmatch(r"\d+ rule\(s\) checked: .+", rules), rules
     config, (suite,) = load_run_config_and_suites(in_tmp / "acme.yaml")
     assert [item.system for item in suite.items] == [prompt] * 6
 
@@ -71,6 +72,9 @@ def test_the_starter_config_and_suite(in_tmp, run_cli):
     for item in suite.items:  # no reminder: periodic repeats the prompt; no restate policy
         assert item.reminder is None and item.restatement is None
         assert [c.id for c in item.checks] == ["language:en"]
+        assert [(c.rule, c.sentence) for c in item.checks] == [
+            ("language-en", "Always answer in English.")
+        ]
     talks = [item for item in suite.items if item.is_conversation]
     assert [item.n_turns for item in talks] == [5, 5]
     assert [[t.pressure for t in item.turns] for item in talks] == [
@@ -90,7 +94,8 @@ def test_every_check_type_is_an_example_and_each_is_valid_uncommented(in_tmp, ru
     from harness.checks import CHECK_TYPES
 
     assert run_cli(["init", "acme", "--system", "Be nice."])[0] == 0
-    examples = _commented((in_tmp / "acme.suite.yaml").read_text(), "type")
+    text = (in_tmp / "acme.suite.yaml").read_text()
+    examples = _commented(text.split("# Other check types")[1], "type")
     types = {e["type"] for e in examples} | {"language"}  # language is the active one
     assert len(examples) == 8
     assert types >= set(CHECK_TYPES) | {"judge"}
