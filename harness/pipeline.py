@@ -109,6 +109,7 @@ def run_pipeline(
             models=plan.models,
             twins=plan.twins,
             probe_backends=plan.probe_backends,
+            units=plan.units,
             started=datetime.now(UTC).isoformat(timespec="seconds"),
         )
         if plan.config.sequential:
