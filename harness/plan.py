@@ -7,7 +7,10 @@ exists, so a bad input gets one line and exit code 2 and leaves nothing half-wri
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -145,6 +148,19 @@ def plan_run(
     """Validate the whole run; raises `UserError` before anything is written."""
     config_path = Path(config_path)
     config, suites = load_run_config_and_suites(config_path)
+    return plan_config(config, suites, config_path, out, sample_until_decided, max_samples)
+
+
+def plan_config(
+    config: RunConfig,
+    suites: list[TaskSuite],
+    config_path: Path,
+    out: Path | None = None,
+    sample_until_decided: bool = False,
+    max_samples: int | None = None,
+) -> RunPlan:
+    """`plan_run` of a config already parsed with its suites; `config_path` names it in
+    errors (a file, or what the Python API was given)."""
     if sample_until_decided:
         config = until_decided(config, config_path, max_samples)
     elif max_samples is not None:
@@ -380,3 +396,15 @@ def probe_backends(
             raise UserError(f"field 'probe.backend': vllm cannot probe {model.name}: {why}")
         chosen[model.name] = "hf" if why else "vllm"
     return chosen
+
+
+class _CallablePlanModule(types.ModuleType):
+    """`harness.plan` names this module and the Python API's `harness.plan(config)` at once:
+    once the module is imported the package attribute is the module, so the module answers
+    the call. The API lives a layer above (harness/api.py) and is imported when called."""
+
+    def __call__(self, config, out=None) -> RunPlan:
+        return importlib.import_module("harness.api").plan(config, out)
+
+
+sys.modules[__name__].__class__ = _CallablePlanModule
