@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from harness.errors import VERDICT_NOT_PASSED
+from harness.errors import VERDICT_NOT_PASSED, UserError
 
 
 def run_command(
@@ -36,6 +36,12 @@ def run_command(
         "judge calls; requests and tokens per model and policy; what is already cached) and "
         "exit: no engine starts, nothing is written.",
     ),
+    as_json: bool = typer.Option(
+        False,
+        "--json",
+        help="With --dry-run: the plan as JSON ({units, totals}: every unit, and per serving "
+        "model the requests and tokens planned, cached and to send).",
+    ),
 ) -> None:
     """Run a config end to end; resumable (re-run the same command after a kill). Exits 1 when
     one of the config's gate checks failed or is undecided (see gates.csv and junit.xml in the
@@ -43,8 +49,14 @@ def run_command(
     if dry_run:
         from harness.plan import plan_run  # lazy: CLI start-up
 
-        print_plan(plan_run(config, out, until_decided, max_samples))
+        plan = plan_run(config, out, until_decided, max_samples)
+        if as_json:
+            typer.echo(plan_json(plan))
+        else:
+            print_plan(plan)
         return
+    if as_json:
+        raise UserError("--json needs --dry-run")
     from harness.pipeline import run_pipeline  # lazy: CLI start-up
     from harness.report.terminal import gates_failed, print_summary  # lazy: CLI start-up
 
@@ -54,6 +66,14 @@ def run_command(
     print_summary(folder)
     if gates_failed(folder):
         raise typer.Exit(code=VERDICT_NOT_PASSED)
+
+
+def plan_json(plan) -> str:
+    """The plan's units and per-model totals as one JSON document."""
+    import json
+
+    units = [unit.model_dump(mode="json") for unit in plan.units]
+    return json.dumps({"units": units, "totals": plan.totals.model_dump(mode="json")}, indent=1)
 
 
 def print_plan(plan) -> None:

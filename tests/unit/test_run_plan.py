@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.run_units import ModelTotals, PlanTotals, TokenCounts, plan_totals
+from harness.run_units import ModelTotals, PlanTotals, TokenBudget, plan_totals
 
 ROOT = Path(__file__).parent.parent.parent
 QUICKSTART = ROOT / "configs" / "quickstart.yaml"
@@ -23,8 +23,8 @@ def quickstart_plan(tmp_path_factory):
     return plan_run(QUICKSTART, tmp_path_factory.mktemp("plan") / "never-written")
 
 
-def _sum(units) -> TokenCounts:
-    return sum((u.budget for u in units), TokenCounts())
+def _sum(units) -> TokenBudget:
+    return sum((u.budget for u in units), TokenBudget())
 
 
 def test_generation_units_count_every_request_and_token(quickstart_plan):
@@ -68,14 +68,14 @@ def test_plan_totals_are_per_serving_model_and_split_cached(quickstart_plan):
     assert [m.model for m in totals.models] == [MODEL, f"untrained:{MODEL}"]
     mine = totals.of(MODEL)
     assert mine.planned == _sum(u for u in quickstart_plan.units if u.model == MODEL)
-    assert mine.cached == TokenCounts() and mine.to_send == mine.planned
+    assert mine.cached == TokenBudget() and mine.to_send == mine.planned
     assert PlanTotals.model_validate_json(totals.model_dump_json()) == totals
 
 
 def test_cached_units_are_not_to_send():
     from harness.run_units import Unit
 
-    spent = TokenCounts(requests=2, input_tokens=30, output_tokens=10)
+    spent = TokenBudget(requests=2, input_tokens=30, output_tokens=10)
     units = [
         Unit(stage="generate", model="m", policy="none", items=["a"], samples=2, budget=spent,
              key="k1", cached=True),
@@ -87,11 +87,11 @@ def test_cached_units_are_not_to_send():
     assert totals.models == [
         ModelTotals(
             model="m",
-            planned=TokenCounts(requests=6, input_tokens=90, output_tokens=30),
+            planned=TokenBudget(requests=6, input_tokens=90, output_tokens=30),
             cached=spent,
         )
     ]
-    assert totals.of("m").to_send == TokenCounts(requests=4, input_tokens=60, output_tokens=20)
+    assert totals.of("m").to_send == TokenBudget(requests=4, input_tokens=60, output_tokens=20)
 
 
 def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path):
@@ -166,3 +166,22 @@ def test_a_config_with_a_judge_check_plans_its_calls(tmp_path):
     record = next(u for u in plan.units if u.stage == "generate").budget.input_tokens // 2 + 96
     windows = -(-record // 24)
     assert judge[0].budget.requests == 2 * 2 * windows
+
+
+def test_dry_run_json_is_the_plan_a_cost_function_reads(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["run", "--dry-run", "--json", str(QUICKSTART), "--out",
+                                      str(out)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.output)
+    totals = PlanTotals.model_validate(plan["totals"])
+    assert totals.of(MODEL).planned.requests == 432
+    assert sum(u["budget"]["requests"] for u in plan["units"] if u["model"] == MODEL) == 432
+    assert {"stage", "model", "policy", "key", "cached"} <= set(plan["units"][0])
+    assert "specs" not in plan["units"][0] and not out.exists()
