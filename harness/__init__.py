@@ -1,6 +1,6 @@
 """Prompt-persistence evaluation harness: how long does a system prompt keep steering a model?
 
-From Python (harness/api.py): `load_config`, `plan`, `run` -> `Run`, `score_log`."""
+From Python (harness/api.py): `load_config`, `plan`, `run` -> `Run`, `score_log`, `probe`."""
 
 from typing import Any
 
@@ -15,10 +15,11 @@ __all__ = [
     "plan",
     "run",
     "score_log",
+    "probe",
     "Run",
     "RunManifest",
 ]
-_API = {"load_config", "plan", "run", "score_log", "Run", "RunManifest"}
+_API = {"load_config", "plan", "run", "score_log", "probe", "Run", "RunManifest"}
 
 
 def __getattr__(name: str) -> Any:

@@ -1,5 +1,5 @@
 """The harness from Python, as `harness.load_config`, `harness.plan`, `harness.run` and
-`harness.score_log` (re-exported by `harness/__init__.py`):
+`harness.score_log` and `harness.probe` (re-exported by `harness/__init__.py`):
 
     config = harness.load_config({"name": "mine", "models": ["tiny-random-llama"], ...})
     plan = harness.plan(config)            # every unit, its key and token budget; nothing runs
@@ -21,13 +21,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.config import RunConfig, ScoringConfig
 from harness.config_files import check_run_config, load_run_config_and_suites, load_suite
 from harness.errors import UserError
-from harness.pipeline import run_plan, run_score
+from harness.pipeline import run_plan, run_probe, run_score
 from harness.plan import RunPlan, plan_config, plan_score
+from harness.probe_plan import ProbeFlags, plan_probe, probe_request
 from harness.records import GenerationRecord
 from harness.results import ResultRow
 from harness.stages.base import output_frame
@@ -166,3 +167,16 @@ def score_log(
     score_plan = plan_score(Path(log), loaded, Path(out), scoring, model, log_format=log_format)
     run_score(score_plan)
     return Run(score_plan.out_dir)
+
+
+def probe(out: str | Path, fresh: bool = False, **flags: Any) -> Run:
+    """`harness probe` from Python: `flags` are its options by name (`model`, `system_a`,
+    `system_b`, `user`, `continuation`, `tokens`, ...: `probe_plan.ProbeFlags`); the pair's
+    divergence, fits and continuations in `out` (a second call resumes from its cache)."""
+    try:
+        given = ProbeFlags(**flags)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise UserError(f"probe: {'.'.join(map(str, error['loc']))}: {error['msg']}") from None
+    run_probe(plan_probe(probe_request(given), Path(out), fresh))
+    return Run(Path(out))

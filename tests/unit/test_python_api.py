@@ -79,3 +79,17 @@ def test_importing_and_planning_patch_nothing_process_wide():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=ROOT, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({"continuation": "generate"}, "probe: tokens: Field required"),
+        ({"continuation": "generate", "tokens": 0},
+         "--tokens and --t-min must be positive, --chunk 0 or positive"),
+    ],
+)  # fmt: skip
+def test_a_bad_probe_from_python_is_one_line_and_writes_nothing(tmp_path, flags, message):
+    with pytest.raises(harness.UserError, match=f"^{message}$"):
+        harness.probe(tmp_path / "out", model="smollm2-135m-instruct", **flags)
+    assert not (tmp_path / "out").exists()
