@@ -31,6 +31,7 @@ from harness.plan import RunPlan, plan_config, plan_score
 from harness.probe_plan import ProbeFlags, plan_probe, probe_request
 from harness.records import GenerationRecord
 from harness.results import ResultRow
+from harness.results.base import column_kind
 from harness.stages.base import output_frame
 
 if TYPE_CHECKING:  # annotations only: pandas loads where frames are read
@@ -130,7 +131,10 @@ class Run:
         """`row.file` of the run, its columns typed by the row model (booleans as booleans);
         an empty frame when the run wrote none."""
         path = self.folder / row.file
-        return output_frame(row, path if path.is_file() else None)
+        frame = output_frame(row, path if path.is_file() else None)
+        # a float column whose cells all read as whole numbers stays float (auc 0, not int 0)
+        floats = [c for c in frame.columns if column_kind(row, c)[0] == "float"]
+        return frame.astype(dict.fromkeys(floats, "float64")) if floats else frame
 
     @cached_property
     def records(self) -> list[GenerationRecord]:

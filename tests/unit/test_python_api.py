@@ -93,3 +93,34 @@ def test_a_bad_probe_from_python_is_one_line_and_writes_nothing(tmp_path, flags,
     with pytest.raises(harness.UserError, match=f"^{message}$"):
         harness.probe(tmp_path / "out", model="smollm2-135m-instruct", **flags)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_run_folder_reads_as_typed_frames_records_and_manifest(tmp_path):
+    """The whole pipeline on test_resume's scripted engine (no model), then the folder read
+    through `harness.Run`."""
+    import pandas as pd
+
+    from harness.pipeline import STAGES, run_stages
+    from harness.results import SummaryRow, WindowRow
+    from tests.scripted_run import scripted_run
+    from tests.unit.test_resume import CONFIG, SUITE, ScriptedEngine
+
+    (tmp_path / "suite.yaml").write_text(SUITE)
+    (tmp_path / "run.yaml").write_text(CONFIG)
+    out = tmp_path / "run"
+    with scripted_run(tmp_path / "run.yaml", out, ScriptedEngine()) as ctx:
+        run_stages(ctx, STAGES, show_progress=False)
+
+    run = harness.Run(out)
+    summary = run.frame(SummaryRow)
+    assert sorted(summary["policy"]) == sorted(["none", "periodic-8-user", "none",
+                                                "periodic-turns2-system"])  # fmt: skip
+    assert pd.api.types.is_float_dtype(summary["auc"]) and summary["auc"].between(0, 1).all()
+    windows = run.frame(WindowRow)
+    # booleans as Python bools (None where undecided), not "True" strings
+    assert {type(v) for v in windows["passed"]} <= {bool, type(None)} and len(windows)
+    assert len(run.records) == 2 * 3 * 2  # 2 items x 3 samples x 2 policies each
+    assert {r.item for r in run.records} == {"plain", "talk"}
+    assert run.manifest.name == "scripted" and run.manifest.timings["generate"] >= 0
+    assert run.manifest.models["tiny-random-llama"].content_key == "scripted-1"
+    assert harness.Run(tmp_path / "nothing").frame(SummaryRow).empty
