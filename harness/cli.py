@@ -110,6 +110,11 @@ def main() -> None:
     # blocks stop the engines; SIGKILL is met by the engine processes (engines/lifetime.py)
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, _interrupt)
+    # every process the command starts through multiprocessing (vLLM's engine core, any
+    # other) dies with it: process-wide here, where the harness owns the process
+    from harness.engines.lifetime import bind_engine_children  # lazy: pydantic, CLI start-up
+
+    bind_engine_children()
     try:
         app()
     except KeyboardInterrupt:

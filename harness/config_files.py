@@ -90,7 +90,13 @@ def load_run_config_and_suites(path: Path | str) -> tuple[RunConfig, list[TaskSu
     known. Returns the suites too, so a run parses each suite file once."""
 
     path = Path(path)
-    config: RunConfig = _validate(RunConfig, path, _read_yaml(path))
+    return check_run_config(_read_yaml(path), path)
+
+
+def check_run_config(data: Any, path: Path) -> tuple[RunConfig, list[TaskSuite]]:
+    """`load_run_config_and_suites` of a config given as a mapping or a RunConfig (the Python
+    API's), `path` naming it in errors; relative suites resolve as beside a file `path`."""
+    config: RunConfig = _validate(RunConfig, path, data)
     suites, suite_files = [], []
     for suite_path in config.suites:
         resolved = suite_path if suite_path.is_absolute() else _relative(path, suite_path)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from harness.analysis.gates import undecided_conditions
 from harness.errors import notice
-from harness.plan import ScorePlan, plan_run
+from harness.plan import RunPlan, ScorePlan, plan_run
 from harness.probe_plan import ProbePlan
 from harness.sequential import SamplePlan, gated_conditions
 from harness.stages.analyse import AnalyseStage
@@ -98,6 +98,11 @@ def run_pipeline(
     `samples: {min, max}` does)."""
 
     plan = plan_run(Path(config_path), out, until_decided, max_samples)
+    return run_plan(plan, fresh, show_progress)
+
+
+def run_plan(plan: RunPlan, fresh: bool = False, show_progress: bool = True) -> Path:
+    """Run every stage of a validated plan; returns the run folder."""
     with RunStore(plan.out_dir, fresh=fresh) as store:
         ctx = RunContext(
             config=plan.config,
@@ -109,6 +114,7 @@ def run_pipeline(
             models=plan.models,
             twins=plan.twins,
             probe_backends=plan.probe_backends,
+            units=plan.units,
             started=datetime.now(UTC).isoformat(timespec="seconds"),
         )
         if plan.config.sequential:

@@ -7,7 +7,10 @@ exists, so a bad input gets one line and exit code 2 and leaves nothing half-wri
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +37,14 @@ from harness.policies import policy_run
 from harness.policies.conversation import conversation_floor
 from harness.probes.endpoint import check_endpoint, endpoint_settings
 from harness.replay import LogError, check_replays
+from harness.run_units import (
+    PlanTotals,
+    Unit,
+    generation_units,
+    mark_cached,
+    plan_totals,
+    with_budgets,
+)
 from harness.sampling import SampleRange
 from harness.scoring.inputs import score_run_id
 from harness.scoring.io import load_tokenizer
@@ -42,7 +53,8 @@ from harness.scoring.logged import check_logs
 from harness.scoring.matching import ItemMatcher
 from harness.scoring.score import item_checks
 from harness.scoring.validation import read_labelled
-from harness.selection import Selected, policy_units, sample_specs, select_items
+from harness.selection import Selected, select_items
+from harness.sequential import fixed_batches
 
 
 @dataclass
@@ -55,6 +67,13 @@ class RunPlan:
     out_dir: Path
     run_id: str
     probe_backends: dict[str, str] = field(default_factory=dict)  # probe model -> vllm | hf
+    # every generation, fork, probe pair and judge call, with its key and budget
+    units: list[Unit] = field(default_factory=list)
+
+    @property
+    def totals(self) -> PlanTotals:
+        """Per serving model: the requests and tokens planned and already cached."""
+        return plan_totals(self.units)
 
 
 @dataclass
@@ -139,6 +158,19 @@ def plan_run(
     """Validate the whole run; raises `UserError` before anything is written."""
     config_path = Path(config_path)
     config, suites = load_run_config_and_suites(config_path)
+    return plan_config(config, suites, config_path, out, sample_until_decided, max_samples)
+
+
+def plan_config(
+    config: RunConfig,
+    suites: list[TaskSuite],
+    config_path: Path,
+    out: Path | None = None,
+    sample_until_decided: bool = False,
+    max_samples: int | None = None,
+) -> RunPlan:
+    """`plan_run` of a config already parsed with its suites; `config_path` names it in
+    errors (a file, or what the Python API was given)."""
     if sample_until_decided:
         config = until_decided(config, config_path, max_samples)
     elif max_samples is not None:
@@ -158,9 +190,14 @@ def plan_run(
         except UserError as exc:
             raise UserError(f"{config_path}: {exc}") from None
     models = [model_of(name, config.generation) for name in config.models]
+    twin_names = _twin_names(config, models)
+    run_id = config.run_id()
+    units: list[Unit] = []
     for model in models:
+        model_units = generation_units(config, model, items, fixed_batches(config), run_id)
         try:
-            check_generation(config, items, model)
+            chat = check_generation(config, items, model, model_units)
+            units += with_budgets(config, chat, model, model_units, twin_names.get(model.name))
         except LogError:  # names the log's file and line itself
             raise
         except UserError as exc:  # name the config: the policy, item and field are in exc
@@ -173,17 +210,21 @@ def plan_run(
     if config.probe.enabled:
         for model in models:
             _check_probe_layers(config, model)
-    twins = (
-        {m.name: resolve_model(untrained_name(m.name)) for m in models if m.source != "untrained"}
-        if config.probe.enabled and config.probe.untrained_twin
-        else {}
-    )
+    twins = {name: resolve_model(twin) for name, twin in twin_names.items()}
     backends = (
         probe_backends(config.probe.backend, [*models, *twins.values()], endpoint_settings(config))
         if config.probe.enabled
         else {}
     )
-    return RunPlan(config, suites, items, models, twins, out_dir, config.run_id(), backends)
+    units = mark_cached(units, out_dir)
+    return RunPlan(config, suites, items, models, twins, out_dir, run_id, backends, units)
+
+
+def _twin_names(config: RunConfig, models: list[ResolvedModel]) -> dict[str, str]:
+    """Trained model name -> its untrained twin's, where the probe runs the twin too."""
+    if not (config.probe.enabled and config.probe.untrained_twin):
+        return {}
+    return {m.name: untrained_name(m.name) for m in models if m.source != "untrained"}
 
 
 def labelled_file(path: Path, config: RunConfig) -> RunConfig:
@@ -238,10 +279,13 @@ def check_twin(config: RunConfig, items: list[Selected]) -> None:
         )
 
 
-def check_generation(config: RunConfig, items: list[Selected], model: ResolvedModel) -> None:
-    """Every error generation could hit, raised before the run folder exists: policies that do
-    not fit the chat template, empty reminder texts, `restate` on an item without a
-    restatement, prompts + budget beyond the context."""
+def check_generation(
+    config: RunConfig, items: list[Selected], model: ResolvedModel, units: list[Unit]
+) -> ChatFormat:
+    """Every error generation could hit in the model's generation `units`, raised before the
+    run folder exists: policies that do not fit the chat template, empty reminder texts,
+    `restate` on an item without a restatement, prompts + budget beyond the context. Returns
+    the model's chat format."""
     if model.source == "hosted":  # positions in the chat engine's unit, no model folder
         options = config.generation.chat or ChatOptions()
         chat = ChatFormat(PositionUnits(options.positions, options.tokenizer))
@@ -255,9 +299,11 @@ def check_generation(config: RunConfig, items: list[Selected], model: ResolvedMo
     if config.generation.max_model_len:
         context = min(context, config.generation.max_model_len)
     budget = config.generation.max_tokens
-    for spec, unit_items in policy_units(config, items):
+    for unit in units:
+        spec = unit.policy_spec
         policy = policy_run(spec, config.generation.continue_on_eos, violates=lambda *_: False)
-        for sel in unit_items:
+        first = {s.meta["item"]: s for s in reversed(unit.specs)}  # each item's first sample
+        for sel in unit.selected:
             where = f"item '{sel.item.id}', policy '{spec.label}'"
             if spec.name == "restate" and not sel.item.restatement:
                 fix = "add one to the suite, or drop the policy"
@@ -265,7 +311,7 @@ def check_generation(config: RunConfig, items: list[Selected], model: ResolvedMo
             if sel.item.is_replay:  # its conversations: check_replays, below
                 _check_rhythm(config, spec, where)
                 continue
-            sample = sample_specs(config, model.name, [sel], "")[0]
+            sample = first[sel.item.id]
             if sel.item.is_conversation:
                 _check_conversation(config, chat, policy, spec, sample, context, where)
                 continue
@@ -288,6 +334,7 @@ def check_generation(config: RunConfig, items: list[Selected], model: ResolvedMo
     if any(s.name == "attention_bias" for s in specs) and config.generation.engine != "hf":
         raise UserError("policy attention_bias needs generation.engine: hf")
     check_replays(config, chat, items, context)
+    return chat
 
 
 def _check_rhythm(config, spec, where: str) -> None:
@@ -368,3 +415,15 @@ def probe_backends(
             raise UserError(f"field 'probe.backend': vllm cannot probe {model.name}: {why}")
         chosen[model.name] = "hf" if why else "vllm"
     return chosen
+
+
+class _CallablePlanModule(types.ModuleType):
+    """`harness.plan` names this module and the Python API's `harness.plan(config)` at once:
+    once the module is imported the package attribute is the module, so the module answers
+    the call. The API lives a layer above (harness/api.py) and is imported when called."""
+
+    def __call__(self, config, out=None) -> RunPlan:
+        return importlib.import_module("harness.api").plan(config, out)
+
+
+sys.modules[__name__].__class__ = _CallablePlanModule

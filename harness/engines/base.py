@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
@@ -60,6 +60,9 @@ class Engine(Protocol):
 
     name: str
     max_model_len: int
+    # the model's tokenizer (a transformers tokenizer, or the scripted engine's stand-in):
+    # callers render chats and count tokens with it (`ChatFormat(engine.tokenizer)`)
+    tokenizer: Any
 
     def generate(self, requests: list[GenerationRequest]) -> list[GenerationResult]: ...
 

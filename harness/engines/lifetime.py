@@ -25,6 +25,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from multiprocessing.process import BaseProcess
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
@@ -124,5 +126,19 @@ def _start_bound(self: BaseProcess) -> None:
 
 def bind_engine_children() -> None:
     """From now on, every process this process starts through multiprocessing dies with it;
-    idempotent."""
+    idempotent. The CLI asks for this (`harness.cli.main`); a library caller gets
+    `engine_children_bound` around each engine start instead."""
     BaseProcess.start = _start_bound
+
+
+@contextmanager
+def engine_children_bound() -> Iterator[None]:
+    """The processes started through multiprocessing inside the block die with this one
+    (and pass that on to theirs); `BaseProcess.start` is as it was after the block, so a
+    notebook that imports the harness keeps its own multiprocessing."""
+    before = BaseProcess.start
+    BaseProcess.start = _start_bound
+    try:
+        yield
+    finally:
+        BaseProcess.start = before

@@ -26,7 +26,7 @@ from harness.engines.base import (
     refuse_prompt_bias,
 )
 from harness.engines.cpu_runtime import configure_cpu_runtime
-from harness.engines.lifetime import bind_engine_children
+from harness.engines.lifetime import engine_children_bound
 from harness.engines.memory import check_engine_memory
 from harness.errors import raise_if_stopped
 from harness.logs import is_verbose
@@ -50,13 +50,13 @@ def start_llm(**options) -> Any:
     from vllm import LLM
 
     options.setdefault("use_tqdm_on_load", is_verbose())
-    bind_engine_children()  # its processes die with this one, even on SIGKILL
     saved = os.environ.get("LD_PRELOAD")
     if _on_cpu():
         check_engine_memory(Path(options["model"]))  # one line, not the engine's traceback
         RUNTIME.update(configure_cpu_runtime())
     try:
-        llm = LLM(**options)
+        with engine_children_bound():  # its processes die with this one, even on SIGKILL
+            llm = LLM(**options)
     finally:
         # the engine process has started with the preloads; the harness's own later
         # subprocesses (browsers, servers) must not inherit them

@@ -29,8 +29,9 @@ from harness.models import ResolvedModel
 from harness.records import GenerationRecord
 from harness.results import RESULT_FILES, ResultRow, result_frame, typed_frame
 from harness.results.base import typed_chunks
+from harness.run_units import GENERATE, Unit, generation_units
 from harness.selection import Selected
-from harness.sequential import SampleBatch
+from harness.sequential import SampleBatch, fixed_batches
 from harness.store import RunStore, atomic_write_text, write_csv
 
 if TYPE_CHECKING:  # annotations only: pandas and rich load where frames and bars are made
@@ -172,7 +173,17 @@ class RunContext(StageTimings):
     measured_rates: dict | None = None
     # engine chat: each model's requests, tokens and served identity (manifest.json)
     hosted: dict = field(default_factory=dict)
+    # the plan's units (harness.run_units); None: a context built without a plan (a test's)
+    units: list[Unit] | None = None
     _tokenizers: dict[str, Any] = field(default_factory=dict)
+
+    def generation_units(self, model: ResolvedModel) -> list[Unit]:
+        """The model's generation units: the plan's, or in a sequential run those of the
+        batches so far (each look adds one)."""
+        if self.batches or self.units is None:
+            batches = self.batches or fixed_batches(self.config)
+            return generation_units(self.config, model, self.items, batches, self.run_id)
+        return [u for u in self.units if u.stage == GENERATE and u.model == model.name]
 
     @property
     def probe_models(self) -> list[ResolvedModel]:

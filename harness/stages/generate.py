@@ -8,21 +8,21 @@ stored the moment its policy's samples are all finished.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict
 
 from harness.chat import ChatFormat
 from harness.config import RunConfig
 from harness.endpoint import endpoint_of
-from harness.engines import SamplingSettings, make_engine
+from harness.engines import make_engine
 from harness.engines.options import engine_options, run_budget
 from harness.engines.pool import EnginePool
 from harness.models import ResolvedModel, resolve_model
 from harness.policies import policy_run, run_policies
 from harness.policies.conversation import Simulators
 from harness.records import GenerationRecord
-from harness.replay import logged_records, run_specs
+from harness.replay import logged_records
+from harness.run_units import Unit, generation_units, sampling_settings
 from harness.scoring import window_fails
-from harness.selection import Selected, batch_units, simulator_key
+from harness.selection import Selected, simulator_key
 from harness.sequential import SampleBatch, fixed_batches
 from harness.stages.base import Records, RunContext
 from harness.store import RunStore, unit_key
@@ -47,55 +47,6 @@ def keep_engine(config: RunConfig) -> bool:
     return bool(config.forks or config.sequential or twins)
 
 
-def sampling_settings(config: RunConfig) -> SamplingSettings:
-    gen = config.generation
-    return SamplingSettings(temperature=gen.temperature, top_p=gen.top_p, max_tokens=gen.max_tokens)
-
-
-def generation_key(config: RunConfig, model: ResolvedModel, policy, specs, items) -> str:
-    """One (model, policy) unit: everything its records depend on. The adaptive policy also
-    depends on the items' checks (they decide when it injects), and conversations on
-    `turn_tokens`; where a part does not apply it is None, so the key keeps its shape."""
-    gen = config.generation
-    samples = [
-        {
-            "item": s.meta["item"],
-            "system": s.system,
-            "user": s.user,
-            "reminder": s.reminder,
-            "restatement": s.restatement,
-            "seed": s.seed,
-            "turns": s.turns,
-            "simulator": s.simulator and asdict(s.simulator),
-            "replay": _replay_part(s),
-        }
-        for s in specs
-    ]
-    talks = any(s.conversation for s in specs)
-    checks = [[c.model_dump() for c in sel.item.checks] for sel in items]
-    params = {
-        "policy": policy.model_dump(),
-        "sampling": sampling_settings(config).model_dump(),
-        "engine": gen.engine,
-        "continue_on_eos": gen.continue_on_eos,
-        "languages": config.scoring.languages,
-        "checks": checks if policy.name == "adaptive" else None,
-        "turn_tokens": gen.turn_tokens if talks else None,
-    }
-    return unit_key(STAGE, model=model.content_key, inputs=samples, params=params)
-
-
-def _replay_part(spec) -> dict | None:
-    """A replay's history and logged replies (None for scripted samples)."""
-    if spec.history is None:
-        return None
-    return {
-        "history": spec.history,
-        "conversation": spec.meta["conversation_id"],
-        "logged": spec.logged,
-    }
-
-
 def generate_stage(
     store: RunStore,
     config: RunConfig,
@@ -106,21 +57,20 @@ def generate_stage(
     engines: EnginePool | None = None,
     batches: list[SampleBatch] | None = None,
     hosted: dict | None = None,
+    units: list[Unit] | None = None,
 ) -> list[GenerationRecord]:
     """Records of every (policy, item, sample) for one model, from cache or freshly made.
     With `engines`, the engine comes from (and stays open in) that pool for a later stage;
     without, it is closed when generation ends. `batches`: the samples of a sequential run
     (default: the config's fixed count); each batch's (model, policy) is a unit of its own.
-    `hosted`: where a chat engine's usage and the served model's identity go, by model."""
+    `hosted`: where a chat engine's usage and the served model's identity go, by model.
+    `units`: the plan's generation units of this model (`harness.run_units`); without, they
+    are built here from `batches`."""
     gen = config.generation
     sampling = sampling_settings(config)
-    units = batch_units(config, model.name, items, batches or fixed_batches(config))
-    unit_specs = [run_specs(config, model.name, sel, run_id, rng) for _, sel, rng in units]
-    keys = [
-        generation_key(config, model, spec, specs, unit_items)
-        for (spec, unit_items, _), specs in zip(units, unit_specs, strict=True)
-    ]
-    missing = [i for i, key in enumerate(keys) if not store.has(STAGE, key)]
+    if units is None:
+        units = generation_units(config, model, items, batches or fixed_batches(config), run_id)
+    missing = [i for i, unit in enumerate(units) if not store.has(STAGE, unit.key)]
     if missing:
         if engines is not None:
             engine = engines.get(config, model)
@@ -132,13 +82,16 @@ def generate_stage(
         chat = ChatFormat(engine.tokenizer)
         violates = _violation_hook(config, items)
         groups = [
-            (policy_run(units[i][0], gen.continue_on_eos, violates), unit_specs[i]) for i in missing
+            (policy_run(units[i].policy_spec, gen.continue_on_eos, violates), units[i].specs)
+            for i in missing
         ]
         budget = getattr(engine, "budget", None)  # simulated users spend from the same budget
         simulators = Simulators(_simulator_factory(config, items, request_cache(store), budget))
 
         def store_group(index: int, records: list[GenerationRecord]) -> None:
-            store.put(STAGE, keys[missing[index]], [r.model_dump(mode="json") for r in records])
+            store.put(
+                STAGE, units[missing[index]].key, [r.model_dump(mode="json") for r in records]
+            )
 
         try:
             run_policies(
@@ -165,9 +118,9 @@ def generate_stage(
         elif store.has("hosted", hosted_key):
             hosted[model.name] = store.get("hosted", hosted_key)
     records = []
-    for (spec, _, _), key in zip(units, keys, strict=True):
-        rows = store.get(STAGE, key)
-        assert rows is not None, f"generation unit {spec.label} missing after run"
+    for unit in units:
+        rows = store.get(STAGE, unit.key)
+        assert rows is not None, f"generation unit {unit.policy} missing after run"
         # a unit may come from an earlier run of an edited config: it is this run's now
         records.extend(GenerationRecord.model_validate({**r, "run_id": run_id}) for r in rows)
     if len(batches or ()) > 1:  # a sequential run lists them as a fixed one would
@@ -237,8 +190,8 @@ class GenerateStage:
         config = ctx.config
         ctx.engines.request_cache = request_cache(ctx.store)
         for model in ctx.models:
-            units = batch_units(config, model.name, ctx.items, ctx.batches or fixed_batches(config))
-            total = sum(len(unit_items) * len(rng) for _, unit_items, rng in units)
+            units = ctx.generation_units(model)
+            total = sum(len(unit.selected) * len(unit.sample_range) for unit in units)
             bar = ctx.progress.bar(f"generate {model.name}", total * config.generation.max_tokens)
             with ctx.timed(f"generate {model.name}"):
                 # the twins and forks stages generate next, a sequential run's next look too:
@@ -253,6 +206,7 @@ class GenerateStage:
                     engines=ctx.engines if keep_engine(config) else None,
                     batches=ctx.batches,
                     hosted=ctx.hosted,
+                    units=units,
                 )
             bar.finish()
             replays = [sel for sel in ctx.items if sel.item.is_replay]

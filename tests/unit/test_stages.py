@@ -159,8 +159,8 @@ def test_adaptive_generation_units_are_keyed_by_the_checks_that_trigger_them(tmp
     the checks) and reuse every other policy's."""
     from harness.config_files import load_run_config_and_suites
     from harness.models.zoo import ResolvedModel
+    from harness.run_units import generation_key
     from harness.selection import sample_specs, select_items
-    from harness.stages.generate import generation_key
 
     data = Path(__file__).parent.parent / "data" / "configs"
     suite = (data / "mini-suite.yaml").read_text()
