@@ -73,7 +73,8 @@ def plan_json(plan) -> str:
     import json
 
     units = [unit.model_dump(mode="json") for unit in plan.units]
-    return json.dumps({"units": units, "totals": plan.totals.model_dump(mode="json")}, indent=1)
+    totals = plan.totals.model_dump(mode="json")
+    return json.dumps({"units": units, "totals": totals, "most_cost": most_cost(plan)}, indent=1)
 
 
 def print_plan(plan) -> None:
@@ -82,6 +83,8 @@ def print_plan(plan) -> None:
     from rich.table import Table
 
     console = Console()
+    if not console.is_terminal:  # a CI log or a file: whole columns, not rich's 80 characters
+        console = Console(width=160)
     console.print(
         f"plan of {plan.config.name} (run {plan.run_id}) into {plan.out_dir}: "
         "tokens are upper bounds; nothing was started or written"
@@ -103,9 +106,28 @@ def print_plan(plan) -> None:
                       f"{tokens_in:,}", f"{tokens_out:,}", cached)  # fmt: skip
     console.print(table)
     totals = Table("model", "requests", "input tokens", "output tokens", "cached requests",
-                   "to send: input", "to send: output", title="per serving model")  # fmt: skip
+                   "to send: input", "to send: output", "most cost (USD)",
+                   title="per serving model")  # fmt: skip
+    costs = most_cost(plan)
     for m in plan.totals.models:
         totals.add_row(m.model, f"{m.planned.requests:,}", f"{m.planned.input_tokens:,}",
                        f"{m.planned.output_tokens:,}", f"{m.cached.requests:,}",
-                       f"{m.to_send.input_tokens:,}", f"{m.to_send.output_tokens:,}")  # fmt: skip
+                       f"{m.to_send.input_tokens:,}", f"{m.to_send.output_tokens:,}",
+                       costs[m.model])  # fmt: skip
     console.print(totals)
+
+
+def most_cost(plan) -> dict[str, str]:
+    """Per serving model, the most its requests still to send can cost at the config's dated
+    prices (every input token at the uncached price), or why there is no figure."""
+    from harness.engines.pricing import cost_usd
+
+    out = {}
+    for m in plan.totals.models:
+        price = (plan.config.pricing or {}).get(m.model)
+        if price is None:
+            out[m.model] = "no price in config"
+            continue
+        usd = cost_usd(price, m.to_send.input_tokens, 0, m.to_send.output_tokens)
+        out[m.model] = f"{usd:,.4f} (prices of {price.as_of.isoformat()})"
+    return out
