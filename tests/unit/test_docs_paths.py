@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-ROOTS = ("harness", "tests", "bench", "configs", "tasks", "scripts", "docs")
+ROOTS = ("harness", "tests", "bench", "configs", "tasks", "scripts", "docs", "examples")
 PATH = re.compile(rf"(?<![\w./-])((?:{'|'.join(ROOTS)})/[\w./{{}},*<>-]*)")
 # `scoring/windows.py`: a module named relative to the package, as the docs often do
 MODULE = re.compile(r"`((?:\w+/)+[\w{},]+\.py)`")
