@@ -17,4 +17,4 @@ def engine_options(gen: GenerationConfig) -> dict:
         }
     if gen.engine == "openai":
         return {**endpoint_of(gen).options(), "max_model_len": gen.max_model_len}
-    return {"max_model_len": gen.max_model_len}
+    return {"max_model_len": gen.max_model_len, "dtype": gen.dtype}

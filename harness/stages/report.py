@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+from harness.probes.backend import backend_dtype
 from harness.report import render_report
 from harness.stages.base import Manifest, Records, Report, RunContext
 
@@ -57,6 +58,8 @@ class ManifestStage:
             },
             # the backend that computed each probe model's curves (auto resolved)
             "probe_backends": dict(ctx.probe_backends) if config.probe.enabled else {},
+            # the precision each transformers model ran in (`auto` resolved on this machine)
+            "dtypes": _dtypes(ctx),
             "seeds": {"generation": config.generation.seed, "samples": _samples(config)},
             # LD_PRELOAD and thread binding of the vLLM CPU engine processes (empty otherwise)
             "engine_runtime": _engine_runtime(),
@@ -67,6 +70,25 @@ class ManifestStage:
         if ctx.sequential:  # the samples each condition took and why it stopped
             manifest["sequential"] = ctx.sequential
         return {"manifest.json": manifest}
+
+
+def _dtypes(ctx: RunContext) -> dict:
+    """{"generation": {model: dtype}} on the hf engine, {"probe": {model: dtype}}: the hf
+    backend's resolved dtype, float32 for the engines' and endpoints' curves."""
+    from harness.engines.device import resolve_dtype  # lazy: may load torch (CUDA memory)
+
+    config, out = ctx.config, {}
+    if config.generation.engine == "hf":
+        out["generation"] = {
+            m.name: resolve_dtype(config.generation.dtype, m.path) for m in ctx.models
+        }
+    if config.probe.enabled:
+        backends = ctx.probe_backends or {}
+        out["probe"] = {
+            m.name: backend_dtype(backends.get(m.name, "hf"), config.probe.dtype, m.path)
+            for m in ctx.probe_models
+        }
+    return out
 
 
 def _samples(config) -> int | dict:

@@ -1,0 +1,142 @@
+"""float32 vs a reduced dtype on the probe's own code path: alpha per layer, the measured
+rounding floor per layer, and the positions the floor removes from the fit.
+
+    .venv/bin/python bench/precision.py [--tokens 4096] [--dtype bfloat16] [--layers 1,5,15,30]
+                                        [--save DIR] [--load DIR]
+
+The pair: system prompt "Always answer in French." against none, user "Tell me a long story
+about a lighthouse keeper." (configs/paper.yaml's fr-vs-none), over a natural-text
+continuation: the first --tokens tokens of the GNU GPL v3 text (/usr/share/common-licenses/
+GPL-3, English prose, on every Debian machine), tokenised alone (never jointly with a prompt).
+Both dtypes run `HfBackend.curves` (the hf probe backend, whole-sequence forward, every
+hidden state), the reduced one measuring its floor against a float32 copy
+(`harness.probes.floor`). Fits: `fit_alpha` on rel_l2 at the usual 64 log-spaced positions
+from t_min = 16; for the reduced dtype over the positions above FLOOR_MULTIPLE x floor
+(`precision.resolved`), beside float32 over those same positions and over all of them.
+--save DIR keeps both curve sets (.npz) so --load DIR re-analyses without recomputing.
+On CPUs without bf16 units (AVX2) bf16 matmuls are slow: CPU seconds are printed per dtype.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+from harness.analysis.powerlaw import fit_alpha, fit_positions
+from harness.probes.precision import FLOOR_MULTIPLE, hidden_below_floor, resolved
+
+TEXT = Path("/usr/share/common-licenses/GPL-3")
+SYSTEM_A, USER = "Always answer in French.", "Tell me a long story about a lighthouse keeper."
+
+
+def cpu_flags() -> str:
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    model = next((ln.split(":", 1)[1].strip() for ln in info.splitlines()
+                  if ln.startswith("model name")), platform.processor())  # fmt: skip
+    flags = next((ln.split(":", 1)[1].split() for ln in info.splitlines()
+                  if ln.startswith("flags")), [])  # fmt: skip
+    vector = [f for f in flags if f.startswith(("avx", "amx")) or f == "fma"]
+    return f"{model}; {' '.join(sorted(vector))}"
+
+
+def pair_ids(path: Path, tokens: int) -> tuple[list[int], list[int], list[int]]:
+    from transformers import AutoTokenizer
+
+    from harness.chat import ChatFormat
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    chat = ChatFormat(tokenizer)
+    ids_a, ids_b = chat.prompt_ids(SYSTEM_A, USER), chat.prompt_ids(None, USER)
+    text = " ".join(TEXT.read_text().split())  # the file's line breaks are layout only
+    continuation = tokenizer(text, add_special_tokens=False)["input_ids"][:tokens]
+    if len(continuation) < tokens:
+        raise SystemExit(f"{TEXT} gives only {len(continuation)} tokens")
+    return ids_a, ids_b, continuation
+
+
+def compute(path: Path, tokens: int, dtype: str, save: Path) -> None:
+    import resource
+
+    from harness.probes.backend import HfBackend
+
+    ids_a, ids_b, cont = pair_ids(path, tokens)
+    for name in ("float32", dtype):
+        backend = HfBackend(path, dtype=name)
+        backend.model()
+        if name != "float32":
+            backend.reference()
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = backend.curves(ids_a, ids_b, cont)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        print(f"{name}: T={tokens}, {wall:.0f} s wall, {cpu:.0f} s CPU (user+sys of this "
+              f"process), peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10} MB",
+              flush=True)  # fmt: skip
+        np.savez(save / f"{name}.npz", **result.to_arrays())
+        backend.close()
+
+
+def report(load: Path, dtype: str, layers: list[int], t_min: int) -> None:
+    ref = dict(np.load(load / "float32.npz"))
+    low = dict(np.load(load / f"{dtype}.npz"))
+    kept = resolved(low)
+    below = hidden_below_floor(low)
+    total = ref["rel_l2"].shape[1]
+    t = np.arange(1, total + 1)
+    grid = fit_positions(t_min, total)
+    rows = list(np.asarray(ref["layers"]).tolist())
+    print(f"T = {total}, fit positions {len(grid)} (t_min {t_min}), floor multiple "
+          f"{FLOOR_MULTIPLE}, floor span {min(256, total)}")  # fmt: skip
+    print("| layer | alpha float32 [95% CI] | alpha bf16 raw | alpha bf16 kept [95% CI] | "
+          "alpha float32 same positions [95% CI] | floor rel_l2 | removed / 64 | kept t range | "
+          f"rel_l2 f32 / {dtype} at T |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
+    for layer in layers:
+        i = rows.index(layer)
+        f32 = fit_alpha(t, ref["rel_l2"][i], t_min=t_min)
+        raw = fit_alpha(t, low["rel_l2"][i], t_min=t_min)
+        mine = fit_alpha(t, kept["rel_l2"][i], t_min=t_min)
+        same = fit_alpha(t, np.where(below[i], np.nan, ref["rel_l2"][i]), t_min=t_min)
+        removed = int(below[i, grid - 1].sum())
+        keep_t = grid[~below[i, grid - 1]]
+        span = f"{keep_t.min()}-{keep_t.max()}" if keep_t.size else "none"
+        inside = "yes" if f32.ci_low <= mine.alpha <= f32.ci_high else "no"
+
+        def ci(f) -> str:
+            return f"{f.alpha:.2f} [{f.ci_low:.2f}, {f.ci_high:.2f}]"
+
+        print(f"| {layer} | {ci(f32)} | {raw.alpha:.2f} | {ci(mine)} (in f32 CI: {inside}) | "
+              f"{ci(same)} | {float(low['floor_rel_l2'][i]):.2e} | {removed} | {span} | "
+              f"{ref['rel_l2'][i, -1]:.1e} / {low['rel_l2'][i, -1]:.1e} |")  # fmt: skip
+    for metric in ("kl", "delta_logp"):
+        floor = float(low[f"floor_{metric}"])
+        gone = int(np.isnan(kept[metric][grid - 1]).sum())
+        print(f"{metric}: floor {floor:.2e}, {gone}/64 fit positions below {FLOOR_MULTIPLE} x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tokens", type=int, default=4096)
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--layers", default="1,5,15,30")
+    parser.add_argument("--t-min", type=int, default=16)
+    parser.add_argument("--save", type=Path, default=None)
+    parser.add_argument("--load", type=Path, default=None)
+    args = parser.parse_args()
+    print(f"CPU: {cpu_flags()}")
+    folder = args.load
+    if folder is None:
+        from harness.models import resolve_model
+
+        folder = args.save or Path("/tmp/bench-precision")
+        folder.mkdir(parents=True, exist_ok=True)
+        compute(resolve_model("smollm2-135m-instruct").path, args.tokens, args.dtype, folder)
+    layers = [int(x) for x in args.layers.split(",")]
+    report(folder, args.dtype, layers, args.t_min)
+
+
+if __name__ == "__main__":
+    main()
