@@ -28,7 +28,7 @@ from harness.probes.backend import (
     open_backend,
 )
 from harness.probes.endpoint import endpoint_settings
-from harness.probes.precision import key_params
+from harness.probes.precision import hidden_below_floor, key_params
 from harness.records import GenerationRecord
 from harness.results import (
     AttentionRow,
@@ -170,6 +170,7 @@ def divergence_rows(model: str, record: GenerationRecord, arrays: dict, t_min: i
     t = row_positions(record, arrays["kl"].shape[0], t_min)
     roles = record.position_roles()
     ident = _ident(model, record)
+    below = hidden_below_floor(arrays)
     rows = []
     for row, layer in enumerate(arrays["layers"].tolist()):
         values = {m: arrays[m][row, t - 1] for m in METRICS}
@@ -178,6 +179,7 @@ def divergence_rows(model: str, record: GenerationRecord, arrays: dict, t_min: i
             rows.append(
                 {**ident, "layer": layer, "t": pos, "turn": turn, "role": role}
                 | {m: float(values[m][i]) for m in METRICS}
+                | {"below_floor": bool(below[row, pos - 1])}
             )
     return rows
 
