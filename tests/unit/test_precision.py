@@ -165,3 +165,29 @@ def test_vocab_sliced_head_gives_float32_products_of_reduced_weights(dtype):
     # the model's own reduced-precision head rounds at ~2^-8 relative: far coarser
     rounded = linear(hidden).double()
     assert (rounded - exact).abs().max() > 10 * (logits.double() - exact).abs().max()
+
+
+def test_vllm_connector_files_are_read_a_layer_at_a_time_in_either_layout(tmp_path):
+    """vLLM's ExampleHiddenStatesConnector writes (prompt tokens, n_ids, d); the harness's
+    (n_ids, keep, d): either gives the same (keep, d) rows of one layer."""
+    from safetensors.torch import save_file as save_torch
+
+    from harness.probes.vllm_backend import _connector_config, _read_row, _remove
+
+    states = torch.arange(10 * 3 * 4, dtype=torch.float32).reshape(10, 3, 4)  # tokens, ids, d
+    vllm_file, harness_file = tmp_path / "v.safetensors", tmp_path / "h.safetensors"
+    save_torch({"hidden_states": states, "token_ids": torch.arange(10)}, str(vllm_file))
+    save_torch({"states": states[-6:].transpose(0, 1).contiguous()}, str(harness_file))
+    for row in range(3):
+        expected = states[4:, row]
+        assert torch.equal(_read_row(vllm_file, row, 6, vllm_layout=True), expected)
+        assert torch.equal(_read_row(harness_file, row, 6), expected)
+    (tmp_path / "v.safetensors.lock").write_text("")
+    _remove(vllm_file)
+    assert not list(tmp_path.glob("v.*"))
+    cuda = _connector_config(True, tmp_path, "X")
+    assert cuda["kv_connector"] == "ExampleHiddenStatesConnector"
+    assert cuda["kv_connector_extra_config"] == {"shared_storage_path": str(tmp_path)}
+    assert _connector_config(False, tmp_path, "X")["kv_connector_module_path"].endswith(
+        "vllm_connector"
+    )
