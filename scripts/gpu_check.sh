@@ -35,7 +35,7 @@ PY="${PYTHON:-}"
 [ -n "$PY" ] || { [ -x .venv/bin/python ] && PY=.venv/bin/python || PY=python3; }
 
 # the harness's imports beyond a GPU image's torch stack (scripts/gpu_check.sh --pack)
-PACK_WHEELS="pydantic pydantic-core annotated-types typing-inspection platformdirs"
+PACK_WHEELS="pydantic pydantic-core annotated-types typing-inspection platformdirs py3langid dill pytz"
 
 if [ -n "$pack" ]; then
   mkdir -p "$pack/wheels" "$pack/cache/models"
