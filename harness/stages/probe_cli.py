@@ -146,6 +146,8 @@ def _sampled(ctx: ProbeContext, prompts: dict[str, list[int]]) -> dict[str, list
     in one batch; on hf pair by pair, each kept at once)."""
     req, model = ctx.plan.request, ctx.plan.models[0]
     params = {"generator": req.generator, "tokens": req.tokens, "seed": req.seed}
+    if req.generator == "hf":  # sampled by the probe's own model, in its dtype
+        params |= key_params(backend_dtype(req.backend, req.dtype, model.path))
     keys = {name: ctx.key(model, [a], params) for name, a in prompts.items()}
     samples = {name: ctx.store.get(UNITS, key) for name, key in keys.items()}
     todo = [name for name in prompts if samples[name] is None]
