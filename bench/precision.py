@@ -43,14 +43,24 @@ def cpu_flags() -> str:
     return f"{model}; {' '.join(sorted(vector))}"
 
 
-def pair_ids(path: Path, tokens: int) -> tuple[list[int], list[int], list[int]]:
+# more pairs (--pairs N, for the laws' verdicts, which need >= 3 units): configs/paper.yaml's
+EXTRA_PAIRS = [
+    ("Always answer in French.", "Always answer in German.", "Explain how bread is made."),
+    ("You are a pirate captain. Speak like one.", "You are a careful corporate lawyer.",
+     "Tell me about the most important decision of your career."),
+    ("Write everything in lowercase letters only.", None, "Write a report on the bicycle."),
+]  # fmt: skip
+
+
+def pair_ids(path: Path, tokens: int, index: int = 0) -> tuple[list[int], list[int], list[int]]:
     from transformers import AutoTokenizer
 
     from harness.chat import ChatFormat
 
     tokenizer = AutoTokenizer.from_pretrained(path)
     chat = ChatFormat(tokenizer)
-    ids_a, ids_b = chat.prompt_ids(SYSTEM_A, USER), chat.prompt_ids(None, USER)
+    system_a, system_b, user = ([(SYSTEM_A, None, USER), *EXTRA_PAIRS])[index]
+    ids_a, ids_b = chat.prompt_ids(system_a, user), chat.prompt_ids(system_b, user)
     # the file's line breaks are layout only; without it (a minimal image): this repo's docs
     source = [TEXT] if TEXT.exists() else sorted(Path(__file__).parents[1].glob("docs/*.md"))
     text = " ".join(" ".join(p.read_text().split()) for p in source)
@@ -60,25 +70,56 @@ def pair_ids(path: Path, tokens: int) -> tuple[list[int], list[int], list[int]]:
     return ids_a, ids_b, continuation
 
 
-def compute(path: Path, tokens: int, dtype: str, save: Path) -> None:
+def compute(path: Path, tokens: int, dtype: str, save: Path, pairs: int = 1) -> None:
     import resource
 
     from harness.probes.backend import HfBackend
 
-    ids_a, ids_b, cont = pair_ids(path, tokens)
     for name in ("float32", dtype):
         backend = HfBackend(path, dtype=name)
         backend.model()
         if name != "float32":
             backend.reference()
-        wall, cpu = time.perf_counter(), time.process_time()
-        result = backend.curves(ids_a, ids_b, cont)
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        print(f"{name}: T={tokens}, {wall:.0f} s wall, {cpu:.0f} s CPU (user+sys of this "
-              f"process), peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10} MB",
-              flush=True)  # fmt: skip
-        np.savez(save / f"{name}.npz", **result.to_arrays())
+        for index in range(pairs):
+            ids_a, ids_b, cont = pair_ids(path, tokens, index)
+            wall, cpu = time.perf_counter(), time.process_time()
+            result = backend.curves(ids_a, ids_b, cont)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10
+            print(f"{name} pair {index}: T={tokens}, {wall:.0f} s wall, {cpu:.0f} s CPU "
+                  f"(user+sys of this process), peak RSS {rss} MB", flush=True)  # fmt: skip
+            np.savez(save / f"{name}{f'-{index}' if index else ''}.npz", **result.to_arrays())
         backend.close()
+
+
+def verdicts(load: Path, dtype: str, t_min: int) -> None:
+    """laws.csv's verdicts per layer group over the saved pairs (>= 3 needed): float32, the
+    reduced dtype as computed, and the reduced dtype with its floor applied (the harness)."""
+    from types import SimpleNamespace
+
+    from harness.analysis.law_table import group_sets, law_rows, pair_units
+    from harness.probes.precision import FLOOR_KEYS
+
+    files = sorted(load.glob("float32*.npz"))
+    if len(files) < 3:
+        return
+    record = SimpleNamespace(item="i", policy="none", is_conversation=False)
+    table = {}
+    for label in ("float32", f"{dtype} raw", f"{dtype} kept"):
+        units = []
+        for file in files:
+            name = file.name.replace("float32", dtype) if label != "float32" else file.name
+            arrays = dict(np.load(load / name))
+            if label.endswith("raw"):
+                arrays = {k: v for k, v in arrays.items() if k not in FLOOR_KEYS}
+            units += pair_units("m", record, arrays)
+        rows = law_rows(group_sets(units, t_min), draws=200)
+        for r in rows:
+            if r["chosen"] and r["item"] == "i":
+                table.setdefault((r["curve"], r["layer_group"]), {})[label] = r["verdict"]
+    print(f"laws verdicts over {len(files)} pairs (chosen law per curve):")
+    for (curve, group), by in sorted(table.items()):
+        print(f"  {curve} {group}: " + ", ".join(f"{k}: {v}" for k, v in by.items()))
 
 
 def report(load: Path, dtype: str, layers: list[int], t_min: int) -> None:
@@ -130,6 +171,7 @@ def main() -> None:
     parser.add_argument("--t-min", type=int, default=16)
     parser.add_argument("--save", type=Path, default=None)
     parser.add_argument("--load", type=Path, default=None)
+    parser.add_argument("--pairs", type=int, default=1, help="pairs probed (>= 3: verdicts)")
     args = parser.parse_args()
     print(f"CPU: {cpu_flags()}")
     folder = args.load
@@ -138,9 +180,11 @@ def main() -> None:
 
         folder = args.save or Path("/tmp/bench-precision")
         folder.mkdir(parents=True, exist_ok=True)
-        compute(resolve_model("smollm2-135m-instruct").path, args.tokens, args.dtype, folder)
+        path = resolve_model("smollm2-135m-instruct").path
+        compute(path, args.tokens, args.dtype, folder, args.pairs)
     layers = [int(x) for x in args.layers.split(",")]
     report(folder, args.dtype, layers, args.t_min)
+    verdicts(folder, args.dtype, args.t_min)
 
 
 if __name__ == "__main__":

@@ -82,7 +82,7 @@ class HfBackend:
         result.dtype = model_dtype_name(model)
         if result.dtype != "float32":
             reference = self.reference()
-            result.floor = measure_floor(result, reference, ids_a, ids_b, continuation, layers, lam)
+            result.floor = measure_floor(model, reference, ids_a, ids_b, continuation, layers, lam)
         return result
 
     def close(self) -> None:

@@ -36,11 +36,12 @@ def test_a_bf16_probe_carries_its_measured_floor_and_float32_none(tiny_model_pat
     floor = low.floor["floor_rel_l2"][1:]  # layer 0: equal embeddings, exactly 0 in any dtype
     # bf16 rounds at 2^-8 = 3.9e-3 per value: the floor of a relative distance sits near it
     assert (floor > 1e-4).all() and (floor < 5e-2).all(), floor
-    # it is the error the dtype puts into the curve over the measured span
+    # it bounds the error the dtype puts into the curve (the triangle inequality: |rel(dtype)
+    # - rel(float32)| <= (err_A + err_B) / norm), here on the full run's own first positions
     span = slice(0, FLOOR_SPAN)
     error = np.abs(low.rel_l2[1:, span] - f32.rel_l2[1:, span])
-    assert np.allclose(np.quantile(error, 0.9, axis=-1), floor)
-    assert low.floor["floor_kl"] > 0
+    assert (np.quantile(error, 0.9, axis=-1) <= 1.5 * floor).all()
+    assert low.floor["floor_kl"] > 0 and low.floor["floor_delta_logp"] > 0
     arrays = low.to_arrays()
     assert str(arrays["dtype"]) == "bfloat16"
     below = hidden_below_floor(arrays)
