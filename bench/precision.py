@@ -77,18 +77,21 @@ def compute(path: Path, tokens: int, dtype: str, save: Path, pairs: int = 1) -> 
 
     for name in ("float32", dtype):
         backend = HfBackend(path, dtype=name)
-        backend.model()
-        if name != "float32":
-            backend.reference()
         for index in range(pairs):
+            file = save / f"{name}{f'-{index}' if index else ''}.npz"
+            if file.exists():  # kept from an earlier run of the same --save
+                continue
             ids_a, ids_b, cont = pair_ids(path, tokens, index)
+            backend.model()  # loaded before the clock starts
+            if name != "float32":
+                backend.reference()
             wall, cpu = time.perf_counter(), time.process_time()
             result = backend.curves(ids_a, ids_b, cont)
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10
             print(f"{name} pair {index}: T={tokens}, {wall:.0f} s wall, {cpu:.0f} s CPU "
                   f"(user+sys of this process), peak RSS {rss} MB", flush=True)  # fmt: skip
-            np.savez(save / f"{name}{f'-{index}' if index else ''}.npz", **result.to_arrays())
+            np.savez(file, **result.to_arrays())
         backend.close()
 
 
