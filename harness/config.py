@@ -129,6 +129,11 @@ class ProbeConfig(Strict):
     def _text_given(self) -> ProbeConfig:
         if self.baseline == "text" and not self.baseline_text:
             raise ValueError("baseline: 'text' needs baseline_text")
+        if self.dtype != "auto" and self.backend in ("vllm", "openai"):
+            raise ValueError(
+                f"dtype {self.dtype} is the hf backend's (transformers); backend "
+                f"'{self.backend}' keeps its engine's own dtype (set backend: hf, or dtype: auto)"
+            )
         if self.backend == "openai" and self.untrained_twin:
             raise ValueError(
                 "backend 'openai' probes the served model; its untrained twin is served "

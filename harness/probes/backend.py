@@ -73,8 +73,8 @@ class HfBackend:
         layers: str | Sequence[int] | None = None,
         lam: float | None = None,
     ):
-        from harness.engines.device import model_dtype_name  # lazy: loads torch
-        from harness.probes.divergence import pair_divergence
+        from harness.engines.device import model_dtype_name
+        from harness.probes.divergence import pair_divergence  # lazy: loads torch
         from harness.probes.floor import measure_floor
 
         model = self.model()

@@ -37,6 +37,8 @@ def test_dtype_settings_accept_the_four_names_and_nothing_else():
     assert ProbeConfig(dtype="bfloat16").dtype == "bfloat16"
     with pytest.raises(ValueError, match="dtype"):
         ProbeConfig(dtype="fp8")
+    with pytest.raises(ValueError, match="is the hf backend's"):
+        ProbeConfig(dtype="bfloat16", backend="vllm")
     assert engine_options(GenerationConfig(engine="hf", dtype="float16"))["dtype"] == "float16"
 
 
