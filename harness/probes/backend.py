@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from harness.engines.device import model_dtype_name, resolve_dtype
 from harness.engines.vllm_engine import config_context
 from harness.probes.endpoint import EndpointProbe
 from harness.store import RunStore, get_arrays, put_arrays
@@ -73,9 +74,8 @@ class HfBackend:
         layers: str | Sequence[int] | None = None,
         lam: float | None = None,
     ):
-        from harness.engines.device import model_dtype_name
         from harness.probes.divergence import pair_divergence  # lazy: loads torch
-        from harness.probes.floor import measure_floor
+        from harness.probes.floor import measure_floor  # lazy: loads torch
 
         model = self.model()
         result = pair_divergence(model, ids_a, ids_b, continuation, layers, self.chunk, lam)
@@ -228,8 +228,6 @@ def backend_dtype(backend: str, dtype: str, path: Path) -> str:
     engines and endpoints, whose units key as they did before the dtype was a setting."""
     if backend != "hf":
         return "float32"
-    from harness.engines.device import resolve_dtype  # lazy: may load torch (CUDA memory)
-
     return resolve_dtype(dtype, path)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+from harness.engines.device import resolve_dtype
 from harness.probes.backend import backend_dtype
 from harness.report import render_report
 from harness.stages.base import Manifest, Records, Report, RunContext
@@ -75,8 +76,6 @@ class ManifestStage:
 def _dtypes(ctx: RunContext) -> dict:
     """{"generation": {model: dtype}} on the hf engine, {"probe": {model: dtype}}: the hf
     backend's resolved dtype, float32 for the engines' and endpoints' curves."""
-    from harness.engines.device import resolve_dtype  # lazy: may load torch (CUDA memory)
-
     config, out = ctx.config, {}
     if config.generation.engine == "hf":
         out["generation"] = {
