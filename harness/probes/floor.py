@@ -72,6 +72,7 @@ def _states(model: Any, ids_a, ids_b, span, layers, lam) -> dict[int, torch.Tens
     return capture.states
 
 
+@torch.no_grad()  # the head's sliced matmuls write into `out=` buffers: no autograd
 def measure_floor(
     model: Any,
     reference: Any,
