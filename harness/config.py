@@ -97,6 +97,11 @@ class BudgetConfig(Strict):
     output_tokens: int | None = Field(None, gt=0)
 
 
+# A transformers model's precision (`harness.engines.device`): auto = float32 on CPU and where
+# the weights fit the GPUs in float32, else bfloat16 (float16 without bf16 units)
+Precision = Literal["auto", "float32", "bfloat16", "float16"]
+
+
 class GenerationConfig(Strict):
     engine: Literal["vllm", "hf", "openai", "chat"] = "vllm"
     max_tokens: int = Field(512, gt=0)
@@ -113,6 +118,8 @@ class GenerationConfig(Strict):
     tensor_parallel_size: int = Field(1, gt=0)
     pipeline_parallel_size: int = Field(1, gt=0)
     max_model_len: int | None = Field(None, gt=0)
+    # the hf engine's precision (harness.engines.device); vLLM keeps its own dtype choice
+    dtype: Precision = "auto"
     # Conversations: max new tokens per assistant turn (a turn ends at EOS or here);
     # max_tokens stays the conversation's total budget of generated tokens.
     turn_tokens: int | None = Field(None, gt=0)
@@ -142,12 +149,16 @@ ProbeBackend = Literal["auto", "vllm", "hf", "openai"]
 
 class ProbeConfig(Strict):
     enabled: bool = True
-    # hf: transformers (float32 on CPU, bf16 over the GPUs on CUDA); vllm: the serving engine
-    # (extract_hidden_states, every layer); auto: vllm where the model and the platform
-    # support that extraction, else hf. hf by default: an engine start costs more than a
+    # hf: transformers, in `dtype` over the GPUs (device_map auto) or on the CPU; vllm: the
+    # serving engine (extract_hidden_states, every layer); auto: vllm where the model and the
+    # platform support that extraction, else hf. hf by default: an engine start costs more than a
     # small model's probe. openai: a served model's prompt log-probs (vLLM's completions
     # extension): next-token influence only, no hidden states (docs/architecture.md).
     backend: ProbeBackend = "hf"
+    # the hf backend's precision; below float32 the run measures its rounding floor per layer
+    # and leaves the positions under FLOOR_MULTIPLE x that floor out of fits and laws
+    # (harness.probes.precision)
+    dtype: Precision = "auto"
     # openai backend: the endpoint over generation's (`Endpoint.over`: None = generation's
     # base URL, else $OPENAI_BASE_URL; the served model generation's on the same server, else
     # the server's only model; generation's key variable), the top-k log-probs per token (the
@@ -169,6 +180,11 @@ class ProbeConfig(Strict):
     def _text_given(self) -> ProbeConfig:
         if self.baseline == "text" and not self.baseline_text:
             raise ValueError("baseline: 'text' needs baseline_text")
+        if self.dtype != "auto" and self.backend in ("vllm", "openai"):
+            raise ValueError(
+                f"dtype {self.dtype} is the hf backend's (transformers); backend "
+                f"'{self.backend}' keeps its engine's own dtype (set backend: hf, or dtype: auto)"
+            )
         if self.backend == "openai" and self.untrained_twin:
             raise ValueError(
                 "backend 'openai' probes the served model; its untrained twin is served "

@@ -18,7 +18,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from harness.config import Precision
 from harness.endpoint import BaseUrl, ServedModel, endpoint_of
+from harness.engines.device import PRECISIONS
 from harness.errors import UserError
 from harness.models import (
     ResolvedModel,
@@ -59,6 +61,7 @@ class ProbeRequest(BaseModel):
     served_model: ServedModel = None
     top_k: int = Field(20, gt=0)
     concurrency: int = Field(8, gt=0)
+    dtype: Precision = "auto"  # the hf backend's (harness.engines.device)
 
     def endpoint(self) -> dict:
         return {**endpoint_of(self).options(), "top_k": self.top_k, "concurrency": self.concurrency}
@@ -91,6 +94,7 @@ class ProbeFlags(BaseModel):
     pipeline_parallel_size: int = 1
     seed: int = 0
     n_boot: int = 1000
+    dtype: str = "auto"
 
 
 def probe_request(flags: ProbeFlags) -> ProbeRequest:
@@ -112,19 +116,23 @@ def probe_request(flags: ProbeFlags) -> ProbeRequest:
         raise UserError(f"--backend must be 'vllm', 'hf', 'openai' or 'auto', got '{f.backend}'")
     if f.top_k <= 0 or f.concurrency <= 0:
         raise UserError("--top-k and --concurrency must be positive")
+    if f.dtype not in PRECISIONS:
+        raise UserError(f"--dtype must be one of {', '.join(PRECISIONS)}, got '{f.dtype}'")
     if f.backend != "openai" and (f.base_url or f.served_model):
         raise UserError("--base-url and --served-model need --backend openai")
     specs = _pair_specs(f)
     models = _models(f)
     lams = _parse_lams(f.attention_bias)
     backend = _auto_backend(models, lams is not None) if f.backend == "auto" else f.backend
+    if f.dtype != "auto" and backend != "hf":
+        raise UserError(f"--dtype {f.dtype} needs --backend hf (the engines keep their own dtype)")
     return ProbeRequest(
         models=models, pairs=specs, continuation=f.continuation, tokens=f.tokens,
         layers=f.layers, t_min=f.t_min, lams=lams, chunk=f.chunk or None, seed=f.seed,
         n_boot=f.n_boot, backend=backend, generator=generator,
         tensor_parallel_size=f.tensor_parallel_size,
         pipeline_parallel_size=f.pipeline_parallel_size, base_url=f.base_url,
-        served_model=f.served_model, top_k=f.top_k, concurrency=f.concurrency,
+        served_model=f.served_model, top_k=f.top_k, concurrency=f.concurrency, dtype=f.dtype,
     )  # fmt: skip
 
 

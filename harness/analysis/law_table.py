@@ -33,6 +33,7 @@ import numpy as np
 from harness.analysis import laws as L
 from harness.analysis.fits import layer_groups
 from harness.analysis.powerlaw import fit_positions
+from harness.probes.precision import resolved
 from harness.stats import DEFAULT_LEVEL
 from harness.stats.bootstrap import bootstrap_interval
 
@@ -91,6 +92,7 @@ def pair_units(model: str, record, arrays: dict) -> list[Unit]:
     are identical. A conversation's curves keep only its replies' positions."""
     if bool(arrays.get("identical", False)):
         return []
+    arrays = resolved(arrays)  # below float32: positions under the rounding floor are NaN
     kl = np.asarray(arrays["kl"], dtype=np.float64)
     t = np.arange(1, kl.shape[0] + 1)
     mask = np.ones(kl.shape[0], dtype=bool)

@@ -16,6 +16,7 @@ import pandas as pd
 from harness.analysis.attention import uniform_share
 from harness.analysis.fits import FitMember, fit_table
 from harness.probes.arrays import SHARE_METRICS
+from harness.probes.precision import hidden_below_floor
 from harness.results.probe_cli import ProbeAttentionRow
 
 if TYPE_CHECKING:  # annotations only: the module loads torch
@@ -41,6 +42,7 @@ def divergence_frame(curves: list[ProbedPair], with_lam: bool) -> pd.DataFrame:
             "l2": res.l2.reshape(-1),
             "rel_l2": res.rel_l2.reshape(-1),
             "cos_dist": res.cos_dist.reshape(-1),
+            "below_floor": hidden_below_floor(res.to_arrays()).reshape(-1),
         }))  # fmt: skip
     return pd.concat(parts)
 

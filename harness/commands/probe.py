@@ -88,6 +88,13 @@ def probe_command(
     pipeline_parallel_size: int = typer.Option(
         1, "--pipeline-parallel-size", help="--backend vllm: pipeline stages of layers."
     ),
+    dtype: str = typer.Option(
+        "auto",
+        "--dtype",
+        help="--backend hf: auto (float32 on CPU and where it fits the GPUs), float32, bfloat16 "
+        "or float16; below float32 the probe measures its rounding floor per layer and leaves "
+        "positions under it out of the fits.",
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of --continuation generate."),
     n_boot: int = typer.Option(1000, "--n-boot", help="Bootstrap resamples of each alpha CI."),
     fresh: bool = typer.Option(
@@ -104,7 +111,7 @@ def probe_command(
         attention_bias=attention_bias, backend=backend, base_url=base_url,
         served_model=served_model, top_k=top_k, concurrency=concurrency, chunk=chunk,
         tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size,
-        seed=seed, n_boot=n_boot,
+        seed=seed, n_boot=n_boot, dtype=dtype,
     )  # fmt: skip
     _run(flags, out, fresh)
 

@@ -101,7 +101,8 @@ def _biased_attention(
         # finite minimum, not -inf: a fully masked padding row must stay finite, or NaN values
         # would leak into real rows through 0 * NaN in the next layer's attention
         floor = torch.finfo(query.dtype).min
-        mask = torch.where(attention_mask, bias, torch.tensor(floor, dtype=query.dtype))
+        floor = torch.tensor(floor, dtype=query.dtype, device=query.device)
+        mask = torch.where(attention_mask, bias, floor)
     else:
         mask = attention_mask[..., :kv_len] + bias
     groups = getattr(module, "num_key_value_groups", 1)

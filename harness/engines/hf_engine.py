@@ -1,5 +1,7 @@
 """transformers `generate`, batched with left padding: the fallback engine and the one the
-attention-bias policy needs (vLLM's kernels cannot take an additive prompt bias)."""
+attention-bias policy needs (vLLM's kernels cannot take an additive prompt bias). The model
+loads in `dtype` (`generation.dtype`) over the GPUs or on the CPU (`harness.engines.device`);
+each batch is built on the device of the model's input embeddings."""
 
 from __future__ import annotations
 
@@ -8,17 +10,20 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from harness.engines.base import GenerationRequest, GenerationResult
+from harness.engines.device import input_device, load_causal_lm
 
 
 class HfEngine:
     name = "hf"
 
-    def __init__(self, model_path: Path, *, max_model_len: int | None = None) -> None:
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+    def __init__(
+        self, model_path: Path, *, max_model_len: int | None = None, dtype: str = "auto"
+    ) -> None:
+        from transformers import AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
-        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval()
+        self.model = load_causal_lm(model_path, dtype)
+        self.device = input_device(self.model)
         context = getattr(self.model.config, "max_position_embeddings", None) or 2048
         self.max_model_len = min(max_model_len or context, context)
         self._pad_id = self.tokenizer.pad_token_id
@@ -57,6 +62,7 @@ class HfEngine:
         for row, request in enumerate(requests):  # left padding: prompts end at the same column
             input_ids[row, width - len(request.prompt_ids) :] = torch.tensor(request.prompt_ids)
             attention[row, width - len(request.prompt_ids) :] = 1
+        input_ids, attention = input_ids.to(self.device), attention.to(self.device)
         # one RNG for the batch: every request of a sampled batch carries this same seed
         if settings.seed is not None:
             torch.manual_seed(settings.seed)
@@ -85,7 +91,7 @@ class HfEngine:
         eos = self.tokenizer.eos_token_id
         results = []
         for row, request in enumerate(requests):
-            new = output[row, width:].tolist()
+            new = output[row, width:].tolist()  # .tolist() copies from the GPU
             finish = "length"
             if eos in new:  # keep the EOS token, as vLLM does, and drop the padding after it
                 new = new[: new.index(eos) + 1]

@@ -36,7 +36,7 @@ def engine_options(
             "cache_dir": cache_dir,
             **(gen.chat or ChatOptions()).model_dump(),
         }
-    return {"max_model_len": gen.max_model_len}
+    return {"max_model_len": gen.max_model_len, "dtype": gen.dtype}
 
 
 def model_of(name: str, gen: GenerationConfig) -> ResolvedModel:

@@ -179,7 +179,7 @@ def _resolve_hub(name: str) -> ResolvedModel:
     return ResolvedModel(name=name, source="hub", path=path, content_key=f"hub:{path.name}")
 
 
-def _safetensors_parameters(folder: Path) -> int:
+def safetensors_parameters(folder: Path) -> int:
     """Count parameters from the safetensors headers of every shard (no weights loaded)."""
     from safetensors import safe_open
 
@@ -196,7 +196,7 @@ def _folder_info(name: str, source: str, folder: Path) -> ModelInfo:
     return ModelInfo(
         name=name,
         source=source,
-        parameters=_safetensors_parameters(folder),
+        parameters=safetensors_parameters(folder),
         layers=config.get("num_hidden_layers"),
         hidden_size=config.get("hidden_size"),
         cached=True,

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from harness.engines.device import model_dtype_name, resolve_dtype
 from harness.engines.vllm_engine import config_context
 from harness.probes.endpoint import EndpointProbe
 from harness.store import RunStore, get_arrays, put_arrays
@@ -35,23 +36,35 @@ LOCAL_BACKENDS = ("hf", "vllm")
 
 
 class HfBackend:
-    """transformers: the model loaded on first use, float32 on CPU and bf16 over the GPUs on
-    CUDA (`checkpoint.load_probe_model`). `chunk`: continuation tokens per forward over a KV
-    cache (None: one whole-sequence forward)."""
+    """transformers: the model loaded on first use in `dtype` (`checkpoint.load_probe_model`:
+    `auto` is float32 on the CPU and where it fits the GPUs). Below float32 each pair's curves
+    carry their rounding floor, measured against a float32 copy of the model loaded beside it
+    (`floor.measure_floor`). `chunk`: continuation tokens per forward over a KV cache (None:
+    one whole-sequence forward)."""
 
     name = "hf"
     concurrency = 1
 
-    def __init__(self, path: Path, chunk: int | None = None) -> None:
+    def __init__(self, path: Path, chunk: int | None = None, dtype: str = "auto") -> None:
         self.path, self.chunk = Path(path), chunk
+        self.dtype = dtype
         self._model: Any = None
+        self._reference: Any = None
 
     def model(self) -> Any:
         if self._model is None:
             from harness.probes.checkpoint import load_probe_model  # lazy: loads torch
 
-            self._model = load_probe_model(self.path)
+            self._model = load_probe_model(self.path, self.dtype)
         return self._model
+
+    def reference(self) -> Any:
+        """The float32 model a reduced-precision probe measures its floor against."""
+        if self._reference is None:
+            from harness.probes.checkpoint import load_probe_model  # lazy: loads torch
+
+            self._reference = load_probe_model(self.path, "float32")
+        return self._reference
 
     def curves(
         self,
@@ -62,12 +75,19 @@ class HfBackend:
         lam: float | None = None,
     ):
         from harness.probes.divergence import pair_divergence  # lazy: loads torch
+        from harness.probes.floor import measure_floor  # lazy: loads torch
 
         model = self.model()
-        return pair_divergence(model, ids_a, ids_b, continuation, layers, self.chunk, lam)
+        result = pair_divergence(model, ids_a, ids_b, continuation, layers, self.chunk, lam)
+        result.dtype = model_dtype_name(model)
+        if result.dtype != "float32":
+            reference = self.reference()
+            result.floor = measure_floor(model, reference, ids_a, ids_b, continuation, layers, lam)
+        return result
 
     def close(self) -> None:
         self._model = None
+        self._reference = None
 
 
 class VllmBackend:
@@ -191,14 +211,24 @@ def open_backend(
     tensor_parallel_size: int = 1,
     pipeline_parallel_size: int = 1,
     endpoint: dict | None = None,
+    dtype: str = "auto",
 ) -> Backend:
     """The backend `name` for the model at `path`; `longest` sizes the vllm engine, `chunk`
-    the hf forwards, `endpoint` the openai backend (EndpointBackend)."""
+    and `dtype` the hf forwards, `endpoint` the openai backend (EndpointBackend)."""
     if name == "openai":
         return EndpointBackend(path, endpoint or {})
     if name == "vllm":
         return VllmBackend(path, longest, tensor_parallel_size, pipeline_parallel_size)
-    return HfBackend(path, chunk)
+    return HfBackend(path, chunk, dtype)
+
+
+def backend_dtype(backend: str, dtype: str, path: Path) -> str:
+    """The precision a backend computes in, as cache keys and the manifest record it: the hf
+    backend's `dtype` resolved for the model at `path` on this machine; "float32" for the
+    engines and endpoints, whose units key as they did before the dtype was a setting."""
+    if backend != "hf":
+        return "float32"
+    return resolve_dtype(dtype, path)
 
 
 def cached_curves(

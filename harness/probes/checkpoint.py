@@ -17,21 +17,18 @@ from typing import Any
 
 import torch
 
+from harness.engines.device import load_causal_lm
 from harness.errors import UserError
 from harness.probes.divergence import decoder_parts, output_head
 
 
-def load_probe_model(path: Path) -> Any:
-    """The hf backend's model: float32 on CPU (the probe's reference numerics); on CUDA
-    bfloat16 spread over the visible GPUs by accelerate (`device_map="auto"`), so a model
-    larger than one GPU still loads."""
-    from transformers import AutoModelForCausalLM
-
-    if torch.cuda.is_available():
-        options: dict[str, Any] = {"dtype": torch.bfloat16, "device_map": "auto"}
-    else:
-        options = {"dtype": torch.float32}
-    return AutoModelForCausalLM.from_pretrained(path, **options).eval()
+def load_probe_model(path: Path, dtype: str = "auto") -> Any:
+    """The hf backend's model in `dtype` (`probe.dtype`; `auto`: float32 on the CPU and where
+    it fits the GPUs, `harness.engines.device`), spread over the visible GPUs by accelerate
+    (`device_map="auto"`) on CUDA, so a model larger than one GPU still loads. Below float32
+    the probe compares states and logits in float32 and measures its own rounding floor
+    (`harness.probes.floor`)."""
+    return load_causal_lm(path, dtype)
 
 
 def _weight_files(path: Path) -> dict[str, Path]:

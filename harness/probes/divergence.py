@@ -24,9 +24,11 @@ import numpy as np
 import torch
 
 from harness.engines.attention_bias import attention_bias
+from harness.engines.device import input_device
 from harness.errors import UserError
 from harness.probes.arrays import ATTENTION_KEYS
 from harness.probes.attention import ShareRecorder, share_recording
+from harness.probes.precision import FLOOR_KEYS
 
 # logits exist HEAD_SLICE positions at a time, so one whole-sequence forward (chunk None, the
 # default) holds one layer's activations at a time and no KV cache: the fastest and, on CPU up to
@@ -62,6 +64,9 @@ class PairDivergence:
     # the KL's bracket where it is not exact (the openai backend's top-k lists, probes/topk.py)
     kl_low: np.ndarray | None = None
     kl_high: np.ndarray | None = None
+    # below float32: the model's dtype and its measured rounding floor (probes/floor.py)
+    dtype: str = "float32"
+    floor: dict[str, np.ndarray] = field(default_factory=dict)
 
     def to_arrays(self, hidden_dtype: Any = np.float64) -> dict[str, np.ndarray]:
         """The curves as named arrays for an .npz unit; hidden_dtype float32 halves a stored
@@ -75,6 +80,8 @@ class PairDivergence:
             "identical": np.asarray(self.identical_prompts),
             **self.attention,
             **{m: getattr(self, m) for m in KL_BOUNDS if getattr(self, m) is not None},
+            **({"dtype": np.asarray(self.dtype)} if self.dtype != "float32" else {}),
+            **self.floor,
         }
 
     @classmethod
@@ -86,6 +93,8 @@ class PairDivergence:
             identical_prompts=bool(arrays["identical"]),
             attention={k: arrays[k] for k in ATTENTION_KEYS if k in arrays},
             **{m: arrays[m] for m in KL_BOUNDS if m in arrays},
+            dtype=str(arrays["dtype"]) if "dtype" in arrays else "float32",
+            floor={k: arrays[k] for k in FLOOR_KEYS if k in arrays},
         )
 
 
@@ -206,22 +215,27 @@ def output_head(model: Any) -> Any:
 
 
 def vocab_sliced(linear: torch.nn.Linear) -> Callable[[torch.Tensor], torch.Tensor]:
-    """`linear` as a function (..., d) -> (..., V) that, on CPU, computes VOCAB_SLICE output
-    columns per matmul into one logits tensor; elsewhere `linear` itself. The weight is read at
-    each call, so the function follows weights loaded after it was made."""
+    """`linear` as a function (..., d) -> (..., V) float32 that, on CPU or below float32,
+    computes VOCAB_SLICE output columns per matmul into one logits tensor; a float32 model on
+    a GPU runs `linear` itself. Below float32 each slice of the weight is upcast, so the logits
+    of a bf16 model are its states' exact float32 products (bf16 logits would round the
+    log-prob gaps at ~4e-3). The weight is read at each call, so the function follows weights
+    loaded after it was made."""
 
     def logits(hidden: torch.Tensor) -> torch.Tensor:
         weight, bias = linear.weight, linear.bias
-        if weight.device.type != "cpu":
-            return linear(hidden)
-        x = hidden.reshape(-1, hidden.shape[-1])
-        out = torch.empty(x.shape[0], weight.shape[0], dtype=x.dtype)
+        reduced = weight.dtype != torch.float32
+        if weight.device.type != "cpu" and not reduced:
+            return linear(hidden.to(weight.device))
+        x = hidden.reshape(-1, hidden.shape[-1]).to(weight.device, torch.float32)
+        out = torch.empty(x.shape[0], weight.shape[0], dtype=x.dtype, device=x.device)
         for lo in range(0, weight.shape[0], VOCAB_SLICE):
             cols = slice(lo, lo + VOCAB_SLICE)
+            w = weight[cols].float() if reduced else weight[cols]
             if bias is None:
-                torch.mm(x, weight[cols].t(), out=out[:, cols])
+                torch.mm(x, w.t(), out=out[:, cols])
             else:
-                torch.addmm(bias[cols], x, weight[cols].t(), out=out[:, cols])
+                torch.addmm(bias[cols].float(), x, w.t(), out=out[:, cols])
         return out.view(*hidden.shape[:-1], weight.shape[0])
 
     return logits
@@ -350,7 +364,7 @@ def pair_divergence(
     check_inputs(ids_a, ids_b, continuation, context, vocab)
     n_states = n_hidden_states(model)
     kept = resolve_layers(layers, n_states)
-    device = next(model.parameters()).device
+    device = input_device(model)  # under a device map: the first GPU's
     lens = (len(ids_a), len(ids_b))
     width = max(lens)
     total = len(continuation)

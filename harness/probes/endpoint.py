@@ -9,8 +9,11 @@ state leaves a server: the curves have no layers. Requests run concurrently (the
 batches what arrives together), at most `concurrency` in flight.
 
 `check` is the preflight: the endpoint answers, serves the model, returns prompt log-probs
-of the configured k, and its tokenizer gives the ids the local one (`--model`'s) gives;
-otherwise a UserError before any pair is sent.
+of the configured k, its tokenizer gives the ids the local one (`--model`'s) gives, and the
+same prompt sent again (now a prefix-cache hit on a server with prefix caching on) returns the
+same log-probs to REPEAT_TOLERANCE: vLLM's prompt log-probs can depend on request order with
+prefix caching on (vLLM issue #42019), and a probe server should run with
+`--no-enable-prefix-caching`; otherwise a UserError before any pair is sent.
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ from harness.probes.topk import parse_entry, topk_gaps
 # the preflight's probe text: special tokens, accents, CJK and digits, where tokenizers differ
 CHECK_SYSTEM = "Réponds en français. 答えは日本語で。"
 CHECK_USER = "Count: 1, 22, 333 -- naïve café ✓"
+# largest change of a prompt log-prob allowed when the check text is sent a second time: far
+# below the gaps a probe reads (|delta_logp| ~1e-3 late in a long continuation)
+REPEAT_TOLERANCE = 1e-4
 
 
 class EndpointProbe:
@@ -129,11 +135,27 @@ class EndpointProbe:
                 f"tokenizer (first difference at token {first} of a probe text): serve the model "
                 "given as --model / models"
             )
+        self._check_repeatable(text, entries, where)
         short = [len(e) for e in entries[1:] if e is not None and len(e) < self.top_k]
         if short:
             raise UserError(
                 f"{where}: returns {min(short)} prompt log-probs per token, fewer than top_k = "
                 f"{self.top_k} (start vllm serve with --max-logprobs >= {self.top_k})"
+            )
+
+    def _check_repeatable(self, text: str, first: list, where: str) -> None:
+        """The check text again: the same log-probs, or a UserError naming prefix caching."""
+        again = self._post({"prompt": text}, where).get("prompt_logprobs") or []
+        worst = 0.0
+        for one, two in zip(first, again, strict=False):
+            for token in set(one or {}) & set(two or {}):
+                worst = max(worst, abs(one[token]["logprob"] - two[token]["logprob"]))
+        if len(again) != len(first) or worst > REPEAT_TOLERANCE:
+            raise UserError(
+                f"{where}: the same prompt sent twice returns prompt log-probs that differ by "
+                f"{worst:.2g} (> {REPEAT_TOLERANCE:g}): with prefix caching on, vLLM's prompt "
+                "log-probs depend on request order (vLLM issue #42019); serve the probed model "
+                "with --no-enable-prefix-caching"
             )
 
     def _post(self, body: dict, where: str) -> dict:

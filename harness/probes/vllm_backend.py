@@ -1,8 +1,13 @@
 """The probe on vLLM: every hidden state of both prompts of a pair, from the serving engine.
 
 An engine started with the speculative method `extract_hidden_states` (vLLM >= 0.18, CPU
-included) writes chosen layers' states of every prompt token into a cache-only KV layer; the
-harness's own connector (`vllm_connector.py`) saves a finished request's states to one file.
+included) writes chosen layers' states of every prompt token into a cache-only KV layer; a KV
+connector saves a finished request's states to one file: on CUDA vLLM's own
+`ExampleHiddenStatesConnector` (file `hidden_states` (prompt tokens, n_ids, d), written by a
+thread after a CUDA-stream copy while the request holds an exclusive flock on `<file>.lock`,
+read here under a shared one), elsewhere the harness's connector (`vllm_connector.py`: file
+`states` (n_ids, keep, d), renamed into place when complete), whose plain tensor copy runs on
+the CPU where vLLM's CUDA streams and pinned memory cannot.
 A pair is ids(A)+c and ids(B)+c as prompt tokens with max_tokens = 1, both in one batch;
 each request keeps its last T + 1 positions (c and the last prompt token, whose state
 predicts c_1). Then, layer by layer, the two files' rows are reduced to l2 / rel_l2 /
@@ -95,6 +100,7 @@ class VllmProbe:
         # caching off: a cached prefix is not recomputed, so its states would not be written.
         context = max_model_len or config_context(self.model_path)
         options.update(enable_chunked_prefill=False, max_num_batched_tokens=2 * context)
+        self.cuda = torch.cuda.is_available()
         self._llm = start_llm(
             **options,
             enable_prefix_caching=False,
@@ -103,12 +109,7 @@ class VllmProbe:
                 "num_speculative_tokens": 1,
                 "draft_model_config": {"hf_config": {"eagle_aux_hidden_state_layer_ids": self.ids}},
             },
-            kv_transfer_config={
-                "kv_connector": CONNECTOR_NAME,
-                "kv_connector_module_path": "harness.probes.vllm_connector",
-                "kv_role": "kv_producer",
-                "kv_connector_extra_config": {"states_dir": str(self.states_dir)},
-            },
+            kv_transfer_config=_connector_config(self.cuda, self.states_dir, CONNECTOR_NAME),
         )
         self.max_model_len = int(self._llm.llm_engine.model_config.max_model_len)
 
@@ -143,7 +144,8 @@ class VllmProbe:
             reducer = StateReducer(kept, width=0, total=total)
             last = None
             for row, layer in enumerate(self.ids):
-                pair = torch.stack([_read_row(p, row) for p in paths]).float()  # (2, T + 1, d)
+                rows = [_read_row(p, row, total + 1, self.cuda) for p in paths]
+                pair = torch.stack(rows).float()  # (2, T + 1, d)
                 if layer == self.depth:  # index L is after the final norm
                     pair = last = self.head.normed(pair)
                 reducer.reduce(layer, pair[:, 1:])  # positions of c_1..c_T
@@ -153,7 +155,7 @@ class VllmProbe:
             delta, kl = head_gaps(self.head.head, last[:, :total], targets)
         finally:
             for path in paths:
-                path.unlink(missing_ok=True)
+                _remove(path)
         return PairDivergence(
             layers=kept,
             l2=reducer.l2.numpy(),
@@ -173,33 +175,78 @@ class VllmProbe:
 
         from harness.probes.vllm_connector import KEEP, MARK, PATH  # lazy: loads vllm
 
-        params = SamplingParams(
-            max_tokens=1,
-            temperature=0.0,
-            detokenize=False,
-            extra_args={"kv_transfer_params": {MARK: True, KEEP: keep}},
-        )
+        # vLLM's connector saves every request (this engine runs probe requests only)
+        marks = {} if self.cuda else {"kv_transfer_params": {MARK: True, KEEP: keep}}
+        params = SamplingParams(max_tokens=1, temperature=0.0, detokenize=False, extra_args=marks)
         prompts = [TokensPrompt(prompt_token_ids=ids) for ids in sequences]
         outputs = self._llm.generate(prompts, params, use_tqdm=False)
-        paths = [Path((out.kv_transfer_params or {})[PATH]) for out in outputs]
+        key = VLLM_PATH if self.cuda else PATH
+        paths = [Path((out.kv_transfer_params or {})[key]) for out in outputs]
         # the connector writes each file one engine step after the request finished
         deadline = time.monotonic() + STATES_TIMEOUT_S
         while not all(p.exists() for p in paths):
             if time.monotonic() > deadline or not self.is_running():
                 for path in paths:
-                    path.unlink(missing_ok=True)
+                    _remove(path)
                 raise RuntimeError(f"vLLM wrote no hidden states to {self.states_dir}")
             time.sleep(0.005)
+        if self.cuda:  # the file exists before its writer thread is done: wait on its lock
+            for path in paths:
+                _wait_written(path)
         self.disk_high_water = max(self.disk_high_water, sum(p.stat().st_size for p in paths))
         return paths
 
 
-def _read_row(path: Path, row: int) -> torch.Tensor:
-    """One layer's states (keep, d) of a states file, read without loading the others."""
+# vLLM's ExampleHiddenStatesConnector: the file's path in a request output's kv_transfer_params
+VLLM_PATH = "hidden_states_path"
+
+
+def _connector_config(cuda: bool, states_dir: Path, harness_connector: str) -> dict:
+    """The engine's kv_transfer_config: vLLM's own hidden-state connector on CUDA, the
+    harness's elsewhere."""
+    if cuda:
+        return {
+            "kv_connector": "ExampleHiddenStatesConnector",
+            "kv_role": "kv_producer",
+            "kv_connector_extra_config": {"shared_storage_path": str(states_dir)},
+        }
+    return {
+        "kv_connector": harness_connector,
+        "kv_connector_module_path": "harness.probes.vllm_connector",
+        "kv_role": "kv_producer",
+        "kv_connector_extra_config": {"states_dir": str(states_dir)},
+    }
+
+
+def _wait_written(path: Path) -> None:
+    """Block until vLLM's writer thread has released `<path>.lock` (it holds an exclusive
+    flock from the request's first step until the file is written; gone: already done)."""
+    import fcntl
+
+    try:
+        with open(f"{path}.lock") as lock:
+            fcntl.flock(lock, fcntl.LOCK_SH)
+    except FileNotFoundError:
+        return
+
+
+def _remove(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    Path(f"{path}.lock").unlink(missing_ok=True)  # vLLM's connector leaves its lock file
+
+
+def _read_row(path: Path, row: int, keep: int, vllm_layout: bool = False) -> torch.Tensor:
+    """One layer's states (keep, d) of a states file, read without loading the others: the
+    harness's `states` (n_ids, keep, d), or vLLM's `hidden_states` (prompt tokens, n_ids, d),
+    whose last `keep` positions are taken."""
     from safetensors import safe_open
 
     with safe_open(path, framework="pt") as handle:
-        return handle.get_slice("states")[row]
+        if not vllm_layout:
+            return handle.get_slice("states")[row]
+        states = handle.get_slice("hidden_states")
+        tokens = states.get_shape()[0]
+        return states[tokens - keep : tokens, row]
 
 
 _PROBES: list[VllmProbe] = []

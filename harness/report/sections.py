@@ -95,6 +95,12 @@ def divergence(data: RunData) -> tuple[str, dict]:
         "bound P (log t)^(L-1)/t, each scaled to the late group; a curve steeper than them "
         "forgets faster than the theory allows."
     )
+    if "below_floor" in div and div["below_floor"].any():  # a probe below float32
+        caption += (
+            f" {int(div['below_floor'].sum())} of {len(div)} rows lie within 3x the rounding "
+            "floor measured for the probe's reduced dtype (divergence.csv below_floor): shown "
+            "as stored, left out of every fit and law."
+        )
     return figure("fig-divergence", caption, 460), {"fig-divergence": fig}
 
 

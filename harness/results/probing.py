@@ -21,6 +21,9 @@ class HiddenDistances(FieldGroup):
     """l2 over the mean norm of the two hidden states"""
     cos_dist: float
     """1 - cosine similarity of the two hidden states"""
+    below_floor: bool
+    """a probe below float32 (`probe.dtype`): rel_l2 lies within 3x the rounding floor measured
+    for this layer, so the position is left out of fits and laws; always false in float32"""
 
 
 class LogpShift(FieldGroup):

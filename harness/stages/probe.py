@@ -19,8 +19,16 @@ from harness.analysis.powerlaw import fit_positions
 from harness.chat import TEMPLATE_DEFAULT, ChatFormat
 from harness.config import RunConfig
 from harness.models import ResolvedModel
-from harness.probes.backend import LOCAL_BACKENDS, Backend, cached_curves, map_pairs, open_backend
+from harness.probes.backend import (
+    LOCAL_BACKENDS,
+    Backend,
+    backend_dtype,
+    cached_curves,
+    map_pairs,
+    open_backend,
+)
 from harness.probes.endpoint import endpoint_settings
+from harness.probes.precision import hidden_below_floor, key_params
 from harness.records import GenerationRecord
 from harness.results import (
     AttentionRow,
@@ -67,11 +75,12 @@ def probe_key(
     layers,
     backend: str,
     top_k: int | None = None,
+    dtype: str = "float32",
 ) -> str:
     """A probe unit's key: the record against its baseline prompt, on one backend (the vllm
     backend's numbers differ from hf's in the last float32 digits; the openai backend's KL
-    bracket depends on its top_k)."""
-    params = {"layers": layers, "backend": backend}
+    bracket depends on its top_k) in one precision (the hf backend's resolved dtype)."""
+    params = {"layers": layers, "backend": backend, **key_params(dtype)}
     if backend == "openai":
         params["top_k"] = top_k
     return unit_key(STAGE, model=model.content_key, inputs=[record.key, base], params=params)
@@ -118,16 +127,17 @@ def probe_stage(
         longest = max((max(len(r.prompt_ids), len(b)) + len(r.continuation_ids)
                        for r, b in pairs), default=0)  # fmt: skip
         gen = config.generation
+        dtype = backend_dtype(backend, config.probe.dtype, model.path)
         source = open_backend(
             backend, model.path, longest,
             tensor_parallel_size=gen.tensor_parallel_size,
             pipeline_parallel_size=gen.pipeline_parallel_size,
-            endpoint=endpoint_settings(config),
+            endpoint=endpoint_settings(config), dtype=dtype,
         )  # fmt: skip
 
-        def one(pair, model=model, backend=backend, source=source):
+        def one(pair, model=model, backend=backend, source=source, dtype=dtype):
             record, base = pair
-            key = probe_key(model, record, base, layers, backend, config.probe.top_k)
+            key = probe_key(model, record, base, layers, backend, config.probe.top_k, dtype)
             arrays = record_curves(store, STAGE, key, source, record, base, layers)
             if progress:
                 progress()
@@ -160,6 +170,7 @@ def divergence_rows(model: str, record: GenerationRecord, arrays: dict, t_min: i
     t = row_positions(record, arrays["kl"].shape[0], t_min)
     roles = record.position_roles()
     ident = _ident(model, record)
+    below = hidden_below_floor(arrays)
     rows = []
     for row, layer in enumerate(arrays["layers"].tolist()):
         values = {m: arrays[m][row, t - 1] for m in METRICS}
@@ -168,6 +179,7 @@ def divergence_rows(model: str, record: GenerationRecord, arrays: dict, t_min: i
             rows.append(
                 {**ident, "layer": layer, "t": pos, "turn": turn, "role": role}
                 | {m: float(values[m][i]) for m in METRICS}
+                | {"below_floor": bool(below[row, pos - 1])}
             )
     return rows
 

@@ -27,8 +27,16 @@ from harness.analysis.probe_tables import (
 )
 from harness.models import ResolvedModel
 from harness.probe_plan import ProbePlan, fit_continuation
-from harness.probes.backend import Backend, HfBackend, cached_curves, map_pairs, open_backend
+from harness.probes.backend import (
+    Backend,
+    HfBackend,
+    backend_dtype,
+    cached_curves,
+    map_pairs,
+    open_backend,
+)
 from harness.probes.pairs import PairSpec, generate_continuation, generate_continuations_vllm
+from harness.probes.precision import key_params
 from harness.results import (
     ProbeAttentionRow,
     ProbeDivergenceRow,
@@ -70,9 +78,10 @@ class ProbeBackends:
         if self._open is None or self._open[0] != model.path:
             self.close()
             req = plan.request
+            dtype = backend_dtype(req.backend, req.dtype, model.path)
             backend = open_backend(
                 req.backend, model.path, longest, req.chunk, req.tensor_parallel_size,
-                req.pipeline_parallel_size, req.endpoint(),
+                req.pipeline_parallel_size, req.endpoint(), dtype,
             )  # fmt: skip
             self._open = (model.path, backend)
         return self._open[1]
@@ -137,6 +146,8 @@ def _sampled(ctx: ProbeContext, prompts: dict[str, list[int]]) -> dict[str, list
     in one batch; on hf pair by pair, each kept at once)."""
     req, model = ctx.plan.request, ctx.plan.models[0]
     params = {"generator": req.generator, "tokens": req.tokens, "seed": req.seed}
+    if req.generator == "hf":  # sampled by the probe's own model, in its dtype
+        params |= key_params(backend_dtype(req.backend, req.dtype, model.path))
     keys = {name: ctx.key(model, [a], params) for name, a in prompts.items()}
     samples = {name: ctx.store.get(UNITS, key) for name, key in keys.items()}
     todo = [name for name in prompts if samples[name] is None]
@@ -192,7 +203,8 @@ def _model_curves(ctx: ProbeContext, model: ResolvedModel, backend: Backend) -> 
         cont = ctx.continuations[spec.name]
         ctx.say(f"{model.name} {f'lam={lam} ' if lam is not None else ''}pair {spec.name}")
         compute = partial(backend.curves, a, b, cont, req.layers, lam)
-        params = {"backend": req.backend, "layers": req.layers, "lam": lam}
+        params = {"backend": req.backend, "layers": req.layers, "lam": lam,
+                  **key_params(backend_dtype(req.backend, req.dtype, model.path))}  # fmt: skip
         if req.backend == "openai":  # the KL's bracket depends on the lists' length
             params["top_k"] = req.top_k
         key = ctx.key(model, [a, b, cont], params)

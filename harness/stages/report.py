@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+from harness.engines.device import resolve_dtype
 from harness.engines.pricing import cost_usd
+from harness.probes.backend import backend_dtype
 from harness.report import render_report
 from harness.stages.base import Manifest, Records, Report, RunContext
 
@@ -58,6 +60,8 @@ class ManifestStage:
             },
             # the backend that computed each probe model's curves (auto resolved)
             "probe_backends": dict(ctx.probe_backends) if config.probe.enabled else {},
+            # the precision each transformers model ran in (`auto` resolved on this machine)
+            "dtypes": _dtypes(ctx),
             "seeds": {"generation": config.generation.seed, "samples": _samples(config)},
             # LD_PRELOAD and thread binding of the vLLM CPU engine processes (empty otherwise)
             "engine_runtime": _engine_runtime(),
@@ -110,6 +114,23 @@ def t_unit(config, model) -> str:
         cut = (chat.tokenizer if chat else None) or "chars"
         return f"logprobs (the endpoint's tokens; the harness's own text: {cut})"
     return positions
+
+
+def _dtypes(ctx: RunContext) -> dict:
+    """{"generation": {model: dtype}} on the hf engine, {"probe": {model: dtype}}: the hf
+    backend's resolved dtype, float32 for the engines' and endpoints' curves."""
+    config, out = ctx.config, {}
+    if config.generation.engine == "hf":
+        out["generation"] = {
+            m.name: resolve_dtype(config.generation.dtype, m.path) for m in ctx.models
+        }
+    if config.probe.enabled:
+        backends = ctx.probe_backends or {}
+        out["probe"] = {
+            m.name: backend_dtype(backends.get(m.name, "hf"), config.probe.dtype, m.path)
+            for m in ctx.probe_models
+        }
+    return out
 
 
 def _samples(config) -> int | dict:

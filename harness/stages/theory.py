@@ -15,7 +15,8 @@ from harness.analysis.powerlaw import fit_alpha
 from harness.analysis.relay import relay_csv_text, solve_relay
 from harness.config import NonePolicy, RunConfig
 from harness.models import ResolvedModel
-from harness.probes.backend import HfBackend
+from harness.probes.backend import HfBackend, backend_dtype
+from harness.probes.precision import key_params, resolved
 from harness.records import GenerationRecord
 from harness.results import BiasRow, RelayRow, result_frame
 from harness.stages.base import Curves, Records, RunContext
@@ -55,7 +56,8 @@ def bias_rows(
     rows = []
     for model in models:
         tokenizer = AutoTokenizer.from_pretrained(model.path)
-        on_demand = HfBackend(model.path)
+        dtype = backend_dtype("hf", config.probe.dtype, model.path)
+        on_demand = HfBackend(model.path, dtype=dtype)
         for lam in config.theory.bias_lams:
             curves = []
             for record in chosen:
@@ -64,7 +66,8 @@ def bias_rows(
                     curves.append(plain[(model.name, rkey)])
                     continue
                 base = baseline_ids(config, tokenizer, record)
-                params = {"layers": layers, "lam": lam, "backend": on_demand.name}
+                params = {"layers": layers, "lam": lam, "backend": on_demand.name,
+                          **key_params(dtype)}  # fmt: skip
                 key = unit_key(STAGE, model=model.content_key, inputs=[rkey, base], params=params)
                 curves.append(
                     record_curves(store, STAGE, key, on_demand, record, base, layers, lam)
@@ -72,7 +75,8 @@ def bias_rows(
             common = min(c["rel_l2"].shape[1] for c in curves)
             t = np.arange(1, common + 1)
             for row, layer in enumerate(curves[0]["layers"].tolist()):
-                stack = np.vstack([c["rel_l2"][row, :common] for c in curves]).astype(np.float64)
+                # below float32, positions under the rounding floor are left out (NaN)
+                stack = np.vstack([resolved(c)["rel_l2"][row, :common] for c in curves])
                 fit = fit_alpha(t, stack, t_min=config.probe.t_min, seed=0)
                 rows.append(
                     {"model": model.name, "lam": lam, "layer": layer, "alpha": fit.alpha,

@@ -21,7 +21,8 @@ from harness.probes.topk import TopK, topk_gaps
 # ---------------------------------------------------------------- a fake vllm serve
 # Modes break it the ways a real endpoint can: `no_logprobs` (an OpenAI-style server that
 # ignores `prompt_logprobs`), `max_logprobs` (vLLM's 400 above its cap), `other_tokenizer`
-# (the text tokenised to other ids), `no_echo` (no `prompt_token_ids` in the answer).
+# (the text tokenised to other ids), `no_echo` (no `prompt_token_ids` in the answer),
+# `cache_drift` (a prompt seen before answers log-probs 1e-3 off: vLLM issue #42019).
 
 # resolving tiny-random-llama builds its model folder on an empty cache: the integration
 # tier (tests/README.md), though no model starts
@@ -88,6 +89,11 @@ class FakeServer:
             choice["prompt_logprobs"] = [None] + [
                 self.entry(ids[:j], ids[j], k) for j in range(1, len(ids))
             ]
+            seen = [r["prompt"] for r in self.requests[:-1]]
+            if self.modes.get("cache_drift") and prompt in seen:
+                for entry in choice["prompt_logprobs"][1:]:
+                    for info in entry.values():
+                        info["logprob"] += 1e-3
         if body.get("return_token_ids") and not self.modes.get("no_echo"):
             choice["prompt_token_ids"] = ids
         return 200, {"choices": [choice]}
@@ -259,6 +265,7 @@ def test_the_endpoint_rows_are_the_fake_models_exact_numbers(
         ({"max_logprobs": 5}, "start vllm serve with --max-logprobs >= 8"),
         ({"other_tokenizer": True}, "tokenises differently from the local tokenizer"),
         ({"other_tokenizer": True, "no_echo": True}, "tokenises differently"),
+        ({"cache_drift": True}, "serve the probed model with --no-enable-prefix-caching"),
     ],
 )
 @NEEDS_TINY_FOLDER
@@ -269,7 +276,7 @@ def test_a_bad_endpoint_is_one_line_exit_2_before_any_pair(
         code, _, err = run_cli(_probe_argv(server.url, tmp_path / "o", continuation))
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "o").exists()
-    assert len(server.requests) <= 1  # the one preflight request, no pair
+    assert len(server.requests) <= 2  # the preflight's requests (the check text twice), no pair
 
 
 @NEEDS_TINY_FOLDER

@@ -49,7 +49,7 @@ def _divergence() -> pd.DataFrame:
     rows = [
         dict(model="m", item="talk-fr", policy="none", sample=0, pair="talk-fr/none/0",
              layer=layer, t=t, turn=1 if t <= 4 else 2, role=roles[t - 1],
-             l2=1.0, rel_l2=0.5 / t if t != 13 else 0.25, cos_dist=0.1)
+             l2=1.0, rel_l2=0.5 / t if t != 13 else 0.25, cos_dist=0.1, below_floor=False)
         for layer in (0, 1, 2) for t in range(1, 17)
     ]  # fmt: skip
     return pd.DataFrame(rows)
@@ -125,7 +125,7 @@ def test_an_endpoint_probe_says_why_the_divergence_is_absent(tmp_path):
 
     run = _run(tmp_path)
     (run / "divergence.csv").write_text("model,item,policy,sample,pair,layer,t,turn,role,l2,"
-                                        "rel_l2,cos_dist\n")  # fmt: skip
+                                        "rel_l2,cos_dist,below_floor\n")  # fmt: skip
     pd.DataFrame([dict(model="m", item="talk-fr", policy="none", sample=0, pair="p", t=1,
                        delta_logp=0.1, kl=0.2, kl_low=0.2, kl_high=0.3, backend="openai")]
                  ).to_csv(run / "nexttoken.csv", index=False)  # fmt: skip

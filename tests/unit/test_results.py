@@ -176,14 +176,16 @@ def test_fork_arms_are_scored_through_the_routine():
 # The probe files' columns as they were before the field groups (results/probing.py): sharing
 # the measurements must not move a column of either command's files.
 PROBE_COLUMNS = {
-    "DivergenceRow": "model item policy sample pair layer t turn role l2 rel_l2 cos_dist",
+    "DivergenceRow": (
+        "model item policy sample pair layer t turn role l2 rel_l2 cos_dist below_floor"
+    ),
     "NextTokenRow": "model item policy sample pair t delta_logp kl kl_low kl_high backend",
     "TurnInfluenceRow": "model item policy sample pair turn t kl kl_low kl_high delta_logp backend",
     "AttentionRow": "model item policy sample pair layer t turn role prompt_len share_prompt_mean "
     "share_prompt_max_head share_sink_mean share_sink_max_head uniform",
     "FitRow": "model item policy pair layer metric alpha alpha_low alpha_high n method r2 t_min "
     "t_max reason",
-    "ProbeDivergenceRow": "model pair layer t l2 rel_l2 cos_dist",
+    "ProbeDivergenceRow": "model pair layer t l2 rel_l2 cos_dist below_floor",
     "ProbeNextTokenRow": "model pair t delta_logp kl kl_low kl_high backend",
     "ProbeAttentionRow": "model pair layer t prompt_len share_prompt_mean share_prompt_max_head "
     "share_sink_mean share_sink_max_head uniform",

@@ -181,7 +181,7 @@ def _divergence() -> pd.DataFrame:
                     for tt, r in zip(t, rel, strict=True):
                         rows.append(
                             (model, item, policy, 0, pair, layer, int(tt), 1, "assistant")
-                            + (30 * r, r, r * r / 2)
+                            + (30 * r, r, r * r / 2, False)
                         )
     cols = DivergenceRow.columns()
     return pd.DataFrame(rows, columns=cols)

@@ -1,0 +1,121 @@
+"""The table of scripts/gpu_check.sh: the probe's alpha per layer on this machine's device (in
+`auto` and in bfloat16) against the CPU float32 reference, tok/s of the hf engine, peak memory.
+
+    .venv/bin/python bench/gpu_check.py [--device cuda|cpu] [--model NAME] [--tokens N]
+                                        [--layers 1,5,15,30]
+
+The pair is bench/precision.py's (fr-vs-none chat prompts over a natural-text continuation of
+--tokens tokens). The reference: `pair_divergence` on a float32 copy of the model on the CPU
+(the project's reference numerics); the device rows: `HfBackend(dtype=...)`, which on CUDA
+loads over the GPUs (device_map auto) and on --device cpu runs the same code path on the CPU.
+alpha: rel_l2 at the 64 log-spaced positions from t_min = 16, a reduced dtype over the
+positions above 3x its measured floor. tok/s: `HfEngine` (dtype auto), 8 greedy requests of
+128 new tokens each, after one warm-up batch. Peak memory: torch.cuda.max_memory_allocated on
+CUDA, the process's peak RSS on the CPU. The CPU model and vector flags are printed beside the
+figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from precision import cpu_flags, pair_ids  # noqa: E402  (bench/precision.py, beside this file)
+
+from harness.analysis.powerlaw import fit_alpha, fit_positions  # noqa: E402
+from harness.probes.precision import resolved  # noqa: E402
+
+
+def alphas(arrays: dict, layers: list[int], t_min: int = 16) -> dict[int, object]:
+    kept = resolved(arrays)
+    rows = np.asarray(arrays["layers"]).tolist()
+    t = np.arange(1, kept["rel_l2"].shape[1] + 1)
+    return {layer: fit_alpha(t, kept["rel_l2"][rows.index(layer)], t_min=t_min) for layer in layers}
+
+
+def engine_rate(path: Path) -> float:
+    from harness.engines.base import GenerationRequest, SamplingSettings
+    from harness.engines.hf_engine import HfEngine
+
+    engine = HfEngine(path, dtype="auto")
+    settings = SamplingSettings(temperature=0.0, max_tokens=128, min_tokens=128, seed=0)
+    requests = [GenerationRequest(prompt_ids=[1, 2, 3, 10 + i], sampling=settings)
+                for i in range(8)]  # fmt: skip
+    engine.generate(requests[:2])  # warm-up: kernels, allocator
+    start = time.perf_counter()
+    results = engine.generate(requests)
+    seconds = time.perf_counter() - start
+    engine.close()
+    return sum(len(r.token_ids) for r in results) / seconds
+
+
+def peak_memory(device: str) -> str:
+    if device == "cuda":
+        return f"{torch.cuda.max_memory_allocated() / 2**30:.2f} GiB GPU"
+    return f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB RSS"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--tokens", type=int, default=4096)
+    parser.add_argument("--layers", default="1,5,15,30")
+    args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("gpu_check: no CUDA device (use --device cpu)")
+    if args.device == "cpu":
+        torch.cuda.is_available = lambda: False  # the CPU path even where a GPU is present
+    else:  # float32 means float32: no TF32 matmuls
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    from transformers import AutoModelForCausalLM
+
+    from harness.models import resolve_model
+    from harness.probes.backend import HfBackend
+    from harness.probes.divergence import n_hidden_states, pair_divergence
+
+    path = resolve_model(args.model).path
+    a, b, cont = pair_ids(path, args.tokens)
+    cpu = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    depth = n_hidden_states(cpu) - 1
+    layers = [x for x in (int(v) for v in args.layers.split(",")) if x <= depth] or [depth]
+    reference = alphas(pair_divergence(cpu, a, b, cont).to_arrays(), layers)
+    del cpu
+    gpu = args.device == "cuda"
+    name = torch.cuda.get_device_name(0) if gpu else "CPU"
+    print(f"device: {name}; CPU: {cpu_flags()}; model {args.model}, T = {args.tokens}")
+    print(f"| layer | alpha CPU float32 [95% CI] | dtype on {args.device} | alpha [95% CI] | "
+          "floor rel_l2 | fit positions removed | in CPU interval |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
+    for dtype in ("auto", "bfloat16"):
+        if gpu:
+            torch.cuda.reset_peak_memory_stats()
+        backend = HfBackend(path, dtype=dtype)
+        arrays = backend.curves(a, b, cont).to_arrays()
+        backend.close()
+        mine = alphas(arrays, layers)
+        floor = arrays.get("floor_rel_l2")
+        for layer in layers:
+            ref, fit = reference[layer], mine[layer]
+            row = np.asarray(arrays["layers"]).tolist().index(layer)
+            inside = "yes" if ref.ci_low <= fit.alpha <= ref.ci_high else "NO"
+            grid = len(fit_positions(16, args.tokens))
+            removed = grid - fit.n_points if floor is not None else 0
+            print(f"| {layer} | {ref.alpha:.3f} [{ref.ci_low:.2f}, {ref.ci_high:.2f}] | "
+                  f"{str(arrays.get('dtype', 'float32'))} | {fit.alpha:.3f} [{fit.ci_low:.2f}, "
+                  f"{fit.ci_high:.2f}] | {'-' if floor is None else f'{floor[row]:.2e}'} | "
+                  f"{removed} | {inside} |")  # fmt: skip
+        print(f"peak memory ({dtype} probe): {peak_memory(args.device)}")
+    print(f"hf engine (dtype auto, 8 x 128 greedy): {engine_rate(path):.1f} tok/s on "
+          f"{name}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
