@@ -5,9 +5,12 @@ rows is then ||dh + e_A - e_B||, which for a true divergence dh far below |e_A -
 the rounding's own size: the curve flattens onto it, a false "settles". The floor is that size.
 The pair's first FLOOR_SPAN continuation positions are recomputed by the reduced model and by a
 float32 copy (the reference numerics); per hidden-state index and position the rounding error
-of each row is ||h(dtype) - h(float32)||, and the floor is the FLOOR_QUANTILE over the span of
-(err_A + err_B) / mean(||h_A||, ||h_B||), in rel_l2's units: the most rounding can add to (or
-fake in) a rel_l2 there, by the triangle inequality. It does not depend on the divergence
+of the difference is e = (h_A - h_B)(dtype) - (h_A - h_B)(float32) = e_A - e_B, and the floor
+is the FLOOR_QUANTILE over the span of ||e|| / mean(||h_A||, ||h_B||), in rel_l2's units: the
+most rounding can add to (or fake in) a rel_l2 there, by the triangle inequality
+(| ||d + e|| - ||d|| | <= ||e||). It was err_A + err_B, a bound of that bound which ignores that
+the two rows' errors are correlated (they share most inputs): at T = 512 it removed every fit
+position. It does not depend on the divergence
 itself (the error of a large distance is small; the floor is not), and bf16 rounds relative to
 the values, so the level holds past the span (bench/precision.py checks it on the last quarter
 of a 4,096-token pair). The next-token floors are the same for the distributions that predict
@@ -92,7 +95,11 @@ def measure_floor(
     ref = _states(reference, ids_a, ids_b, span, wanted, lam)
     floors = []
     for layer in kept:
-        error = (low[layer] - ref[layer]).norm(dim=-1).sum(0)  # (S,) err_A + err_B
+        # the error of the measured difference vector itself: e_A - e_B (rows A and B share
+        # most of their inputs, so their rounding errors largely cancel in the difference)
+        diff_low = low[layer][0] - low[layer][1]
+        diff_ref = ref[layer][0] - ref[layer][1]
+        error = (diff_low - diff_ref).norm(dim=-1)  # (S,) ||e_A - e_B||
         scale = ref[layer].norm(dim=-1).mean(0).clamp_min(torch.finfo(torch.float32).tiny)
         floors.append(float(torch.quantile((error / scale).double(), FLOOR_QUANTILE)))
     last = n_states - 1
