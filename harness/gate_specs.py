@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from harness.checks.base import NonEmptyText
+from harness.checks.base import NonEmptyText, rule_names
 from harness.schema import Strict
 
 # The summary.csv columns a gate may bound, and whether each has an interval
@@ -181,7 +181,6 @@ def gate_unit_problem(
     none of its items (conversation items run `conversation_policies`, single replies
     `policies`), its rule is no check's of those items, or a turn metric names no
     conversation. `items`: the gate's items (TaskItem)."""
-    from harness.checks.base import rule_names
 
     def runs(item) -> list[str]:
         return conversation_policies if item.is_conversation else single_policies

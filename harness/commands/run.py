@@ -120,7 +120,7 @@ def print_plan(plan) -> None:
 def most_cost(plan) -> dict[str, str]:
     """Per serving model, the most its requests still to send can cost at the config's dated
     prices (every input token at the uncached price), or why there is no figure."""
-    from harness.engines.pricing import cost_usd
+    from harness.engines.pricing import cost_usd  # lazy: CLI start-up
 
     out = {}
     for m in plan.totals.models:

@@ -109,9 +109,9 @@ def score_command(
 
 def load_gates(path: Path | None) -> list:
     """The `gates:` of a YAML file (a run config, or a file of gates alone); [] without one."""
-    from harness.errors import UserError
+    from harness.errors import UserError  # lazy: CLI start-up
     from harness.gate_specs import GateSpec  # lazy: CLI start-up
-    from harness.userfiles import read_user_text
+    from harness.userfiles import read_user_text  # lazy: CLI start-up
 
     if path is None:
         return []
@@ -136,7 +136,7 @@ def check_score_gates(gates: list, suites: list, logged: bool) -> None:
     """Every gate judges some unit of what is scored, before anything is: a chat log's
     conversations are policy `logged`; a file of records or texts has its own policies (so
     only the rule and the metric are checked before it is read)."""
-    from harness.gate_specs import gate_problem, gate_unit_problem
+    from harness.gate_specs import gate_problem, gate_unit_problem  # lazy: CLI start-up
 
     items = {i.id: i for s in suites for i in s.items}
     for index, gate in enumerate(gates):

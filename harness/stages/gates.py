@@ -21,9 +21,13 @@ from harness.analysis.gates import (
     read_gate_tables,
     read_summary,
 )
+from harness.analysis.rules import rule_frames, rule_sentences
+from harness.atomic import atomic_write_text
 from harness.config import RunConfig
-from harness.results import GateRow, SummaryRow
+from harness.gate_specs import gate_level
+from harness.results import GateRow, SummaryRow, TurnRow, WindowRow, typed_frame
 from harness.stages.base import JUnit, RunContext
+from harness.store import write_csv
 
 
 def gate_outputs(config: RunConfig, items: list[str], run_dir: Path) -> dict:
@@ -63,12 +67,6 @@ def score_gates(
     log's stages wrote them), then `gates` checked on adherence.csv (what summary.csv is to
     a run) and those files -> gates.csv, junit.xml. Returns gates.csv's frame (empty without
     gates)."""
-    from harness.analysis.rules import rule_frames, rule_sentences
-    from harness.atomic import atomic_write_text
-    from harness.gate_specs import gate_level
-    from harness.results import TurnRow, WindowRow, typed_frame
-    from harness.store import write_csv
-
     windows = typed_frame(WindowRow, _read_strings(out / "windows.csv"))
     turns = None
     if (out / "turns.csv").is_file():
