@@ -292,6 +292,11 @@ def _fork(config: RunConfig, chat: ChatFormat, spec: SampleSpec, n: _Lengths) ->
     assert forks is not None
     prompt = max(n.prompt, _baseline(chat, spec, forks.baseline, forks.baseline_text))
     arms = 2 * forks.draws
+    if forks.at is None:  # at turn boundaries (`at_turns`): each arm re-sends at most the record
+        reply = max(forks.tokens, config.generation.turn_tokens or 0)
+        count = arms * len(forks.at_turns or [])
+        return TokenBudget(requests=count, input_tokens=count * (prompt + n.record),
+                           output_tokens=count * reply)  # fmt: skip
     draws = TokenBudget(
         requests=arms * len(forks.at),
         input_tokens=arms * sum(prompt + t for t in forks.at),
