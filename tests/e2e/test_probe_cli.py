@@ -66,7 +66,17 @@ def test_probe_writes_tables_for_both_models_and_lams(inputs, tmp_path):
     assert "alpha of l2 by layer (pooled over pairs)" in proc.stdout
     assert "untrained:tiny-random-llama lam=1.0" in proc.stdout
     div = pd.read_csv(out / "divergence.csv")
-    assert list(div.columns) == ["model", "lam", "pair", "layer", "t", "l2", "rel_l2", "cos_dist"]
+    assert list(div.columns) == [
+        "model",
+        "lam",
+        "pair",
+        "layer",
+        "t",
+        "l2",
+        "rel_l2",
+        "cos_dist",
+        "below_floor",
+    ]
     # 2 models x 2 lams x 2 pairs x 3 layers x 120 positions
     assert len(div) == 2 * 2 * 2 * 3 * 120
     assert set(div.model) == {"tiny-random-llama", "untrained:tiny-random-llama"}

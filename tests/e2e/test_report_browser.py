@@ -13,8 +13,9 @@ import pytest
 CHROMIUM = Path("/usr/bin/chromium")
 MAKE_RUN = Path(__file__).parents[1] / "data" / "report_run" / "make_run.py"
 HOSTILE = ("<script>alert(1)</script>", '"><img src=x onerror=alert(1)>')
-N_FIGURES = 12  # the synthetic run has every figure: forks (fig-carried) and the attention
-# share (fig-attention-share, fig-attention-exponent) included
+N_FIGURES = 14  # the synthetic run has every figure: forks (fig-carried), the attention
+# share (fig-attention-share, fig-attention-exponent) and one per rule (fig-rule-0, fig-rule-1)
+# included
 LAUNCH_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--no-first-run",
