@@ -18,9 +18,12 @@ import json
 import threading
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import httpx  # here, not in the handler threads: a concurrent first import is not safe
 
+# the hosted tests' suite (tests/data/hosted/suite.yaml)
+SUITE = Path(__file__).parent / "data" / "hosted" / "suite.yaml"
 WORDS = ["bonjour", " le", " monde", " est", " beau", " et", " grand", ".", " merci", " ami"]
 
 

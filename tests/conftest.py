@@ -346,3 +346,13 @@ def run_cli(capsys):
         return exit_info.value.code, captured.out, captured.err
 
     return run
+
+
+@pytest.fixture
+def stand_in():
+    """A local chat-completions stand-in (tests/chat_server.py) for one test."""
+    from tests.chat_server import ChatStandIn  # only the hosted tests start one
+
+    server = ChatStandIn()
+    yield server
+    server.close()

@@ -15,17 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.chat_server import ChatStandIn
+from tests.chat_server import SUITE, ChatStandIn
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
-SUITE = Path(__file__).parent.parent / "data" / "hosted" / "suite.yaml"
-
-
-@pytest.fixture
-def stand_in():
-    server = ChatStandIn()
-    yield server
-    server.close()
 
 
 def _config(tmp_path: Path, url: str, **generation) -> Path:

@@ -6,8 +6,6 @@ rate limit. Whole runs through the CLI: tests/e2e/test_chat_cli.py."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from harness.chat import ChatFormat
@@ -15,15 +13,6 @@ from harness.engines import GenerationRequest, SamplingSettings, make_engine
 from harness.engines.units import PositionUnits, piece_bytes, piece_id
 from harness.errors import UserError
 from tests.chat_server import ChatStandIn, FaultProxy
-
-SUITE = Path(__file__).parent.parent / "data" / "hosted" / "suite.yaml"
-
-
-@pytest.fixture
-def stand_in():
-    server = ChatStandIn()
-    yield server
-    server.close()
 
 
 def _request(chat, system="Always answer in French.", user="Hi!", seed=1, n=20):
