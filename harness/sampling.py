@@ -19,7 +19,8 @@ class SampleRange(Strict):
     # an interval cannot be formed from one sample, so a first look needs at least two
     min: int = Field(ge=2)
     max: int = Field(gt=0)
-    # samples added to an open condition per batch; None: double its samples (min, 2 min, ...)
+    # samples added to an open condition per batch; None: looks growing x1.3 (round(min x
+    # 1.3^i): 4, 5, 7, 9, 11, 15, ... from 4), the group-sequential test's
     batch: int | None = Field(None, gt=0)
 
     @model_validator(mode="after")
@@ -46,11 +47,18 @@ def sample_range(value: Any) -> Any:
         raise ValueError(f"{where}: {msg}" if where else msg) from None
 
 
+# the looks' growth without `batch`: round(min * GROWTH^i). Many small steps beat doubling
+# (bench/sequential.py: 15 looks x1.3 from 4 to 157 take 3.86x fewer samples than the fixed
+# design on its ten conditions, doubling with confidence sequences 2.36x): a condition stops
+# near the n that decides it, and the calibrated nominal levels cost little for 15 looks.
+GROWTH = 1.3
+
+
 def schedule(samples: SampleRange) -> list[int]:
-    """The sample counts at which a condition is looked at: min, then doubling (or + batch),
-    the last one max."""
+    """The sample counts at which a condition is looked at: round(min * GROWTH^i) (at least one
+    more each time), or min + i batch, the last one max."""
     counts = [samples.min]
     while counts[-1] < samples.max:
-        step = samples.batch or counts[-1]
+        step = samples.batch or max(1, round(samples.min * GROWTH ** len(counts)) - counts[-1])
         counts.append(min(counts[-1] + step, samples.max))
     return counts

@@ -3,14 +3,16 @@
 A sequential run (`samples: {min, max, batch?}` or `harness run --until-decided`) gives every
 condition (model, item, policy) `min` samples, evaluates the gates, then adds a batch of samples
 only to the gated conditions whose gates are still undecided, until they decide or reach `max`.
-Every condition follows the same schedule of sample counts (`schedule`): min, then doubling
-(or + `batch`), capped at max, so batch k covers the same sample indices [s_k, s_k+1) in every
-condition that is still open at look k, and the generation units of a batch are keyed by
+Every condition follows the same schedule of sample counts (`schedule`): min, then x1.3 each
+look (or + `batch`), capped at max, so batch k covers the same sample indices [s_k, s_k+1) in
+every condition that is still open at look k, and the generation units of a batch are keyed by
 exactly those (item, sample) seeds: a resumed run finds them in the cache.
 
-The stopping rule is only as good as the intervals the gates read: a sequential run's summary
-uses anytime-valid confidence sequences (docs/architecture.md, "Sampling until decided"), so
-looking after every batch keeps each gate's error rate at the interval's level.
+The stopping rule is only as good as the tests the gates make: a sequential run's `auc` and
+`final` gates are a group-sequential test planned for exactly these looks (its nominal levels
+calibrated so each side errs <= 1 - level over all of them, harness.analysis.gate_sequential);
+its other gates read anytime-valid confidence sequences (docs/architecture.md, "Sampling until
+decided"). Either way looking after every batch keeps each gate's error rate at its level.
 """
 
 from __future__ import annotations
@@ -102,7 +104,7 @@ class SamplePlan:
         return {
             "min": self.samples.min,
             "max": self.samples.max,
-            "rule": f"+{self.samples.batch} per batch" if self.samples.batch else "doubling",
+            "rule": f"+{self.samples.batch} per batch" if self.samples.batch else "x1.3 per look",
             "looks": [b.stop for b in self.batches],
             "conditions": rows,
         }

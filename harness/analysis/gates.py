@@ -35,6 +35,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.analysis.gate_sequential import sequential_check
 from harness.errors import UserError
 from harness.gate_specs import (
     GATE_METRICS,
@@ -261,7 +262,7 @@ def _read_as(gate: GateSpec) -> GateSpec:
 
 def _check(
     index: int, spec: GateSpec, model: str, item: str, row: dict | None, levels: tuple,
-    source: str = "summary.csv",
+    source: str = "summary.csv", looks: tuple[int, ...] | None = None,
 ) -> dict:  # fmt: skip
     use, gate = gate_use(spec), _read_as(spec)
     value, low, high, n, why = _reading(gate, row, source)
@@ -284,6 +285,13 @@ def _check(
         why = ""
     elif use == "value":
         verdict, detail = _value_verdict(gate, value)
+    elif (
+        use == "interval"
+        and source == "summary.csv"
+        and one_sided(gate)
+        and (decided := sequential_check(gate, row, looks, tested))
+    ):
+        verdict, detail, needed = decided
     else:
         verdict = interval_verdict(low, high, gate.min, gate.max)
         what = _what(gate, method, tested)
@@ -387,13 +395,15 @@ def evaluate_gates(
     level: float = 0.95,
     family: Family = "none",
     tables: dict[str, pd.DataFrame] | None = None,
+    looks: tuple[int, ...] | None = None,
 ) -> pd.DataFrame:
     """gates.csv: one row per gate x model x item (gate order, then models, then items as the
     run lists them). `items`/`models`: the run's, for gates that name none; `level` and
     `family`: stats.level and stats.family, which fix the level each bound is tested at (the
     one-sided bounds in summary.csv and rules.csv were made at it; samples_needed projects at
     it). `tables`: GATE_TABLES by name, for rule gates and the turn metrics (a gate whose
-    file is missing fails: it cannot be verified)."""
+    file is missing fails: it cannot be verified). `looks`: a sequential run's schedule, at
+    which its auc/final gates are the group-sequential test (harness.analysis.gate_sequential)."""
     levels = (level, gate_level(gates, models, items, level, family))
     rows = {}
     if not summary.empty:
@@ -414,7 +424,7 @@ def evaluate_gates(
         for model in [gate.model] if gate.model else models:
             for item in gate.items or items:
                 row = found.get((model, item, gate.policy))
-                out.append(_check(index, gate, model, item, row, levels, source))
+                out.append(_check(index, gate, model, item, row, levels, source, looks))
     return result_frame(GateRow, pd.DataFrame(out, columns=GATE_COLUMNS).astype({"passed": bool}))
 
 

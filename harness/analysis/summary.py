@@ -37,9 +37,11 @@ ALPHA = ["alpha", "alpha_low", "alpha_high"]  # fits.csv's alpha and its interva
 BEHAVIOUR_COLUMNS = [
     "n",
     "auc", "auc_low", "auc_high", "auc_n", "auc_method", "auc_lcb", "auc_ucb",
+    "auc_passes",
     "half_life", "half_life_low", "half_life_high", "half_life_n", "half_life_method",
     "half_life_censored",
     "final", "final_low", "final_high", "final_n", "final_method", "final_lcb", "final_ucb",
+    "final_passes",
     *(f"{m}{part}" for m in RELIABILITY for part in ("", "_low", "_high", "_n", "_method")),
     "survival_median", "survival_median_low", "survival_median_high", "survival_median_n",
     "survival_median_method", "survival_censored_share",

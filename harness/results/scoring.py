@@ -101,6 +101,10 @@ class AdherenceRow(ResultRow):
     reads"""
     auc_ucb: float
     """one-sided upper bound at the gates' level: what a `max` gate reads"""
+    auc_passes: int | None
+    """the samples counted as passing by a sequential run's group-sequential gate test: each
+    value x in [0, 1] counts with probability x, by a coin seeded with the condition and the
+    sample (0 and 1 count as themselves; harness.stats.group_sequential.binary_count)"""
     half_life: float
     """first checkpoint t where a(t) < a_first / 2 (8 fixed points over [1, T]); NaN when
     censored"""
@@ -122,6 +126,10 @@ class AdherenceRow(ResultRow):
     """one-sided lower bound of final at the gates' level"""
     final_ucb: float
     """one-sided upper bound of final at the gates' level"""
+    final_passes: int | None
+    """the samples counted as passing by a sequential run's group-sequential gate test: each
+    value x in [0, 1] counts with probability x, by a coin seeded with the condition and the
+    sample (0 and 1 count as themselves; harness.stats.group_sequential.binary_count)"""
     pass_1: float
     """pass^1: share of samples that pass (every decided position in [1, T] passes)"""
     pass_1_low: float

@@ -45,6 +45,7 @@ from harness.stats import (
     mean_interval,
     none_interval,
 )
+from harness.stats.group_sequential import binary_count
 from harness.stats.sided import one_sided_bounds
 
 # pandas groups by lists: a tuple would be one key
@@ -239,6 +240,9 @@ def _condition_summary(
     for name, sample in (("auc", auc_s), ("final", final_s)):  # what the gates read
         bounds = one_sided_bounds(sample, level=gate_level, anytime=anytime)
         fields.update({f"{name}_lcb": bounds.lcb, f"{name}_ucb": bounds.ucb})
+        # what a sequential run's group-sequential test counts (harness.analysis.gate_sequential)
+        coin = "|".join(str(key[TASK_CONDITION.index(c)]) for c in ("model", "item", "policy"))
+        fields[f"{name}_passes"] = binary_count(sample[~np.isnan(sample)], f"{name}|{coin}")
     return AdherenceRow(
         **dict(zip(TASK_CONDITION, map(str, key), strict=True)),
         # `pass_matrix`'s shape, without building its (samples x points) floats

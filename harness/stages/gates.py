@@ -26,6 +26,7 @@ from harness.atomic import atomic_write_text
 from harness.config import RunConfig
 from harness.gate_specs import gate_level
 from harness.results import GateRow, SummaryRow, TurnRow, WindowRow, typed_frame
+from harness.sampling import schedule
 from harness.stages.base import JUnit, RunContext
 from harness.store import write_csv
 
@@ -35,9 +36,11 @@ def gate_outputs(config: RunConfig, items: list[str], run_dir: Path) -> dict:
     if config.gates:
         summary = read_summary(Path(run_dir) / "summary.csv")
         st = config.stats  # the level each bound is tested at (harness.gate_specs.gate_level)
+        # a sequential run's auc/final gates: the group-sequential test at its looks
+        looks = tuple(schedule(config.sequential)) if config.sequential else None
         frame = evaluate_gates(
             config.gates, summary, items, list(config.models), st.level, st.family,
-            tables=read_gate_tables(Path(run_dir)),
+            tables=read_gate_tables(Path(run_dir)), looks=looks,
         )  # fmt: skip
     else:
         frame = pd.DataFrame(columns=GATE_COLUMNS)

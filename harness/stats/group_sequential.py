@@ -1,6 +1,7 @@
 """A group-sequential one-sided test of a 0/1 rate against a gate's bound, exact at its
-planned looks (bench/sequential.py; not yet what `samples: {min, max}` runs: that is the
-anytime-valid confidence sequence of harness.stats.sided, valid at every look).
+planned looks: what a sequential run (`samples: {min, max}`, `harness run --until-decided`)
+decides its `auc` and `final` gates with at the looks of `harness.sampling.schedule`
+(harness.analysis.gate_sequential), and what bench/sequential.py measures.
 
 At each planned look n_k the count S_k of successes is compared with the one-sided
 Clopper-Pearson bounds at a nominal level: pass once lcb >= bound, fail once ucb < bound, else
@@ -12,13 +13,15 @@ P(pass) rises with p (a coupling of paths: a path of a higher rate lies above at
 so the error of a pass at any p < bound is at most its value at the bound, and likewise for a
 fail at p >= bound: each side errs with probability <= alpha at every true rate. The guarantee
 holds only at the planned looks and only for 0/1 values (a fraction-valued metric needs the
-confidence sequence).
+confidence sequence; the runner rounds each fractional value to 0/1 by a seeded coin,
+`binary_count`, which keeps the test exact).
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 from scipy import stats
@@ -103,3 +106,24 @@ def design(looks: list[int], bound: float, alpha: float, steps: int = 40) -> Gro
         a_pass = largest("pass", a_fail)
         a_fail = largest("fail", a_pass)
     return GroupSequential(tuple(looks), bound, a_pass, a_fail)
+
+
+@lru_cache(maxsize=64)
+def gate_design(looks: tuple[int, ...], bound: float, alpha: float) -> GroupSequential:
+    """`design`, cached: a run evaluates the same gate's design at every look (~2 s each)."""
+    return design(list(looks), bound, alpha)
+
+
+def binary_count(values, key: str) -> int:
+    """The number of passing samples when each value x_i in [0, 1] (in sampling order) counts
+    as a pass with probability x_i, by a coin seeded with `key` and i: the i-th coin is the same
+    at every look, so the counts form one sample path. A value of 0 or 1 is counted as itself;
+    a fractional value's coin is a Bernoulli with the same mean, so the counts are exactly
+    binomial at the condition's true mean and the test's error bounds hold for any values in
+    [0, 1] (the price: the coin's variance, so a fractional metric needs more samples than its
+    confidence sequence would, never fewer)."""
+    count = 0
+    for i, x in enumerate(values):
+        digest = hashlib.blake2b(f"{key}|{i}".encode(), digest_size=8).digest()
+        count += int(int.from_bytes(digest, "big") / 2**64 < float(x))
+    return count

@@ -16,19 +16,21 @@ from harness.stats import mean_interval
 @pytest.mark.parametrize(
     "samples, counts",
     [
-        ({"min": 4, "max": 64}, [4, 8, 16, 32, 64]),
-        ({"min": 4, "max": 20}, [4, 8, 16, 20]),  # the last batch stops at max
+        # round(4 x 1.3^i): the group-sequential design's looks (bench/sequential.py's LOOKS)
+        ({"min": 4, "max": 157}, [4, 5, 7, 9, 11, 15, 19, 25, 33, 42, 55, 72, 93, 121, 157]),
+        ({"min": 4, "max": 20}, [4, 5, 7, 9, 11, 15, 19, 20]),  # the last batch stops at max
+        ({"min": 2, "max": 4}, [2, 3, 4]),  # at least one more sample per look
         ({"min": 4, "max": 20, "batch": 6}, [4, 10, 16, 20]),
         ({"min": 8, "max": 8}, [8]),
     ],
 )
-def test_schedule_doubles_or_adds_the_batch_and_ends_at_max(samples, counts):
+def test_schedule_grows_by_1_3_or_adds_the_batch_and_ends_at_max(samples, counts):
     assert schedule(SampleRange(**samples)) == counts
 
 
 def test_a_look_stops_decided_conditions_and_queues_a_batch_for_the_rest_only():
     a, b, c = ("m", "a", "none"), ("m", "b", "none"), ("m", "c", "none")
-    plan = SamplePlan.start(SampleRange(min=4, max=16), {a, b, c})
+    plan = SamplePlan.start(SampleRange(min=4, max=16, batch=4), {a, b, c})
     assert [(x.start, x.stop, x.open) for x in plan.batches] == [(0, 4, None)]
 
     assert plan.step(undecided={b, c})
@@ -37,7 +39,8 @@ def test_a_look_stops_decided_conditions_and_queues_a_batch_for_the_rest_only():
     assert plan.stopped == {a: DECIDED} and plan.taken[a] == 4
 
     assert plan.step(undecided={c})
-    assert (plan.batches[-1].start, plan.batches[-1].stop, plan.batches[-1].open) == (8, 16, {c})
+    assert (plan.batches[-1].start, plan.batches[-1].stop, plan.batches[-1].open) == (8, 12, {c})
+    assert plan.step(undecided={c})
     assert not plan.step(undecided={c})  # 16 = max: c stops undecided
     assert plan.stopped == {a: DECIDED, b: DECIDED, c: MAX_REACHED}
     assert plan.taken == {a: 4, b: 8, c: 16}
@@ -45,7 +48,7 @@ def test_a_look_stops_decided_conditions_and_queues_a_batch_for_the_rest_only():
     other = ("m", "a", "restate")  # no gate reads it: it keeps min
     record = plan.manifest([a, b, c, other])
     assert (record["min"], record["max"], record["rule"], record["looks"]) == (
-        4, 16, "doubling", [4, 8, 16]
+        4, 16, "+4 per batch", [4, 8, 12, 16]
     )  # fmt: skip
     rows = {(r["item"], r["policy"]): (r["samples"], r["stopped"]) for r in record["conditions"]}
     assert rows == {

@@ -110,7 +110,7 @@ def test_a_run_stops_early_on_a_clear_condition_and_samples_on_a_close_one(tmp_p
     assert close == (16, "max reached")
     # restate is gated by nothing: it keeps its first 4 samples
     assert stopped[("clear", "restate")] == stopped[("close", "restate")] == (4, "not gated")
-    assert manifest["looks"] == [4, 8, 16] and manifest["rule"] == "doubling"
+    assert manifest["looks"] == [4, 5, 7, 9, 11, 15, 16] and manifest["rule"] == "x1.3 per look"
 
     taken = _samples(out)
     assert {key: sorted(s) for key, s in taken.items()} == {
@@ -121,18 +121,19 @@ def test_a_run_stops_early_on_a_clear_condition_and_samples_on_a_close_one(tmp_p
     gates = (out / "gates.csv").read_text()
     assert "verdict" in gates.splitlines()[0] and ",close,tiny-random-llama," in gates
     assert sampling_line(out) == (
-        f"Sampled until decided (looks at 4, 8, 16 samples): 1 decided at {clear[0]}; "
-        "1 still undecided at max 16; 2 not gated (kept 4)"
+        "Sampled until decided (looks at 4, 5, 7, 9, 11, 15, 16 samples): "
+        f"1 decided at {clear[0]}; 1 still undecided at max 16; 2 not gated (kept 4)"
     )
     report = (out / "report.html").read_text()  # the gates section shows how it sampled
-    assert sampling_line(out) in report and "(doubling)." in report
+    assert sampling_line(out) in report and "(x1.3 per look)." in report
     assert "<td>close</td><td>none</td><td>16</td><td>max reached</td>" in report
 
 
 def test_a_killed_sequential_run_resumes_with_the_same_result(tmp_path, scripted):
     whole = Counted()
     scripted(tmp_path / "whole", whole)
-    # the third look's batch is killed: the first two (16 + 8 samples) are stored
+    # the third look's batch is killed: the first two are stored (4 conditions x 4 samples,
+    # then one more sample, 4 -> 5, of each of the two gated conditions)
     with pytest.raises(Killed):
         scripted(tmp_path / "killed", Counted(kill_at=3))
     again = Counted()
@@ -144,7 +145,7 @@ def test_a_killed_sequential_run_resumes_with_the_same_result(tmp_path, scripted
     assert sequential(out) == sequential(tmp_path / "whole")
     for name in ("generations.jsonl", "windows.csv", "summary.csv", "gates.csv"):
         assert (out / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
-    assert again.generated == whole.generated - MAX_TOKENS * (16 + 8)
+    assert again.generated == whole.generated - MAX_TOKENS * (16 + 2)
 
 
 @pytest.mark.parametrize(
