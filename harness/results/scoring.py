@@ -106,8 +106,8 @@ class AdherenceRow(ResultRow):
     value x in [0, 1] counts with probability x, by a coin seeded with the condition and the
     sample (0 and 1 count as themselves; harness.stats.group_sequential.binary_count)"""
     half_life: float
-    """first checkpoint t where a(t) < a_first / 2 (8 fixed points over [1, T]); NaN when
-    censored"""
+    """first checkpoint where a < a_first / 2 (8 fixed points over [1, T] of generated tokens,
+    the clock of AUC: injected reminders are cost, not time); NaN when censored"""
     half_life_low: float
     """inf: the band says a(t) never halved within the run"""
     half_life_high: float
@@ -161,7 +161,8 @@ class AdherenceRow(ResultRow):
     unreliability_n: int
     unreliability_method: str
     survival_median: float
-    """Kaplan-Meier median time to the first failing window; inf when fewer than half fail"""
+    """Kaplan-Meier median of the generated tokens before the first failing window; inf when
+    fewer than half fail"""
     survival_median_low: float
     survival_median_high: float
     survival_median_n: int
@@ -219,7 +220,8 @@ class SurvivalRow(ResultRow):
     item: str
     policy: str
     t: float
-    """time of the step (a window's t_start, or a censoring t_end)"""
+    """generated tokens at the step (a window's first generated token, or a censoring last):
+    the clock of AUC, injected reminders not counted"""
     survival: float
     """S(t): share of samples with no failing window up to t"""
     survival_low: float

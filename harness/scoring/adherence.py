@@ -33,7 +33,7 @@ import pandas as pd
 from harness import results
 from harness.results import AdherenceRow, result_frame
 from harness.scoring import corrected as instrument
-from harness.scoring.passes import pass_matrix, window_passes
+from harness.scoring.passes import generated_clock, pass_matrix, window_passes
 from harness.scoring.reliability import reliability_fields
 from harness.scoring.spill import key_groups
 from harness.scoring.survival import first_failures, survival_median_interval
@@ -176,10 +176,11 @@ def half_life_interval(
 
 
 def half_life_points(cond: pd.DataFrame, horizon: float | None) -> tuple[np.ndarray, np.ndarray]:
-    """(checkpoints (K,), matrix (S, K)): a(t) at the half-life's fixed points over [1, T]
-    (T = horizon, else the condition's last t_end)."""
-    top = float(cond["t_end"].max()) if horizon is None else float(horizon)
-    return pass_matrix(cond, checkpoints(top))
+    """(checkpoints (K,), matrix (S, K)): a(g) at the half-life's fixed points over [1, T] of
+    generated tokens g (`generated_clock`; T = horizon, the run's max_tokens, else the
+    condition's last g_end)."""
+    top = float(cond["g_end"].max()) if horizon is None else float(horizon)
+    return pass_matrix(generated_clock(cond), checkpoints(top))
 
 
 @dataclass
@@ -202,7 +203,7 @@ class ConditionValues:
 def condition_values(cond: pd.DataFrame, horizon: float | None) -> ConditionValues:
     """One condition's `ConditionValues` from its `window_passes` rows."""
     auc, final = sample_values(cond, horizon)
-    failures = first_failures(cond)
+    failures = first_failures(generated_clock(cond))  # survival in generated tokens, as AUC
     points, at_points = half_life_points(cond, horizon)
     durations, events = failures["duration"].to_numpy(float), failures["event"].to_numpy(bool)
     return ConditionValues(

@@ -25,7 +25,7 @@ from harness.scoring.adherence import (
     sample_values,
 )
 from harness.scoring.corrected import window_abstentions
-from harness.scoring.passes import pass_counts, pass_matrix, window_passes
+from harness.scoring.passes import generated_clock, pass_counts, pass_matrix, window_passes
 from harness.scoring.spill import key_groups
 from harness.scoring.survival import first_failures
 
@@ -53,8 +53,9 @@ class ChunkCondition:
     """One condition's windows in one chunk of a log: per sample (in `pass_matrix`'s order)
     AUC, final (`sample_values`, each sample's own span), duration and event
     (`first_failures`); the window starts seen; a(t)'s passes k and samples n at every t of
-    0..top (top: its last t_end); its passes spilled to `parts` (one file per chunk gathered,
-    in sample order) for the half-life."""
+    0..its last t_end; its passes spilled to `parts` (one file per chunk gathered, in sample
+    order) for the half-life, on the generated-token clock (`generated_clock`), and `top` its
+    last g_end, where the half-life's checkpoints end."""
 
     auc: np.ndarray
     final: np.ndarray
@@ -85,7 +86,7 @@ def chunk_digest(windows: pd.DataFrame, spill: Path, name: str) -> ChunkDigest:
     conditions = {}
     for index, (key, cond) in enumerate(key_groups(passes, TASK_CONDITION)):
         auc, final = sample_values(cond, None)
-        failures = first_failures(cond)
+        failures = first_failures(generated_clock(cond))  # on AUC's clock
         top = cond["t_end"].max()
         # a cell of the codes depends on its t alone: counted at every integer t, the counts
         # at the log's window starts are those of its whole grid (t are token positions)
@@ -93,11 +94,14 @@ def chunk_digest(windows: pd.DataFrame, spill: Path, name: str) -> ChunkDigest:
         part = Path(spill) / f"passes.{name}.{index}.npz"
         part.parent.mkdir(parents=True, exist_ok=True)
         sample = cond.groupby(RUN_SAMPLE, sort=True).ngroup().to_numpy(np.int32)
-        np.savez(part, sample=sample, **{c: cond[c].to_numpy() for c in PASS_COLUMNS})
+        # the half-life's passes, on the generated-token clock as AUC's
+        on_generated = generated_clock(cond)
+        np.savez(part, sample=sample, **{c: on_generated[c].to_numpy() for c in PASS_COLUMNS})
         ends = cond[RUN_SAMPLE].iloc[[0, -1]].itertuples(index=False, name=None)
         conditions[tuple(key)] = ChunkCondition(
             auc, final, failures["duration"].to_numpy(float), failures["event"].to_numpy(bool),
-            *ends, np.unique(cond["t_start"].to_numpy()), k, n, float(top), [part],
+            *ends, np.unique(cond["t_start"].to_numpy()), k, n, float(cond["g_end"].max()),
+            [part],
         )  # fmt: skip
     return ChunkDigest(conditions, window_abstentions(windows))
 
@@ -137,7 +141,7 @@ def gather_chunk_digests(parts: list[ChunkDigest]) -> ChunkDigest:
 def merge_chunk_digests(parts: list[ChunkDigest]) -> WindowDigest:
     """The digest of a log's chunks together (`gather_chunk_digests`), their spill files read
     (and removed): per condition a(t)'s counts at the window starts seen, and a(t) at the
-    half-life's checkpoints of the condition's last t_end."""
+    half-life's checkpoints of the condition's last g_end (generated tokens)."""
     whole = gather_chunk_digests(parts)
     conditions, counts = {}, {}
     for key, chunk in whole.conditions.items():

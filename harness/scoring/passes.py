@@ -46,6 +46,14 @@ def window_passes(windows: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
+def generated_clock(passes: pd.DataFrame) -> pd.DataFrame:
+    """`window_passes` rows on the generated-token clock: t_start, t_end replaced by g_start,
+    g_end. Half-life and survival are read on it, as AUC and final are: a policy's injected
+    reminders (counted in t) are its cost (summary.csv's tokens_injected, token_overhead), not
+    time the rule survived, so policies with and without reminders compare on one clock."""
+    return passes.assign(t_start=passes["g_start"], t_end=passes["g_end"])
+
+
 def _window_verdicts(w: pd.DataFrame) -> pd.DataFrame:
     """Per window of `w` (window-scope rows): its t columns, turn, whether every check that
     decided passed (`passed`) and whether any decided (`decided`)."""

@@ -12,6 +12,7 @@ import pandas as pd
 
 from harness import results
 from harness.results import SurvivalRow, result_frame
+from harness.scoring.passes import generated_clock
 from harness.scoring.spill import sorted_runs
 from harness.stats import DEFAULT_LEVEL, Interval, binomial_interval, mean_interval, none_interval
 
@@ -135,7 +136,9 @@ def survival_curves(
     if failures is None:
         failures = {
             key: (cond["duration"].to_numpy(float), cond["event"].to_numpy(bool))
-            for key, cond in first_failures(passes).groupby(TASK_CONDITION, sort=True)
+            for key, cond in first_failures(generated_clock(passes)).groupby(
+                TASK_CONDITION, sort=True
+            )
         }
     frames = []
     for key, (d, e) in failures.items():
