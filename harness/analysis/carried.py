@@ -8,8 +8,12 @@ the unit is the record: each record's draws are aggregated first (its share of p
 per arm), adherence_with / adherence_without = the mean of those shares over the records where
 both arms decided (n), dependence = with - without, with the paired bounded-mean interval of
 the per-record differences in [-1, 1] (`harness.stats.paired_interval`: exact binomial when
-every difference is -1 or 1, a betting interval otherwise). verdict: "depends" when the CI
-excludes 0, "within band" when it lies within +-BAND (0.25), else "cannot tell". kl and
+every difference is -1 or 1, a betting interval otherwise), at the run's family level: each
+row's interval at 1 - (1 - level) / m over the m rows (conditions x fork positions) of the
+run (Bonferroni), so with probability >= level every row's interval holds at once and no
+verdict of carried.csv is wrong (95 % pointwise intervals over 12 rows would give a "depends"
+on prompt-independent text in up to 46 % of runs). verdict: "depends" when the CI excludes 0,
+"within band" when it lies within +-BAND (0.25), else "cannot tell". kl and
 abs_delta_logp: the mean next-token KL(p_with || p_without) and |delta log p| at the fork
 (nexttoken.csv row t = fork_t + 1, the first token the arms choose) over the forked records
 that were probed; NaN when none was.
@@ -40,6 +44,11 @@ def fork_verdict(low: float, high: float, band: float = BAND) -> str:
     if low > 0 or high < 0:
         return "depends"
     return "within band" if -band <= low and high <= band else "cannot tell"
+
+
+def family_level(level: float, rows: int) -> float:
+    """Each of `rows` intervals' level so that all hold at once with probability >= level."""
+    return 1 - (1 - level) / max(rows, 1)
 
 
 def arm_passes(forks: pd.DataFrame) -> pd.DataFrame:
@@ -102,12 +111,13 @@ def carried_frame(
     sample); a position past a record's length is counted in `reason`."""
     passes = arm_passes(forks)
     conditions = sorted({key[:3] for key in lengths})
+    family = family_level(level, len(conditions) * len(positions))
     rows = []
     for cond in conditions:
         members = sorted(k for k in lengths if k[:3] == cond)
         for t in positions:
             inside = [k for k in members if t <= lengths[k]]
-            row = _row(passes, cond, t, inside, level)
+            row = _row(passes, cond, t, inside, family)
             row.update(_nexttoken_at(nexttoken, inside, t))
             row["reason"] = _skip_reason(len(members) - len(inside), len(members), members, lengths)
             rows.append(row)

@@ -198,7 +198,8 @@ def forks_section(data) -> tuple[str, dict]:
     caption = (
         "Each record is forked at continuation position t: the same first t token ids continue "
         "with the system prompt (solid) and without it (dashed), several seeded draws each. "
-        "Right: dependence = adherence with − without, 95 % CI over records and draws, and the "
+        "Right: dependence = adherence with − without, its CI over records and draws at the "
+        "run's family level (every row of carried.csv at once, 95 %), and the "
         "next-token KL between the two prompts at t (dotted, second axis). Where the CI sits on "
         "0 and inside ±0.25 the prompt no longer changes behaviour: what persists is carried by "
         "the text; a CI on 0 but wider than that cannot tell."

@@ -280,6 +280,7 @@ class CarriedRow(ResultRow):
     dependence: float
     """adherence_with - adherence_without"""
     dependence_low: float
+    """the interval at the run's family level: Bonferroni over carried.csv's rows"""
     dependence_high: float
     n: int
     """records with both arms decided: the units of the interval"""

@@ -45,17 +45,18 @@ def test_prompt_dependence_then_carried_by_text():
     carried = carried_frame(_forks(verdicts), _lengths(*[100] * 8), [0, 64])
     first, second = carried.to_dict("records")
     assert (first["adherence_with"], first["adherence_without"], first["dependence"]) == (1, 0, 1)
-    # 8 records each +1: exact binomial on [-1, 1]
-    assert first["dependence_low"] == pytest.approx(-1 + 2 * 0.025 ** (1 / 8))
+    # 8 records each +1: exact binomial on [-1, 1], at the family level of the run's 2 rows
+    # (each at 1 - 0.05 / 2, 0.0125 a side)
+    assert first["dependence_low"] == pytest.approx(-1 + 2 * 0.0125 ** (1 / 8))
     assert first["dependence_high"] == 1 and first["method"] == "clopper-pearson"
     assert (first["records"], first["draws"], first["n"]) == (8, 2, 8)
     assert second["dependence"] == 0 and second["dependence_low"] < 0 < second["dependence_high"]
     # 8 records of 0 give [-0.41, 0.41]: on 0, but not within +-0.25, so it cannot tell
     assert (first["verdict"], second["verdict"]) == ("depends", "cannot tell")
     assert math.isnan(settled_from(carried))
-    # 16 records of 0: [-0.23, 0.23], within the band: from 64 on the text carries it
-    more = {(s + 8, t, arm): v for (s, t, arm), v in verdicts.items()}
-    sixteen = carried_frame(_forks(verdicts | more), _lengths(*[100] * 16), [0, 64])
+    # 24 records of 0, within the band at the family level: from 64 on the text carries it
+    more = {(s + 8 * k, t, arm): v for (s, t, arm), v in verdicts.items() for k in (1, 2)}
+    sixteen = carried_frame(_forks(verdicts | more), _lengths(*[100] * 24), [0, 64])
     assert sixteen["verdict"].tolist() == ["depends", "within band"]
     assert settled_from(sixteen) == 64
     # 2 records x 2 draws (the quickstart's) cannot tell: no degenerate [1, 1]
@@ -273,3 +274,27 @@ def test_correlation_across_conditions_resamples_and_permutes_items():
     row = correlate_alpha_behaviour(six, ys=("auc",)).iloc[0]
     assert row["spearman_method"] == "percentile-bootstrap over 6 items (approximate)"
     assert row["spearman_low"] <= row["spearman"] <= row["spearman_high"]
+
+
+def test_prompt_independent_text_never_reads_depends_over_a_runs_fork_rows():
+    """Arms that do not depend on the prompt (each draw passes with 0.5 on both arms; the
+    per-row gaps between them, often +-0.02 to +-0.2, are noise): over 12 rows (3 items x 4
+    fork positions, 8 records x 2 draws each, intervals at the run's family level) "depends"
+    is said in no row in >= 95 % of runs: "cannot tell" instead."""
+    rng = np.random.default_rng(7)
+    items, positions, runs = ("a", "b", "c"), [0, 16, 32, 48], 40
+    lengths = {(MODEL, i, POLICY, s): 100 for i in items for s in range(8)}
+    said = 0
+    for _ in range(runs):
+        passed = rng.random((len(items), len(positions), 8, 2, 2)) < 0.5
+        rows = [
+            dict(model=MODEL, item=item, policy=POLICY, sample=s, fork_t=t, arm=arm, draw=d,
+                 check="c", scope="window", value=float(ok), passed=bool(ok), reason="")
+            for a, item in enumerate(items) for b, t in enumerate(positions) for s in range(8)
+            for c, arm in enumerate(("with", "without")) for d in range(2)
+            for ok in [passed[a, b, s, c, d]]
+        ]  # fmt: skip
+        carried = carried_frame(pd.DataFrame(rows), lengths, positions)
+        assert set(carried["verdict"]) <= {"depends", "cannot tell"}
+        said += bool((carried["verdict"] == "depends").any())
+    assert said / runs <= 0.05
