@@ -227,6 +227,63 @@ def truth_differs() -> None:
               f"({good / cells:.1%}) within {FACTOR}x of the decision n")  # fmt: skip
 
 
+SEQUENTIAL = {"min": 4, "max": 157}  # bench/sequential.py's shipped `samples: {min, max}`
+
+
+def gsd_decision(test, look: int, k: int, p: float) -> int | None:
+    """The look by which the group-sequential test, undecided with k passes at look index
+    `look`, has decided with probability >= 1/2 when the true rate is p (exact: the law of the
+    count carried over the later looks, decided paths taken out); None: not by its last."""
+    from scipy.stats import binom
+
+    open_ = np.zeros(test.looks[look] + 1)
+    open_[k], decided, before = 1.0, 0.0, test.looks[look]
+    for n, (up, down) in zip(test.looks[look + 1 :], test.boundaries[look + 1 :], strict=True):
+        open_ = np.convolve(open_, binom.pmf(np.arange(n - before + 1), n - before, p))
+        decided += open_[up | down].sum()
+        open_, before = np.where(up | down, 0.0, open_), n
+        if decided >= 0.5:
+            return n
+    return None
+
+
+def sequential_truth_differs() -> None:
+    """The shipped sequential rule's projection (gates.csv's samples_needed of a sequential
+    run: the first later look at which the observed rate, if it stays, decides) against the
+    look by which the test decides with probability >= 1/2 at the true rate, the observed one
+    plus each offset (0: the arithmetic alone). Printed, not gated."""
+    from harness.analysis.gate_sequential import sequential_check
+    from harness.gate_specs import GateSpec
+    from harness.sampling import SampleRange, schedule
+    from harness.stats.group_sequential import gate_design
+
+    looks = tuple(schedule(SampleRange(**SEQUENTIAL)))
+    for offset in (0.0, *OFFSETS):
+        cells = good = 0
+        for bound in BOUNDS:
+            gate = GateSpec(metric="auc", policy="none", min=bound)
+            test = gate_design(looks, bound, 1 - LEVEL)
+            for look, n in enumerate(looks[:-1]):
+                for k in range(n + 1):
+                    p = k / n + offset
+                    row = {"auc": k / n, "auc_n": n, "auc_passes": k}
+                    verdict, _, needed = sequential_check(gate, row, looks, LEVEL)
+                    if verdict != "undecided" or not 0 < p < 1 or math.isclose(p, bound):
+                        continue
+                    if math.isclose(k / n, bound):
+                        continue
+                    truth = gsd_decision(test, look, k, p)
+                    projected = None if math.isnan(needed) else int(needed)
+                    cells += 1
+                    good += (projected is None and truth is None) or (
+                        None not in (projected, truth)
+                        and max(projected, truth) <= FACTOR * min(projected, truth)
+                    )
+        print(f"sequential ({SEQUENTIAL}, group-sequential), true rate = observed {offset:+.2f}: "
+              f"{good} of {cells} undecided cells ({good / cells:.1%}) within {FACTOR}x of the "
+              "decision look (both beyond the last: agree)")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--paths", type=int, default=400, help="sequential paths per cell")
@@ -242,11 +299,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--truth-differs", action="store_true",
-        help="only: the fixed-n projection when the true rate is not the observed one",
+        help="only: the fixed-n and the sequential projection when the true rate is not the "
+        "observed one",
     )  # fmt: skip
     args = parser.parse_args()
     if args.truth_differs:
         truth_differs()
+        sequential_truth_differs()
         return
     rng = np.random.default_rng(args.seed)
     failed = False

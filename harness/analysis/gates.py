@@ -301,7 +301,10 @@ def _check(
             needed, none_why = samples_needed(
                 gate, value, low, high, n, tested, anytime, method == FRACTION_CS
             )
-            detail += f"; {none_why or f'about {int(needed)} samples would decide it'}"
+            detail += "; " + (
+                none_why
+                or f"about {int(needed)} samples would decide it if the observed rate stays"
+            )
     if why:
         detail += f" ({gate.metric} {why})"
     return {

@@ -20,7 +20,8 @@ UNDECIDED_NOTE = (
     "Undecided: the interval straddles the bound, so these samples cannot tell pass from fail; "
     "it does not pass (exit code 1). 'Samples to decide' estimates how many would decide it "
     "assuming the observed pass rate stays what it is: if the true rate is 0.05-0.1 away from "
-    "it, the estimate is within 1.5x of the real need in only 26-39 % of cases "
+    "it, the estimate is within 1.5x of the real need in only 26-39 % of cases for a fixed "
+    "sample count and 52-71 % for a sequential run's looks "
     "(bench/samples_needed.py --truth-differs)."
 )
 

@@ -183,7 +183,8 @@ def test_min_reads_the_lower_bound_max_the_upper_and_a_straddle_is_undecided(tmp
         f"auc 0.9 [0.7, 0.95], n = 4 {CP}: lower bound 0.7 >= min 0.7",
         f"auc 0.6 [0.4, 0.65], n = 4 {CP}: upper bound 0.65 below min 0.7",
         f"auc 0.6 [0.4, 0.65], n = 4 {CP}: the interval straddles min 0.5: undecided; about "
-        f"{int(first['samples_needed'].iloc[2])} samples would decide it",
+        f"{int(first['samples_needed'].iloc[2])} samples would decide it if the observed rate "
+        "stays",
     ]
     assert (
         first["detail"].iloc[4] == f"auc 0.9 [0.7, 0.95], n = 4 {CP}: lower bound 0.7 above max 0.6"
@@ -416,7 +417,9 @@ def test_junit_xml_fails_fail_and_undecided_checks_and_says_which(tmp_path):
     assert undecided.get("message").startswith(
         f"undecided: auc 0.6 [0.4, 0.65], n = 4 {CP}: the interval straddles min 0.5: undecided"
     )
-    assert undecided.get("message").endswith("samples would decide it [model m]")
+    assert undecided.get("message").endswith(
+        "samples would decide it if the observed rate stays [model m]"
+    )
     assert failed.get("type") == "gate-fail"
     assert failed.get("message") == (
         f"fail: auc 0.6 [0.4, 0.45], n = 4 {CP}: upper bound 0.45 below min 0.5 [model m]"
