@@ -31,165 +31,23 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.analysis import laws as L
-from harness.analysis.fits import layer_groups
-from harness.analysis.powerlaw import fit_positions
-from harness.probes.precision import resolved
+from harness.analysis.law_sets import BEHAVIOUR as BEHAVIOUR
+from harness.analysis.law_sets import MIN_POINTS, POOLED, CurveSet
+from harness.analysis.law_sets import NEXT_TOKEN as NEXT_TOKEN
+from harness.analysis.law_sets import Unit as Unit
+from harness.analysis.law_sets import frame_units as frame_units
+from harness.analysis.law_sets import group_sets as group_sets
+from harness.analysis.law_sets import pair_units as pair_units
+from harness.analysis.law_verdicts import FLAT_BAND as FLAT_BAND
+from harness.analysis.law_verdicts import FLOOR_RULED_OUT as FLOOR_RULED_OUT
+from harness.analysis.law_verdicts import VANISH_MIN_UNITS as VANISH_MIN_UNITS
+from harness.analysis.law_verdicts import close_floored, floor_p, verdict
+from harness.analysis.law_verdicts import fitted_initial as fitted_initial
 from harness.stats import DEFAULT_LEVEL
 from harness.stats.bootstrap import bootstrap_interval
 
-POOLED = "all"
 BASELINE_POLICY = "none"
 MIN_UNITS = 3  # fewer units give no interval: the verdict is "cannot tell"
-MIN_POINTS = 5
-# `vanishes` needs the data to rule out a floor this share of the initial value
-FLOOR_RULED_OUT = 0.1
-# `flat` needs the exponent's interval inside +-FLAT_BAND: over t in [16, 320] an exponent of
-# 0.1 moves a curve by 26 %, so a flat reading promises less than that (an interval holding 0
-# but wider, e.g. [-0.60, 3.00], is "cannot tell")
-FLAT_BAND = 0.1
-# `vanishes` rules a floor out with a percentile bootstrap over the units, too narrow over 4
-# (256 resamples): 4-pair floors of 10-25 % read `vanishes` in 1-2 % of runs under correlated
-# noise (bench/laws.py --noise-models), none from 8
-VANISH_MIN_UNITS = 6
-NEXT_TOKEN = "next-token"
-BEHAVIOUR = "behaviour"
-
-
-@dataclass
-class CurveSet:
-    """One curve kind of one group: units (U, n) at x (n,), NaN where a unit has no value."""
-
-    ident: dict  # model, item, policy
-    curve: str
-    layer_group: str
-    x_name: str  # "t" or "turn"
-    space: str  # "relative" (mechanism) or "absolute" (behaviour)
-    x: np.ndarray
-    units: np.ndarray
-    unit: str  # "pair" or "sample"
-
-    @property
-    def behaviour(self) -> bool:
-        return self.space == "absolute"
-
-
-@dataclass
-class Unit:
-    """One pair's or sample's curve before grouping: dense over x, or at its own x."""
-
-    model: str
-    item: str
-    policy: str
-    conversation: bool
-    curve: str
-    layer_group: str
-    x: np.ndarray
-    y: np.ndarray
-
-
-def pair_units(model: str, record, arrays: dict) -> list[Unit]:
-    """A probed pair's positional mechanism curves (dense t = 1..T); none when its two prompts
-    are identical. A conversation's curves keep only its replies' positions."""
-    if bool(arrays.get("identical", False)):
-        return []
-    arrays = resolved(arrays)  # below float32: positions under the rounding floor are NaN
-    kl = np.asarray(arrays["kl"], dtype=np.float64)
-    t = np.arange(1, kl.shape[0] + 1)
-    mask = np.ones(kl.shape[0], dtype=bool)
-    if record.is_conversation:
-        mask[:] = False
-        mask[[p for p in record.generated_positions() if p < mask.shape[0]]] = True
-    out = []
-    base = dict(model=model, item=record.item, policy=record.policy,
-                conversation=record.is_conversation)  # fmt: skip
-
-    def add(curve: str, group: str, y: np.ndarray) -> None:
-        out.append(Unit(**base, curve=curve, layer_group=group, x=t, y=np.where(mask, y, np.nan)))
-
-    layers = np.asarray(arrays["layers"]).tolist()
-    rel = np.asarray(arrays["rel_l2"], dtype=np.float64)
-    for name, members in layer_groups(layers):
-        add("rel_l2", name, rel[[layers.index(m) for m in members]].mean(axis=0))
-    add("kl", NEXT_TOKEN, kl)
-    if "attn_layers" in arrays and len(np.asarray(arrays["attn_layers"])):
-        attn = np.asarray(arrays["attn_layers"]).tolist()
-        share = np.asarray(arrays["share_prompt_mean"], dtype=np.float64)
-        for name, members in layer_groups(attn):
-            add("share_prompt_mean", name, share[[attn.index(m) for m in members]].mean(axis=0))
-    return out
-
-
-def frame_units(frame, curve: str, x_col: str, y_col: str, group: str, conversation: bool):
-    """Units of a per-sample long frame (model, item, policy, sample, x, y)."""
-    if frame is None or frame.empty:
-        return []
-    out = []
-    for (model, item, policy, _), rows in frame.groupby(
-        ["model", "item", "policy", "sample"], sort=True
-    ):
-        rows = rows.sort_values(x_col)
-        out.append(
-            Unit(model, item, policy, conversation, curve, group,
-                 rows[x_col].to_numpy(np.float64), rows[y_col].to_numpy(np.float64))
-        )  # fmt: skip
-    return out
-
-
-def group_sets(units: list[Unit], t_min: int) -> list[CurveSet]:
-    """Curve sets per condition, then pooled per (model, policy) and per model: positional
-    curves pool single replies only, per-turn curves pool conversations."""
-    groups: dict[tuple, list[Unit]] = {}
-    for u in units:
-        kind = (u.curve, u.layer_group)
-        groups.setdefault((u.model, u.item, u.policy, *kind), []).append(u)
-        dense = u.curve not in ("kl_turn", "a_k", "a_t")
-        if dense and u.conversation:
-            continue
-        groups.setdefault((u.model, POOLED, u.policy, *kind), []).append(u)
-        groups.setdefault((u.model, POOLED, POOLED, *kind), []).append(u)
-    sets = []
-    seen = {key[3:]: i for i, key in reversed(list(enumerate(groups)))}  # curves as found
-    order = sorted(groups, key=lambda k: (k[0], k[1] == POOLED, k[1], k[2], seen[k[3:]]))
-    for model, item, policy, curve, group in order:
-        members = groups[(model, item, policy, curve, group)]
-        if item == POOLED and len({(m.item, m.policy) for m in members}) < 2:
-            continue  # the pool is one condition: its row already exists
-        built = _stack(members, t_min)
-        if built is None:
-            continue
-        x, ys = built
-        sets.append(
-            CurveSet(
-                {"model": model, "item": item, "policy": policy}, curve, group,
-                "turn" if curve in ("kl_turn", "a_k") else "t",
-                "absolute" if curve.startswith("a_") else "relative", x, ys,
-                "sample" if curve.startswith("a_") else "pair",
-            )
-        )  # fmt: skip
-    return sets
-
-
-def _stack(members: list[Unit], t_min: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """(x, units) of a group: dense curves (t = 1..T) cut to the shortest and taken at the fit
-    grid; turns and windows on the union of their x."""
-    if members[0].curve in ("kl_turn", "a_k", "a_t"):
-        x = np.unique(np.concatenate([m.x for m in members]))
-        ys = np.full((len(members), len(x)), np.nan)
-        for i, m in enumerate(members):
-            ys[i, np.searchsorted(x, m.x)] = m.y
-        return x, ys
-    if not all(np.array_equal(m.x, np.arange(1, len(m.y) + 1)) for m in members):
-        # rows read back from a CSV (a few positions each): the positions >= t_min all share
-        shared = set.intersection(*(set(m.x.tolist()) for m in members))
-        x = np.array(sorted(v for v in shared if v >= t_min), dtype=np.float64)
-        if len(x) < MIN_POINTS:
-            return None
-        return x, np.stack([m.y[np.searchsorted(m.x, x)] for m in members])
-    common = min(len(m.y) for m in members)
-    grid = fit_positions(t_min, common)
-    if len(grid) < MIN_POINTS:
-        return None
-    return grid.astype(np.float64), np.stack([m.y[grid - 1] for m in members])
 
 
 def _seed(s: CurveSet) -> int:
@@ -305,91 +163,12 @@ def choose_law(s: CurveSet, x, units, mean, fits: dict, n_units: int):
     return errors, "tail (second half of x)", chosen, law_p, per_unit
 
 
-def floor_p(floor: float, draws: np.ndarray) -> float:
-    """One-sided p-value of floor <= 0 from the bootstrap draws: (1 + the draws at or below 0)
-    / (draws + 1), no finer than the draws can support (a normal tail extrapolated from 200
-    draws gave 1e-63, and 0 when the draws did not vary)."""
-    good = draws[np.isfinite(draws)]
-    if len(good) < 10 or not math.isfinite(floor):
-        return math.nan
-    return float((1 + np.sum(good <= 0)) / (len(good) + 1))
-
-
 def _empty(base: dict, law: str, reason: str) -> dict:
     nan = math.nan
     fields = ("error", "rate", "rate_low", "rate_high", "floor", "floor_low", "floor_high",
               "floor_share", "scale", "floor_p", "law_p")  # fmt: skip
     return {**base, "law": law, "error_method": "", "chosen": False, **dict.fromkeys(fields, nan),
             "method": f"none ({reason})", "reason": reason}  # fmt: skip
-
-
-def close_floored(rows: list[dict], per_unit: dict | None = None) -> list[dict]:
-    """The floored laws of one set within the chooser's tolerance of the best law: those the
-    units left out cannot tell from it (`laws.paired_rivals`, >= 3 units), else those whose
-    error is <= best / (1 - MARGIN). `vanishes` must rule out every one of their floors."""
-    if per_unit is not None:
-        rivals = L.paired_rivals(per_unit)
-        return [r for r in rows if r["law"] in rivals]
-    finite = [r["error"] for r in rows if math.isfinite(r["error"])]
-    if not finite:
-        return []
-    bar = min(finite) / (1.0 - L.MARGIN)
-    return [r for r in rows if r["law"] in L.FLOORED and math.isfinite(r["error"])
-            and r["error"] <= bar]  # fmt: skip
-
-
-def verdict(row: dict, close: list[dict], alpha: float) -> tuple[str, str]:
-    """(verdict, reason) of a chosen row: `vanishes` (power law to zero, exponent interval
-    above 0, >= VANISH_MIN_UNITS units, and every floored law in `close` rules out a floor of
-    FLOOR_RULED_OUT of its fitted initial value), `settles` (a floored law falling to its
-    floor: rate and scale above 0, the chooser's test Holm-adjusted over the run below
-    `alpha`, and the floor's interval above zero), `flat` (the exponent's interval inside
-    +-FLAT_BAND), `grows` (interval below 0), else `cannot tell` with the reason."""
-    if not math.isfinite(row["rate_low"]):
-        return "cannot tell", f"no interval ({row['method']})"
-    lo, hi = row["rate_low"], row["rate_high"]
-    if row["law"] == L.LAW_ZERO:
-        if hi < 0:
-            return "grows", ""
-        if lo <= 0:
-            if lo >= -FLAT_BAND and hi <= FLAT_BAND:
-                return "flat", ""
-            return "cannot tell", (f"the exponent's interval [{lo:.2f}, {hi:.2f}] holds 0 but "
-                                   f"is not inside the flat band +-{FLAT_BAND}")  # fmt: skip
-        if row["n"] < VANISH_MIN_UNITS:
-            return "cannot tell", (f"a decay, but {row['n']} units are too few to rule a floor "
-                                   f"out (>= {VANISH_MIN_UNITS})")  # fmt: skip
-        for f in close:
-            bar = FLOOR_RULED_OUT * fitted_initial(f)
-            if not (math.isfinite(f["floor_high"]) and f["floor_high"] < bar):
-                return "cannot tell", (
-                    f"{f['law']} predicts as well as the data can tell from the best law and "
-                    f"its floor interval reaches {_sig(f['floor_high'])}, not below "
-                    f"{FLOOR_RULED_OUT:.0%} of the initial value ({_sig(bar)})")  # fmt: skip
-        if not close:
-            return "cannot tell", "no floored law could be fitted to rule a floor out"
-        return "vanishes", ""
-    if not (row["rate"] > 0 and row["scale"] > 0):
-        return "cannot tell", "the floored law does not fall to its floor (rate or scale <= 0)"
-    p = row["law_p_holm"]
-    if not (math.isfinite(p) and p < alpha):
-        return "cannot tell", (f"the floored law's gain over decay to zero has Holm-adjusted "
-                               f"p = {_sig(p)}, not below {alpha:g}")  # fmt: skip
-    if not (row["floor_p"] < alpha):
-        return "cannot tell", f"the floor's interval reaches 0 (floor_p = {_sig(row['floor_p'])})"
-    return "settles", ""
-
-
-def fitted_initial(row: dict) -> float:
-    """A fitted law's value at x_min: the scale the floor is measured against (the mean curve's
-    first point carries that point's noise; a heavy-tailed draw there made a 10 % floor look
-    like 8 %)."""
-    shape = 1.0 if row["law"] == L.LAW_EQUILIBRIUM else row["x_min"] ** -row["rate"]
-    return row["floor"] + row["scale"] * shape
-
-
-def _sig(v: float) -> str:
-    return f"{v:.2g}" if math.isfinite(v) else "n/a"
 
 
 def law_rows(sets: list[CurveSet], draws: int = 500, level: float = DEFAULT_LEVEL) -> list[dict]:

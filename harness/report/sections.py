@@ -17,16 +17,9 @@ from harness.report.instrument import corrected_auc_part, undecided_windows_note
 from harness.report.laws import laws_section
 from harness.report.load import RunData
 from harness.report.logs import logs_part
+from harness.report.mechanism_cards import correlation_card, mechanism_card, predictor_card
 from harness.report.rules import rules_section
-from harness.report.verdicts import (
-    Card,
-    adherence_cards,
-    ci_cell,
-    correlation_card,
-    mechanism_card,
-    n_cell,
-    predictor_card,
-)
+from harness.report.verdicts import Card, adherence_cards, ci_cell, n_cell
 from harness.report.viewer import viewer_html
 
 TITLES = {

@@ -138,7 +138,8 @@ def test_a_hold_a_winner_and_a_speed_need_intervals_that_decide():
     intervals overlap), a flat curve at 0.93 whose interval straddles 0.9, and a 0.02 gap."""
     import numpy as np
 
-    from harness.report.verdicts import highest_sentence, policy_verdict, twin_speed
+    from harness.report.mechanism_cards import twin_speed
+    from harness.report.verdicts import highest_sentence, policy_verdict
 
     t = np.array([1.0, 33.0, 65.0])
     flat = policy_verdict("none", t, np.full(3, 0.93), bounds=(np.full(3, 0.75), np.ones(3)))
@@ -389,7 +390,8 @@ def test_policy_verdict_cases():
 def test_degenerate_results_read_as_sentences_not_nan():
     import numpy as np
 
-    from harness.report.verdicts import correlation_card, policy_verdict, predictor_card
+    from harness.report.mechanism_cards import correlation_card, predictor_card
+    from harness.report.verdicts import policy_verdict
 
     v = policy_verdict("none", np.array([1.0, 17.0]), np.array([0.0, 0.0]))
     assert v.start_phrase() == "with none no window passes (to t = 17)"
