@@ -30,16 +30,17 @@ The definitions: docs/architecture.md, "Gates".
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 
 import pandas as pd
 
 from harness.analysis.gate_sequential import sequential_check
+from harness.analysis.gate_sources import GATE_TABLES as GATE_TABLES
+from harness.analysis.gate_sources import gate_source, source_rows
+from harness.analysis.gate_sources import read_gate_tables as read_gate_tables
 from harness.errors import UserError
 from harness.gate_specs import (
     GATE_METRICS,
-    TURN_METRICS,
     Family,
     GateSpec,
     gate_column,
@@ -328,68 +329,6 @@ def _needed_columns(spec: GateSpec) -> list[str]:
     return columns + (["half_life_censored", "auc"] if gate.metric == "half_life" else [])
 
 
-# The files a gate reads besides summary.csv (harness.gate_specs: rule gates, turn metrics)
-GATE_TABLES = ("rules.csv", "rule_curves.csv", "turn_adherence.csv", "conversations.csv")
-# a conversation's own replies first (a run's, a log's), never a replay's reference history
-_OWN_HISTORIES = ("generated", "logged")
-# the columns of a turn's a(k) and S(k) (turn_adherence.csv, rule_curves.csv) as the metric's
-_AT_TURN = {
-    "a_turn": {"a": "", "a_low": "_low", "a_high": "_high", "n": "_n", "a_method": "_method",
-               "method": "_method"},
-    "survival_turn": {"survival": "", "survival_low": "_low", "survival_high": "_high",
-                      "n": "_n", "survival_method": "_method"},
-}  # fmt: skip
-
-
-def gate_source(gate: GateSpec) -> str:
-    """The file a gate reads: rules.csv / rule_curves.csv for one rule, turn_adherence.csv /
-    conversations.csv for the turn metrics of all rules, else summary.csv."""
-    if gate.rule is not None:
-        return "rule_curves.csv" if gate.metric in TURN_METRICS else "rules.csv"
-    if gate.metric in TURN_METRICS:
-        return "turn_adherence.csv"
-    return "conversations.csv" if gate.metric == "first_fail_turn" else "summary.csv"
-
-
-def read_gate_tables(run_dir: Path) -> dict[str, pd.DataFrame]:
-    """The GATE_TABLES a folder has, read as written (conditions and rules as strings)."""
-    out = {}
-    for name in GATE_TABLES:
-        if (Path(run_dir) / name).is_file():
-            out[name] = pd.read_csv(
-                Path(run_dir) / name, dtype={c: str for c in (*CONDITION, "rule", "history")},
-                keep_default_na=False, na_values=[""],
-            )  # fmt: skip
-    return out
-
-
-def _source_rows(gate: GateSpec, frame: pd.DataFrame) -> dict[tuple, dict]:
-    """(model, item, policy) -> the row of `frame` the gate reads, its columns named as the
-    metric's (`a_turn`, `a_turn_low`...)."""
-    if frame.empty:
-        return {}
-    f = frame
-    if gate.rule is not None:
-        f = f[f["rule"].astype(str) == gate.rule]
-    if gate.metric in TURN_METRICS:
-        f = f[f["turn" if "turn" in f.columns else "x"] == gate.turn]
-        if "axis" in f.columns:
-            f = f[f["axis"] == "turn"]
-    if "history" in f.columns:  # the conversation's own history, generated before logged
-        f = f[f["history"].isin(_OWN_HISTORIES)]
-        f = f.iloc[f["history"].map(_OWN_HISTORIES.index).argsort(kind="stable")]
-    renames = dict(_AT_TURN.get(gate.metric, {}))
-    renames = {c: f"{gate.metric}{end}" for c, end in renames.items()}
-    if gate.metric == "first_fail_turn" and gate.rule is None:
-        renames = {c: c.replace("first_fail_median", "first_fail_turn") for c in f.columns}
-    rows: dict[tuple, dict] = {}
-    for record in f.to_dict("records"):
-        key = tuple(str(record[c]) for c in CONDITION)
-        named = {renames.get(c, c): v for c, v in record.items() if c not in renames.values()}
-        rows.setdefault(key, named)
-    return rows
-
-
 def evaluate_gates(
     gates: list[GateSpec],
     summary: pd.DataFrame,
@@ -417,7 +356,7 @@ def evaluate_gates(
         source = gate_source(gate)
         found = rows
         if source != "summary.csv":
-            found = _source_rows(gate, (tables or {}).get(source, pd.DataFrame()))
+            found = source_rows(gate, (tables or {}).get(source, pd.DataFrame()))
         for column in _needed_columns(gate) if source == "summary.csv" else []:
             if rows and column not in summary.columns:
                 raise UserError(
@@ -447,43 +386,3 @@ def undecided_conditions(gates: pd.DataFrame) -> set[tuple[str, str, str]]:
         return set()
     undecided = gates[verdicts_of(gates) == "undecided"]
     return {(str(m), str(i), str(p)) for m, i, p in undecided[list(CONDITION)].itertuples(False)}
-
-
-# XML 1.0 cannot hold most control characters, even escaped.
-_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-
-
-def _xml_text(value) -> str:
-    return _NOT_XML.sub("\ufffd", str(value))
-
-
-def junit_xml(gates: pd.DataFrame, suite: str) -> str:
-    """The checks as JUnit XML, the format GitHub, GitLab and Jenkins read: <testsuites> with
-    one <testsuite>, one <testcase> per check (classname = the model), a <failure> on each
-    check that did not pass, its message the verdict (fail or undecided), metric, interval or
-    value, and bound. Undecided is a failure: a CI job must not ship on it. ElementTree
-    escapes every string."""
-    import xml.etree.ElementTree as ET
-
-    verdicts = verdicts_of(gates) if len(gates) else pd.Series([], dtype=str)
-    total, failed = len(gates), int((verdicts != "pass").sum())
-    counts = {"tests": str(total), "failures": str(failed), "errors": "0", "time": "0"}
-    root = ET.Element("testsuites", {"name": _xml_text(suite), **counts})
-    suite_el = ET.SubElement(
-        root, "testsuite", {"name": _xml_text(f"{suite} gates"), **counts, "skipped": "0"}
-    )
-    for row, verdict in zip(gates.to_dict("records"), verdicts, strict=True):
-        case = ET.SubElement(
-            suite_el,
-            "testcase",
-            {"name": _xml_text(gate_name(row)), "classname": _xml_text(row["model"]), "time": "0"},
-        )
-        if verdict != "pass":
-            message = f"{verdict}: {row['detail']} [model {row['model']}]"
-            failure = ET.SubElement(
-                case, "failure", {"message": _xml_text(message), "type": f"gate-{verdict}"}
-            )
-            failure.text = _xml_text(f"{gate_name(row)}\n{message}")
-    ET.indent(root)
-    body = ET.tostring(root, encoding="unicode")
-    return f'<?xml version="1.0" encoding="UTF-8"?>\n{body}\n'

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.analysis.gate_junit import junit_xml
 from harness.analysis.gates import (
     GATE_COLUMNS,
     evaluate_gates,
-    junit_xml,
     read_gate_tables,
     read_summary,
 )

@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 import yaml
 
+from harness.analysis.gate_junit import junit_xml
 from harness.analysis.gates import (
     evaluate_gates,
-    junit_xml,
     read_summary,
     undecided_conditions,
 )
