@@ -298,3 +298,8 @@ def test_prompt_independent_text_never_reads_depends_over_a_runs_fork_rows():
         assert set(carried["verdict"]) <= {"depends", "cannot tell"}
         said += bool((carried["verdict"] == "depends").any())
     assert said / runs <= 0.05
+    # the report's sentence on the last run's first item: no "changes behaviour" claim
+    from harness.report.carried import carried_sentence
+
+    sentence = carried_sentence(POLICY, carried[carried["item"] == "a"])
+    assert sentence.startswith(f"{POLICY}: cannot tell whether removing the system prompt")
