@@ -103,6 +103,7 @@ def generate_stage(
                 on_group_done=store_group,
                 turn_tokens=gen.turn_tokens,
                 simulators=simulators,
+                single_tokens=gen.single_reply_tokens,
             )
         finally:
             # vLLM's CPU workers keep spinning while idle: free the cores for the probe

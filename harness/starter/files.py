@@ -70,8 +70,7 @@ conversation_policies:    # the conversations: reminders between turns
 # CIs){raise_tokens}; time grows with both.
 samples: 3                # per item and policy
 generation:
-  max_tokens: {max_tokens}{pad_max}# tokens per answer: how long the prompt has to hold; in a
-                          # conversation the total, which must hold 5 replies x turn_tokens
+{max_lines}
   turn_tokens: {turn_tokens}{pad_turn}# {turn_why}
 {continue_lines}
 scoring:
@@ -208,6 +207,15 @@ def _rule_list(rules: list[StatedRule]) -> str:
     return ", ".join(rule.name for rule in rules if rule.active) or "none"
 
 
+MAX_TOKENS = """\
+  max_tokens: {max_tokens}{pad}# tokens per answer: how long the prompt has to hold; in a
+                          # conversation the total, which must hold 5 replies x turn_tokens"""
+
+MAX_TOKENS_SPLIT = """\
+  max_tokens: {max_tokens}{pad}# a conversation's total: 5 replies x turn_tokens
+  single_reply_tokens: {single}{pad_single}# a single reply's, as a conversation's reply"""
+
+
 CONTINUE = {
     True: '  continue_on_eos: true   # a "Continue." turn keeps an answer going to max_tokens\n'
     "                          # (single replies; in a conversation EOS ends the reply)\n",
@@ -223,9 +231,18 @@ def starter_config(name: str, model: str, suite_file: str, first_item: str, budg
         if budget.whole_replies
         else " and max_tokens (e.g. 1024: a longer reply to hold through)"
     )
+    pad = " " * max(1, 12 - len(str(budget.max_tokens)))
+    if budget.single_tokens is None:
+        max_lines = MAX_TOKENS.format(max_tokens=budget.max_tokens, pad=pad)
+    else:
+        max_lines = MAX_TOKENS_SPLIT.format(
+            max_tokens=budget.max_tokens,
+            pad=pad,
+            single=budget.single_tokens,
+            pad_single=" " * max(1, 3 - len(str(budget.single_tokens))),
+        )
     return CONFIG.format(
-        max_tokens=budget.max_tokens,
-        pad_max=" " * max(1, 12 - len(str(budget.max_tokens))),
+        max_lines=max_lines,
         turn_tokens=budget.turn_tokens,
         pad_turn=" " * max(1, 11 - len(str(budget.turn_tokens))),
         turn_why=_wrapped(budget.why, 26 + 2),

@@ -133,6 +133,8 @@ def test_the_report_names_every_rule_in_the_order_they_break(run):
     assert at == sorted(at)
     assert "Antworte in höchstens 80 Wörtern." in five
     assert "1. no-competitors</b>" in four and "sign-off" not in four
+    # every reply ended on its own: the truncated share says so
+    assert "Replies cut at the token limit: 0 of 96 (0 %)." in section
 
 
 def test_a_gate_on_one_rule_fails_while_the_other_rules_pass(run):

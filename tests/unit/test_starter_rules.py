@@ -91,9 +91,11 @@ def test_the_five_rules_of_the_nordbank_prompt(in_tmp, run_cli):
         },
     ]  # fmt: skip
     assert sentences(NORDBANK) == [c.sentence for c in checks]
-    # a whole reply under 2 x 80 words at 2.5 tokens a word; the conversations' 5 replies fit
+    # a reply, single or in a conversation, a bit above 80 words at 2.5 tokens a word (1.25 x);
+    # max_tokens holds a conversation's 5 replies, single replies have their own budget
     gen = config.generation
-    assert (gen.turn_tokens, gen.max_tokens, gen.continue_on_eos) == (416, 2080, False)
+    assert (gen.turn_tokens, gen.max_tokens, gen.continue_on_eos) == (256, 1280, False)
+    assert gen.single_reply_tokens == gen.single_budget == 256
     # a bank's support: a customer's questions, answerable in a few sentences, in German
     ids = [item.id for item in suite.items]
     assert ids == ["password", "fees", "contact", "complaint", "conv-account", "conv-login"]
@@ -144,8 +146,8 @@ def test_an_english_prompt_of_seven_rules(in_tmp, run_cli):
     opening = by_rule["opening"]
     assert opening.passed(opening.score("**Dear guest**, breakfast is at seven."))
     assert not opening.passed(opening.score("Breakfast is at seven, dear guest."))
-    gen = config.generation  # 2 x 59 words x 1.2 tokens a word, at least 128
-    assert (gen.turn_tokens, gen.max_tokens, gen.continue_on_eos) == (160, 800, False)
+    gen = config.generation  # 1.25 x 59 words x 1.2 tokens a word, at least 128
+    assert (gen.turn_tokens, gen.max_tokens, gen.continue_on_eos) == (128, 640, False)
     assert [item.id for item in suite.items][:4] == ["running", "basil", "hike", "sleep"]
 
 
@@ -176,8 +178,8 @@ def test_a_french_prompt_of_five_rules(in_tmp, run_cli):
             "sentence": "Termine chaque réponse par « Bonne journée, Claire ».",
         },
     ]  # fmt: skip
-    gen = config.generation  # 3 sentences as 75 words, x 2 x 2.1 tokens a word
-    assert (gen.turn_tokens, gen.max_tokens) == (320, 1600)
+    gen = config.generation  # 3 sentences as 75 words, x 1.25 x 2.1 tokens a word
+    assert (gen.turn_tokens, gen.max_tokens) == (224, 1120)
     assert suite.items[0].user.startswith("Comment réinitialiser le mot de passe")
 
 
@@ -266,5 +268,6 @@ def test_budgets():
     assert budget("Always answer in German.") == (48, 256, True, False)
     assert budget("End every reply with 'Cheers, Bo'.") == (256, 1280, False, True)
     assert budget("Answer in at most 20 words.") == (128, 640, False, True)  # at least 128
-    assert budget("Antworte in höchstens 80 Wörtern.") == (416, 2080, False, True)
-    assert budget("Отвечай не более чем в 30 словах. Answer in at most 30 words.")[0] == 192
+    assert budget("Antworte in höchstens 80 Wörtern.") == (256, 1280, False, True)
+    # no measured rate: 3 tokens a word, 1.25 x 50 words x 3 = 187.5
+    assert budget("Отвечай не более чем в 50 словах. Answer in at most 50 words.")[0] == 192
