@@ -331,7 +331,7 @@ def _judge_units(config, chat: ChatFormat, unit: Unit, pairs) -> list[Unit]:
                 continue
             judge = check.judge.model or config.models[0]
             # in the run model's tokens: the judge's template is near enough for a budget
-            rubric = len(chat.prompt_ids(RUBRIC_SYSTEM, rubric_user_message(check.rule, "")))
+            rubric = len(chat.prompt_ids(RUBRIC_SYSTEM, rubric_user_message(check.criterion, "")))
             rubric += len(chat.encode(VERDICT_PREFILL))
             texts = -(-n.record // shortest) if check.scope == "window" else len(n.requests)
             text = (3 * window) // 2 if check.scope == "window" else n.record

@@ -20,8 +20,8 @@ SUITE_HEADER = """\
 {intro}# What `harness init` inferred from the prompt:
 {inferred}# Edit freely:
 {keep}
-# - `checks`: one per rule of your prompt, named by `rule:` (a judge check: `name:`) with the
-#   `sentence:` it enforces; rules code cannot verify are judged by a model (`type: judge`).
+# - `checks`: one per rule of your prompt, named by `rule:`, with the `sentence:` it enforces;
+#   rules code cannot verify are judged by a model (`type: judge`) against their `sentence:`.
 #   Correct what was misread; the commented examples at the end show every check type
 #   (README, "Your own model, endpoint and system prompt"). `*checks` reuses the first
 #   item's list in every item.
@@ -42,8 +42,8 @@ EXAMPLES = """\
       # - {type: persona, name: Ada, rivals: [SmolLM], scope: window}   # stays "Ada"
       # - {type: script, script: Latin}                  # share of letters in one script
       # - {type: max_sentence_words, max_words: 25}      # short sentences only
-      # - {type: judge, rule: "Never promises a delivery date."}  # a rule code cannot check:
-      #   an LLM judge decides (needs the judge check feature)
+      # - {type: judge, rule: no-dates, sentence: "Never promise a delivery date."}  # a rule
+      #   code cannot check: a model judges the reply against the sentence
     # reminder: "Remember: ..."                # optional, default: the system prompt
     # restatement: "Sure! Here is ..."         # optional, needed by the restate policy
 """

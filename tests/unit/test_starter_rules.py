@@ -79,9 +79,8 @@ def test_the_five_rules_of_the_nordbank_prompt(in_tmp, run_cli):
             "kwargs": {"num_words": 81, "relation": "less than"}, "scope": "response",
             "rule": "max-80-words", "sentence": "Antworte in höchstens 80 Wörtern.",
         },
-        {   # a category, no terms: judged, the sentence as the rule
-            "type": "judge", "rule": "Nenne niemals Konkurrenzbanken.",
-            "name": "no-konkurrenzbanken", "scope": "response",
+        {   # a category, no terms: a judge reads the sentence; named like any rule
+            "type": "judge", "scope": "response", "rule": "no-konkurrenzbanken",
             "sentence": "Nenne niemals Konkurrenzbanken.",
         },
         {
@@ -105,7 +104,7 @@ def test_the_five_rules_of_the_nordbank_prompt(in_tmp, run_cli):
 
 
 def test_the_nordbank_checks_score_replies_as_a_reader_would():
-    checks = {c["rule"] if c["type"] != "judge" else c["name"]: SPEC.validate_python(c) for c in (
+    checks = {c["rule"]: SPEC.validate_python(c) for c in (
         check_entry(r) for r in stated_rules(NORDBANK, choose_language(NORDBANK))
     )}  # fmt: skip
     signed = "Sie setzen es unter Einstellungen zurück.\n\nViele Grüße,\nLena"
@@ -127,7 +126,7 @@ def test_the_nordbank_checks_score_replies_as_a_reader_would():
 
 def test_an_english_prompt_of_seven_rules(in_tmp, run_cli):
     _, config, suite, checks = _init(in_tmp, run_cli, LUMEN)
-    got = [(c.type, c.rule if c.type != "judge" else c.name, c.sentence) for c in checks]
+    got = [(c.type, c.rule, c.sentence) for c in checks]
     assert got == [
         ("persona", "persona-max", "You are Max, the concierge of Hotel Lumen."),
         ("language", "language-en", "Always answer in English."),
@@ -137,9 +136,9 @@ def test_an_english_prompt_of_seven_rules(in_tmp, run_cli):
         ("regex_must", "bullets", "Use bullet points."),
         ("judge", "do-not-discuss-room", "Do not discuss room prices."),
     ]  # fmt: skip
-    by_rule = {c.rule if c.type != "judge" else c.name: c for c in checks}
+    by_rule = {c.rule: c for c in checks}
     assert by_rule["under-60-words"].kwargs == {"num_words": 60, "relation": "less than"}
-    assert by_rule["do-not-discuss-room"].rule == "Do not discuss room prices."
+    assert by_rule["do-not-discuss-room"].criterion == "Do not discuss room prices."
     banned = by_rule["no-competitors"]  # the prompt's examples, as whole words
     assert not banned.passed(banned.score("Try the Marriott next door."))
     assert banned.passed(banned.score("Our hilltop terrace opens at nine."))
@@ -168,8 +167,7 @@ def test_a_french_prompt_of_five_rules(in_tmp, run_cli):
             "rule": "max-3-sentences", "sentence": "Réponds en trois phrases au maximum.",
         },
         {
-            "type": "judge", "rule": "Ne mentionne jamais les banques concurrentes.",
-            "name": "no-banques-concurrentes", "scope": "response",
+            "type": "judge", "scope": "response", "rule": "no-banques-concurrentes",
             "sentence": "Ne mentionne jamais les banques concurrentes.",
         },
         {
@@ -217,7 +215,9 @@ def test_forbidden_terms_a_regex_and_categories_a_judge(sentence, kind, pattern)
     if pattern:
         assert pattern in rule.check["pattern"]
     else:  # the judge reads the sentence; a commented regex waits for the terms
-        assert rule.check["rule"] == sentence and rule.extra[0]["type"] == "regex_must_not"
+        entry = check_entry(rule)
+        assert (entry["rule"], entry["sentence"]) == (rule.name, sentence)
+        assert rule.extra[0]["type"] == "regex_must_not"
 
 
 @pytest.mark.parametrize(
@@ -247,8 +247,8 @@ def test_a_role_is_a_commented_judge_and_a_plain_rule_an_active_one(in_tmp, run_
     ]
     text = (in_tmp / "s.suite.yaml").read_text()
     assert (
-        "      # - type: judge\n      #   rule: You are a helpful assistant for Acme Corp.\n"
-        in text
+        "      # - type: judge\n      #   scope: response\n      #   rule: you-are-a-helpful\n"
+        "      #   sentence: You are a helpful assistant for Acme Corp.\n" in text
     )
     # no whole-reply rule: the long-answer budget as before
     gen = config.generation
