@@ -387,9 +387,12 @@ def evaluate_gates(
     level: float = 0.95,
     family: Family = "none",
     tables: dict[str, pd.DataFrame] | None = None,
+    units: dict[int, list[str]] | None = None,
 ) -> pd.DataFrame:
     """gates.csv: one row per gate x model x item (gate order, then models, then items as the
-    run lists them). `items`/`models`: the run's, for gates that name none; `level` and
+    run lists them). `items`/`models`: the run's, for gates that name none; `units`: gate
+    index -> the items it judges (`harness.gate_specs.gate_units`: where its policy runs, its
+    rule is checked, a turn metric has turns), else its `items`, else the run's; `level` and
     `family`: stats.level and stats.family, which fix the level each bound is tested at (the
     one-sided bounds in summary.csv and rules.csv were made at it; samples_needed projects at
     it). `tables`: GATE_TABLES by name, for rule gates and the turn metrics (a gate whose
@@ -412,7 +415,7 @@ def evaluate_gates(
                     "an older harness: run `harness run` again)"
                 )
         for model in [gate.model] if gate.model else models:
-            for item in gate.items or items:
+            for item in (units or {}).get(index) or gate.items or items:
                 row = found.get((model, item, gate.policy))
                 out.append(_check(index, gate, model, item, row, levels, source))
     return result_frame(GateRow, pd.DataFrame(out, columns=GATE_COLUMNS).astype({"passed": bool}))
