@@ -24,21 +24,23 @@ undecided check carries `samples_needed`, an estimate of the samples that would 
   missing from summary.csv fails: a gate that cannot be verified must not let a deployment
   through.
 
-The definitions: docs/architecture.md, "Gates".
+The definitions: docs/architecture.md, "Gates". The files rule and turn gates read:
+`harness.analysis.gate_tables`; gates.csv read back (names, verdicts): `gate_rows`; junit.xml:
+`junit`.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 
 import pandas as pd
 
+from harness.analysis.gate_rows import bound_text
+from harness.analysis.gate_tables import gate_source, source_rows
 from harness.errors import UserError
 from harness.gate_specs import (
     GATE_METRICS,
-    TURN_METRICS,
     Family,
     GateSpec,
     gate_column,
@@ -46,11 +48,11 @@ from harness.gate_specs import (
     gate_use,
     one_sided,
 )
-from harness.results import CONDITION, GateRow, as_bool, cells_are, result_frame
+from harness.results import CONDITION, GateRow, as_bool, result_frame
 from harness.stats import FRACTION_CS, Interval
 from harness.stats import verdict as bound_verdict
 from harness.stats.sided import samples_to_decide
-from harness.stats.text import bracket, interval_text
+from harness.stats.text import interval_text
 
 GATE_COLUMNS = GateRow.columns()
 INFINITE_BECAUSE = {
@@ -78,38 +80,6 @@ def read_summary(path: Path) -> pd.DataFrame:
         )
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: not a readable CSV ({str(exc).splitlines()[0]})") from None
-
-
-def bound_text(low: float | None, high: float | None) -> str:
-    """The bound as a reader writes it: `>= 0.8`, `<= 0.1`, `in [0.2, 0.5]`."""
-    low = None if low is None or pd.isna(low) else low
-    high = None if high is None or pd.isna(high) else high
-    if low is not None and high is not None:
-        return "in " + bracket(low, high, "g")
-    return f">= {low:g}" if low is not None else f"<= {high:g}"
-
-
-# metrics that are not adherence to the rules (gate names say which rules the others cover)
-NOT_OF_RULES = ("token_overhead", "alpha_mean")
-
-
-def gate_name(row: dict) -> str:
-    """One check's name in the terminal, the report and junit.xml, e.g.
-    `gates[0] auc (all rules) of none >= 0.8 on lang-fr-story`, `gates[1] a_turn at turn 4
-    (rule sign-off) of none >= 0.5 on lena` (`auc value ...` for a point comparison of a
-    metric that has an interval)."""
-    with_interval = GATE_METRICS.get(row["metric"], False)
-    label = row["metric"] + (" value" if row["use"] == "value" and with_interval else "")
-    turn = row.get("turn")
-    if turn is not None and not pd.isna(turn):
-        label += f" at turn {int(turn)}"
-    rule = row.get("rule")
-    if isinstance(rule, str) and rule:
-        label += f" (rule {rule})"
-    elif row["metric"] not in NOT_OF_RULES:
-        label += " (all rules)"
-    bound = bound_text(row["min"], row["max"])
-    return f"gates[{row['gate']}] {label} of {row['policy']} {bound} on {row['item']}"
 
 
 def _float(row: dict, column: str) -> float:
@@ -317,68 +287,6 @@ def _needed_columns(spec: GateSpec) -> list[str]:
     return columns + (["half_life_censored", "auc"] if gate.metric == "half_life" else [])
 
 
-# The files a gate reads besides summary.csv (harness.gate_specs: rule gates, turn metrics)
-GATE_TABLES = ("rules.csv", "rule_curves.csv", "turn_adherence.csv", "conversations.csv")
-# a conversation's own replies first (a run's, a log's), never a replay's reference history
-_OWN_HISTORIES = ("generated", "logged")
-# the columns of a turn's a(k) and S(k) (turn_adherence.csv, rule_curves.csv) as the metric's
-_AT_TURN = {
-    "a_turn": {"a": "", "a_low": "_low", "a_high": "_high", "n": "_n", "a_method": "_method",
-               "method": "_method"},
-    "survival_turn": {"survival": "", "survival_low": "_low", "survival_high": "_high",
-                      "n": "_n", "survival_method": "_method"},
-}  # fmt: skip
-
-
-def gate_source(gate: GateSpec) -> str:
-    """The file a gate reads: rules.csv / rule_curves.csv for one rule, turn_adherence.csv /
-    conversations.csv for the turn metrics of all rules, else summary.csv."""
-    if gate.rule is not None:
-        return "rule_curves.csv" if gate.metric in TURN_METRICS else "rules.csv"
-    if gate.metric in TURN_METRICS:
-        return "turn_adherence.csv"
-    return "conversations.csv" if gate.metric == "first_fail_turn" else "summary.csv"
-
-
-def read_gate_tables(run_dir: Path) -> dict[str, pd.DataFrame]:
-    """The GATE_TABLES a folder has, read as written (conditions and rules as strings)."""
-    out = {}
-    for name in GATE_TABLES:
-        if (Path(run_dir) / name).is_file():
-            out[name] = pd.read_csv(
-                Path(run_dir) / name, dtype={c: str for c in (*CONDITION, "rule", "history")},
-                keep_default_na=False, na_values=[""],
-            )  # fmt: skip
-    return out
-
-
-def _source_rows(gate: GateSpec, frame: pd.DataFrame) -> dict[tuple, dict]:
-    """(model, item, policy) -> the row of `frame` the gate reads, its columns named as the
-    metric's (`a_turn`, `a_turn_low`...)."""
-    if frame.empty:
-        return {}
-    f = frame
-    if gate.rule is not None:
-        f = f[f["rule"].astype(str) == gate.rule]
-    if gate.metric in TURN_METRICS:
-        f = f[f["turn" if "turn" in f.columns else "x"] == gate.turn]
-        if "axis" in f.columns:
-            f = f[f["axis"] == "turn"]
-    if "history" in f.columns:  # the conversation's own history, generated before logged
-        f = f[f["history"].isin(_OWN_HISTORIES)]
-        f = f.iloc[f["history"].map(_OWN_HISTORIES.index).argsort(kind="stable")]
-    renames = dict(_AT_TURN.get(gate.metric, {}))
-    renames = {c: f"{gate.metric}{end}" for c, end in renames.items()}
-    if gate.metric == "first_fail_turn" and gate.rule is None:
-        renames = {c: c.replace("first_fail_median", "first_fail_turn") for c in f.columns}
-    rows: dict[tuple, dict] = {}
-    for record in f.to_dict("records"):
-        key = tuple(str(record[c]) for c in CONDITION)
-        named = {renames.get(c, c): v for c, v in record.items() if c not in renames.values()}
-        rows.setdefault(key, named)
-    return rows
-
-
 def evaluate_gates(
     gates: list[GateSpec],
     summary: pd.DataFrame,
@@ -407,7 +315,7 @@ def evaluate_gates(
         source = gate_source(gate)
         found = rows
         if source != "summary.csv":
-            found = _source_rows(gate, (tables or {}).get(source, pd.DataFrame()))
+            found = source_rows(gate, (tables or {}).get(source, pd.DataFrame()))
         for column in _needed_columns(gate) if source == "summary.csv" else []:
             if rows and column not in summary.columns:
                 raise UserError(
@@ -419,61 +327,3 @@ def evaluate_gates(
                 row = found.get((model, item, gate.policy))
                 out.append(_check(index, gate, model, item, row, levels, source))
     return result_frame(GateRow, pd.DataFrame(out, columns=GATE_COLUMNS).astype({"passed": bool}))
-
-
-def verdicts_of(gates: pd.DataFrame) -> pd.Series:
-    """The verdict of each gates.csv row; a file from before three outcomes has only
-    `passed`, read as pass or fail."""
-    if "verdict" in gates.columns:
-        return gates["verdict"].astype(str)
-    passed = cells_are(gates["passed"], True)
-    return passed.map({True: "pass", False: "fail"})
-
-
-def undecided_conditions(gates: pd.DataFrame) -> set[tuple[str, str, str]]:
-    """(model, item, policy) of every undecided check: the conditions more samples could
-    decide (sample-until-decided adds samples to these only)."""
-    if gates.empty:
-        return set()
-    undecided = gates[verdicts_of(gates) == "undecided"]
-    return {(str(m), str(i), str(p)) for m, i, p in undecided[list(CONDITION)].itertuples(False)}
-
-
-# XML 1.0 cannot hold most control characters, even escaped.
-_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-
-
-def _xml_text(value) -> str:
-    return _NOT_XML.sub("\ufffd", str(value))
-
-
-def junit_xml(gates: pd.DataFrame, suite: str) -> str:
-    """The checks as JUnit XML, the format GitHub, GitLab and Jenkins read: <testsuites> with
-    one <testsuite>, one <testcase> per check (classname = the model), a <failure> on each
-    check that did not pass, its message the verdict (fail or undecided), metric, interval or
-    value, and bound. Undecided is a failure: a CI job must not ship on it. ElementTree
-    escapes every string."""
-    import xml.etree.ElementTree as ET
-
-    verdicts = verdicts_of(gates) if len(gates) else pd.Series([], dtype=str)
-    total, failed = len(gates), int((verdicts != "pass").sum())
-    counts = {"tests": str(total), "failures": str(failed), "errors": "0", "time": "0"}
-    root = ET.Element("testsuites", {"name": _xml_text(suite), **counts})
-    suite_el = ET.SubElement(
-        root, "testsuite", {"name": _xml_text(f"{suite} gates"), **counts, "skipped": "0"}
-    )
-    for row, verdict in zip(gates.to_dict("records"), verdicts, strict=True):
-        case = ET.SubElement(
-            suite_el,
-            "testcase",
-            {"name": _xml_text(gate_name(row)), "classname": _xml_text(row["model"]), "time": "0"},
-        )
-        if verdict != "pass":
-            message = f"{verdict}: {row['detail']} [model {row['model']}]"
-            failure = ET.SubElement(
-                case, "failure", {"message": _xml_text(message), "type": f"gate-{verdict}"}
-            )
-            failure.text = _xml_text(f"{gate_name(row)}\n{message}")
-    ET.indent(root)
-    body = ET.tostring(root, encoding="unicode")
-    return f'<?xml version="1.0" encoding="UTF-8"?>\n{body}\n'

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis.gates import gate_name, verdicts_of
+from harness.analysis.gate_rows import gate_name, verdicts_of
 from harness.report.instrument import UNDECIDED_SHARE
 from harness.report.truncation import read_truncation_line
 from harness.stats.text import interval_text

@@ -14,13 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis.gates import (
-    GATE_COLUMNS,
-    evaluate_gates,
-    junit_xml,
-    read_gate_tables,
-    read_summary,
-)
+from harness.analysis.gate_tables import read_gate_tables
+from harness.analysis.gates import GATE_COLUMNS, evaluate_gates, read_summary
+from harness.analysis.junit import junit_xml
 from harness.analysis.rules import rule_frames, rule_sentences
 from harness.atomic import atomic_write_text
 from harness.config import RunConfig, TaskItem

@@ -15,12 +15,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from harness.analysis.gates import (
-    evaluate_gates,
-    junit_xml,
-    read_summary,
-    undecided_conditions,
-)
+from harness.analysis.gate_rows import undecided_conditions
+from harness.analysis.gates import evaluate_gates, read_summary
+from harness.analysis.junit import junit_xml
 from harness.config_files import load_run_config
 from harness.errors import UserError
 from harness.gate_specs import GateSpec

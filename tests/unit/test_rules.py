@@ -207,7 +207,9 @@ def test_rules_csv_has_one_row_per_rule_with_its_own_figures_and_counts():
 def test_gates_read_one_rule_and_the_turn_metrics():
     import pandas as pd
 
-    from harness.analysis.gates import evaluate_gates, gate_name, junit_xml
+    from harness.analysis.gate_rows import gate_name
+    from harness.analysis.gates import evaluate_gates
+    from harness.analysis.junit import junit_xml
     from harness.analysis.rules import rule_frames
     from harness.gate_specs import GateSpec
     from harness.results import TurnRow, WindowRow, result_frame
