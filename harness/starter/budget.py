@@ -15,8 +15,9 @@ conversation's total: its 5 replies' budgets (`plan.check_turn_budget`). Other p
 the long-answer setting: 256 tokens a single reply (continued past EOS) and 48 a conversation
 reply.
 
-The run stays a few minutes on 2 CPU cores: at most 24 single replies and 18 conversations of
-5 replies, each at most one reply's budget (`harness run --dry-run` prints the token maxima).
+The run stays a few minutes on 2 CPU cores: at most 24 single replies and 12 conversations of
+5 replies (policies none and adaptive between turns; periodic is written commented out), each
+at most one reply's budget (`harness run --dry-run` prints the token maxima).
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ policies:                 # the single replies
   # - restate                                     # needs a `restatement` in every item
 conversation_policies:    # the conversations: reminders between turns
   - none
-  - {{name: periodic, every_turns: 2, placement: system}}  # before user turns 2 and 4
+{periodic_turns}
   - {{name: adaptive, on: turn, placement: system}}        # after a reply that failed
 # Sized for a few minutes on a CPU. For a verdict you deploy on, raise samples (e.g. 8: tighter
 # CIs){raise_tokens}; time grows with both.
@@ -216,6 +216,14 @@ MAX_TOKENS_SPLIT = """\
   single_reply_tokens: {single}{pad_single}# a single reply's, as a conversation's reply"""
 
 
+# Whole replies of up to a reply's budget each make a conversation's 5 replies the run's
+# longest part: such a run keeps two conversation policies (a few minutes on 2 CPU cores)
+PERIODIC_TURNS = {
+    False: "  - {name: periodic, every_turns: 2, placement: system}  # before user turns 2 and 4",
+    True: "  # - {name: periodic, every_turns: 2, placement: system}  # before user turns 2 and\n"
+    "  #   4 (left out to keep the run a few minutes: 5 whole replies a conversation)",
+}
+
 CONTINUE = {
     True: '  continue_on_eos: true   # a "Continue." turn keeps an answer going to max_tokens\n'
     "                          # (single replies; in a conversation EOS ends the reply)\n",
@@ -243,6 +251,7 @@ def starter_config(name: str, model: str, suite_file: str, first_item: str, budg
         )
     return CONFIG.format(
         max_lines=max_lines,
+        periodic_turns=PERIODIC_TURNS[budget.whole_replies],
         turn_tokens=budget.turn_tokens,
         pad_turn=" " * max(1, 11 - len(str(budget.turn_tokens))),
         turn_why=_wrapped(budget.why, 26 + 2),

@@ -13,6 +13,7 @@ from pydantic import TypeAdapter
 from harness.checks import CheckSpec
 from harness.config_files import load_run_config_and_suites
 from harness.plan import check_turn_budget
+from harness.policy_specs import policy_label
 from harness.selection import select_items
 from harness.starter.budget import budget_for
 from harness.starter.language import choose_language
@@ -95,6 +96,9 @@ def test_the_five_rules_of_the_nordbank_prompt(in_tmp, run_cli):
     gen = config.generation
     assert (gen.turn_tokens, gen.max_tokens, gen.continue_on_eos) == (256, 1280, False)
     assert gen.single_reply_tokens == gen.single_budget == 256
+    # 5 whole replies a conversation: two conversation policies keep the run a few minutes
+    talks = [policy_label(p) for p in config.conversation_policies]
+    assert talks == ["none", "adaptive-turn-system"]
     # a bank's support: a customer's questions, answerable in a few sentences, in German
     ids = [item.id for item in suite.items]
     assert ids == ["password", "fees", "contact", "complaint", "conv-account", "conv-login"]
