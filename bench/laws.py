@@ -35,8 +35,8 @@ from pathlib import Path
 import numpy as np
 
 from harness.analysis import laws as L
+from harness.analysis.law_sets import CurveSet
 from harness.analysis.law_table import (
-    CurveSet,
     choose_law,
     close_floored,
     law_rows,

@@ -100,7 +100,8 @@ def verdicts(load: Path, dtype: str, t_min: int) -> None:
     reduced dtype as computed, and the reduced dtype with its floor applied (the harness)."""
     from types import SimpleNamespace
 
-    from harness.analysis.law_table import group_sets, law_rows, pair_units
+    from harness.analysis.law_sets import group_sets, pair_units
+    from harness.analysis.law_table import law_rows
     from harness.probes.precision import FLOOR_KEYS
 
     files = sorted(load.glob("float32*.npz"))

@@ -123,6 +123,10 @@ class GenerationConfig(Strict):
     # Conversations: max new tokens per assistant turn (a turn ends at EOS or here);
     # max_tokens stays the conversation's total budget of generated tokens.
     turn_tokens: int | None = Field(None, gt=0)
+    # Single replies: max new tokens per reply when it is not max_tokens (a run whose rules
+    # judge whole replies gives them a reply's budget while max_tokens holds a conversation's
+    # total); unset (and left out of the run id's hash) otherwise
+    single_reply_tokens: int | None = Field(None, gt=0, exclude_if=_unset)
     # engine chat only; unset (and left out of the run id's hash) otherwise
     chat: ChatOptions | None = Field(None, exclude_if=_unset)
 
@@ -133,6 +137,11 @@ class GenerationConfig(Strict):
                 f"turn_tokens ({self.turn_tokens}) is larger than max_tokens ({self.max_tokens})"
             )
         return self
+
+    @property
+    def single_budget(self) -> int:
+        """The generated tokens a single reply may have."""
+        return self.single_reply_tokens or self.max_tokens
 
 
 class ScoringConfig(Strict):

@@ -174,13 +174,46 @@ def gate_problem(
     return ""
 
 
+def _no_unit(gate: GateSpec, item, single_policies, conversation_policies) -> str:
+    """Why `item` holds no unit of `gate` ("" when it holds one): the policy does not run
+    there, the metric is over turns and it is a single reply, or no check of it is the rule."""
+    runs = conversation_policies if item.is_conversation else single_policies
+    if gate.policy not in runs:
+        kind = "a conversation" if item.is_conversation else "a single reply"
+        listed = "conversation_policies" if item.is_conversation else "policies"
+        return f"policy '{gate.policy}' does not run on it ({kind}: the config's {listed})"
+    if gate.metric in CONVERSATION_METRICS and not item.is_conversation:
+        return f"metric '{gate.metric}' is over turns, and it is a single reply"
+    if gate.rule is not None and gate.rule not in rule_names(item.checks):
+        return f"rule '{gate.rule}' is none of its checks' ({', '.join(rule_names(item.checks))})"
+    return ""
+
+
+def gate_units(
+    gate: GateSpec, items: list, single_policies: list[str], conversation_policies: list[str]
+) -> list:
+    """The items a gate judges (TaskItem): of `items` (its `items:`, else the run's), those
+    that hold a unit of it: its policy runs there (conversation items run
+    `conversation_policies`, single replies `policies`), a turn metric's are conversations,
+    a rule gate's have the rule. A gate with no `items:` whose policy runs on some items only
+    judges those; `gate_unit_problem` refuses one that judges none, and one whose named
+    items hold no unit."""
+    return [i for i in items if not _no_unit(gate, i, single_policies, conversation_policies)]
+
+
 def gate_unit_problem(
     gate: GateSpec, items: list, single_policies: list[str], conversation_policies: list[str]
 ) -> str:
-    """Why a gate would judge no unit of the run ("" when it judges some): its policy runs on
-    none of its items (conversation items run `conversation_policies`, single replies
-    `policies`), its rule is no check's of those items, or a turn metric names no
-    conversation. `items`: the gate's items (TaskItem)."""
+    """Why a gate would judge no unit of the run, or a named item of it holds none ("" when
+    every item it names, else some item of the run, holds a unit: `gate_units`): its policy
+    runs on none of its items, its rule is no check's of those items, or a turn metric names
+    no conversation. `items`: the gate's items (TaskItem)."""
+    if gate.items:
+        for item in items:
+            why = _no_unit(gate, item, single_policies, conversation_policies)
+            if why:
+                return f"item '{item.id}' holds no unit of it: {why}"
+        return ""
 
     def runs(item) -> list[str]:
         return conversation_policies if item.is_conversation else single_policies

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.analysis.gates import undecided_conditions
+from harness.analysis.gate_rows import undecided_conditions
 from harness.errors import notice
 from harness.plan import RunPlan, ScorePlan, plan_run
 from harness.probe_plan import ProbePlan

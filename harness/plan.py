@@ -298,7 +298,7 @@ def check_generation(
         context = model_config.get("max_position_embeddings") or 2048
     if config.generation.max_model_len:
         context = min(context, config.generation.max_model_len)
-    budget = config.generation.max_tokens
+    budget = config.generation.single_budget  # a single reply's
     for unit in units:
         spec = unit.policy_spec
         policy = policy_run(spec, config.generation.continue_on_eos, violates=lambda *_: False)
@@ -327,7 +327,8 @@ def check_generation(
                 raise UserError(f"{where}: {exc}") from None
             if len(prompt) + budget + extra > context:
                 raise UserError(
-                    f"{where}: max_tokens {budget} (+{extra} injected, +{len(prompt)} prompt) "
+                    f"{where}: {_single_name(config)} {budget} (+{extra} injected, "
+                    f"+{len(prompt)} prompt) "
                     f"exceeds the model's context of {context} tokens"
                 )
     specs = [*config.policies, *(config.conversation_policies or [])]
@@ -427,3 +428,9 @@ class _CallablePlanModule(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _CallablePlanModule
+
+
+def _single_name(config: RunConfig) -> str:
+    """The field that sets a single reply's budget, for messages."""
+    single = config.generation.single_reply_tokens is not None
+    return "single_reply_tokens" if single else "max_tokens"

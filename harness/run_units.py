@@ -157,6 +157,9 @@ def generation_key(config: RunConfig, model: ResolvedModel, policy, specs, items
         "checks": checks if policy.name == "adaptive" else None,
         "turn_tokens": gen.turn_tokens if talks else None,
     }
+    if gen.single_reply_tokens is not None and not all(s.conversation for s in specs):
+        # only where it is set and bounds a reply here: other runs' keys keep their shape
+        params["single_reply_tokens"] = gen.single_reply_tokens
     return unit_key(GENERATE, model=model.content_key, inputs=samples, params=params)
 
 
@@ -218,13 +221,12 @@ class _Lengths:
                                          output_tokens=reply) for k in range(n)]  # fmt: skip
             self.record = floor + n * reply
         else:
-            extra = policy.injection_budget(chat, spec, gen.max_tokens)
+            reply = gen.single_budget
+            extra = policy.injection_budget(chat, spec, reply)
             self.requests = [
-                TokenBudget(
-                    requests=1, input_tokens=self.prompt + extra, output_tokens=gen.max_tokens
-                )
+                TokenBudget(requests=1, input_tokens=self.prompt + extra, output_tokens=reply)
             ]
-            self.record = self.prompt + extra + gen.max_tokens
+            self.record = self.prompt + extra + reply
 
     @property
     def total(self) -> TokenBudget:
@@ -329,7 +331,7 @@ def _judge_units(config, chat: ChatFormat, unit: Unit, pairs) -> list[Unit]:
                 continue
             judge = check.judge.model or config.models[0]
             # in the run model's tokens: the judge's template is near enough for a budget
-            rubric = len(chat.prompt_ids(RUBRIC_SYSTEM, rubric_user_message(check.rule, "")))
+            rubric = len(chat.prompt_ids(RUBRIC_SYSTEM, rubric_user_message(check.criterion, "")))
             rubric += len(chat.encode(VERDICT_PREFILL))
             texts = -(-n.record // shortest) if check.scope == "window" else len(n.requests)
             text = (3 * window) // 2 if check.scope == "window" else n.record

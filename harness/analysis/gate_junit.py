@@ -6,7 +6,7 @@ import re
 
 import pandas as pd
 
-from harness.analysis.gates import gate_name, verdicts_of
+from harness.analysis.gate_rows import gate_name, verdicts_of
 
 # XML 1.0 cannot hold most control characters, even escaped.
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")

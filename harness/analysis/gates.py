@@ -34,6 +34,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.analysis.gate_rows import bound_text
 from harness.analysis.gate_sequential import sequential_check
 from harness.analysis.gate_sources import GATE_TABLES as GATE_TABLES
 from harness.analysis.gate_sources import gate_source, source_rows
@@ -48,11 +49,11 @@ from harness.gate_specs import (
     gate_use,
     one_sided,
 )
-from harness.results import CONDITION, GateRow, as_bool, cells_are, result_frame
+from harness.results import CONDITION, GateRow, as_bool, result_frame
 from harness.stats import FRACTION_CS, Interval
 from harness.stats import verdict as bound_verdict
 from harness.stats.sided import samples_to_decide
-from harness.stats.text import bracket, interval_text
+from harness.stats.text import interval_text
 
 GATE_COLUMNS = GateRow.columns()
 INFINITE_BECAUSE = {
@@ -82,36 +83,7 @@ def read_summary(path: Path) -> pd.DataFrame:
         raise UserError(f"{path}: not a readable CSV ({str(exc).splitlines()[0]})") from None
 
 
-def bound_text(low: float | None, high: float | None) -> str:
-    """The bound as a reader writes it: `>= 0.8`, `<= 0.1`, `in [0.2, 0.5]`."""
-    low = None if low is None or pd.isna(low) else low
-    high = None if high is None or pd.isna(high) else high
-    if low is not None and high is not None:
-        return "in " + bracket(low, high, "g")
-    return f">= {low:g}" if low is not None else f"<= {high:g}"
-
-
 # metrics that are not adherence to the rules (gate names say which rules the others cover)
-NOT_OF_RULES = ("token_overhead", "alpha_mean")
-
-
-def gate_name(row: dict) -> str:
-    """One check's name in the terminal, the report and junit.xml, e.g.
-    `gates[0] auc (all rules) of none >= 0.8 on lang-fr-story`, `gates[1] a_turn at turn 4
-    (rule sign-off) of none >= 0.5 on lena` (`auc value ...` for a point comparison of a
-    metric that has an interval)."""
-    with_interval = GATE_METRICS.get(row["metric"], False)
-    label = row["metric"] + (" value" if row["use"] == "value" and with_interval else "")
-    turn = row.get("turn")
-    if turn is not None and not pd.isna(turn):
-        label += f" at turn {int(turn)}"
-    rule = row.get("rule")
-    if isinstance(rule, str) and rule:
-        label += f" (rule {rule})"
-    elif row["metric"] not in NOT_OF_RULES:
-        label += " (all rules)"
-    bound = bound_text(row["min"], row["max"])
-    return f"gates[{row['gate']}] {label} of {row['policy']} {bound} on {row['item']}"
 
 
 def _float(row: dict, column: str) -> float:
@@ -338,9 +310,12 @@ def evaluate_gates(
     family: Family = "none",
     tables: dict[str, pd.DataFrame] | None = None,
     looks: tuple[int, ...] | None = None,
+    units: dict[int, list[str]] | None = None,
 ) -> pd.DataFrame:
     """gates.csv: one row per gate x model x item (gate order, then models, then items as the
-    run lists them). `items`/`models`: the run's, for gates that name none; `level` and
+    run lists them). `items`/`models`: the run's, for gates that name none; `units`: gate
+    index -> the items it judges (`harness.gate_specs.gate_units`: where its policy runs, its
+    rule is checked, a turn metric has turns), else its `items`, else the run's; `level` and
     `family`: stats.level and stats.family, which fix the level each bound is tested at (the
     one-sided bounds in summary.csv and rules.csv were made at it; samples_needed projects at
     it). `tables`: GATE_TABLES by name, for rule gates and the turn metrics (a gate whose
@@ -364,25 +339,7 @@ def evaluate_gates(
                     "an older harness: run `harness run` again)"
                 )
         for model in [gate.model] if gate.model else models:
-            for item in gate.items or items:
+            for item in (units or {}).get(index) or gate.items or items:
                 row = found.get((model, item, gate.policy))
                 out.append(_check(index, gate, model, item, row, levels, source, looks))
     return result_frame(GateRow, pd.DataFrame(out, columns=GATE_COLUMNS).astype({"passed": bool}))
-
-
-def verdicts_of(gates: pd.DataFrame) -> pd.Series:
-    """The verdict of each gates.csv row; a file from before three outcomes has only
-    `passed`, read as pass or fail."""
-    if "verdict" in gates.columns:
-        return gates["verdict"].astype(str)
-    passed = cells_are(gates["passed"], True)
-    return passed.map({True: "pass", False: "fail"})
-
-
-def undecided_conditions(gates: pd.DataFrame) -> set[tuple[str, str, str]]:
-    """(model, item, policy) of every undecided check: the conditions more samples could
-    decide (sample-until-decided adds samples to these only)."""
-    if gates.empty:
-        return set()
-    undecided = gates[verdicts_of(gates) == "undecided"]
-    return {(str(m), str(i), str(p)) for m, i, p in undecided[list(CONDITION)].itertuples(False)}

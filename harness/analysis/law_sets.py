@@ -1,6 +1,20 @@
-"""laws.csv's curve sets: the units (probe pairs, samples, conversations) of a run grouped
-into one curve kind of one group (a condition, or pooled per policy and over everything), on a
-common grid of positions (`harness.analysis.law_table` fits the laws to them)."""
+"""The curve sets laws.csv fits (`harness.analysis.law_table`): units and their groups.
+
+A curve set is one curve kind of one group of units: the units are probe pairs (mechanism) or
+samples (behaviour), the group a condition, or pooled over a model's single-reply items per
+policy (item = `all`) and over all of them (item = policy = `all`); per-turn curves pool a
+model's conversations the same way. Curves:
+- `rel_l2` per layer group (the report's early / middle / late thirds; a pair's curve is the
+  mean over the group's layers), `kl` (next-token KL per position), `share_prompt_mean` per
+  layer group (hf probe): token positions t at the fit grid of [t_min, T], T the group's
+  shortest curve; a conversation's positions are its replies' tokens only;
+- `kl_turn`: the KL at each reply's first token (turn_influence.csv), x = turn;
+- `a_t`: per sample, 1/0 per scoring window (x = the window's middle in generated tokens,
+  (index + 1/2) x window: aligned across samples), single replies;
+- `a_k`: per sample, 1/0 per reply of a generated conversation (x = turn).
+A behaviour curve of one rule alone (`rule`, for an item with several rules) is fitted per
+condition only: rule names are an item's own.
+"""
 
 from __future__ import annotations
 
@@ -22,7 +36,7 @@ BEHAVIOUR = "behaviour"
 class CurveSet:
     """One curve kind of one group: units (U, n) at x (n,), NaN where a unit has no value."""
 
-    ident: dict  # model, item, policy
+    ident: dict  # model, item, policy, rule ("": all rules)
     curve: str
     layer_group: str
     x_name: str  # "t" or "turn"
@@ -48,6 +62,7 @@ class Unit:
     layer_group: str
     x: np.ndarray
     y: np.ndarray
+    rule: str = ""  # a behaviour curve of one rule alone; "": all rules
 
 
 def pair_units(model: str, record, arrays: dict) -> list[Unit]:
@@ -82,8 +97,11 @@ def pair_units(model: str, record, arrays: dict) -> list[Unit]:
     return out
 
 
-def frame_units(frame, curve: str, x_col: str, y_col: str, group: str, conversation: bool):
-    """Units of a per-sample long frame (model, item, policy, sample, x, y)."""
+def frame_units(
+    frame, curve: str, x_col: str, y_col: str, group: str, conversation: bool, rule: str = ""
+):
+    """Units of a per-sample long frame (model, item, policy, sample, x, y); `rule`: the one
+    rule they judge ("": all rules)."""
     if frame is None or frame.empty:
         return []
     out = []
@@ -93,28 +111,29 @@ def frame_units(frame, curve: str, x_col: str, y_col: str, group: str, conversat
         rows = rows.sort_values(x_col)
         out.append(
             Unit(model, item, policy, conversation, curve, group,
-                 rows[x_col].to_numpy(np.float64), rows[y_col].to_numpy(np.float64))
+                 rows[x_col].to_numpy(np.float64), rows[y_col].to_numpy(np.float64), rule)
         )  # fmt: skip
     return out
 
 
 def group_sets(units: list[Unit], t_min: int) -> list[CurveSet]:
     """Curve sets per condition, then pooled per (model, policy) and per model: positional
-    curves pool single replies only, per-turn curves pool conversations."""
+    curves pool single replies only, per-turn curves pool conversations; one rule's curves
+    stay per condition (rule names are an item's own)."""
     groups: dict[tuple, list[Unit]] = {}
     for u in units:
-        kind = (u.curve, u.layer_group)
+        kind = (u.curve, u.layer_group, u.rule)
         groups.setdefault((u.model, u.item, u.policy, *kind), []).append(u)
         dense = u.curve not in ("kl_turn", "a_k", "a_t")
-        if dense and u.conversation:
+        if (dense and u.conversation) or u.rule:
             continue
         groups.setdefault((u.model, POOLED, u.policy, *kind), []).append(u)
         groups.setdefault((u.model, POOLED, POOLED, *kind), []).append(u)
     sets = []
     seen = {key[3:]: i for i, key in reversed(list(enumerate(groups)))}  # curves as found
     order = sorted(groups, key=lambda k: (k[0], k[1] == POOLED, k[1], k[2], seen[k[3:]]))
-    for model, item, policy, curve, group in order:
-        members = groups[(model, item, policy, curve, group)]
+    for model, item, policy, curve, group, rule in order:
+        members = groups[(model, item, policy, curve, group, rule)]
         if item == POOLED and len({(m.item, m.policy) for m in members}) < 2:
             continue  # the pool is one condition: its row already exists
         built = _stack(members, t_min)
@@ -123,7 +142,7 @@ def group_sets(units: list[Unit], t_min: int) -> list[CurveSet]:
         x, ys = built
         sets.append(
             CurveSet(
-                {"model": model, "item": item, "policy": policy}, curve, group,
+                {"model": model, "item": item, "policy": policy, "rule": rule}, curve, group,
                 "turn" if curve in ("kl_turn", "a_k") else "t",
                 "absolute" if curve.startswith("a_") else "relative", x, ys,
                 "sample" if curve.startswith("a_") else "pair",

@@ -1,18 +1,7 @@
 """laws.csv: every mechanism and behaviour curve of a run against the three laws of
 `harness.analysis.laws` (docs/architecture.md, "Estimators: laws").
 
-A curve set is one curve kind of one group of units: the units are probe pairs (mechanism) or
-samples (behaviour), the group a condition, or pooled over a model's single-reply items per
-policy (item = `all`) and over all of them (item = policy = `all`); per-turn curves pool a
-model's conversations the same way. Curves:
-- `rel_l2` per layer group (the report's early / middle / late thirds; a pair's curve is the
-  mean over the group's layers), `kl` (next-token KL per position), `share_prompt_mean` per
-  layer group (hf probe): token positions t at the fit grid of [t_min, T], T the group's
-  shortest curve; a conversation's positions are its replies' tokens only;
-- `kl_turn`: the KL at each reply's first token (turn_influence.csv), x = turn;
-- `a_t`: per sample, 1/0 per scoring window (x = the window's middle in generated tokens,
-  (index + 1/2) x window: aligned across samples), single replies;
-- `a_k`: per sample, 1/0 per reply of a generated conversation (x = turn).
+The curve sets (units, groups, the curves): `harness.analysis.law_sets`.
 Per set, each law's out-of-sample error, the chosen law, every parameter with a percentile
 bootstrap interval over the units (>= 3 units; fewer: no interval, "cannot tell"), `law_p`: the
 chooser's comparison as a test (a paired t-test over the units left out that a floored law
@@ -31,27 +20,29 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.analysis import laws as L
-from harness.analysis.law_sets import BEHAVIOUR as BEHAVIOUR
 from harness.analysis.law_sets import MIN_POINTS, POOLED, CurveSet
-from harness.analysis.law_sets import NEXT_TOKEN as NEXT_TOKEN
-from harness.analysis.law_sets import Unit as Unit
-from harness.analysis.law_sets import frame_units as frame_units
-from harness.analysis.law_sets import group_sets as group_sets
-from harness.analysis.law_sets import pair_units as pair_units
-from harness.analysis.law_verdicts import FLAT_BAND as FLAT_BAND
-from harness.analysis.law_verdicts import FLOOR_RULED_OUT as FLOOR_RULED_OUT
-from harness.analysis.law_verdicts import VANISH_MIN_UNITS as VANISH_MIN_UNITS
-from harness.analysis.law_verdicts import close_floored, floor_p, verdict
-from harness.analysis.law_verdicts import fitted_initial as fitted_initial
 from harness.stats import DEFAULT_LEVEL
 from harness.stats.bootstrap import bootstrap_interval
 
 BASELINE_POLICY = "none"
 MIN_UNITS = 3  # fewer units give no interval: the verdict is "cannot tell"
+# `vanishes` needs the data to rule out a floor this share of the initial value
+FLOOR_RULED_OUT = 0.1
+# `flat` needs the exponent's interval inside +-FLAT_BAND: over t in [16, 320] an exponent of
+# 0.1 moves a curve by 26 %, so a flat reading promises less than that (an interval holding 0
+# but wider, e.g. [-0.60, 3.00], is "cannot tell")
+FLAT_BAND = 0.1
+# `vanishes` rules a floor out with a percentile bootstrap over the units, too narrow over 4
+# (256 resamples): 4-pair floors of 10-25 % read `vanishes` in 1-2 % of runs under correlated
+# noise (bench/laws.py --noise-models), none from 8
+VANISH_MIN_UNITS = 6
 
 
 def _seed(s: CurveSet) -> int:
-    key = "|".join([*s.ident.values(), s.curve, s.layer_group])
+    # one rule's set also keys its rule; an all-rules set keeps the seed it always had
+    ident = [s.ident["model"], s.ident["item"], s.ident["policy"]]
+    rule = s.ident.get("rule", "")
+    key = "|".join([*ident, *([rule] if rule else []), s.curve, s.layer_group])
     return zlib.crc32(key.encode())
 
 
@@ -89,7 +80,7 @@ def set_choice(s: CurveSet) -> Choice:
     mean = L.mean_curve(s.units)
     usable = np.isfinite(mean) & ((mean > 0) if s.space == "relative" else True)
     n_units = int(np.isfinite(s.units).any(axis=1).sum())
-    base = {**s.ident, "curve": s.curve, "layer_group": s.layer_group, "x": s.x_name,
+    base = {"rule": "", **s.ident, "curve": s.curve, "layer_group": s.layer_group, "x": s.x_name,
             "n": n_units, "x_min": float(s.x[usable].min()) if usable.any() else nan,
             "x_max": float(s.x[usable].max()) if usable.any() else nan,
             "initial": float(mean[usable][0]) if usable.any() else nan}  # fmt: skip
@@ -163,6 +154,16 @@ def choose_law(s: CurveSet, x, units, mean, fits: dict, n_units: int):
     return errors, "tail (second half of x)", chosen, law_p, per_unit
 
 
+def floor_p(floor: float, draws: np.ndarray) -> float:
+    """One-sided p-value of floor <= 0 from the bootstrap draws: (1 + the draws at or below 0)
+    / (draws + 1), no finer than the draws can support (a normal tail extrapolated from 200
+    draws gave 1e-63, and 0 when the draws did not vary)."""
+    good = draws[np.isfinite(draws)]
+    if len(good) < 10 or not math.isfinite(floor):
+        return math.nan
+    return float((1 + np.sum(good <= 0)) / (len(good) + 1))
+
+
 def _empty(base: dict, law: str, reason: str) -> dict:
     nan = math.nan
     fields = ("error", "rate", "rate_low", "rate_high", "floor", "floor_low", "floor_high",
@@ -171,13 +172,87 @@ def _empty(base: dict, law: str, reason: str) -> dict:
             "method": f"none ({reason})", "reason": reason}  # fmt: skip
 
 
+def close_floored(rows: list[dict], per_unit: dict | None = None) -> list[dict]:
+    """The floored laws of one set within the chooser's tolerance of the best law: those the
+    units left out cannot tell from it (`laws.paired_rivals`, >= 3 units), else those whose
+    error is <= best / (1 - MARGIN). `vanishes` must rule out every one of their floors."""
+    if per_unit is not None:
+        rivals = L.paired_rivals(per_unit)
+        return [r for r in rows if r["law"] in rivals]
+    finite = [r["error"] for r in rows if math.isfinite(r["error"])]
+    if not finite:
+        return []
+    bar = min(finite) / (1.0 - L.MARGIN)
+    return [r for r in rows if r["law"] in L.FLOORED and math.isfinite(r["error"])
+            and r["error"] <= bar]  # fmt: skip
+
+
+def verdict(row: dict, close: list[dict], alpha: float) -> tuple[str, str]:
+    """(verdict, reason) of a chosen row: `vanishes` (power law to zero, exponent interval
+    above 0, >= VANISH_MIN_UNITS units, and every floored law in `close` rules out a floor of
+    FLOOR_RULED_OUT of its fitted initial value), `settles` (a floored law falling to its
+    floor: rate and scale above 0, the chooser's test Holm-adjusted over the run below
+    `alpha`, and the floor's interval above zero), `flat` (the exponent's interval inside
+    +-FLAT_BAND), `grows` (interval below 0), else `cannot tell` with the reason."""
+    if not math.isfinite(row["rate_low"]):
+        return "cannot tell", f"no interval ({row['method']})"
+    lo, hi = row["rate_low"], row["rate_high"]
+    if row["law"] == L.LAW_ZERO:
+        if hi < 0:
+            return "grows", ""
+        if lo <= 0:
+            if lo >= -FLAT_BAND and hi <= FLAT_BAND:
+                return "flat", ""
+            return "cannot tell", (f"the exponent's interval [{lo:.2f}, {hi:.2f}] holds 0 but "
+                                   f"is not inside the flat band +-{FLAT_BAND}")  # fmt: skip
+        if row["n"] < VANISH_MIN_UNITS:
+            return "cannot tell", (f"a decay, but {row['n']} units are too few to rule a floor "
+                                   f"out (>= {VANISH_MIN_UNITS})")  # fmt: skip
+        for f in close:
+            bar = FLOOR_RULED_OUT * fitted_initial(f)
+            if not (math.isfinite(f["floor_high"]) and f["floor_high"] < bar):
+                return "cannot tell", (
+                    f"{f['law']} predicts as well as the data can tell from the best law and "
+                    f"its floor interval reaches {_sig(f['floor_high'])}, not below "
+                    f"{FLOOR_RULED_OUT:.0%} of the initial value ({_sig(bar)})")  # fmt: skip
+        if not close:
+            return "cannot tell", "no floored law could be fitted to rule a floor out"
+        return "vanishes", ""
+    if not (row["rate"] > 0 and row["scale"] > 0):
+        return "cannot tell", "the floored law does not fall to its floor (rate or scale <= 0)"
+    p = row["law_p_holm"]
+    if not (math.isfinite(p) and p < alpha):
+        return "cannot tell", (f"the floored law's gain over decay to zero has Holm-adjusted "
+                               f"p = {_sig(p)}, not below {alpha:g}")  # fmt: skip
+    if not (row["floor_p"] < alpha):
+        return "cannot tell", f"the floor's interval reaches 0 (floor_p = {_sig(row['floor_p'])})"
+    return "settles", ""
+
+
+def fitted_initial(row: dict) -> float:
+    """A fitted law's value at x_min: the scale the floor is measured against (the mean curve's
+    first point carries that point's noise; a heavy-tailed draw there made a 10 % floor look
+    like 8 %)."""
+    shape = 1.0 if row["law"] == L.LAW_EQUILIBRIUM else row["x_min"] ** -row["rate"]
+    return row["floor"] + row["scale"] * shape
+
+
+def _sig(v: float) -> str:
+    return f"{v:.2g}" if math.isfinite(v) else "n/a"
+
+
 def law_rows(sets: list[CurveSet], draws: int = 500, level: float = DEFAULT_LEVEL) -> list[dict]:
     """laws.csv rows of every curve set: fits, the chooser's test Holm-adjusted over every set
     of the run that has one (before any choice: the run's one false-`settles` budget, 1 -
-    level), verdicts and the floors' differences from policy `none` of the same (model, item,
-    curve, layer group)."""
+    level; the sets of one rule alone are a second family, adjusted among themselves, so the
+    all-rules rows read as they would without them), verdicts and the floors' differences from
+    policy `none` of the same (model, item, rule, curve, layer group)."""
     choices = [set_choice(s) for s in sets]
-    adjusted = run_holm(choices)
+    adjusted = [math.nan] * len(sets)
+    for per_rule in (False, True):
+        family = [i for i, s in enumerate(sets) if bool(s.ident.get("rule")) == per_rule]
+        for i, p in zip(family, run_holm([choices[i] for i in family]), strict=True):
+            adjusted[i] = p
     rows: list[dict] = []
     floors: dict[tuple, dict] = {}
     for s, c, p in zip(sets, choices, adjusted, strict=True):
@@ -203,7 +278,7 @@ def run_holm(choices: list[Choice]) -> list[float]:
 
 
 def _key(ident: dict, curve: str, group: str) -> tuple:
-    return (ident["model"], ident["item"], ident["policy"], curve, group)
+    return (ident["model"], ident["item"], ident["policy"], ident.get("rule", ""), curve, group)
 
 
 def _delta(row: dict, floors: dict, level: float) -> None:
@@ -216,8 +291,9 @@ def _delta(row: dict, floors: dict, level: float) -> None:
     if row["law"] not in L.FLOORED or row["policy"] in (BASELINE_POLICY, POOLED):
         return
     ident = (row["model"], row["item"])
-    mine = floors.get((*ident, row["policy"], row["curve"], row["layer_group"]), {})
-    ref = floors.get((*ident, BASELINE_POLICY, row["curve"], row["layer_group"]), {})
+    kind = (row.get("rule", ""), row["curve"], row["layer_group"])
+    mine = floors.get((*ident, row["policy"], *kind), {})
+    ref = floors.get((*ident, BASELINE_POLICY, *kind), {})
     if row["law"] not in mine or row["law"] not in ref:
         return
     (point, draws), (ref_point, ref_draws) = mine[row["law"]], ref[row["law"]]

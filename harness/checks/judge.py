@@ -160,11 +160,18 @@ class JudgeSpec(BaseModel):
 
 @register
 class JudgeCheck(Check):
-    """value 1 when the judge says the text follows `rule`, 0 when it breaks it, NaN when the
-    judge's answer was malformed twice (or the text is empty or too long for its context)."""
+    """value 1 when the judge says the text follows the rule's text (`criterion`: its
+    `sentence`, else `rule`), 0 when it breaks it, NaN when the judge's answer was malformed
+    twice (or the text is empty or too long for its context). Named like every check: `rule:`
+    the rule's name, `sentence:` the prompt's sentence it came from, which is what the judge
+    reads; a check with `rule:` alone is judged on that text and named by it."""
 
     type: Literal["judge"]
-    rule: NonEmptyText
+    # The rule's name where `sentence` is given (as on every check); alone, the text the judge
+    # reads, which also names the rule (one row per rule in the per-rule results either way)
+    rule: str | None = Field(None, min_length=1, pattern=r"\S", exclude_if=lambda v: v is None)
+    # The sentence of the system prompt the rule comes from: the text the judge reads
+    sentence: str | None = Field(None, min_length=1, pattern=r"\S", exclude_if=lambda v: v is None)
     judge: JudgeSpec = JudgeSpec()
     scope: Scope = "window"
     name: Annotated[str, Field(pattern=r"^[\w.-]+$")] | None = None  # check id (default: rule)
@@ -172,9 +179,20 @@ class JudgeCheck(Check):
     asks_model: ClassVar[bool] = True
     _judges: Any = PrivateAttr(None)  # the JudgeRunner given by `with_judges`
 
+    @model_validator(mode="after")
+    def _has_text(self) -> Self:
+        if self.rule is None and self.sentence is None:
+            raise ValueError("a judge check needs `sentence` (the text it judges) or `rule`")
+        return self
+
+    @property
+    def criterion(self) -> str:
+        """The text the judge holds a reply to: the sentence, else the rule."""
+        return self.sentence or self.rule or ""
+
     @property
     def base_id(self) -> str:
-        return f"judge:{self.name or self.rule}"
+        return f"judge:{self.name or self.rule or self.sentence}"
 
     def with_judges(self, judges) -> Self:
         if judges is None:

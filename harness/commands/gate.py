@@ -48,7 +48,7 @@ def gate_command(
     if not spec.gates:
         raise UserError(f"{config}: no `gates:` to evaluate")
     _check_same_run(run_dir, spec)
-    items = [sel.item.id for sel in select_items(spec, suites)]
+    items = [sel.item for sel in select_items(spec, suites)]
     outputs = gate_outputs(spec, items, run_dir)  # every check before the first write
     for name, value in outputs.items():
         write_output(run_dir / name, value)

@@ -8,11 +8,12 @@ states (`harness.starter.rules`: the language, a length, forbidden terms, a sign
 opening, a persona's name, a format; a judge check for the rest), each with its `rule:` and
 `sentence:` and a comment saying what was found; every check type is a commented example.
 NAME.yaml runs policies none and periodic on the single replies and none, periodic and
-adaptive between turns on the conversations, on the embedded model (3 samples, a few minutes
-on a CPU), probe on, with one active gate. Its token budget fits the rules
-(`harness.starter.budget`): long answers (256 tokens, 48 a conversation reply) for rules that
-hold window by window, whole replies under twice a word limit, with requests a few sentences
-answer, for rules judged on a whole reply. Both files
+adaptive between turns on the conversations (none and adaptive where whole replies are
+judged), on the embedded model (3 samples, a few minutes on a CPU), probe on, with one active
+gate. Its token budget fits the rules (`harness.starter.budget`): long answers (256 tokens, 48
+a conversation reply) for rules that hold window by window; for rules judged on a whole reply,
+requests a few sentences answer and a reply's budget a bit above a word limit (single replies
+and conversation replies alike). Both files
 are loaded once written, so a file `harness init` writes always parses, as a config whose
 conversations fit their token budget (`plan.check_turn_budget`).
 """

@@ -59,7 +59,7 @@ def score_command(
     ),
 ) -> None:
     """Score transcripts window by window (chat logs turn by turn too); write the CSVs."""
-    from harness.analysis.gates import gate_name  # lazy: CLI start-up
+    from harness.analysis.gate_rows import gate_name  # lazy: CLI start-up
     from harness.chatlogs import is_chat_log  # lazy: CLI start-up
     from harness.config import ScoringConfig  # lazy: CLI start-up
     from harness.config_files import load_suite  # lazy: CLI start-up

@@ -199,9 +199,10 @@ def _sample_maxima(config, spec, item, count) -> TokenMaxima:
     reminder = count(getattr(spec, "text", None) or item.reminder or "") + 16
     base = count(item.system) + count(item.user or "") + 16  # + the messages' framing
     if not item.is_conversation:
-        rounds, reminders = _policy_rounds(spec, gen.max_tokens, gen.continue_on_eos)
-        per_round = base + gen.max_tokens + reminders * reminder
-        return TokenMaxima(rounds, rounds * per_round, gen.max_tokens)
+        reply = gen.single_budget
+        rounds, reminders = _policy_rounds(spec, reply, gen.continue_on_eos)
+        per_round = base + reply + reminders * reminder
+        return TokenMaxima(rounds, rounds * per_round, reply)
     sim = item.user_simulator
     users = [count(t.user) + 8 for t in item.turns or []]
     users += [sim.max_tokens + 8] * sim.turns if sim else []

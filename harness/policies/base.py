@@ -80,6 +80,8 @@ class SampleState:
     turn: int = 1
     turn_generated: int = 0
     reply_over: bool = False
+    # the tokens this sample may generate: a conversation's total or a single reply's
+    budget: int = 0
 
     def append(self, ids: Sequence[int], kind: str, source: str, text: str = "") -> None:
         start = len(self.continuation)

@@ -38,7 +38,6 @@ def run_continuous(
     """Drive every sample of `grouped` to its end; `hand_over()` runs whenever a sample ends
     (it stores the groups whose samples have all ended). `on_round(n, generated)` runs after
     each of the n requests that finish, with the tokens generated so far."""
-    budget = sampling.max_tokens
     sent: dict[tuple[int, int], GenerationRequest] = {}
     finished_requests = 0
 
@@ -51,7 +50,7 @@ def run_continuous(
             hand_over()
             return []
         context = engine.max_model_len
-        sent[key] = round_request(policy, state, sampling, budget, turn_tokens, context)
+        sent[key] = round_request(policy, state, sampling, state.budget, turn_tokens, context)
         return [(key, sent[key])]
 
     def follow(key: tuple[int, int], result: GenerationResult) -> list[tuple]:
@@ -59,7 +58,7 @@ def run_continuous(
         policy, states = grouped[key[0]]
         state = states[key[1]]
         # seconds is already this request's own share of the engine: batch size 1
-        absorb_result(policy, state, chat, sent.pop(key), result, budget, 1, turn_tokens)
+        absorb_result(policy, state, chat, sent.pop(key), result, state.budget, 1, turn_tokens)
         if state.spec.conversation:
             next_user_turns([(policy, [state])], chat, engine, None, sampling)
         else:

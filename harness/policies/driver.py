@@ -42,6 +42,7 @@ def run_policies(
     on_group_done: Callable[[int, list[GenerationRecord]], None] | None = None,
     turn_tokens: int | None = None,
     simulators=None,
+    single_tokens: int | None = None,
 ) -> list[list[GenerationRecord]]:
     """Several (policy, samples) groups advanced together: each round is ONE engine batch
     with every unfinished sample of every group, so short rounds of one policy overlap with
@@ -55,10 +56,13 @@ def run_policies(
 
     On an engine that batches continuously (vLLM), the rounds do not wait for each other: a
     sample's next round joins the running batch as soon as its last one ends
-    (`harness.policies.continuous`); each sample's requests, seeds included, are the same."""
-    budget = sampling.max_tokens
+    (`harness.policies.continuous`); each sample's requests, seeds included, are the same.
+
+    A conversation may generate `sampling.max_tokens` in all, a single reply `single_tokens`
+    (None: `sampling.max_tokens` too)."""
+    budgets = (sampling.max_tokens, single_tokens or sampling.max_tokens)
     grouped = [
-        (policy, _start_states(policy, engine, chat, specs, budget)) for policy, specs in groups
+        (policy, _start_states(policy, engine, chat, specs, budgets)) for policy, specs in groups
     ]
     # Each group's records are built once, when its last sample finishes: what on_group_done
     # stores and what is returned are the same records.
@@ -86,12 +90,14 @@ def run_policies(
         if not active:
             continue  # groups whose last samples just hit the context are handed over above
         requests = [
-            round_request(policy, state, sampling, budget, turn_tokens, engine.max_model_len)
+            round_request(policy, state, sampling, state.budget, turn_tokens, engine.max_model_len)
             for policy, state in active
         ]
         results = engine.generate(requests)
         for (policy, state), request, result in zip(active, requests, results, strict=True):
-            absorb_result(policy, state, chat, request, result, budget, len(active), turn_tokens)
+            absorb_result(
+                policy, state, chat, request, result, state.budget, len(active), turn_tokens
+            )
         for policy, states in grouped:
             inject_reminders(policy, chat, [s for s in states if not s.spec.conversation])
         next_user_turns(grouped, chat, engine, simulators, sampling)
@@ -102,11 +108,18 @@ def run_policies(
 
 
 def _start_states(
-    policy: Policy, engine: Engine, chat: ChatFormat, specs: list[SampleSpec], budget: int
+    policy: Policy,
+    engine: Engine,
+    chat: ChatFormat,
+    specs: list[SampleSpec],
+    budgets: tuple[int, int],
 ) -> list[SampleState]:
+    """The samples' states; `budgets`: (a conversation's total, a single reply's)."""
     states = [SampleState(spec=s, prompt_ids=chat.prompt_ids(s.system, s.user)) for s in specs]
     for state in states:
         state.counts.prompt = len(state.prompt_ids)
+        state.budget = budgets[0] if state.spec.conversation else budgets[1]
+        budget = state.budget
         if state.spec.conversation:  # may stop at the context mid-run (finish reason context)
             if len(state.prompt_ids) >= engine.max_model_len:
                 raise UserError(

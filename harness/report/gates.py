@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from harness.analysis.gates import gate_name, verdicts_of
+from harness.analysis.gate_rows import gate_name, verdicts_of
 from harness.report.html import esc, fmt_num, note
 from harness.report.load import RunData
 from harness.report.terminal import family_line, gates_head, sampling_summary

@@ -266,6 +266,8 @@ def laws_section(data: RunData) -> tuple[str, dict] | None:
     laws = data.frame("laws.csv")
     if laws is None:
         return note(data.missing("laws.csv")), {}
+    if "rule" in laws.columns:  # the all-rules curves; each rule alone: laws.csv's `rule`
+        laws = laws[laws["rule"].fillna("").astype(str) == ""]
     if laws.empty:
         return note("No curve of this run had enough points or units to fit a law."), {}
     alpha = _alpha(data)

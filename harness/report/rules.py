@@ -12,6 +12,7 @@ import pandas as pd
 from harness.report import plots
 from harness.report.html import esc, figure, note
 from harness.report.load import RunData
+from harness.report.truncation import truncation_line
 
 
 def _fall(row) -> float:
@@ -86,6 +87,8 @@ def rules_section(data: RunData) -> tuple[str, dict]:
             "above cover all rules at once."
         )
     ]
+    if cut := truncation_line(data.frame("windows.csv"), rules):
+        html.append(f'<p class="truncation">{esc(cut)}.</p>')
     figs: dict = {}
     multi_model = rules["model"].nunique() > 1
     for (model, item), group in rules.groupby(["model", "item"], sort=True):

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis.gates import gate_name, verdicts_of
+from harness.analysis.gate_rows import gate_name, verdicts_of
 from harness.report.instrument import UNDECIDED_SHARE
+from harness.report.truncation import read_truncation_line
 from harness.stats.text import interval_text
 
 
@@ -213,6 +214,8 @@ def print_summary(run_dir: Path, console=None) -> None:
         table.add_row(*cells)
     console.print(table)
     if line := undecided_line(summary):
+        console.print(line, markup=False)
+    if line := read_truncation_line(run_dir):
         console.print(line, markup=False)
     # plain print: a console would wrap a long path at its width
     print(f"report: {Path(run_dir) / 'report.html'}", flush=True)

@@ -270,7 +270,7 @@ class LawRow(ResultRow):
         "one candidate law fitted to one curve of one group (a condition, or pooled: item "
         '`all`); three rows per curve (see "Estimators: laws")'
     )
-    keys = (*CONDITION, "curve", "layer_group", "law")
+    keys = (*CONDITION, "rule", "curve", "layer_group", "law")
 
     model: str
     """the probe model (mechanism curves; a twin is `untrained:<name>`) or the generating model
@@ -280,6 +280,9 @@ class LawRow(ResultRow):
     and `a_k`)"""
     policy: str
     """the policy, or `all` in a row pooled over the model's policies"""
+    rule: str = ""
+    """behaviour curves of one rule alone (rules.csv's `rule`), for each item that has several
+    rules, per condition; empty: all rules (and every mechanism curve)"""
     curve: str
     """`rel_l2` (hidden-state divergence), `kl` (next-token KL per position), `share_prompt_mean`
     (attention share), `kl_turn` (KL at each reply's first token), `a_t` (behaviour per scoring

@@ -142,7 +142,7 @@ class JudgeRunner:
         """One result per text. Cached verdicts are reused; the rest (each distinct text once)
         go to the judge in one batch, the malformed ones again in a second batch."""
         target = self.target(check.judge)
-        keys = [verdict_key(target, check.rule, text) for text in texts]
+        keys = [verdict_key(target, check.criterion, text) for text in texts]
         found: dict[str, dict] = {}
         todo: dict[str, str] = {}
         for key, text in zip(keys, texts, strict=True):
@@ -154,7 +154,7 @@ class JudgeRunner:
             else:
                 todo[key] = text
         if todo:
-            found.update(self._ask(target, check.rule, todo))
+            found.update(self._ask(target, check.criterion, todo))
         return [verdict_result(found.get(k), t) for k, t in zip(keys, texts, strict=True)]
 
     def _ask(self, target: JudgeTarget, rule: str, todo: dict[str, str]) -> dict[str, dict]:

@@ -15,32 +15,38 @@ from pathlib import Path
 import pandas as pd
 
 from harness.analysis.gate_junit import junit_xml
-from harness.analysis.gates import (
-    GATE_COLUMNS,
-    evaluate_gates,
-    read_gate_tables,
-    read_summary,
-)
+from harness.analysis.gate_sources import read_gate_tables
+from harness.analysis.gates import GATE_COLUMNS, evaluate_gates, read_summary
 from harness.analysis.rules import rule_frames, rule_sentences
 from harness.atomic import atomic_write_text
-from harness.config import RunConfig
-from harness.gate_specs import gate_level
+from harness.config import RunConfig, TaskItem
+from harness.gate_specs import gate_level, gate_units
+from harness.policy_specs import policy_label
 from harness.results import GateRow, SummaryRow, TurnRow, WindowRow, typed_frame
 from harness.sampling import schedule
 from harness.stages.base import JUnit, RunContext
 from harness.store import write_csv
 
 
-def gate_outputs(config: RunConfig, items: list[str], run_dir: Path) -> dict:
-    """{"gates.csv": frame, "junit.xml": text} of `config`'s gates on run_dir/summary.csv."""
+def gate_outputs(config: RunConfig, items: list[TaskItem], run_dir: Path) -> dict:
+    """{"gates.csv": frame, "junit.xml": text} of `config`'s gates on run_dir/summary.csv,
+    each judging the run's `items` that hold a unit of it (`harness.gate_specs.gate_units`)."""
     if config.gates:
         summary = read_summary(Path(run_dir) / "summary.csv")
         st = config.stats  # the level each bound is tested at (harness.gate_specs.gate_level)
         # a sequential run's auc/final gates: the group-sequential test at its looks
         looks = tuple(schedule(config.sequential)) if config.sequential else None
+        single = [policy_label(p) for p in config.policies]
+        talks = [policy_label(p) for p in config.conversation_policies or config.policies]
+        by_id = {item.id: item for item in items}
+        units = {
+            index: [i.id for i in gate_units(gate, [by_id[i] for i in gate.items or by_id],
+                                             single, talks)]
+            for index, gate in enumerate(config.gates)
+        }  # fmt: skip
         frame = evaluate_gates(
-            config.gates, summary, items, list(config.models), st.level, st.family,
-            tables=read_gate_tables(Path(run_dir)), looks=looks,
+            config.gates, summary, list(by_id), list(config.models), st.level, st.family,
+            tables=read_gate_tables(Path(run_dir)), units=units, looks=looks,
         )  # fmt: skip
     else:
         frame = pd.DataFrame(columns=GATE_COLUMNS)
@@ -58,7 +64,7 @@ class GateStage:
     writes = (GateRow, JUnit)
 
     def run(self, ctx: RunContext) -> dict:
-        return gate_outputs(ctx.config, [sel.item.id for sel in ctx.items], ctx.out_dir)
+        return gate_outputs(ctx.config, [sel.item for sel in ctx.items], ctx.out_dir)
 
 
 def score_gates(
@@ -85,10 +91,23 @@ def score_gates(
     if not gates:
         return pd.DataFrame(columns=GATE_COLUMNS)
     summary = read_summary(out / "adherence.csv")
-    frame = evaluate_gates(gates, summary, items, models, level, tables=read_gate_tables(out))
+    units = {index: _scored_items(windows, gate) for index, gate in enumerate(gates)}
+    tables = read_gate_tables(out)
+    frame = evaluate_gates(gates, summary, items, models, level, tables=tables, units=units)
     write_csv(frame, out / "gates.csv")
     atomic_write_text(out / "junit.xml", junit_xml(frame, name))
     return frame
+
+
+def _scored_items(windows: pd.DataFrame, gate) -> list[str]:
+    """The items of what was scored that hold a unit of `gate` (its policy's rows, its rule's):
+    of its `items:` where named (a named item with none fails: it cannot be verified)."""
+    if gate.items:
+        return list(gate.items)
+    rows = windows[windows["policy"].astype(str) == gate.policy]
+    if gate.rule is not None:
+        rows = rows[rows["rule"].astype(str) == gate.rule]
+    return list(dict.fromkeys(rows["item"].astype(str)))
 
 
 def _read_strings(path: Path) -> pd.DataFrame:

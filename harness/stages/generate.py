@@ -103,6 +103,7 @@ def generate_stage(
                 on_group_done=store_group,
                 turn_tokens=gen.turn_tokens,
                 simulators=simulators,
+                single_tokens=gen.single_reply_tokens,
             )
         finally:
             # vLLM's CPU workers keep spinning while idle: free the cores for the probe
@@ -191,8 +192,14 @@ class GenerateStage:
         ctx.engines.request_cache = request_cache(ctx.store)
         for model in ctx.models:
             units = ctx.generation_units(model)
-            total = sum(len(unit.selected) * len(unit.sample_range) for unit in units)
-            bar = ctx.progress.bar(f"generate {model.name}", total * config.generation.max_tokens)
+            gen = config.generation  # a conversation may generate max_tokens, a single reply
+            budget = {True: gen.max_tokens, False: gen.single_budget}  # single_reply_tokens
+            total = sum(
+                len(unit.sample_range) * budget[sel.item.is_conversation]
+                for unit in units
+                for sel in unit.selected
+            )
+            bar = ctx.progress.bar(f"generate {model.name}", total)
             with ctx.timed(f"generate {model.name}"):
                 # the twins and forks stages generate next, a sequential run's next look too:
                 # they keep this engine (one start per model)

@@ -4,15 +4,11 @@ behaviour curve (scored samples) against the three laws -> laws.csv
 
 from __future__ import annotations
 
+import pandas as pd
+
 from harness.analysis.conversations import turn_verdicts
-from harness.analysis.law_table import (
-    BEHAVIOUR,
-    NEXT_TOKEN,
-    frame_units,
-    group_sets,
-    law_rows,
-    pair_units,
-)
+from harness.analysis.law_sets import BEHAVIOUR, NEXT_TOKEN, frame_units, group_sets, pair_units
+from harness.analysis.law_table import law_rows
 from harness.results import LawRow, TurnInfluenceRow, TurnRow, WindowRow, result_frame
 from harness.scoring.passes import window_passes
 from harness.stages.base import Curves, Records, RunContext
@@ -50,21 +46,58 @@ class LawsStage:
 def behaviour_units(ctx) -> list:
     """a(t) per sample of the single replies (1/0 per window, x = the window's middle in
     generated tokens: (index + 1/2) x window, the same x in every sample, whatever was injected
-    before it) and a(k)
-    per sample of the generated conversations (1/0 per reply)."""
+    before it) and a(k) per sample of the generated conversations (1/0 per reply): of all
+    rules, then of each rule alone for the items with several (`rule` in laws.csv)."""
     conversations = {r.item for r in ctx.records if r.is_conversation}
-    out = []
     windows = ctx.frame(WindowRow)
-    if not windows.empty:
+    turns = ctx.frame(TurnRow) if conversations else None
+    out = _rule_units(windows, turns, conversations, ctx.config.scoring.window, "")
+    for rule, (rule_windows, rule_turns) in _each_rule(windows, turns).items():
+        out += _rule_units(rule_windows, rule_turns, conversations, ctx.config.scoring.window, rule)
+    return out
+
+
+def _rule_units(windows, turns, conversations: set, window: int, rule: str) -> list:
+    """The behaviour units of these rows (all rules, or one `rule`'s)."""
+    out = []
+    if windows is not None and not windows.empty:
         passes = window_passes(windows)
         passes = passes[~passes["item"].isin(conversations)]
-        passes = passes.assign(x=(passes["window"] + 0.5) * ctx.config.scoring.window,
+        passes = passes.assign(x=(passes["window"] + 0.5) * window,
                                y=passes["passed"].astype(float))  # fmt: skip
-        out += frame_units(passes, "a_t", "x", "y", BEHAVIOUR, False)
-    turns = ctx.frame(TurnRow) if conversations else None
+        out += frame_units(passes, "a_t", "x", "y", BEHAVIOUR, False, rule)
     if turns is not None and not turns.empty:
         verdicts = turn_verdicts(turns)
         verdicts = verdicts[verdicts["history"] == "generated"]
         verdicts = verdicts.assign(y=verdicts["passed"].astype(float))
-        out += frame_units(verdicts, "a_k", "turn", "y", BEHAVIOUR, True)
+        out += frame_units(verdicts, "a_k", "turn", "y", BEHAVIOUR, True, rule)
+    return out
+
+
+def _each_rule(windows, turns) -> dict[str, tuple]:
+    """rule -> (its windows.csv rows, its turns.csv rows) of the items that have several rules
+    (an item's only rule is its all-rules curve already); a row's rule is its `rule`, else its
+    check (files from before rules were named)."""
+
+    def named(frame):
+        if frame is None or frame.empty:
+            return frame
+        rule = frame["rule"].astype(str) if "rule" in frame.columns else frame["check"]
+        return frame.assign(rule=rule.where(rule != "", frame["check"].astype(str)))
+
+    windows, turns = named(windows), named(turns)
+    frames = [f for f in (windows, turns) if f is not None and not f.empty]
+    if not frames:
+        return {}
+    counts = pd.concat([f[["item", "rule"]] for f in frames]).drop_duplicates()
+    several = set(counts.groupby("item")["rule"].nunique().loc[lambda n: n > 1].index)
+    out: dict[str, tuple] = {}
+    for rule in sorted(set(counts.loc[counts["item"].isin(several), "rule"])):
+
+        def rows(frame, rule=rule):
+            if frame is None or frame.empty:
+                return frame
+            return frame[frame["item"].isin(several) & (frame["rule"] == rule)]
+
+        out[rule] = (rows(windows), rows(turns))
     return out

@@ -20,8 +20,8 @@ SUITE_HEADER = """\
 {intro}# What `harness init` inferred from the prompt:
 {inferred}# Edit freely:
 {keep}
-# - `checks`: one per rule of your prompt, named by `rule:` (a judge check: `name:`) with the
-#   `sentence:` it enforces; rules code cannot verify are judged by a model (`type: judge`).
+# - `checks`: one per rule of your prompt, named by `rule:`, with the `sentence:` it enforces;
+#   rules code cannot verify are judged by a model (`type: judge`) against their `sentence:`.
 #   Correct what was misread; the commented examples at the end show every check type
 #   (README, "Your own model, endpoint and system prompt"). `*checks` reuses the first
 #   item's list in every item.
@@ -42,8 +42,8 @@ EXAMPLES = """\
       # - {type: persona, name: Ada, rivals: [SmolLM], scope: window}   # stays "Ada"
       # - {type: script, script: Latin}                  # share of letters in one script
       # - {type: max_sentence_words, max_words: 25}      # short sentences only
-      # - {type: judge, rule: "Never promises a delivery date."}  # a rule code cannot check:
-      #   an LLM judge decides (needs the judge check feature)
+      # - {type: judge, rule: no-dates, sentence: "Never promise a delivery date."}  # a rule
+      #   code cannot check: a model judges the reply against the sentence
     # reminder: "Remember: ..."                # optional, default: the system prompt
     # restatement: "Sure! Here is ..."         # optional, needed by the restate policy
 """
@@ -64,14 +64,13 @@ policies:                 # the single replies
   # - restate                                     # needs a `restatement` in every item
 conversation_policies:    # the conversations: reminders between turns
   - none
-  - {{name: periodic, every_turns: 2, placement: system}}  # before user turns 2 and 4
+{periodic_turns}
   - {{name: adaptive, on: turn, placement: system}}        # after a reply that failed
 # Sized for a few minutes on a CPU. For a verdict you deploy on, raise samples (e.g. 8: tighter
 # CIs){raise_tokens}; time grows with both.
 samples: 3                # per item and policy
 generation:
-  max_tokens: {max_tokens}{pad_max}# tokens per answer: how long the prompt has to hold; in a
-                          # conversation the total, which must hold 5 replies x turn_tokens
+{max_lines}
   turn_tokens: {turn_tokens}{pad_turn}# {turn_why}
 {continue_lines}
 scoring:
@@ -208,6 +207,23 @@ def _rule_list(rules: list[StatedRule]) -> str:
     return ", ".join(rule.name for rule in rules if rule.active) or "none"
 
 
+MAX_TOKENS = """\
+  max_tokens: {max_tokens}{pad}# tokens per answer: how long the prompt has to hold; in a
+                          # conversation the total, which must hold 5 replies x turn_tokens"""
+
+MAX_TOKENS_SPLIT = """\
+  max_tokens: {max_tokens}{pad}# a conversation's total: 5 replies x turn_tokens
+  single_reply_tokens: {single}{pad_single}# a single reply's, as a conversation's reply"""
+
+
+# Whole replies of up to a reply's budget each make a conversation's 5 replies the run's
+# longest part: such a run keeps two conversation policies (a few minutes on 2 CPU cores)
+PERIODIC_TURNS = {
+    False: "  - {name: periodic, every_turns: 2, placement: system}  # before user turns 2 and 4",
+    True: "  # - {name: periodic, every_turns: 2, placement: system}  # before user turns 2 and\n"
+    "  #   4 (left out to keep the run a few minutes: 5 whole replies a conversation)",
+}
+
 CONTINUE = {
     True: '  continue_on_eos: true   # a "Continue." turn keeps an answer going to max_tokens\n'
     "                          # (single replies; in a conversation EOS ends the reply)\n",
@@ -223,9 +239,19 @@ def starter_config(name: str, model: str, suite_file: str, first_item: str, budg
         if budget.whole_replies
         else " and max_tokens (e.g. 1024: a longer reply to hold through)"
     )
+    pad = " " * max(1, 12 - len(str(budget.max_tokens)))
+    if budget.single_tokens is None:
+        max_lines = MAX_TOKENS.format(max_tokens=budget.max_tokens, pad=pad)
+    else:
+        max_lines = MAX_TOKENS_SPLIT.format(
+            max_tokens=budget.max_tokens,
+            pad=pad,
+            single=budget.single_tokens,
+            pad_single=" " * max(1, 3 - len(str(budget.single_tokens))),
+        )
     return CONFIG.format(
-        max_tokens=budget.max_tokens,
-        pad_max=" " * max(1, 12 - len(str(budget.max_tokens))),
+        max_lines=max_lines,
+        periodic_turns=PERIODIC_TURNS[budget.whole_replies],
         turn_tokens=budget.turn_tokens,
         pad_turn=" " * max(1, 11 - len(str(budget.turn_tokens))),
         turn_why=_wrapped(budget.why, 26 + 2),

@@ -27,8 +27,8 @@ can verify (`StatedRule`), in English, German and French (the words: `rule_words
 
 Every other sentence becomes a judge check with the sentence as its rule, except one that only
 says who the assistant is ("You are a helpful assistant."): a role, written as a commented
-judge check. Each check carries `rule:` (its short name; for a judge check, whose `rule` is
-the text it judges, `name:`) and `sentence:` (the prompt's sentence it came from).
+judge check. Each check carries `rule:` (its short name) and `sentence:` (the prompt's sentence
+it came from, which is what a judge check judges).
 """
 
 from __future__ import annotations
@@ -256,7 +256,7 @@ def forbidden_rules(sentence: str) -> list[StatedRule]:
         "rule": name,
         "sentence": sentence,
     }
-    judge = {"type": "judge", "rule": sentence, "name": name, "scope": "response"}
+    judge = {"type": "judge", "scope": "response"}  # judges its sentence
     found = "a category, no terms: a judge decides"
     note = "or list the terms: uncomment the regex below (and drop the judge: no model needed)"
     return [StatedRule(name, "forbidden", sentence, judge, found, note=note, extra=(stub,))]
@@ -266,7 +266,7 @@ def judge_rule(sentence: str) -> StatedRule:
     """A sentence no code check reads: a judge check with it as the rule (commented when it
     only says who the assistant is)."""
     name = slug(sentence)
-    check = {"type": "judge", "rule": sentence, "name": name, "scope": "response"}
+    check = {"type": "judge", "scope": "response"}  # judges its sentence
     if w.ROLE.match(fold(sentence)):
         return StatedRule(name, "role", sentence, check, "a role, not a rule", active=False)
     return StatedRule(name, "judge", sentence, check, "no code check reads it: a judge decides")
@@ -314,8 +314,7 @@ def _renamed(rule: StatedRule, name: str) -> StatedRule:
 def check_entry(rule: StatedRule) -> dict[str, Any]:
     """The suite's `checks:` entry: the check with its rule name and sentence."""
     entry = dict(rule.check)
-    if entry["type"] != "judge":  # a judge check's `rule` is the text it judges
-        entry["rule"] = rule.name
+    entry["rule"] = rule.name
     if rule.sentence is not None:
         entry["sentence"] = rule.sentence
     return entry

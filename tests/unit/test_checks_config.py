@@ -69,7 +69,7 @@ def _suite(tmp_path, check, items=True):
             "unknown check type: 'vibes' (expected one of 'ifeval', 'judge', 'language', ",
         ),
         ({"type": "judge", "rule": " "}, "judge.rule': String should match pattern"),
-        ({"type": "judge"}, "judge.rule': Field required"),
+        ({"type": "judge"}, "a judge check needs `sentence` (the text it judges) or `rule`"),
         ({"type": "judge", "rule": "r", "judge": {"engine": "tgi"}}, "Input should be 'vllm'"),
         ({"type": "judge", "rule": "r", "judge": {"model": "gpt-17"}}, "unknown model 'gpt-17'"),
         (

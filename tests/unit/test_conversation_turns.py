@@ -242,3 +242,23 @@ def test_prompt_ids_are_memoised_as_rendered_and_each_call_gets_its_own_list():
         first.append(-1)  # a caller extending its prompt does not change the next one
         assert fmt.prompt_ids(system, "U1") == first[:-1]
     assert len(fmt._prompts) == 3
+
+
+def test_a_single_reply_has_its_own_budget_beside_a_conversations_total():
+    """`single_tokens` (generation.single_reply_tokens) bounds a single reply, while
+    `max_tokens` stays a conversation's total: one run gives a reply a reply's budget and a
+    conversation room for all its replies."""
+    single = SampleSpec(system="S", user="U1", seed=2)
+    engine = ScriptedEngine({1: "abcdefghij", 2: "klmnopqrst", 3: "uvwxyz$"})
+    chat = ChatFormat(CharTokenizer())
+    [[conv], [one]] = run_policies(
+        [(policy_run(NonePolicy()), [_spec()]), (policy_run(NonePolicy()), [single])],
+        engine,
+        chat,
+        SamplingSettings(max_tokens=20),
+        turn_tokens=8,
+        single_tokens=6,
+    )
+    assert (one.tokens.generated, one.finish_reason) == (6, "length")  # cut at its own 6
+    assert conv.tokens.generated == 8 + 8 + 4  # 8 a reply, 20 in all: the third cut at 4
+    assert conv.finish_reason == "length"

@@ -133,6 +133,8 @@ def test_the_report_names_every_rule_in_the_order_they_break(run):
     assert at == sorted(at)
     assert "Antworte in höchstens 80 Wörtern." in five
     assert "1. no-competitors</b>" in four and "sign-off" not in four
+    # every reply ended on its own: the truncated share says so
+    assert "Replies cut at the token limit: 0 of 96 (0 %)." in section
 
 
 def test_a_gate_on_one_rule_fails_while_the_other_rules_pass(run):
@@ -206,3 +208,16 @@ def test_harness_score_refuses_a_gate_that_judges_nothing(tmp_path, run_cli, gat
     code, _, stderr = run_cli([*args, "--gates", str(tmp_path / "gates.yaml")])
     assert code == 2 and stderr.count("\n") == 1 and problem in stderr, stderr
     assert not out.exists()
+
+
+def test_laws_per_rule_beside_the_all_rules_curve(run):
+    """laws.csv fits each rule's own a(k) (its `rule`) beside the all-rules curve (empty
+    `rule`), per condition, three candidate laws a curve, one chosen."""
+    laws = pd.read_csv(run / "laws.csv", keep_default_na=False, na_values=[""])
+    a_k = laws[(laws["curve"] == "a_k") & (laws["item"] == "lena-nordbank")]
+    by_rule = a_k.groupby(a_k["rule"].fillna(""))
+    assert sorted(by_rule.groups) == sorted(["", *RULES])
+    assert (by_rule.size() == 3).all() and (by_rule["chosen"].sum() == 1).all()
+    four = laws[(laws["item"] == "lena-four-rules") & laws["rule"].notna()]
+    assert set(four["rule"]) == set(RULES) - {"sign-off"}
+    assert not laws[laws["item"] == "all"]["rule"].notna().any()  # pooled: all rules only

@@ -16,11 +16,8 @@ import pytest
 import yaml
 
 from harness.analysis.gate_junit import junit_xml
-from harness.analysis.gates import (
-    evaluate_gates,
-    read_summary,
-    undecided_conditions,
-)
+from harness.analysis.gate_rows import undecided_conditions
+from harness.analysis.gates import evaluate_gates, read_summary
 from harness.config_files import load_run_config
 from harness.errors import UserError
 from harness.gate_specs import GateSpec
@@ -32,6 +29,13 @@ DATA = Path(__file__).parent.parent / "data" / "configs"
 VALID = yaml.safe_load((DATA / "valid.yaml").read_text())
 ITEMS = ["mini-fr", "mini-lower"]
 CP = "(one-sided 95 % clopper-pearson bounds)"  # what an auc gate's detail says it read
+
+
+def _task_items() -> list:
+    """The items of mini-suite.yaml (ITEMS), as gate_outputs takes them."""
+    from harness.config_files import load_suite
+
+    return list(load_suite(DATA / "mini-suite.yaml").items)
 
 
 def _write_config(tmp_path: Path, gates: list, **changes) -> Path:
@@ -442,7 +446,7 @@ def test_no_gates_give_an_empty_suite(tmp_path):
     from harness.stages.gates import gate_outputs
 
     config = load_run_config(_write_config(tmp_path, []))
-    out = gate_outputs(config, ITEMS, tmp_path)  # no summary.csv needed
+    out = gate_outputs(config, _task_items(), tmp_path)  # no summary.csv needed
     assert out["gates.csv"].empty and list(out["gates.csv"].columns)[:3] == [
         "gate", "metric", "policy",
     ]  # fmt: skip
@@ -578,7 +582,7 @@ def test_samples_needed_uses_the_configs_interval_level(tmp_path):
     for level in (0.9, 0.99):
         config = load_run_config(_write_config(tmp_path, gate, stats={"level": level}))
         write_csv(_summary().assign(model=config.models[0]), tmp_path / "summary.csv")
-        frame = gate_outputs(config, ITEMS, tmp_path)["gates.csv"]
+        frame = gate_outputs(config, _task_items(), tmp_path)["gates.csv"]
         needed[level] = frame["samples_needed"][0]
     assert needed[0.99] > needed[0.9] > 4
 
@@ -598,7 +602,7 @@ def test_family_bonferroni_tests_each_bound_at_level_over_m_and_says_the_family_
     for family, level in (("none", 0.95), ("bonferroni", 1 - 0.05 / 4)):
         config = load_run_config(_write_config(tmp_path, gates, stats={"family": family}))
         write_csv(_summary().assign(model=config.models[0]), tmp_path / "summary.csv")
-        frame = gate_outputs(config, ITEMS, tmp_path)["gates.csv"]
+        frame = gate_outputs(config, _task_items(), tmp_path)["gates.csv"]
         assert frame["level"].tolist() == pytest.approx([level] * 4)
         write_csv(frame, tmp_path / "gates.csv")
         console = Console(record=True, width=300)

@@ -2,7 +2,7 @@
 
 import math
 
-from harness.analysis.gates import bound_text
+from harness.analysis.gate_rows import bound_text
 from harness.report.calibration import _interval
 from harness.report.html import fmt_num
 from harness.report.instrument import _ci

@@ -311,3 +311,24 @@ def test_check_ids_and_the_registry():
     assert judge_check().id == f"judge:{RULE}"
     assert judge_check(name="no-commas").id == "judge:no-commas"
     assert JudgeCheck.asks_model and judge_check().scope == "window"
+
+
+def test_a_judge_rule_is_named_like_any_rule_and_judges_its_sentence(tmp_path):
+    """`rule:` names the rule and `sentence:` is the prompt's sentence, which the judge reads:
+    the rows carry the name, the rubric carries the sentence (a rule code cannot check is one
+    named row like the others); `rule:` alone is still the text judged."""
+    from harness.config import ScoringConfig
+
+    named = {"type": "judge", "rule": "no-commas", "sentence": RULE, "scope": "response"}
+    engine = ScriptedJudge(no_comma_judge)
+    records = [_record(0, WordsTokenizer.WORDS)]
+    with runner(RunStore(tmp_path), engine) as judges:
+        suite, config = _suite(named), ScoringConfig(window=2)
+        rows = score_records(records, suite, WordsTokenizer(), config, judges)
+    assert [(r.check, r.rule) for r in rows] == [("judge:no-commas", "no-commas")]
+    assert f"RULE: {RULE}" in engine.prompts[0] and "RULE: no-commas" not in engine.prompts[0]
+    check = JudgeCheck.model_validate(named)
+    assert (check.criterion, check.id) == (RULE, "judge:no-commas")
+    assert judge_check().criterion == RULE and judge_check().rule == RULE
+    with pytest.raises(ValueError, match="needs `sentence`"):
+        JudgeCheck.model_validate({"type": "judge", "scope": "response"})

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from harness.analysis import laws as L
-from harness.analysis.law_table import CurveSet, close_floored, floor_p, law_rows, verdict
+from harness.analysis.law_sets import CurveSet
+from harness.analysis.law_table import close_floored, floor_p, law_rows, verdict
 from harness.analysis.powerlaw import fit_positions
 from harness.results import LawRow, result_frame
 
@@ -249,3 +250,41 @@ def test_the_bench_counts_whole_run_settles_as_law_rows_reads_them():
     settled = sum(r["verdict"] == "settles" for r in rows)
     assert settled >= 2
     assert run_false_settles(sets, 100, 0.95) == settled
+
+
+def test_only_items_with_several_rules_get_a_law_per_rule():
+    """An item's only rule is its all-rules curve already: no second fit of it (the
+    quickstart's one-rule items keep laws.csv as it was, a `rule` column left empty)."""
+    import pandas as pd
+
+    from harness.stages.laws import _each_rule
+
+    windows = pd.DataFrame(
+        [{"item": "one", "check": "language:fr", "rule": ""},
+         {"item": "two", "check": "language:de", "rule": "german"},
+         {"item": "two", "check": "regex_must:x", "rule": "sign-off"}]
+    )  # fmt: skip
+    rules = _each_rule(windows, None)
+    assert sorted(rules) == ["german", "sign-off"]
+    assert rules["german"][0]["item"].tolist() == ["two"] and rules["german"][1] is None
+
+
+def test_per_rule_sets_are_their_own_holm_family():
+    """Adding one rule's sets leaves every all-rules row as it was (law_p_holm included): the
+    per-rule sets are adjusted among themselves; rows say their rule."""
+    sets = [_set("none", _units(L.LAW_FLOOR, 1.0, 0.1, 8, 1)),
+            _set("periodic", _units(L.LAW_ZERO, 1.0, 0.0, 8, 2))]  # fmt: skip
+    per_rule = CurveSet({"model": "m", "item": "i", "policy": "none", "rule": "sign-off"},
+                        "rel_l2", "late (layers 21–30)", "t", "relative", X,
+                        _units(L.LAW_FLOOR, 1.0, 0.1, 8, 3), "pair")  # fmt: skip
+    alone = law_rows(sets, draws=50)
+    both = law_rows([*sets, per_rule], draws=50)
+    assert all(r["rule"] == "" for r in alone)
+    kept = [r for r in both if r["rule"] == ""]
+    for a, b in zip(alone, kept, strict=True):
+        assert a["law_p_holm"] == pytest.approx(b["law_p_holm"], nan_ok=True)
+        assert (a["verdict"], a["floor"]) == (b["verdict"], pytest.approx(b["floor"]))
+    rule_rows = [r for r in both if r["rule"] == "sign-off"]
+    assert len(rule_rows) == 3
+    # a family of one: its Holm-adjusted p is its own p
+    assert rule_rows[0]["law_p_holm"] == pytest.approx(rule_rows[0]["law_p"], nan_ok=True)

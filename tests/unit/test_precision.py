@@ -10,7 +10,7 @@ import torch
 from safetensors.numpy import save_file
 
 from harness.analysis.fits import FitMember, curve_sets, fit_table
-from harness.analysis.law_table import pair_units
+from harness.analysis.law_sets import pair_units
 from harness.config import GenerationConfig, ProbeConfig
 from harness.engines.device import PRECISIONS, resolve_dtype
 from harness.engines.options import engine_options

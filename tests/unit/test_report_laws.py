@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.analysis.law_table import CurveSet, law_rows
+from harness.analysis.law_sets import CurveSet
+from harness.analysis.law_table import law_rows
 from harness.analysis.powerlaw import fit_positions
 from harness.report.laws import _ci, delta_sentence, laws_section
 from harness.report.load import RunData

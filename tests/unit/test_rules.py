@@ -208,7 +208,8 @@ def test_gates_read_one_rule_and_the_turn_metrics():
     import pandas as pd
 
     from harness.analysis.gate_junit import junit_xml
-    from harness.analysis.gates import evaluate_gates, gate_name
+    from harness.analysis.gate_rows import gate_name
+    from harness.analysis.gates import evaluate_gates
     from harness.analysis.rules import rule_frames
     from harness.gate_specs import GateSpec
     from harness.results import TurnRow, WindowRow, result_frame

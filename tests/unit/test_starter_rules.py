@@ -13,6 +13,7 @@ from pydantic import TypeAdapter
 from harness.checks import CheckSpec
 from harness.config_files import load_run_config_and_suites
 from harness.plan import check_turn_budget
+from harness.policy_specs import policy_label
 from harness.selection import select_items
 from harness.starter.budget import budget_for
 from harness.starter.language import choose_language
@@ -79,9 +80,8 @@ def test_the_five_rules_of_the_nordbank_prompt(in_tmp, run_cli):
             "kwargs": {"num_words": 81, "relation": "less than"}, "scope": "response",
             "rule": "max-80-words", "sentence": "Antworte in höchstens 80 Wörtern.",
         },
-        {   # a category, no terms: judged, the sentence as the rule
-            "type": "judge", "rule": "Nenne niemals Konkurrenzbanken.",
-            "name": "no-konkurrenzbanken", "scope": "response",
+        {   # a category, no terms: a judge reads the sentence; named like any rule
+            "type": "judge", "scope": "response", "rule": "no-konkurrenzbanken",
             "sentence": "Nenne niemals Konkurrenzbanken.",
         },
         {
@@ -91,9 +91,14 @@ def test_the_five_rules_of_the_nordbank_prompt(in_tmp, run_cli):
         },
     ]  # fmt: skip
     assert sentences(NORDBANK) == [c.sentence for c in checks]
-    # a whole reply under 2 x 80 words at 2.5 tokens a word; the conversations' 5 replies fit
+    # a reply, single or in a conversation, a bit above 80 words at 2.5 tokens a word (1.25 x);
+    # max_tokens holds a conversation's 5 replies, single replies have their own budget
     gen = config.generation
-    assert (gen.turn_tokens, gen.max_tokens, gen.continue_on_eos) == (416, 2080, False)
+    assert (gen.turn_tokens, gen.max_tokens, gen.continue_on_eos) == (256, 1280, False)
+    assert gen.single_reply_tokens == gen.single_budget == 256
+    # 5 whole replies a conversation: two conversation policies keep the run a few minutes
+    talks = [policy_label(p) for p in config.conversation_policies]
+    assert talks == ["none", "adaptive-turn-system"]
     # a bank's support: a customer's questions, answerable in a few sentences, in German
     ids = [item.id for item in suite.items]
     assert ids == ["password", "fees", "contact", "complaint", "conv-account", "conv-login"]
@@ -103,7 +108,7 @@ def test_the_five_rules_of_the_nordbank_prompt(in_tmp, run_cli):
 
 
 def test_the_nordbank_checks_score_replies_as_a_reader_would():
-    checks = {c["rule"] if c["type"] != "judge" else c["name"]: SPEC.validate_python(c) for c in (
+    checks = {c["rule"]: SPEC.validate_python(c) for c in (
         check_entry(r) for r in stated_rules(NORDBANK, choose_language(NORDBANK))
     )}  # fmt: skip
     signed = "Sie setzen es unter Einstellungen zurück.\n\nViele Grüße,\nLena"
@@ -125,7 +130,7 @@ def test_the_nordbank_checks_score_replies_as_a_reader_would():
 
 def test_an_english_prompt_of_seven_rules(in_tmp, run_cli):
     _, config, suite, checks = _init(in_tmp, run_cli, LUMEN)
-    got = [(c.type, c.rule if c.type != "judge" else c.name, c.sentence) for c in checks]
+    got = [(c.type, c.rule, c.sentence) for c in checks]
     assert got == [
         ("persona", "persona-max", "You are Max, the concierge of Hotel Lumen."),
         ("language", "language-en", "Always answer in English."),
@@ -135,17 +140,17 @@ def test_an_english_prompt_of_seven_rules(in_tmp, run_cli):
         ("regex_must", "bullets", "Use bullet points."),
         ("judge", "do-not-discuss-room", "Do not discuss room prices."),
     ]  # fmt: skip
-    by_rule = {c.rule if c.type != "judge" else c.name: c for c in checks}
+    by_rule = {c.rule: c for c in checks}
     assert by_rule["under-60-words"].kwargs == {"num_words": 60, "relation": "less than"}
-    assert by_rule["do-not-discuss-room"].rule == "Do not discuss room prices."
+    assert by_rule["do-not-discuss-room"].criterion == "Do not discuss room prices."
     banned = by_rule["no-competitors"]  # the prompt's examples, as whole words
     assert not banned.passed(banned.score("Try the Marriott next door."))
     assert banned.passed(banned.score("Our hilltop terrace opens at nine."))
     opening = by_rule["opening"]
     assert opening.passed(opening.score("**Dear guest**, breakfast is at seven."))
     assert not opening.passed(opening.score("Breakfast is at seven, dear guest."))
-    gen = config.generation  # 2 x 59 words x 1.2 tokens a word, at least 128
-    assert (gen.turn_tokens, gen.max_tokens, gen.continue_on_eos) == (160, 800, False)
+    gen = config.generation  # 1.25 x 59 words x 1.2 tokens a word, at least 128
+    assert (gen.turn_tokens, gen.max_tokens, gen.continue_on_eos) == (128, 640, False)
     assert [item.id for item in suite.items][:4] == ["running", "basil", "hike", "sleep"]
 
 
@@ -166,8 +171,7 @@ def test_a_french_prompt_of_five_rules(in_tmp, run_cli):
             "rule": "max-3-sentences", "sentence": "Réponds en trois phrases au maximum.",
         },
         {
-            "type": "judge", "rule": "Ne mentionne jamais les banques concurrentes.",
-            "name": "no-banques-concurrentes", "scope": "response",
+            "type": "judge", "scope": "response", "rule": "no-banques-concurrentes",
             "sentence": "Ne mentionne jamais les banques concurrentes.",
         },
         {
@@ -176,8 +180,8 @@ def test_a_french_prompt_of_five_rules(in_tmp, run_cli):
             "sentence": "Termine chaque réponse par « Bonne journée, Claire ».",
         },
     ]  # fmt: skip
-    gen = config.generation  # 3 sentences as 75 words, x 2 x 2.1 tokens a word
-    assert (gen.turn_tokens, gen.max_tokens) == (320, 1600)
+    gen = config.generation  # 3 sentences as 75 words, x 1.25 x 2.1 tokens a word
+    assert (gen.turn_tokens, gen.max_tokens) == (224, 1120)
     assert suite.items[0].user.startswith("Comment réinitialiser le mot de passe")
 
 
@@ -215,7 +219,9 @@ def test_forbidden_terms_a_regex_and_categories_a_judge(sentence, kind, pattern)
     if pattern:
         assert pattern in rule.check["pattern"]
     else:  # the judge reads the sentence; a commented regex waits for the terms
-        assert rule.check["rule"] == sentence and rule.extra[0]["type"] == "regex_must_not"
+        entry = check_entry(rule)
+        assert (entry["rule"], entry["sentence"]) == (rule.name, sentence)
+        assert rule.extra[0]["type"] == "regex_must_not"
 
 
 @pytest.mark.parametrize(
@@ -245,8 +251,8 @@ def test_a_role_is_a_commented_judge_and_a_plain_rule_an_active_one(in_tmp, run_
     ]
     text = (in_tmp / "s.suite.yaml").read_text()
     assert (
-        "      # - type: judge\n      #   rule: You are a helpful assistant for Acme Corp.\n"
-        in text
+        "      # - type: judge\n      #   scope: response\n      #   rule: you-are-a-helpful\n"
+        "      #   sentence: You are a helpful assistant for Acme Corp.\n" in text
     )
     # no whole-reply rule: the long-answer budget as before
     gen = config.generation
@@ -266,5 +272,6 @@ def test_budgets():
     assert budget("Always answer in German.") == (48, 256, True, False)
     assert budget("End every reply with 'Cheers, Bo'.") == (256, 1280, False, True)
     assert budget("Answer in at most 20 words.") == (128, 640, False, True)  # at least 128
-    assert budget("Antworte in höchstens 80 Wörtern.") == (416, 2080, False, True)
-    assert budget("Отвечай не более чем в 30 словах. Answer in at most 30 words.")[0] == 192
+    assert budget("Antworte in höchstens 80 Wörtern.") == (256, 1280, False, True)
+    # no measured rate: 3 tokens a word, 1.25 x 50 words x 3 = 187.5
+    assert budget("Отвечай не более чем в 50 словах. Answer in at most 50 words.")[0] == 192

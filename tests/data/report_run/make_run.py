@@ -191,7 +191,8 @@ def _laws(div: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     """laws.csv through the laws stage's own code, from the divergence rows (a pair's curve per
     layer group at its positions) and the windows (a(t) per sample)."""
     from harness.analysis.fits import layer_groups
-    from harness.analysis.law_table import BEHAVIOUR, Unit, frame_units, group_sets, law_rows
+    from harness.analysis.law_sets import BEHAVIOUR, Unit, frame_units, group_sets
+    from harness.analysis.law_table import law_rows
     from harness.scoring.passes import window_passes
 
     units = []
