@@ -34,7 +34,7 @@ from harness.probes.precision import resolved  # noqa: E402
 
 
 def alphas(arrays: dict, layers: list[int], t_min: int = 16) -> dict[int, object]:
-    kept = resolved(arrays)
+    kept = resolved(arrays, t_min)
     rows = np.asarray(arrays["layers"]).tolist()
     t = np.arange(1, kept["rel_l2"].shape[1] + 1)
     return {layer: fit_alpha(t, kept["rel_l2"][rows.index(layer)], t_min=t_min) for layer in layers}
