@@ -79,7 +79,8 @@ def main() -> None:
 
     from harness.models import resolve_model
     from harness.probes.backend import HfBackend
-    from harness.probes.divergence import n_hidden_states, pair_divergence
+    from harness.probes.divergence import pair_divergence
+    from harness.probes.hooks import n_hidden_states
 
     path = resolve_model(args.model).path
     a, b, cont = pair_ids(path, args.tokens)

@@ -16,7 +16,8 @@ from harness.engines.device import PRECISIONS, resolve_dtype
 from harness.engines.options import engine_options
 from harness.errors import UserError
 from harness.probe_plan import ProbeFlags, probe_request
-from harness.probes.divergence import PairDivergence, vocab_sliced
+from harness.probes.divergence import PairDivergence
+from harness.probes.head import vocab_sliced
 from harness.probes.precision import (
     FLOOR_MULTIPLE,
     hidden_below_floor,
