@@ -10,12 +10,12 @@ test: keeping the single values that happen to lie above the level would keep ex
 ones rounding pushed up (a selection bias that flattens the tail, the false "settles" the cut
 is there to prevent). A curve that rises again later (a conversation's next turn) stays cut.
 A cut curve whose kept fit positions (from the fits' t_min up to the cut) span less than
-MIN_KEPT_DECADES of t is dropped whole (all NaN): its fit and laws say "cannot tell" rather
-than give an alpha. The values just above the cut still carry up to 1/FLOOR_MULTIPLE of
-rounding (a log error up to ln(4/3) = 0.29 where the rounding vector is aligned with the
-divergence); an error growing to that across half a decade (ln 10^0.5 = 1.15) tilts an OLS
-slope by ~0.25 at most, across the few positions a curve keeps just past t_min by more than
-alpha itself.
+MIN_KEPT_DECADES of t is dropped whole (all NaN): fits.csv says "cannot tell" and laws.csv
+fits no law there, rather than give an alpha. The values just above the cut still carry up
+to 1/FLOOR_MULTIPLE of rounding (a log error up to ln(4/3) = 0.29 where the rounding vector is
+aligned with the divergence); an error growing to that across half a decade (ln 10^0.5 =
+1.15) tilts an OLS slope by ~0.25 at most, across the few positions a curve keeps just past
+t_min by more than alpha itself.
 A float32 probe carries no floor and nothing is masked.
 """
 
