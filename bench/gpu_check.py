@@ -9,10 +9,11 @@ The pair is bench/precision.py's (fr-vs-none chat prompts over a natural-text co
 (the project's reference numerics); the device rows: `HfBackend(dtype=...)`, which on CUDA
 loads over the GPUs (device_map auto) and on --device cpu runs the same code path on the CPU.
 alpha: rel_l2 at the 64 log-spaced positions from t_min = 16, a reduced dtype over the
-positions above 3x its measured floor. tok/s: `HfEngine` (dtype auto), 8 greedy requests of
-128 new tokens each, after one warm-up batch. Peak memory: torch.cuda.max_memory_allocated on
-CUDA, the process's peak RSS on the CPU. The CPU model and vector flags are printed beside the
-figures.
+positions above 3x its measured floor (none where they span under half a decade: "cannot
+tell"), compared with the CPU float32 interval on those same positions. tok/s: `HfEngine`
+(dtype auto), 8 greedy requests of 128 new tokens each, after one warm-up batch. Peak memory:
+torch.cuda.max_memory_allocated on CUDA, the process's peak RSS on the CPU. The CPU model and
+vector flags are printed beside the figures.
 """
 
 from __future__ import annotations
@@ -33,11 +34,21 @@ from harness.analysis.powerlaw import fit_alpha, fit_positions  # noqa: E402
 from harness.probes.precision import resolved  # noqa: E402
 
 
-def alphas(arrays: dict, layers: list[int], t_min: int = 16) -> dict[int, object]:
-    kept = resolved(arrays)
+def kept_curves(arrays: dict, layers: list[int], t_min: int = 16) -> dict[int, np.ndarray]:
+    """rel_l2 per layer as the fits see it: NaN under a reduced dtype's floor."""
+    kept = resolved(arrays, t_min)
     rows = np.asarray(arrays["layers"]).tolist()
-    t = np.arange(1, kept["rel_l2"].shape[1] + 1)
-    return {layer: fit_alpha(t, kept["rel_l2"][rows.index(layer)], t_min=t_min) for layer in layers}
+    return {layer: np.asarray(kept["rel_l2"][rows.index(layer)]) for layer in layers}
+
+
+def alpha(curve: np.ndarray, t_min: int = 16):
+    return fit_alpha(np.arange(1, curve.shape[0] + 1), curve, t_min=t_min)
+
+
+def shown(fit) -> str:
+    if not np.isfinite(fit.alpha):
+        return f"none ({fit.n_points} positions)"
+    return f"{fit.alpha:.3f} [{fit.ci_low:.2f}, {fit.ci_high:.2f}]"
 
 
 def engine_rate(path: Path) -> float:
@@ -79,39 +90,45 @@ def main() -> None:
 
     from harness.models import resolve_model
     from harness.probes.backend import HfBackend
-    from harness.probes.divergence import n_hidden_states, pair_divergence
+    from harness.probes.divergence import pair_divergence
+    from harness.probes.hooks import n_hidden_states
 
     path = resolve_model(args.model).path
     a, b, cont = pair_ids(path, args.tokens)
     cpu = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     depth = n_hidden_states(cpu) - 1
     layers = [x for x in (int(v) for v in args.layers.split(",")) if x <= depth] or [depth]
-    reference = alphas(pair_divergence(cpu, a, b, cont).to_arrays(), layers)
+    reference = kept_curves(pair_divergence(cpu, a, b, cont).to_arrays(), layers)
     del cpu
     gpu = args.device == "cuda"
     name = torch.cuda.get_device_name(0) if gpu else "CPU"
     print(f"device: {name}; CPU: {cpu_flags()}; model {args.model}, T = {args.tokens}")
     print(f"| layer | alpha CPU float32 [95% CI] | dtype on {args.device} | alpha [95% CI] | "
-          "floor rel_l2 | fit positions removed | in CPU interval |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
+          "CPU float32 on the positions kept | in that interval | floor rel_l2 | "
+          "fit positions left out |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
     for dtype in ("auto", "bfloat16"):
         if gpu:
             torch.cuda.reset_peak_memory_stats()
         backend = HfBackend(path, dtype=dtype)
         arrays = backend.curves(a, b, cont).to_arrays()
         backend.close()
-        mine = alphas(arrays, layers)
+        mine = kept_curves(arrays, layers)
         floor = arrays.get("floor_rel_l2")
+        grid = fit_positions(16, args.tokens)
         for layer in layers:
-            ref, fit = reference[layer], mine[layer]
+            fit, ref = alpha(mine[layer]), alpha(reference[layer])
+            # the reference on the positions this dtype keeps (all of them in float32)
+            same = alpha(np.where(np.isnan(mine[layer]), np.nan, reference[layer]))
             row = np.asarray(arrays["layers"]).tolist().index(layer)
-            inside = "yes" if ref.ci_low <= fit.alpha <= ref.ci_high else "NO"
-            grid = len(fit_positions(16, args.tokens))
-            removed = grid - fit.n_points if floor is not None else 0
-            print(f"| {layer} | {ref.alpha:.3f} [{ref.ci_low:.2f}, {ref.ci_high:.2f}] | "
-                  f"{str(arrays.get('dtype', 'float32'))} | {fit.alpha:.3f} [{fit.ci_low:.2f}, "
-                  f"{fit.ci_high:.2f}] | {'-' if floor is None else f'{floor[row]:.2e}'} | "
-                  f"{removed} | {inside} |")  # fmt: skip
+            if np.isfinite(fit.alpha):
+                inside = "yes" if same.ci_low <= fit.alpha <= same.ci_high else "NO"
+            else:
+                inside = "cannot tell (no alpha)"
+            left_out = int(np.isnan(mine[layer][grid - 1]).sum())
+            print(f"| {layer} | {shown(ref)} | {str(arrays.get('dtype', 'float32'))} | "
+                  f"{shown(fit)} | {shown(same)} | {inside} | "
+                  f"{'-' if floor is None else f'{floor[row]:.2e}'} | {left_out} |")  # fmt: skip
         print(f"peak memory ({dtype} probe): {peak_memory(args.device)}")
     print(f"hf engine (dtype auto, 8 x 128 greedy): {engine_rate(path):.1f} tok/s on "
           f"{name}")  # fmt: skip

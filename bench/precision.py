@@ -27,7 +27,12 @@ from pathlib import Path
 import numpy as np
 
 from harness.analysis.powerlaw import fit_alpha, fit_positions
-from harness.probes.precision import FLOOR_MULTIPLE, hidden_below_floor, resolved
+from harness.probes.precision import (
+    FLOOR_MULTIPLE,
+    MIN_KEPT_DECADES,
+    hidden_below_floor,
+    resolved,
+)
 
 TEXT = Path("/usr/share/common-licenses/GPL-3")
 SYSTEM_A, USER = "Always answer in French.", "Tell me a long story about a lighthouse keeper."
@@ -116,7 +121,7 @@ def verdicts(load: Path, dtype: str, t_min: int) -> None:
             arrays = dict(np.load(load / name))
             if label.endswith("raw"):
                 arrays = {k: v for k, v in arrays.items() if k not in FLOOR_KEYS}
-            units += pair_units("m", record, arrays)
+            units += pair_units("m", record, arrays, t_min)
         rows = law_rows(group_sets(units, t_min), draws=200)
         for r in rows:
             if r["chosen"] and r["item"] == "i":
@@ -129,18 +134,21 @@ def verdicts(load: Path, dtype: str, t_min: int) -> None:
 def report(load: Path, dtype: str, layers: list[int], t_min: int) -> None:
     ref = dict(np.load(load / "float32.npz"))
     low = dict(np.load(load / f"{dtype}.npz"))
-    kept = resolved(low)
+    kept = resolved(low, t_min)  # what the harness fits: the cut, and too-short curves dropped
     below = hidden_below_floor(low)
     total = ref["rel_l2"].shape[1]
     t = np.arange(1, total + 1)
     grid = fit_positions(t_min, total)
     rows = list(np.asarray(ref["layers"]).tolist())
     print(f"T = {total}, fit positions {len(grid)} (t_min {t_min}), floor multiple "
-          f"{FLOOR_MULTIPLE}, floor span {min(256, total)}")  # fmt: skip
-    print("| layer | alpha float32 [95% CI] | alpha bf16 raw | alpha bf16 kept [95% CI] | "
-          "alpha float32 same positions [95% CI] | floor rel_l2 | late error | removed / "
-          f"{len(grid)} | kept t range | rel_l2 f32 / {dtype} at T |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          f"{FLOOR_MULTIPLE}, floor span {min(256, total)}, a cut curve needs "
+          f">= {MIN_KEPT_DECADES} decade of t kept")  # fmt: skip
+    print(
+        f"| layer | alpha float32 [95% CI] | alpha {dtype} raw | alpha {dtype} kept [95% CI] | "
+        f"alpha float32 same positions [95% CI] | kept alpha in that CI | floor rel_l2 | "
+        f"late error | removed / {len(grid)} | kept t range | rel_l2 f32 / {dtype} at T |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     late = slice(3 * total // 4, total)  # the last quarter: does the span's floor hold there?
     for layer in layers:
         i = rows.index(layer)
@@ -151,20 +159,25 @@ def report(load: Path, dtype: str, layers: list[int], t_min: int) -> None:
         removed = int(below[i, grid - 1].sum())
         keep_t = grid[~below[i, grid - 1]]
         span = f"{keep_t.min()}-{keep_t.max()}" if keep_t.size else "none"
-        inside = "yes" if f32.ci_low <= mine.alpha <= f32.ci_high else "no"
+        if np.isfinite(mine.alpha):
+            inside = "yes" if same.ci_low <= mine.alpha <= same.ci_high else "NO"
+        else:
+            inside = "cannot tell (no alpha)"
 
         def ci(f) -> str:
+            if not np.isfinite(f.alpha):
+                return f"none ({f.n_points} pos.)"
             return f"{f.alpha:.2f} [{f.ci_low:.2f}, {f.ci_high:.2f}]"
 
-        print(f"| {layer} | {ci(f32)} | {raw.alpha:.2f} | {ci(mine)} (in f32 CI: {inside}) | "
-              f"{ci(same)} | {float(low['floor_rel_l2'][i]):.2e} | "
+        print(f"| {layer} | {ci(f32)} | {raw.alpha:.2f} | {ci(mine)} | {ci(same)} | {inside} | "
+              f"{float(low['floor_rel_l2'][i]):.2e} | "
               f"{np.quantile(np.abs(low['rel_l2'][i, late] - ref['rel_l2'][i, late]), 0.9):.2e} | "
               f"{removed} | {span} | "
               f"{ref['rel_l2'][i, -1]:.1e} / {low['rel_l2'][i, -1]:.1e} |")  # fmt: skip
     for metric in ("kl", "delta_logp"):
         floor = float(low[f"floor_{metric}"])
         gone = int(np.isnan(kept[metric][grid - 1]).sum())
-        print(f"{metric}: floor {floor:.2e}, {gone}/64 fit positions below {FLOOR_MULTIPLE} x")
+        print(f"{metric}: floor {floor:.2e}, {gone}/{len(grid)} fit positions left out")
 
 
 def main() -> None:

@@ -108,14 +108,14 @@ def _chunked_forward(model, a, b, cont, chunk: int) -> None:
 
 def _whole_head_probe(model, a, b, cont, chunk: int) -> None:
     """The probe with the output head in one matmul per slice of positions, as it ran before
-    vocabulary slices (divergence.VOCAB_SLICE): the head's lever measured alone."""
-    from harness.probes import divergence
+    vocabulary slices (head.VOCAB_SLICE): the head's lever measured alone."""
+    from harness.probes import divergence, head
 
-    sliced, divergence.VOCAB_SLICE = divergence.VOCAB_SLICE, 1 << 30
+    sliced, head.VOCAB_SLICE = head.VOCAB_SLICE, 1 << 30
     try:
         divergence.pair_divergence(model, a, b, cont, chunk=chunk or None)
     finally:
-        divergence.VOCAB_SLICE = sliced
+        head.VOCAB_SLICE = sliced
 
 
 def speed(model_name: str, tokens: int, chunk: int, repeats: int) -> None:

@@ -378,7 +378,7 @@ def _check_probe_layers(config: RunConfig, model: ResolvedModel) -> None:
     """probe.layers against the model's depth, so a bad index fails before generation."""
     import json
 
-    from harness.probes.divergence import resolve_layers  # lazy: loads torch
+    from harness.probes.hooks import resolve_layers  # lazy: loads torch
 
     if config.probe.layers == "all":
         return

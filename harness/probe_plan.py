@@ -256,7 +256,7 @@ def _model_facts(path: Path, vllm: bool) -> Any:
 
 
 def _check_layers(layers: str | list[int], path: Path) -> None:
-    from harness.probes.divergence import resolve_layers  # lazy: loads torch
+    from harness.probes.hooks import resolve_layers  # lazy: loads torch
     from harness.probes.vllm_backend import model_depth  # lazy: loads torch
 
     resolve_layers(layers, model_depth(path) + 1)

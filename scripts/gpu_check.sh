@@ -14,6 +14,10 @@
 #                                    the embedded model's 93 MB wheel is over a 64 MiB carry)
 #   GPU_CHECK_PACK=DIR scripts/gpu_check.sh   on such an image: install DIR's wheels into a
 #                                    private target, use DIR's model cache, no network
+# On a lent device machine (its image: Python 3.12, torch, transformers 5.17, accelerate,
+# pytest; no pydantic): here `echo /.gpupack/ >> .git/info/exclude; scripts/gpu_check.sh
+# --pack .gpupack` (38 MB: 8 wheels at this venv's versions + tiny-random-llama), then run
+# `GPU_CHECK_PACK=.gpupack scripts/gpu_check.sh` there with `.gpupack` carried.
 # Options: --tokens N (default 4096 on a GPU, 512 on --cpu), --model NAME (default: the
 # embedded model where its wheel is installed, else tiny-random-llama).
 set -euo pipefail
@@ -40,9 +44,12 @@ PACK_WHEELS="pydantic pydantic-core annotated-types typing-inspection platformdi
 if [ -n "$pack" ]; then
   mkdir -p "$pack/wheels" "$pack/cache/models"
   for name in $PACK_WHEELS; do
+    # the version tested here (this venv's), never the index's newest: pydantic pins its
+    # pydantic-core exactly, and --no-deps would not notice a newer core beside it
+    version=$("$PY" -c 'import importlib.metadata as m, sys; print(m.version(sys.argv[1]))' "$name")
     "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
       --implementation cp --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-      --platform manylinux_2_28_x86_64 -d "$pack/wheels" "$name"
+      --platform manylinux_2_28_x86_64 -d "$pack/wheels" "$name==$version"
   done
   folder=$(PYTHONPATH=$PWD "$PY" -c \
     'from harness.models import resolve_model; print(resolve_model("tiny-random-llama").path)')

@@ -26,8 +26,8 @@ import pandas as pd
 
 from harness.analysis.attention import FIT_METRICS as SHARE_FIT_METRICS
 from harness.analysis.attention import share_curves
-from harness.analysis.powerlaw import REASON_IDENTICAL, fit_alpha_batch
-from harness.probes.precision import resolved
+from harness.analysis.powerlaw import REASON_IDENTICAL, fit_alpha_batch, fit_positions
+from harness.probes.precision import FLOOR_MULTIPLE, MIN_KEPT_DECADES, has_floor, resolved
 from harness.stats import DEFAULT_LEVEL
 
 POOLED = "all"
@@ -66,13 +66,13 @@ def layer_groups(layers: list[int]) -> list[tuple[str, list[int]]]:
     ]
 
 
-def curve_sets(arrays: dict) -> dict[tuple[int, str], np.ndarray]:
+def curve_sets(arrays: dict, t_min: int | None = None) -> dict[tuple[int, str], np.ndarray]:
     """(layer, metric) -> (T,) float64 curve, hidden metrics first, then the next-token ones.
     A conversation's arrays carry `assistant` (a (T,) mask of the generated positions): its
     hidden metrics are fitted again over those positions only, as `<metric>@assistant`.
-    Below float32, positions under the measured rounding floor are NaN (`precision.resolved`),
-    which the fits skip."""
-    arrays = resolved(arrays)
+    Below float32, positions under the measured rounding floor are NaN (`precision.resolved`,
+    with t_min: a curve left too short is NaN throughout), which the fits skip."""
+    arrays = resolved(arrays, t_min)
     out = {
         (layer, metric): np.asarray(arrays[metric][row], dtype=np.float64)
         for row, layer in enumerate(np.asarray(arrays["layers"]).tolist())
@@ -96,9 +96,12 @@ def _fits(
     seed: int,
     identical: bool,
     level: float = DEFAULT_LEVEL,
+    cut: dict[tuple[int, str], np.ndarray] | None = None,
 ) -> dict[tuple[int, str], dict]:
     """fits.csv fields per (layer, metric) of curves that share t (one pair, or one group's
-    pairs stacked), fitted in one batch."""
+    pairs stacked), fitted in one batch. `cut`: below float32, the same curves cut at their
+    rounding floor but none dropped for being short, whose kept positions each row states
+    (`_floor_note`)."""
 
     if not curves:
         return {}
@@ -114,8 +117,30 @@ def _fits(
             row.update(alpha=float("nan"), reason=REASON_IDENTICAL)
         elif fit.reason == REASON_IDENTICAL:  # all zero although the prompts differ
             row.update(reason=REASON_ZERO)
+        if cut is not None:
+            _floor_note(row, cut[key], t_min)
         out[key] = row
     return out
+
+
+def _floor_note(row: dict, curve: np.ndarray, t_min: int) -> None:
+    """A fit of a curve cut at its rounding floor says how many fit positions lie above it:
+    in `method` beside a finite alpha (t_max: the last one kept), as the `reason` of a fit the
+    cut left without one ("cannot tell", never an alpha of the rounding; t_max: the last
+    position above the floor)."""
+    grid = fit_positions(t_min, curve.shape[-1])
+    kept = grid[np.isfinite(np.atleast_2d(curve)[:, grid - 1]).any(axis=0)]
+    if len(kept) == len(grid) or row["reason"] in (REASON_IDENTICAL, REASON_ZERO):
+        return
+    share = f"{len(kept)} of {len(grid)} fit positions above {FLOOR_MULTIPLE:g}x the rounding floor"
+    if np.isfinite(row["alpha"]):
+        row.update(method=f"{row['method']}; {share}", t_max=int(kept[-1]))
+    else:
+        row.update(
+            method=f"none ({share})", t_max=int(kept[-1]) if len(kept) else 0,
+            reason=f"cannot tell: {share} (a fit needs them to span >= {MIN_KEPT_DECADES:g} "
+            "decade of t)",
+        )  # fmt: skip
 
 
 def _pooled(
@@ -125,11 +150,15 @@ def _pooled(
     usable = [m for m in members if not m.identical]
     if not usable:
         return None
-    sets = [curve_sets(m.arrays) for m in usable]
+    sets = [curve_sets(m.arrays, t_min) for m in usable]
     common = min(next(iter(s.values())).shape[0] for s in sets)
     keys = [key for key in sets[0] if all(key in s for s in sets)]  # @assistant: all talks
     stacked = {key: np.vstack([s[key][:common] for s in sets]) for key in keys}
-    return _fits(stacked, t_min, n_boot, 0, False, level)
+    cut = None
+    if any(has_floor(m.arrays) for m in usable):
+        cuts = [curve_sets(m.arrays) for m in usable]
+        cut = {key: np.vstack([c[key][:common] for c in cuts]) for key in keys}
+    return _fits(stacked, t_min, n_boot, 0, False, level, cut)
 
 
 def _rows(ident: dict, pair: str, fits: dict[tuple[int, str], dict]) -> list[dict]:
@@ -160,12 +189,13 @@ def fit_table(
     rows: list[dict] = []
     for ident, members in groups:
         for member in members:
-            curves = curve_sets(member.arrays)
-            fits = _fits(curves, t_min, n_boot_pair, member.seed, member.identical, level)
+            curves = curve_sets(member.arrays, t_min)
+            cut = curve_sets(member.arrays) if has_floor(member.arrays) else None
+            fits = _fits(curves, t_min, n_boot_pair, member.seed, member.identical, level, cut)
             rows += _rows(ident, member.pair, fits)
         if len(members) > 1:
             pooled = _pooled(members, t_min, n_boot_pooled, level)
-            keys = curve_sets(members[0].arrays).keys()
+            keys = curve_sets(members[0].arrays, t_min).keys()
             rows += _rows(ident, POOLED, pooled) if pooled else _identical_rows(ident, keys, t_min)
     if pool_models:
         rows += _model_rows(groups, t_min, n_boot_pooled, level)

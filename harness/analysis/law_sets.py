@@ -65,12 +65,14 @@ class Unit:
     rule: str = ""  # a behaviour curve of one rule alone; "": all rules
 
 
-def pair_units(model: str, record, arrays: dict) -> list[Unit]:
+def pair_units(model: str, record, arrays: dict, t_min: int | None = None) -> list[Unit]:
     """A probed pair's positional mechanism curves (dense t = 1..T); none when its two prompts
     are identical. A conversation's curves keep only its replies' positions."""
     if bool(arrays.get("identical", False)):
         return []
-    arrays = resolved(arrays)  # below float32: positions under the rounding floor are NaN
+    # below float32: positions under the rounding floor are NaN; with t_min, a curve the cut
+    # leaves under half a decade of t is NaN throughout (`precision.resolved`)
+    arrays = resolved(arrays, t_min)
     kl = np.asarray(arrays["kl"], dtype=np.float64)
     t = np.arange(1, kl.shape[0] + 1)
     mask = np.ones(kl.shape[0], dtype=bool)

@@ -130,7 +130,7 @@ class VllmBackend:
         layers: str | Sequence[int] | None = None,
         lam: float | None = None,
     ):
-        from harness.probes.divergence import resolve_layers  # lazy: loads torch
+        from harness.probes.hooks import resolve_layers  # lazy: loads torch
         from harness.probes.vllm_backend import get_vllm_probe, model_depth  # lazy: loads torch
 
         if lam is not None:

@@ -19,7 +19,8 @@ import torch
 
 from harness.engines.device import load_causal_lm
 from harness.errors import UserError
-from harness.probes.divergence import decoder_parts, output_head
+from harness.probes.head import output_head
+from harness.probes.hooks import decoder_parts
 
 
 def load_probe_model(path: Path, dtype: str = "auto") -> Any:
@@ -58,7 +59,7 @@ class FinalHead:
 
     `norm(states)`: pre-norm states (..., d) of the last decoder layer -> hidden-state index
     L as transformers numbers it; `head`: normed states (2, s, d) -> logits (2, s, V), the
-    callable `divergence.head_gaps` takes.
+    callable `harness.probes.head.head_gaps` takes.
     """
 
     def __init__(self, path: Path) -> None:

@@ -30,14 +30,9 @@ import torch
 
 from harness.engines.attention_bias import attention_bias
 from harness.engines.device import input_device
-from harness.probes.divergence import (
-    n_hidden_states,
-    next_token_gaps,
-    output_head,
-    padded_pair,
-    reduction_hooks,
-    resolve_layers,
-)
+from harness.probes.divergence import padded_pair
+from harness.probes.head import next_token_gaps, output_head
+from harness.probes.hooks import n_hidden_states, reduction_hooks, resolve_layers
 
 FLOOR_SPAN = 256  # continuation positions recomputed in both precisions
 FLOOR_QUANTILE = 0.9

@@ -43,13 +43,9 @@ from harness.engines.vllm_engine import (
     start_llm,
 )
 from harness.probes.checkpoint import FinalHead
-from harness.probes.divergence import (
-    PairDivergence,
-    StateReducer,
-    check_inputs,
-    head_gaps,
-    resolve_layers,
-)
+from harness.probes.divergence import PairDivergence, check_inputs
+from harness.probes.head import head_gaps
+from harness.probes.hooks import StateReducer, resolve_layers
 
 # a saved request's file appears one engine step after its output: wait this long at most
 STATES_TIMEOUT_S = 600.0

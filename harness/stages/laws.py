@@ -30,7 +30,7 @@ class LawsStage:
         by_key = {r.key: r for r in ctx.records}
         units = []
         for (model, rkey), arrays in sorted(ctx.curves.items()):
-            units += pair_units(model, by_key[rkey], arrays)
+            units += pair_units(model, by_key[rkey], arrays, ctx.config.probe.t_min)
         if any(r.is_conversation for r in ctx.records):  # the file exists only then
             influence = ctx.frame(TurnInfluenceRow)
             units += frame_units(influence, "kl_turn", "turn", "kl", NEXT_TOKEN, True)

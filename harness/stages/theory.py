@@ -76,7 +76,9 @@ def bias_rows(
             t = np.arange(1, common + 1)
             for row, layer in enumerate(curves[0]["layers"].tolist()):
                 # below float32, positions under the rounding floor are left out (NaN)
-                stack = np.vstack([resolved(c)["rel_l2"][row, :common] for c in curves])
+                stack = np.vstack(
+                    [resolved(c, config.probe.t_min)["rel_l2"][row, :common] for c in curves]
+                )
                 fit = fit_alpha(t, stack, t_min=config.probe.t_min, seed=0)
                 rows.append(
                     {"model": model.name, "lam": lam, "layer": layer, "alpha": fit.alpha,

@@ -21,6 +21,8 @@ TORCH_MODULES = {
     "harness.probes.attention",
     "harness.probes.checkpoint",
     "harness.probes.divergence",
+    "harness.probes.head",
+    "harness.probes.hooks",
     "harness.probes.floor",
     "harness.probes.vllm_backend",
     "harness.probes.vllm_connector",

@@ -16,7 +16,8 @@ from harness.engines.device import PRECISIONS, resolve_dtype
 from harness.engines.options import engine_options
 from harness.errors import UserError
 from harness.probe_plan import ProbeFlags, probe_request
-from harness.probes.divergence import PairDivergence, vocab_sliced
+from harness.probes.divergence import PairDivergence
+from harness.probes.head import vocab_sliced
 from harness.probes.precision import (
     FLOOR_MULTIPLE,
     hidden_below_floor,
@@ -198,3 +199,57 @@ def test_vllm_connector_files_are_read_a_layer_at_a_time_in_either_layout(tmp_pa
     assert _connector_config(False, tmp_path, "X")["kv_connector_module_path"].endswith(
         "vllm_connector"
     )
+
+
+def _rounded(rng, truth: np.ndarray, noise: float) -> np.ndarray:
+    """A true divergence measured through rounding: the norm of it plus a random 2-d vector."""
+    e = rng.normal(0.0, noise, size=(2, truth.size))
+    return np.hypot(truth + e[0], e[1])
+
+
+def test_a_floor_that_keeps_too_little_gives_no_alpha_and_the_laws_cannot_tell():
+    """Layer 1 (0.5 t^-1 under a 5e-3 floor) keeps t < ~26 only: under half a decade past
+    t_min = 16, so fits.csv has no alpha there but says why and how many positions were left,
+    and laws.csv fits no law there (no verdict, "fewer than 5 usable points"; never `settles`
+    from rounding); layer 2 (0.3 t^-0.5, floor 1e-4)
+    is cut nowhere and fits as float32 would."""
+    from harness.analysis.law_table import group_sets, law_rows
+
+    rng = np.random.default_rng(1)
+    t = np.arange(1, 1025, dtype=float)
+    pairs = [np.vstack([_rounded(rng, 0.5 / t, 1.5e-3), _rounded(rng, 0.3 * t**-0.5, 3e-5)])
+             for _ in range(3)]  # fmt: skip
+    members = [FitMember(f"p{i}", _arrays(rel, [5e-3, 1e-4])) for i, rel in enumerate(pairs)]
+    table = fit_table([({"model": "m"}, members)], 16, 50, 200)
+    rel = table[table["metric"] == "rel_l2"]
+    for _, row in rel[rel["layer"] == 1].iterrows():  # each pair's row and the pooled one
+        assert np.isnan(row["alpha"]) and np.isnan(row["alpha_low"])
+        assert row["reason"].startswith("cannot tell: ")
+        assert "of 64 fit positions above 3x the rounding floor" in row["reason"]
+        assert 0 < row["t_max"] < 26
+    layer2 = rel[(rel["layer"] == 2) & (rel["pair"] == "all")].iloc[0]
+    assert layer2["alpha"] == pytest.approx(0.5, abs=0.05) and layer2["reason"] == ""
+    assert "rounding floor" not in layer2["method"]
+
+    class Record:
+        item, policy, is_conversation = "i", "p", False
+
+    units = [u for a in members for u in pair_units("m", Record(), a.arrays, 16)]
+    rows = [r for r in law_rows(group_sets(units, 16), draws=50) if r["curve"] == "rel_l2"]
+    layer1 = [r for r in rows if r["layer_group"] == "layer 1"]
+    assert len(layer1) == 3 and not any(r["chosen"] or r["verdict"] for r in layer1)
+    assert all(r["reason"] == "fewer than 5 usable points" for r in layer1)
+    layer2 = next(r for r in rows if r["layer_group"] == "layer 2" and r["chosen"])
+    assert layer2["verdict"] != "settles" and layer2["law"] == "power-zero"
+
+
+def test_a_floor_that_keeps_a_wide_span_fits_there_and_says_how_much_it_kept():
+    rng = np.random.default_rng(2)
+    t = np.arange(1, 1025, dtype=float)
+    rel = np.vstack([_rounded(rng, 0.5 / t, 6e-5), _rounded(rng, 0.3 * t**-0.5, 3e-5)])
+    row = fit_table([({"model": "m"}, [FitMember("p", _arrays(rel, [2e-4, 1e-4]))])], 16, 50, 50)
+    one = row[(row["metric"] == "rel_l2") & (row["layer"] == 1)].iloc[0]
+    assert one["alpha"] == pytest.approx(1.0, abs=0.05)  # cut near t = 830: 1.6 decades kept
+    assert one["reason"] == "" and 500 < one["t_max"] < 900
+    kept = int(one["method"].split("; ")[1].split(" of ")[0])
+    assert 40 < kept < 64 and one["method"].endswith("fit positions above 3x the rounding floor")

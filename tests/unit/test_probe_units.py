@@ -13,14 +13,9 @@ from harness.analysis.fits import REASON_ZERO
 from harness.analysis.probe_tables import probe_fits
 from harness.engines.attention_bias import prompt_bias
 from harness.errors import UserError
-from harness.probes.divergence import (
-    PairDivergence,
-    StateReducer,
-    check_inputs,
-    next_token_gaps,
-    resolve_layers,
-    vocab_sliced,
-)
+from harness.probes.divergence import PairDivergence, check_inputs
+from harness.probes.head import next_token_gaps, vocab_sliced
+from harness.probes.hooks import StateReducer, resolve_layers
 from harness.probes.pairs import PairSpec, file_continuation, load_pairs, read_text_arg
 from harness.results import ProbeFitRow, result_frame
 
