@@ -91,7 +91,8 @@ class _Server:
                 body = self.rfile.read(length)
                 with owner.lock:
                     owner.seen_keys.add(self.headers.get("Authorization", ""))
-                    owner.seen_keys.add(self.headers.get("x-api-key", ""))
+                    if "x-api-key" in self.headers:  # Anthropic's header of the 1.x SDKs
+                        owner.seen_keys.add(self.headers["x-api-key"])
                 owner.on_post(self, body)
 
         self.lock = threading.Lock()
