@@ -183,3 +183,21 @@ def test_config_defaults_of_the_anthropic_protocol():
         ChatOptions(protocol="anthropic", positions="logprobs")
     # the openai protocol's configs keep their run ids: `protocol` is left out where default
     assert "protocol" not in GenerationConfig(engine="chat", chat={}).model_dump()["chat"]
+
+
+def test_shipped_anthropic_example_is_priced_bounded_and_refuses_nothing(monkeypatch):
+    from pathlib import Path
+
+    from harness.config_files import load_run_config_and_suites
+    from harness.engines.pricing import max_cost, run_maxima
+    from harness.plan import select_items
+    from harness.selection import policy_units
+
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(root)
+    config, suites = load_run_config_and_suites(root / "configs" / "anthropic-example.yaml")
+    assert config.generation.protocol == "anthropic" and chat_refusals(config) == []
+    assert {p.name for p in config.policies} >= {"restate", "periodic"}
+    maxima = run_maxima(config, policy_units(config, select_items(config, suites)))
+    [bound] = max_cost(maxima, config.pricing).values()
+    assert bound.maxima.requests > 0 and bound.usd > 0 and bound.as_of == "2025-10-15"
