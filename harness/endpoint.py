@@ -64,6 +64,7 @@ class Endpoint(BaseModel):
 def server_url(base_url: str | None, protocol: str = "openai") -> str | None:
     """The URL to call: `base_url`, else $OPENAI_BASE_URL (protocol anthropic:
     $ANTHROPIC_BASE_URL, else Anthropic's API), without a trailing slash."""
+    url: str | None
     if protocol == "anthropic":
         url = base_url or os.environ.get(ANTHROPIC_URL_ENV) or ANTHROPIC_URL
     else:

@@ -216,4 +216,5 @@ class AnthropicMessages:
         self.client.close()
 
 
-PROTOCOLS = {"openai": OpenAIChat, "anthropic": AnthropicMessages}
+ChatProtocol = OpenAIChat | AnthropicMessages
+PROTOCOLS: dict[str, type[ChatProtocol]] = {"openai": OpenAIChat, "anthropic": AnthropicMessages}
