@@ -64,6 +64,9 @@ class ChatUsage:
         # protocol anthropic: replies that did not start with the whitespace their prefill
         # was sent without (the prompt keeps it: such a record differs in that whitespace)
         self.prefill_whitespace = 0
+        # replies longer in positions than their budget (a unit finer than the endpoint's
+        # tokens), cut at the budget
+        self.cut_to_budget = 0
         self.input_tokens = 0
         self.cached_input_tokens = 0
         self.output_tokens = 0
@@ -212,7 +215,17 @@ class ChatEngine:
         text, finish = reply.text, reply.finish
         if finish in ("refusal", "content_filter"):
             self.usage.add(refused=1)
-        ids = [piece_id(p) for p in self._pieces(text, reply.logprobs)]
+        pieces = self._pieces(text, reply.logprobs)
+        if finish in ("stop", "length") and len(pieces) > request.sampling.max_tokens:
+            # a unit finer than the endpoint's tokens (characters, another tokenizer): the
+            # reply is cut at the budget in positions, where a local engine would have stopped
+            # (the endpoint's max_tokens counts its own tokens); counted, never silent. A
+            # refusal or a filtered reply is kept whole, as the provider's own words
+            pieces = pieces[: request.sampling.max_tokens]
+            text = b"".join(pieces).decode("utf-8", errors="replace")
+            finish = "length"
+            self.usage.add(cut_to_budget=1)
+        ids = [piece_id(p) for p in pieces]
         if finish == "stop":  # the model closed its turn: the end mark, as a local EOS
             ids.append(self.tokenizer.eos_token_id)
         return GenerationResult(

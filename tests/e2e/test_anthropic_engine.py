@@ -84,8 +84,10 @@ def test_prefill_run_through_the_messages_protocol_and_resume(tmp_path):
         assert {"role": "assistant", "content": RESTATEMENT} in [
             b["messages"][-1] for b in prefilled
         ]
-        # the judge's answer starts with its verdict prefill
+        # the judge's answer starts with its verdict prefill; an inline aside is a prefill too
+        # (replies are cut at 16 characters, the policy's rhythm, and go on after the aside)
         assert any(b["messages"][-1]["content"] == '{"pass":' for b in prefilled)
+        assert any(b["messages"][-1]["content"].endswith("]") for b in prefilled)
         assert all("temperature" not in b and "seed" not in b for b in server.bodies)
         windows = pd.read_csv(out / "windows.csv")
         assert {"restate", "periodic-16-inline"} <= set(windows["policy"])

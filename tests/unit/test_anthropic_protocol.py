@@ -83,13 +83,24 @@ def test_stop_reasons_map_to_finish_reasons(messages_server, monkeypatch):
     engine = _engine(messages_server, monkeypatch)
     chat = ChatFormat(engine.tokenizer)
     ended, cut, refused, stopped = engine.generate([
-        _request(chat, seed=1, n=40), _request(chat, seed=2, n=1),
+        _request(chat, seed=1, n=400), _request(chat, seed=2, n=1),
         _request(chat, user="REFUSE this"), _request(chat, user="STOP here", stop=["."]),
     ])  # fmt: skip
     assert ended.finish_reason == "stop" and ended.token_ids[-1] == chat.eos_id
     assert cut.finish_reason == "length" and cut.token_ids[-1] != chat.eos_id
     assert refused.finish_reason == "content_filter" and engine.usage.refused == 1
     assert stopped.finish_reason == "stop"
+
+
+def test_a_reply_longer_than_its_budget_in_positions_is_cut_there(messages_server, monkeypatch):
+    engine = _engine(messages_server, monkeypatch)
+    chat = ChatFormat(engine.tokenizer)
+    # max_tokens 10 counts the endpoint's tokens (the stand-in's words): 10 words are more
+    # than 10 characters, the run's positions
+    [result] = engine.generate([_request(chat, n=10)])
+    assert messages_server.bodies[0]["max_tokens"] == 10
+    assert len(result.token_ids) == 10 and len(result.text) == 10
+    assert result.finish_reason == "length" and engine.usage.cut_to_budget == 1
 
 
 def test_each_seed_is_a_request_of_its_own_and_a_resume_sends_none(
