@@ -31,7 +31,7 @@ KEY = "sk-ant-planted-E2E-3141"
 RESTATEMENT = "Voici une courte histoire, écrite en français :"
 
 
-def _config(tmp_path: Path, url: str, model: str, **chat) -> Path:
+def _config(tmp_path: Path, url: str, model: str, forks: dict | None = None, **chat) -> Path:
     config = {
         "name": "anthropic-test",
         "models": [model],
@@ -51,6 +51,8 @@ def _config(tmp_path: Path, url: str, model: str, **chat) -> Path:
         "probe": {"enabled": False},
         "pricing": {model: {"input": 3.0, "output": 15.0, "as_of": "2026-12-01"}},
     }
+    if forks:
+        config["forks"] = forks
     path = tmp_path / "anthropic.yaml"
     path.write_text(yaml.safe_dump(config, allow_unicode=True))
     return path
@@ -73,7 +75,10 @@ def _no_key(out: Path) -> None:
 def test_prefill_run_through_the_messages_protocol_and_resume(tmp_path):
     server = MessagesStandIn()
     try:
-        config, out = _config(tmp_path, server.root, "claude-test"), tmp_path / "out"
+        # token-level forks continue a reply mid-message: prefills too
+        forks = {"at": [8], "tokens": 8, "draws": 1, "policies": ["none"]}
+        config = _config(tmp_path, server.root, "claude-test", forks=forks)
+        out = tmp_path / "out"
         dry = _run(config, out, "--dry-run")
         assert dry.returncode == 0, dry.stderr[-2000:]
         assert "claude-test" in dry.stdout and "2026-12-01" in dry.stdout and server.bodies == []
@@ -88,6 +93,8 @@ def test_prefill_run_through_the_messages_protocol_and_resume(tmp_path):
         # (replies are cut at 16 characters, the policy's rhythm, and go on after the aside)
         assert any(b["messages"][-1]["content"] == '{"pass":' for b in prefilled)
         assert any(b["messages"][-1]["content"].endswith("]") for b in prefilled)
+        assert len(pd.read_csv(out / "forks.csv")) > 0
+        assert any("system" not in b for b in prefilled)  # the fork arm without the prompt
         assert all("temperature" not in b and "seed" not in b for b in server.bodies)
         windows = pd.read_csv(out / "windows.csv")
         assert {"restate", "periodic-16-inline"} <= set(windows["policy"])
