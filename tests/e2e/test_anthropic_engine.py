@@ -162,8 +162,12 @@ def test_restate_through_vllm_messages_endpoint(vllm_server, embedded_model_path
         {"role": "user", "content": "Write a short story about a lighthouse."},
         {"role": "assistant", "content": RESTATEMENT},
     ]
-    open_turn = len(tokenizer.apply_chat_template(chat, continue_final_message=True))
-    closed = len(tokenizer.apply_chat_template(chat, add_generation_prompt=True))
+
+    def count(**how) -> int:
+        text = tokenizer.apply_chat_template(chat, tokenize=False, **how)
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    open_turn, closed = count(continue_final_message=True), count(add_generation_prompt=True)
     restated = [r for r in records if r["policy"] == "restate"]
     assert len(restated) == 2 and closed > open_turn
     for record in restated:
