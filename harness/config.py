@@ -21,7 +21,14 @@ from pydantic import (
 
 from harness.checks.base import NonEmptyText
 from harness.checks.language import DEFAULT_CANDIDATE_LANGUAGES, LanguageCode
-from harness.endpoint import DEFAULT_KEY_ENV, BaseUrl, KeyEnv, ServedModel, parse_units
+from harness.endpoint import (
+    ANTHROPIC_KEY_ENV,
+    DEFAULT_KEY_ENV,
+    BaseUrl,
+    KeyEnv,
+    ServedModel,
+    parse_units,
+)
 from harness.errors import UserError
 from harness.gate_specs import LOOP_METRICS, Family, GateSpec, gate_problem
 from harness.policy_specs import (
@@ -50,9 +57,18 @@ __all__ = [
 
 
 # ---------------------------------------------------------------- run config
+def _is_openai(value: str) -> bool:
+    return value == "openai"
+
+
 class ChatOptions(Strict):
     """The chat engine's settings (harness/engines/chat_engine.py, docs/hosted.md)."""
 
+    # the wire protocol (harness/engines/chat_protocols.py): openai = chat completions through
+    # the openai SDK; anthropic = Anthropic's Messages API through the anthropic SDK, for
+    # assistant prefill (restate, inline reminders, token-level forks); no logprobs there, so
+    # positions default to chars. Left out of the run id's hash where openai (the default).
+    protocol: Literal["openai", "anthropic"] = Field("openai", exclude_if=_is_openai)
     # the unit of t (harness/engines/units.py): logprobs | chars | tiktoken:<enc> | hf:<model>
     positions: str = "logprobs"
     # under `logprobs`: what cuts the text the harness writes (prompts, user turns, reminders)
@@ -63,6 +79,19 @@ class ChatOptions(Strict):
     tokens_per_minute: float | None = Field(None, gt=0)
     max_retries: int = Field(4, ge=0)  # the openai SDK's (429, 5xx, Retry-After honoured)
     timeout_s: float = Field(600.0, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _anthropic_positions(cls, data: Any) -> Any:
+        # the Messages API returns no logprobs: characters unless a unit is named
+        if isinstance(data, dict) and data.get("protocol") == "anthropic":
+            if data.get("positions", "logprobs") == "logprobs" and "positions" in data:
+                raise ValueError(
+                    "positions: logprobs needs an endpoint that returns them; the Anthropic "
+                    "Messages API returns none (use chars, tiktoken:<encoding> or hf:<model>)"
+                )
+            data = {**data, "positions": data.get("positions", "chars")}
+        return data
 
     @field_validator("positions", "tokenizer")
     @classmethod
@@ -129,6 +158,21 @@ class GenerationConfig(Strict):
     single_reply_tokens: int | None = Field(None, gt=0, exclude_if=_unset)
     # engine chat only; unset (and left out of the run id's hash) otherwise
     chat: ChatOptions | None = Field(None, exclude_if=_unset)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _anthropic_key(cls, data: Any) -> Any:
+        # the Anthropic protocol's key is in the anthropic SDK's variable unless one is named
+        chat = data.get("chat") if isinstance(data, dict) else None
+        protocol = chat.get("protocol") if isinstance(chat, dict) else None
+        if protocol == "anthropic" and "api_key_env" not in data:
+            data = {**data, "api_key_env": ANTHROPIC_KEY_ENV}
+        return data
+
+    @property
+    def protocol(self) -> str:
+        """The chat engine's wire protocol (openai where no `chat` section says otherwise)."""
+        return self.chat.protocol if self.chat is not None else "openai"
 
     @model_validator(mode="after")
     def _turn_fits(self) -> GenerationConfig:

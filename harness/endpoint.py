@@ -17,6 +17,11 @@ from harness.errors import UserError
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 BASE_URL_ENV = "OPENAI_BASE_URL"
+# the chat engine's Anthropic Messages protocol (`generation.chat.protocol: anthropic`): the
+# anthropic SDK's variables and its default URL (the SDK appends /v1/messages)
+ANTHROPIC_KEY_ENV = "ANTHROPIC_API_KEY"
+ANTHROPIC_URL_ENV = "ANTHROPIC_BASE_URL"
+ANTHROPIC_URL = "https://api.anthropic.com"
 
 # The fields as config sections declare them (their own defaults stay theirs: the run id
 # hashes the config as written).
@@ -56,9 +61,14 @@ class Endpoint(BaseModel):
         }
 
 
-def server_url(base_url: str | None) -> str | None:
-    """The URL to call: `base_url`, else $OPENAI_BASE_URL, without a trailing slash."""
-    url = base_url or os.environ.get(BASE_URL_ENV)
+def server_url(base_url: str | None, protocol: str = "openai") -> str | None:
+    """The URL to call: `base_url`, else $OPENAI_BASE_URL (protocol anthropic:
+    $ANTHROPIC_BASE_URL, else Anthropic's API), without a trailing slash."""
+    url: str | None
+    if protocol == "anthropic":
+        url = base_url or os.environ.get(ANTHROPIC_URL_ENV) or ANTHROPIC_URL
+    else:
+        url = base_url or os.environ.get(BASE_URL_ENV)
     return url.rstrip("/") if url else None
 
 

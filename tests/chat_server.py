@@ -3,6 +3,8 @@
 - `ChatStandIn`: answers `/v1/chat/completions` itself with a deterministic reply (words drawn
   from the request's hash, one logprobs token per word, `finish_reason` stop when the reply
   ends before max_tokens) and `/v1/models`. A stand-in for a hosted model in the unit tier.
+- `MessagesStandIn`: answers Anthropic's `/v1/messages` itself (`messages_reply`), keeping
+  every request's body: the Anthropic protocol's payload shape is checked against it.
 - `FaultProxy`: forwards to an upstream server (a `vllm serve` or a stand-in) and answers a
   share of requests with 429 (Retry-After: 0), 500 or a dropped connection instead, by a fixed
   schedule. It counts requests by body hash: what reached the upstream, per distinct request.
@@ -89,6 +91,8 @@ class _Server:
                 body = self.rfile.read(length)
                 with owner.lock:
                     owner.seen_keys.add(self.headers.get("Authorization", ""))
+                    if "x-api-key" in self.headers:  # Anthropic's header of the 1.x SDKs
+                        owner.seen_keys.add(self.headers["x-api-key"])
                 owner.on_post(self, body)
 
         self.lock = threading.Lock()
@@ -137,6 +141,62 @@ class ChatStandIn(_Server):
             self.send_json(handler, self.status, {"error": {"message": "no such model"}})
             return
         self.send_json(handler, 200, stand_in_reply(json.loads(body)))
+
+
+def messages_reply(request: dict) -> dict:
+    """The Messages stand-in's answer: words from the hash of the messages and system prompt;
+    a continued prefill that ends in `]` (an inline aside) gets a blank line first, as a model
+    writes one; `REFUSE` in the last message stops it as Anthropic's classifiers do."""
+    seed = _digest(json.dumps([request.get("system"), request["messages"]]).encode())
+    length = 3 + int(seed[:4], 16) % 12
+    limit = int(request["max_tokens"])
+    words = [WORDS[int(seed[i % 60 : i % 60 + 2], 16) % len(WORDS)] for i in range(length)]
+    stop = "end_turn" if length <= limit else "max_tokens"
+    words = words[:limit]
+    last = request["messages"][-1]
+    if last["role"] == "assistant" and last["content"].endswith("]"):
+        words = ["\n\n", *words[: limit - 1]]
+    if "REFUSE" in str(last["content"]):
+        words, stop = words[:1], "refusal"
+    if "STOP" in str(last["content"]) and request.get("stop_sequences"):
+        stop = "stop_sequence"
+    return {
+        "id": "msg_standin",
+        "type": "message",
+        "role": "assistant",
+        "model": request["model"],
+        "content": [{"type": "text", "text": "".join(words)}],
+        "stop_reason": stop,
+        "stop_sequence": request["stop_sequences"][0] if stop == "stop_sequence" else None,
+        "usage": {
+            "input_tokens": len(json.dumps(request["messages"])) // 4,
+            "cache_read_input_tokens": 3,
+            "output_tokens": len(words),
+        },
+    }
+
+
+class MessagesStandIn(_Server):
+    def __init__(self, status: int | None = None, message: str = "model: claude-none") -> None:
+        self.bodies: list[dict] = []
+        self.paths: list[str] = []
+        self.status, self.message = status, message  # answer every request with this error
+        super().__init__()
+
+    @property
+    def root(self) -> str:
+        """The base URL the anthropic SDK takes (it appends /v1/messages)."""
+        return self.url.removesuffix("/v1")
+
+    def on_post(self, handler, body: bytes) -> None:
+        with self.lock:
+            self.bodies.append(json.loads(body))
+            self.paths.append(handler.path)
+        if self.status is not None:
+            error = {"type": "invalid_request_error", "message": self.message}
+            self.send_json(handler, self.status, {"type": "error", "error": error})
+            return
+        self.send_json(handler, 200, messages_reply(json.loads(body)))
 
 
 class FaultProxy(_Server):

@@ -59,6 +59,8 @@ def pytest_collection_modifyitems(config, items):
 
 
 MODEL_MARKERS = ("integration", "e2e")
+# the vllm_server fixture's chat template: a last assistant message stays open (a prefill)
+PREFILL_TEMPLATE = Path(__file__).parent / "data" / "hosted" / "smollm2_prefill.jinja"
 MODELING = "transformers.modeling_utils"  # defines PreTrainedModel, every model's base class
 
 
@@ -278,7 +280,11 @@ def free_port() -> int:
 @pytest.fixture(scope="session")
 def vllm_server(embedded_model_path, tmp_path_factory):
     """The session's one `vllm serve` of the embedded model on 127.0.0.1 (float32, eager, 2048
-    tokens, served as `smollm2`, up to 64 prompt log-probs per token): its base URL."""
+    tokens, served as `smollm2`, up to 64 prompt log-probs per token): its base URL. Served
+    with tests/data/hosted/smollm2_prefill.jinja, the model's own chat template except that a
+    last assistant message stays open (what Anthropic's API does with one: a prefill; vLLM
+    0.32's `/v1/messages` otherwise closes it and starts a new turn). Every other request
+    renders byte for byte as with the model's template (tests/e2e/test_anthropic_engine.py)."""
     import signal
     import subprocess
     import time
@@ -298,7 +304,8 @@ def vllm_server(embedded_model_path, tmp_path_factory):
             [sys.executable, "-m", "vllm.entrypoints.openai.api_server",
              "--model", str(embedded_model_path), "--host", "127.0.0.1", "--port", str(port),
              "--dtype", "float32", "--max-model-len", "2048", "--enforce-eager",
-             "--max-logprobs", "64", "--served-model-name", "smollm2"],
+             "--max-logprobs", "64", "--served-model-name", "smollm2",
+             "--chat-template", str(PREFILL_TEMPLATE)],
             stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True,
             preexec_fn=terminate_with_parent,  # a killed pytest runs no teardown
         )  # fmt: skip

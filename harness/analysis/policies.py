@@ -128,7 +128,9 @@ def _matrices(verdicts: pd.DataFrame, horizon: float | None) -> dict:
 def _capped_half_life(t: np.ndarray, matrix: np.ndarray, level: float) -> Interval:
     """half_life_capped's interval: the band inversion's, with inf capped at the last t."""
     ci = half_life_interval(t, matrix, level=level)
-    last = float(t[~np.isnan(matrix).all(axis=0)][-1])  # the last determined point
+    determined = t[~np.isnan(matrix).all(axis=0)]
+    # the last determined point; none (every window undetermined): nothing to cap
+    last = float(determined[-1]) if len(determined) else np.inf
     return Interval(ci.estimate, min(ci.low, last), min(ci.high, last), ci.n, ci.method)
 
 

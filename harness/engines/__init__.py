@@ -1,5 +1,6 @@
 """Text generation engines behind one protocol: `vllm` (default), `hf`, `openai`
-(completions with token ids), `chat` (any chat-completions endpoint, by text).
+(completions with token ids), `chat` (any chat-completions endpoint, or Anthropic's Messages
+API for assistant prefill, by text).
 
 The engine modules import their heavy libraries (vllm, torch, transformers, httpx) inside the
 functions that need them, so importing this package stays light: vLLM's own processes import

@@ -1,6 +1,8 @@
-"""Any OpenAI-compatible chat-completions endpoint (OpenAI, Azure OpenAI, `vllm serve`, Ollama,
-llama.cpp's server, the compatible endpoints of Anthropic, Google, Mistral, Together, Groq,
-OpenRouter) through the official `openai` SDK.
+"""The chat engine: any OpenAI-compatible chat-completions endpoint (OpenAI, Azure OpenAI,
+`vllm serve`, Ollama, llama.cpp's server, the compatible endpoints of Anthropic, Google,
+Mistral, Together, Groq, OpenRouter) through the official `openai` SDK, or Anthropic's native
+Messages API through the official `anthropic` SDK where assistant prefill is needed
+(`chat.protocol`, `harness.engines.chat_protocols`).
 
 The rest of the harness speaks position ids (`harness.engines.units`): a request's ids are
 read back into chat messages, the reply comes back as text and is cut into pieces of the run's
@@ -27,23 +29,23 @@ from typing import Any
 from harness.atomic import atomic_write_text
 from harness.endpoint import DEFAULT_KEY_ENV, server_url
 from harness.engines.base import GenerationRequest, GenerationResult, refuse_prompt_bias
+from harness.engines.chat_protocols import PROTOCOLS, Reply
 from harness.engines.pricing import Budget
 from harness.engines.ratelimit import RateLimiter
 from harness.engines.units import PositionUnits, piece_id
 from harness.errors import UserError
 
-# Finish reasons a chat API gives, as the harness records them
-_FINISH = {"stop": "stop", "length": "length", "content_filter": "content_filter"}
 # statuses no retry changes and every request would get: the config is wrong
 _FATAL = (401, 403, 404)
 # the context a hosted model is assumed to have where generation.max_model_len is not given
 HOSTED_CONTEXT = 131072
 
 
-def request_key(base_url: str, body: dict) -> str:
-    """The content address of a request: the endpoint and everything sent (model, messages,
-    sampling, seed, extra parameters); the key is never part of it."""
-    text = json.dumps([base_url, body], sort_keys=True, separators=(",", ":"))
+def request_key(base_url: str, body: dict, protocol: str = "openai") -> str:
+    """The content address of a request: the endpoint, its protocol and everything sent (model,
+    messages, sampling, seed, extra parameters); the key is never part of it."""
+    endpoint = base_url if protocol == "openai" else f"{protocol} {base_url}"
+    text = json.dumps([endpoint, body], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -59,6 +61,12 @@ class ChatUsage:
         # replies cut by the unit's tokenizer where `logprobs` was asked: the endpoint gave
         # none, or tokens that do not spell the reply
         self.positions_fallback = 0
+        # protocol anthropic: replies that did not start with the whitespace their prefill
+        # was sent without (the prompt keeps it: such a record differs in that whitespace)
+        self.prefill_whitespace = 0
+        # replies longer in positions than their budget (a unit finer than the endpoint's
+        # tokens), cut at the budget
+        self.cut_to_budget = 0
         self.input_tokens = 0
         self.cached_input_tokens = 0
         self.output_tokens = 0
@@ -87,6 +95,7 @@ class ChatEngine:
         model_path: Path | None = None,
         *,
         model: str,
+        protocol: str = "openai",
         base_url: str | None = None,
         api_key_env: str = DEFAULT_KEY_ENV,
         positions: str = "logprobs",
@@ -102,13 +111,12 @@ class ChatEngine:
         budget: Budget | None = None,
         **_ignored: Any,
     ) -> None:
-        import openai
-
-        url = server_url(base_url)
+        url = server_url(base_url, protocol)
         if not url:
             raise UserError("chat engine: no base URL (set generation.base_url or OPENAI_BASE_URL)")
         self.base_url = url
         self.model = model
+        self.protocol = protocol
         self.tokenizer = PositionUnits(positions, tokenizer)
         self.positions = positions
         if isinstance(extra_body, str):
@@ -121,83 +129,73 @@ class ChatEngine:
         self.usage = ChatUsage()
         self.budget = budget or Budget(None, None)
         self.identity: dict[str, Any] = {"model": model, "served_model": None, "fingerprints": []}
-        self._client = openai.OpenAI(
-            base_url=url,
-            api_key=os.environ.get(api_key_env) or "EMPTY",
-            max_retries=max_retries,
-            timeout=timeout_s,
-        )
+        if protocol != "openai":
+            self.identity["protocol"] = protocol
+        api = PROTOCOLS.get(protocol)
+        if api is None:
+            raise UserError(f"chat engine: unknown protocol '{protocol}' (openai or anthropic)")
+        if self.tokenizer.from_logprobs and not api.has_logprobs:
+            raise UserError(
+                f"chat engine: protocol {protocol} returns no logprobs; set chat.positions to "
+                "chars, tiktoken:<encoding> or hf:<model>"
+            )
+        self._api = api(url, os.environ.get(api_key_env) or "EMPTY", max_retries, timeout_s)
+
+    @property
+    def takes_prefill(self) -> bool:
+        """Whether a request may end inside an assistant message (the judges' verdict prefill,
+        restate, inline reminders, token-level forks): the Anthropic protocol's alone."""
+        return self._api.takes_prefill
 
     # -- one request
     def body(self, request: GenerationRequest) -> dict:
         """What is sent for a request: the messages its ids hold, and the sampling."""
         messages, prefill = self.tokenizer.messages_of(request.prompt_ids)
-        if prefill:
-            raise UserError(
-                f"chat engine ({self.base_url}): an assistant prefill (restate, inline "
-                "reminders, token-level forks) is not part of the chat-completions API; "
-                "use placement user/system, or a local engine (vllm, hf)"
-            )
-        s = request.sampling
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": messages,
-            "max_tokens": s.max_tokens,
-            "temperature": s.temperature,
-            "top_p": s.top_p,
-        }
-        if s.seed is not None:
-            body["seed"] = s.seed
-        if s.stop:
-            body["stop"] = s.stop
-        if self.tokenizer.from_logprobs:
-            body["logprobs"] = True
         extra = dict(self.extra_body)
-        if s.min_tokens:  # a vLLM extension (a probe's fixed-length continuation)
-            extra["min_tokens"] = s.min_tokens
-        if extra:
-            body["extra_body"] = extra
-        return body
+        if request.sampling.min_tokens:  # a vLLM extension (a probe's fixed-length continuation)
+            extra["min_tokens"] = request.sampling.min_tokens
+        logprobs = self.tokenizer.from_logprobs and self._api.has_logprobs
+        return self._api.body(self.model, messages, prefill, request.sampling, extra, logprobs)
+
+    def key(self, body: dict) -> str:
+        return request_key(self.base_url, body, self.protocol)
 
     def _send(self, body: dict) -> dict | None:
         """The response (from the cache, else the endpoint), None when it failed for good."""
-        import openai
-
-        key = request_key(self.base_url, body)
+        key = self.key(body)
         path = self._cache / key[:2] / f"{key}.json" if self._cache else None
         if path is not None and path.exists():
             self.usage.add(cached=1)
             data = json.loads(path.read_text(encoding="utf-8"))
-            self.budget.settle((0, 0), _spent(data))  # paid by the run before: it counts
+            # paid by the run before: it counts
+            self.budget.settle((0, 0), self._api.spent(data))
             return data
         # a bound on the input tokens: no token of a byte-level tokenizer is shorter than a
         # byte, plus each message's framing
         worst_input = sum(len(str(m["content"]).encode()) + 8 for m in body["messages"])
+        worst_input += len(body.get("system", "").encode()) + 8
         reserved = (worst_input, body["max_tokens"])
         self.budget.reserve(*reserved)
         self._limiter.acquire(worst_input // 4 + body["max_tokens"])
-        params = {k: v for k, v in body.items() if k != "extra_body"}
+        status_error, connection_error = self._api.errors
         try:
-            response = self._client.chat.completions.create(
-                **params, extra_body=body.get("extra_body")
-            )
-        except openai.APIStatusError as exc:
+            data = self._api.create(body)
+        except status_error as exc:
             self.budget.release(reserved)
-            if exc.status_code in _FATAL:
+            if exc.status_code in _FATAL or self._api.fatal(exc.status_code, exc.message):
                 raise UserError(
-                    f"chat engine: {self.base_url} answered {exc.status_code} for model "
-                    f"'{self.model}' ({_short(exc.message)})"
+                    f"chat engine: {self.base_url} ({self.protocol}) answered {exc.status_code} "
+                    f"for model '{self.model}' ({_short(exc.message)})"
                 ) from None
             self.usage.add(requests=1)
             self.usage.failure(f"{exc.status_code}: {_short(exc.message)}")
             return None
-        except openai.APIConnectionError as exc:
+        except connection_error as exc:
             self.budget.release(reserved)
             self.usage.add(requests=1)
             self.usage.failure(f"{type(exc).__name__}: {_short(str(exc))}")
             return None
-        data = response.model_dump(mode="json", exclude_unset=True)
-        self.budget.settle(reserved, _spent(data))
+        self.budget.settle(reserved, self._api.spent(data))
         self.usage.add(requests=1)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -212,16 +210,22 @@ class ChatEngine:
                 token_ids=[], text="", finish_reason="error",
                 prompt_tokens=len(request.prompt_ids), seconds=time.perf_counter() - start,
             )  # fmt: skip
-        self._note(data)
-        choice = data["choices"][0]
-        message = choice.get("message") or {}
-        text = message.get("content") or ""
-        finish = _FINISH.get(choice.get("finish_reason") or "stop", "stop")
-        if message.get("refusal"):
-            finish, text = "refusal", text or message["refusal"]
+        reply = self._api.reply(data, body)
+        self._note(reply)
+        text, finish = reply.text, reply.finish
         if finish in ("refusal", "content_filter"):
             self.usage.add(refused=1)
-        ids = [piece_id(p) for p in self._pieces(text, choice.get("logprobs"))]
+        pieces = self._pieces(text, reply.logprobs)
+        if finish in ("stop", "length") and len(pieces) > request.sampling.max_tokens:
+            # a unit finer than the endpoint's tokens (characters, another tokenizer): the
+            # reply is cut at the budget in positions, where a local engine would have stopped
+            # (the endpoint's max_tokens counts its own tokens); counted, never silent. A
+            # refusal or a filtered reply is kept whole, as the provider's own words
+            pieces = pieces[: request.sampling.max_tokens]
+            text = b"".join(pieces).decode("utf-8", errors="replace")
+            finish = "length"
+            self.usage.add(cut_to_budget=1)
+        ids = [piece_id(p) for p in pieces]
         if finish == "stop":  # the model closed its turn: the end mark, as a local EOS
             ids.append(self.tokenizer.eos_token_id)
         return GenerationResult(
@@ -230,7 +234,7 @@ class ChatEngine:
             finish_reason=finish,
             prompt_tokens=len(request.prompt_ids),
             seconds=time.perf_counter() - start,
-            api_tokens=_spent(data),
+            api_tokens=reply.spent,
         )
 
     def _pieces(self, text: str, logprobs: dict | None) -> list[bytes]:
@@ -254,18 +258,16 @@ class ChatEngine:
         self.usage.add(positions_fallback=1)
         return self.tokenizer.cut(text)
 
-    def _note(self, data: dict) -> None:
-        usage = data.get("usage") or {}
-        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+    def _note(self, reply: Reply) -> None:
+        spent_in, cached, spent_out = reply.spent
         self.usage.add(
-            input_tokens=usage.get("prompt_tokens") or 0,
-            cached_input_tokens=cached,
-            output_tokens=usage.get("completion_tokens") or 0,
-        )
-        self._limiter.spent(usage.get("total_tokens") or 0)
+            input_tokens=spent_in, cached_input_tokens=cached, output_tokens=spent_out,
+            prefill_whitespace=int(reply.prefill_whitespace),
+        )  # fmt: skip
+        self._limiter.spent(spent_in + spent_out)
         with self.usage._lock:
-            self.identity["served_model"] = data.get("model") or self.identity["served_model"]
-            fingerprint = data.get("system_fingerprint")
+            self.identity["served_model"] = reply.served_model or self.identity["served_model"]
+            fingerprint = reply.fingerprint
             if fingerprint and fingerprint not in self.identity["fingerprints"]:
                 self.identity["fingerprints"].append(fingerprint)
 
@@ -277,28 +279,21 @@ class ChatEngine:
         # identical requests of one batch (same messages, parameters and seed) are sent once
         first: dict[str, int] = {}
         for i, body in enumerate(bodies):
-            first.setdefault(request_key(self.base_url, body), i)
+            first.setdefault(self.key(body), i)
         todo = sorted(first.values())
         with ThreadPoolExecutor(max_workers=min(self._concurrency, len(todo))) as pool:
             done = dict(zip(todo, pool.map(self._complete, [requests[i] for i in todo],
                                            [bodies[i] for i in todo]), strict=True))  # fmt: skip
         out = []
         for i, body in enumerate(bodies):
-            j = first[request_key(self.base_url, body)]
+            j = first[self.key(body)]
             # the twin of a request sent once shares its answer, not its bill
             update = {} if i == j else {"api_tokens": (0, 0, 0)}
             out.append(done[j].model_copy(deep=True, update=update))
         return out
 
     def close(self) -> None:
-        self._client.close()
-
-
-def _spent(data: dict) -> tuple[int, int, int]:
-    """(input, cached input, output) tokens a response says it took."""
-    usage = data.get("usage") or {}
-    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
-    return usage.get("prompt_tokens") or 0, cached, usage.get("completion_tokens") or 0
+        self._api.close()
 
 
 def _short(text: str) -> str:

@@ -45,7 +45,7 @@ def model_of(name: str, gen: GenerationConfig) -> ResolvedModel:
     if gen.engine != "chat":
         return resolve_model(name)
     served = gen.served_model or name
-    identity = f"chat\n{server_url(gen.base_url) or ''}\n{served}"
+    identity = f"chat\n{server_url(gen.base_url, gen.protocol) or ''}\n{served}"
     key = hashlib.sha256(identity.encode()).hexdigest()[:16]
     return ResolvedModel(name=name, source="hosted", path=Path("."), content_key=key)
 

@@ -198,6 +198,8 @@ def _sample_maxima(config, spec, item, count) -> TokenMaxima:
     gen = config.generation
     reminder = count(getattr(spec, "text", None) or item.reminder or "") + 16
     base = count(item.system) + count(item.user or "") + 16  # + the messages' framing
+    if spec.name == "restate":  # the prefill the reply continues (chat.protocol anthropic)
+        base += count(item.restatement or "")
     if not item.is_conversation:
         reply = gen.single_budget
         rounds, reminders = _policy_rounds(spec, reply, gen.continue_on_eos)

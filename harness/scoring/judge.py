@@ -87,7 +87,9 @@ def judge_target(spec: JudgeSpec, defaults: JudgeDefaults, resolve: Resolve) -> 
         # hashable (a target is a dict key): the extra body as its JSON text
         options = {k: v for k, v in options.items() if k != "cache_dir"}
         options["extra_body"] = json.dumps(options["extra_body"], sort_keys=True)
-        identity = ("chat", server_url(gen.base_url) or "", str(options["model"]))
+        identity = ("chat", server_url(gen.base_url, gen.protocol) or "", str(options["model"]))
+        if gen.protocol != "openai":  # another protocol asks otherwise (a verdict prefill)
+            identity += (gen.protocol,)
     elif gen.engine == "openai":
         url = options.get("base_url") or os.environ.get("OPENAI_BASE_URL", "")
         identity = ("openai", url, gen.served_model or "", model.content_key)
@@ -202,10 +204,11 @@ class JudgeRunner:
 
 
 def _takes_prefill(engine) -> bool:
-    """Whether the judge's answer can be started for it (`VERDICT_PREFILL`): not on a chat
-    endpoint, which takes no assistant prefill; there the rubric's own instruction to answer
-    with one JSON object stands alone, and the verdict is read from the whole answer."""
-    return getattr(engine, "name", "") != "chat"
+    """Whether the judge's answer can be started for it (`VERDICT_PREFILL`): not on a
+    chat-completions endpoint, which takes no assistant prefill (the chat engine's
+    `takes_prefill`: only its Anthropic protocol does); there the rubric's own instruction to
+    answer with one JSON object stands alone, and the verdict is read from the whole answer."""
+    return getattr(engine, "takes_prefill", getattr(engine, "name", "") != "chat")
 
 
 def _prompts(
