@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from harness.analysis.fits import FitMember, fit_table
 from harness.results import CONDITION, FitRow, result_frame
-from harness.stages.base import Curves, Records, RunContext
+from harness.stages.base import Curves, Records
+from harness.stages.context import RunContext
 
 IDENT = list(CONDITION)  # a fit group: one condition
 
@@ -17,10 +18,10 @@ class FitsStage:
     reads = (Records, Curves)
     writes = (FitRow,)
 
-    def run(self, ctx: RunContext) -> dict:
-        by_key = {r.key: r for r in ctx.records}
+    def run(self, ctx: RunContext) -> dict[str, object]:
+        by_key = {r.key: r for r in ctx.records()}
         groups: dict[tuple[str, str, str], list[FitMember]] = {}
-        for (model, rkey), arrays in sorted(ctx.curves.items()):
+        for (model, rkey), arrays in sorted(ctx.read(Curves, {}).items()):
             record = by_key[rkey]
             pair = f"{record.item}/{record.policy}/{record.sample}"
             if record.is_conversation:  # fits over the assistant's positions too

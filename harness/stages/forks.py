@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -24,7 +24,8 @@ from harness.records import GenerationRecord
 from harness.results import ForkRow, result_frame
 from harness.scoring.judge import JudgeDefaults, JudgeRunner
 from harness.scoring.score import item_checks, score_checks
-from harness.stages.base import ForkArms, Records, RunContext
+from harness.stages.base import ForkArms, Records
+from harness.stages.context import RunContext
 from harness.stages.generate import sampling_settings
 from harness.stages.probe import record_baseline_ids
 from harness.store import unit_key
@@ -181,7 +182,7 @@ def generate_arms(
     ]
 
 
-def score_arms(arms: list[ForkArm], items: dict, languages, judges) -> list[ForkRow]:
+def score_arms(arms: list[ForkArm], items: dict[str, Any], languages, judges) -> list[ForkRow]:
     """forks.csv rows: every check of the arm's item on the arm's new text (`score_checks`)."""
     jobs = [
         (check, arm.model_dump(include=set(ForkRow.keys) - {"check"}), arm.text)
@@ -199,12 +200,12 @@ class ForksStage:
     reads = (Records,)
     writes = (ForkRow, ForkArms)
 
-    def run(self, ctx: RunContext) -> dict:
+    def run(self, ctx: RunContext) -> dict[str, object]:
         forks = ctx.config.forks
         if forks is None:
             return {}
         arms: list[ForkArm] = []
-        rows: list[dict] = []
+        rows: list[dict[str, Any]] = []
         try:
             for model in ctx.models:
                 model_arms, model_rows = self._model(ctx, model)
@@ -216,7 +217,7 @@ class ForksStage:
         frame = frame.sort_values(list(ForkRow.keys), kind="stable").reset_index(drop=True)
         return {"forks.jsonl": arms, "forks.csv": frame}
 
-    def _model(self, ctx, model) -> tuple[list[ForkArm], list[dict]]:
+    def _model(self, ctx, model) -> tuple[list[ForkArm], list[dict[str, Any]]]:
         config: RunConfig = ctx.config
         forks = config.forks
         chosen = forked_records(forks, ctx.records_of(model.name))
@@ -225,7 +226,7 @@ class ForksStage:
         bar = ctx.progress.bar(f"forks {model.name}", arm_draws * forks.tokens)
         arms, rows = [], []
         defaults = JudgeDefaults(config.models[0], config.generation)
-        with JudgeRunner(ctx.store, defaults) as judges:
+        with JudgeRunner(ctx.cache, defaults) as judges:
             for group in (g for g in groups if g):
                 unit = _unit(ctx, model, group, judges)
                 arms += [ForkArm.model_validate(a) for a in unit["arms"]]
@@ -234,7 +235,7 @@ class ForksStage:
         return arms, rows
 
 
-def _unit(ctx, model, group: list[GenerationRecord], judges) -> dict:
+def _unit(ctx, model, group: list[GenerationRecord], judges) -> dict[str, Any]:
     """One (model, policy) unit from the store, or generated, scored and stored."""
 
     config: RunConfig = ctx.config
@@ -250,7 +251,7 @@ def _unit(ctx, model, group: list[GenerationRecord], judges) -> dict:
         judges.identities(c for item in mine for c in item_checks(item, langs)),
     ]
     key = fork_key(model, group, base, forks, sampling, config.generation.engine, scoring)
-    unit = ctx.store.get(STAGE, key)
+    unit = ctx.cache.get(STAGE, key)
     if unit is None:
         engine = ctx.engines.get(config, model)
         made = generate_arms(engine, group, base, forks, sampling)
@@ -258,5 +259,5 @@ def _unit(ctx, model, group: list[GenerationRecord], judges) -> dict:
             "arms": [a.model_dump() for a in made],
             "rows": [row.model_dump() for row in score_arms(made, items, langs, judges)],
         }
-        ctx.store.put(STAGE, key, unit)
+        ctx.cache.put(STAGE, key, unit)
     return unit

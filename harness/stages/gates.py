@@ -11,6 +11,7 @@ config stays in the folder.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -25,12 +26,23 @@ from harness.analysis.rules import rule_frames, rule_sentences
 from harness.atomic import atomic_write_text
 from harness.config import RunConfig
 from harness.gate_specs import gate_level
-from harness.results import GateRow, SummaryRow, TurnRow, WindowRow, typed_frame
-from harness.stages.base import JUnit, RunContext
+from harness.results import (
+    ConversationRow,
+    GateRow,
+    RuleCurveRow,
+    RuleRow,
+    SummaryRow,
+    TurnAdherenceRow,
+    TurnRow,
+    WindowRow,
+    typed_frame,
+)
+from harness.stages.base import JUnit
+from harness.stages.context import RunContext
 from harness.store import write_csv
 
 
-def gate_outputs(config: RunConfig, items: list[str], run_dir: Path) -> dict:
+def gate_outputs(config: RunConfig, items: list[str], run_dir: Path) -> dict[str, Any]:
     """{"gates.csv": frame, "junit.xml": text} of `config`'s gates on run_dir/summary.csv."""
     if config.gates:
         summary = read_summary(Path(run_dir) / "summary.csv")
@@ -47,19 +59,21 @@ def gate_outputs(config: RunConfig, items: list[str], run_dir: Path) -> dict:
 class GateStage:
     """summary.csv, on disk -> gates.csv, junit.xml; rule gates and turn metrics read
     rules.csv, rule_curves.csv, turn_adherence.csv and conversations.csv where the folder has
-    them (not declared: a sequential run's loop looks at summary.csv alone, and these gates
-    are decided after it, on the final analysis)."""
+    them (`reads_if_written`: a sequential run's loop looks at summary.csv alone, and these
+    gates are decided after it, on the final analysis)."""
 
     name = "gates"
     reads = (SummaryRow,)
+    reads_if_written = (RuleRow, RuleCurveRow, TurnAdherenceRow, ConversationRow)
     writes = (GateRow, JUnit)
 
-    def run(self, ctx: RunContext) -> dict:
-        return gate_outputs(ctx.config, [sel.item.id for sel in ctx.items], ctx.out_dir)
+    def run(self, ctx: RunContext) -> dict[str, object]:
+        folder = ctx.path(SummaryRow).parent
+        return gate_outputs(ctx.config, [sel.item.id for sel in ctx.items], folder)
 
 
 def score_gates(
-    out: Path, suites: list, gates: list, level: float = 0.95, name: str = "score",
+    out: Path, suites: list[Any], gates: list[Any], level: float = 0.95, name: str = "score",
     rules: bool = True,
 ) -> pd.DataFrame:  # fmt: skip
     """`harness score`'s per-rule files and gates, from the files it wrote into `out`:

@@ -8,6 +8,7 @@ stored the moment its policy's samples are all finished.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from harness.chat import ChatFormat
 from harness.config import RunConfig
@@ -24,7 +25,8 @@ from harness.run_units import Unit, generation_units, sampling_settings
 from harness.scoring import window_fails
 from harness.selection import Selected, simulator_key
 from harness.sequential import SampleBatch, fixed_batches
-from harness.stages.base import Records, RunContext
+from harness.stages.base import Hosted, Records, artifact_name
+from harness.stages.context import RunContext
 from harness.store import RunStore, unit_key
 
 STAGE = "generate"
@@ -56,7 +58,7 @@ def generate_stage(
     progress: Callable[[int], None] | None = None,
     engines: EnginePool | None = None,
     batches: list[SampleBatch] | None = None,
-    hosted: dict | None = None,
+    hosted: dict[str, Any] | None = None,
     units: list[Unit] | None = None,
 ) -> list[GenerationRecord]:
     """Records of every (policy, item, sample) for one model, from cache or freshly made.
@@ -135,7 +137,7 @@ def request_cache(store: RunStore):
     return store.cache / "requests"
 
 
-def hosted_summary(engine) -> dict:
+def hosted_summary(engine) -> dict[str, Any]:
     """A chat engine's requests, tokens, cost (where priced) and the served model's identity
     (manifest.json)."""
     spent = engine.budget.spent_usd()
@@ -180,15 +182,18 @@ def _simulator_factory(config: RunConfig, items: list[Selected], cache=None, bud
 
 
 class GenerateStage:
-    """Every model's records -> `ctx.records` and generations.jsonl."""
+    """Every model's records -> `Records` (generations.jsonl) and, on engine chat, each
+    model's usage -> `Hosted`."""
 
     name = "generate"
     reads = ()
-    writes = (Records,)
+    writes = (Records, Hosted)
 
-    def run(self, ctx: RunContext) -> dict:
+    def run(self, ctx: RunContext) -> dict[str, object]:
         config = ctx.config
-        ctx.engines.request_cache = request_cache(ctx.store)
+        ctx.engines.request_cache = request_cache(ctx.cache)
+        records: list[GenerationRecord] = []
+        hosted: dict[str, Any] = {}
         for model in ctx.models:
             units = ctx.generation_units(model)
             total = sum(len(unit.selected) * len(unit.sample_range) for unit in units)
@@ -196,8 +201,8 @@ class GenerateStage:
             with ctx.timed(f"generate {model.name}"):
                 # the twins and forks stages generate next, a sequential run's next look too:
                 # they keep this engine (one start per model)
-                ctx.records += generate_stage(
-                    ctx.store,
+                records += generate_stage(
+                    ctx.cache,
                     config,
                     model,
                     ctx.items,
@@ -205,7 +210,7 @@ class GenerateStage:
                     progress=bar.update,
                     engines=ctx.engines if keep_engine(config) else None,
                     batches=ctx.batches,
-                    hosted=ctx.hosted,
+                    hosted=hosted,
                     units=units,
                 )
             bar.finish()
@@ -213,5 +218,5 @@ class GenerateStage:
             if replays:  # the logged conversations themselves, scored beside their replays
                 chat = ChatFormat(ctx.tokenizer(model))
                 for sel in replays:
-                    ctx.records += logged_records(chat, sel, model.name, ctx.run_id, "log")
-        return {"generations.jsonl": ctx.records}
+                    records += logged_records(chat, sel, model.name, ctx.run_id, "log")
+        return {"generations.jsonl": records, artifact_name(Hosted): hosted}

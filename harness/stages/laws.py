@@ -4,6 +4,8 @@ behaviour curve (scored samples) against the three laws -> laws.csv
 
 from __future__ import annotations
 
+from typing import Any
+
 from harness.analysis.conversations import turn_verdicts
 from harness.analysis.law_table import (
     BEHAVIOUR,
@@ -15,7 +17,8 @@ from harness.analysis.law_table import (
 )
 from harness.results import LawRow, TurnInfluenceRow, TurnRow, WindowRow, result_frame
 from harness.scoring.passes import window_passes
-from harness.stages.base import Curves, Records, RunContext
+from harness.stages.base import Curves, Records
+from harness.stages.context import RunContext
 
 # bootstrap draws per curve set: every set refits three laws per draw (~300 sets in the
 # quickstart); the floor's p-value counts the draws (no finer than 1 / 201), the decision to
@@ -30,12 +33,12 @@ class LawsStage:
     reads = (Records, Curves, WindowRow, TurnRow, TurnInfluenceRow)
     writes = (LawRow,)
 
-    def run(self, ctx: RunContext) -> dict:
-        by_key = {r.key: r for r in ctx.records}
+    def run(self, ctx: RunContext) -> dict[str, object]:
+        by_key = {r.key: r for r in ctx.records()}
         units = []
-        for (model, rkey), arrays in sorted(ctx.curves.items()):
+        for (model, rkey), arrays in sorted(ctx.read(Curves, {}).items()):
             units += pair_units(model, by_key[rkey], arrays)
-        if any(r.is_conversation for r in ctx.records):  # the file exists only then
+        if any(r.is_conversation for r in ctx.records()):  # the file exists only then
             influence = ctx.frame(TurnInfluenceRow)
             units += frame_units(influence, "kl_turn", "turn", "kl", NEXT_TOKEN, True)
         units += behaviour_units(ctx)
@@ -47,12 +50,12 @@ class LawsStage:
         return {"laws.csv": result_frame(LawRow, rows)}
 
 
-def behaviour_units(ctx) -> list:
+def behaviour_units(ctx) -> list[Any]:
     """a(t) per sample of the single replies (1/0 per window, x = the window's middle in
     generated tokens: (index + 1/2) x window, the same x in every sample, whatever was injected
     before it) and a(k)
     per sample of the generated conversations (1/0 per reply)."""
-    conversations = {r.item for r in ctx.records if r.is_conversation}
+    conversations = {r.item for r in ctx.records() if r.is_conversation}
     out = []
     windows = ctx.frame(WindowRow)
     if not windows.empty:

@@ -74,17 +74,19 @@ def test_the_plan_resolves_the_backend_of_models_and_twins(support, tmp_path):
 
 def test_manifest_records_the_backend_that_ran(tmp_path):
     from harness.config import RunConfig
-    from harness.stages.base import RunContext
+    from harness.plan import RunPlan
+    from harness.stages.context import StageContext
     from harness.stages.report import ManifestStage
 
     config = RunConfig.model_validate(
         {"name": "t", "models": ["m"], "suites": ["s.yaml"], "policies": ["none"],
          "probe": {"backend": "auto"}, "generation": {"max_tokens": 64}}
     )  # fmt: skip
-    ctx = RunContext(
-        config=config, store=None, out_dir=tmp_path, run_id="r", suites=[], items=[], models=[],
-        twins={}, probe_backends={"m": "vllm"},
+    plan = RunPlan(
+        config=config, suites=[], items=[], models=[], twins={}, out_dir=tmp_path, run_id="r",
+        probe_backends={"m": "vllm"},
     )  # fmt: skip
+    ctx = StageContext(plan, None, tmp_path)
     manifest = ManifestStage().run(ctx)["manifest.json"]
     assert manifest["probe_backends"] == {"m": "vllm"}
     assert manifest["config"]["probe"]["backend"] == "auto"  # what was asked, next to what ran

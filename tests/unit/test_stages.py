@@ -12,7 +12,8 @@ import pytest
 from pydantic import BaseModel
 
 from harness.results import SummaryRow, WindowRow
-from harness.stages.base import Manifest, RunContext, check_order, write_output
+from harness.stages.base import Manifest, Records, check_order, write_output
+from harness.stages.context import StageContext, UndeclaredRead
 
 
 class Row(BaseModel):
@@ -54,11 +55,8 @@ class Passes:
         }
 
 
-def _context(tmp_path) -> RunContext:
-    return RunContext(
-        config=None, store=None, out_dir=tmp_path, run_id="r", suites=[], items=[], models=[],
-        twins={},
-    )  # fmt: skip
+def _context(tmp_path) -> StageContext[None]:
+    return StageContext(None, None, tmp_path)
 
 
 def test_a_later_stage_reads_a_typed_frame_and_each_file_is_written_once(tmp_path):
@@ -117,8 +115,44 @@ def test_a_stage_may_read_only_what_it_declares(tmp_path):
         def run(self, ctx):
             return {"x": ctx.frame(WindowRow)}
 
-    with pytest.raises(RuntimeError, match="stage sneaky reads windows.csv without declaring"):
+    with pytest.raises(UndeclaredRead, match="stage sneaky reads windows.csv without declaring"):
         run_stages(_context(tmp_path), [Sneaky()], show_progress=False)
+
+
+def test_a_product_passes_through_the_map_and_only_to_the_stages_that_declare_it(tmp_path):
+    """Records (no CSV) go from the stage that writes them to the one that declares them,
+    through the context's map; a stage that reads them undeclared fails, and a file-less
+    product is never written to the folder."""
+    from harness.pipeline import run_stages
+    from harness.stages.base import Curves
+
+    class Makes:
+        name, reads, writes = "makes", (), (Records, Curves)
+
+        def run(self, ctx):
+            return {"generations.jsonl": [], "Curves": {("m", "k"): {"kl": [1.0]}}}
+
+    class Uses:
+        name, reads, writes = "uses", (Records, Curves), ()
+        seen = None
+
+        def run(self, ctx):
+            Uses.seen = (ctx.read(Records), ctx.read(Curves))
+            return {}
+
+    class Hides:
+        name, reads, writes = "hides", (Records,), ()
+
+        def run(self, ctx):
+            return {"x": ctx.read(Curves)}
+
+    ctx = _context(tmp_path)
+    run_stages(ctx, [Makes(), Uses()], show_progress=False)
+    assert Uses.seen == ([], {("m", "k"): {"kl": [1.0]}})
+    assert ctx.artifacts.files() == ["generations.jsonl"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["generations.jsonl"]
+    with pytest.raises(UndeclaredRead, match="stage hides reads Curves without declaring it"):
+        run_stages(_context(tmp_path), [Makes(), Hides()], show_progress=False)
 
 
 def test_a_stage_may_write_only_what_it_declares(tmp_path):
