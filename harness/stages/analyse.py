@@ -4,7 +4,7 @@ code checks, from the earlier outputs."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.analysis.calibration import judge_calibration, measured_judges
 from harness.analysis.carried import carried_frame, record_points
@@ -44,6 +44,9 @@ from harness.scoring.score import item_checks
 from harness.stages.base import Records
 from harness.stages.context import RunContext
 from harness.stages.forks import forked_records
+
+if TYPE_CHECKING:  # annotations only: pandas loads where frames are made
+    import pandas as pd
 
 FULL_READS = (Records, WindowRow, TurnRow, FitRow, DivergenceRow, NextTokenRow, ForkRow)
 FULL_WRITES = (
@@ -142,7 +145,7 @@ class AnalyseStage:
         bar.finish()
         return out
 
-    def measured(self, ctx) -> dict[str, Any]:
+    def measured(self, ctx: RunContext) -> dict[str, Any]:
         """The run's checks measured on the labelled sets (harness.scoring.measured), once per
         run: kept on the run's context, not on this stage (one instance serves every run of
         the process; a second run would read the first one's rates)."""
@@ -153,10 +156,11 @@ class AnalyseStage:
             ctx.measured_rates = measured_checks(
                 checks, scoring.languages, scoring.validation, tokenizer
             )
-        return ctx.measured_rates
+        rates: dict[str, Any] = ctx.measured_rates
+        return rates
 
 
-def carried_of(ctx: RunContext, nexttoken):
+def carried_of(ctx: RunContext, nexttoken: pd.DataFrame) -> pd.DataFrame | None:
     """carried.csv of a forking run (None when the run has no forks)."""
 
     forks = ctx.config.forks

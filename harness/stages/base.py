@@ -24,10 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
+from harness.atomic import atomic_write_text
 from harness.records import GenerationRecord
 from harness.results import RESULT_FILES, ResultRow, result_frame, typed_frame
 from harness.results.base import typed_chunks
-from harness.store import atomic_write_text, write_csv
+from harness.store import write_csv
 
 if TYPE_CHECKING:  # annotations only: pandas loads where frames are made
     import pandas as pd

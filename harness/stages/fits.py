@@ -3,7 +3,10 @@ fits.csv (written by `harness.analysis.fits`, the writer `harness probe` uses to
 
 from __future__ import annotations
 
+from typing import Any
+
 from harness.analysis.fits import FitMember, fit_table
+from harness.records import GenerationRecord
 from harness.results import CONDITION, FitRow, result_frame
 from harness.stages.base import Curves, Records
 from harness.stages.context import RunContext
@@ -44,7 +47,7 @@ class FitsStage:
         return {"fits.csv": fits}
 
 
-def _assistant_mask(record, arrays):
+def _assistant_mask(record: GenerationRecord, arrays: dict[str, Any]) -> Any:
     import numpy as np
 
     mask = np.zeros(arrays["kl"].shape[0], dtype=bool)
@@ -53,5 +56,5 @@ def _assistant_mask(record, arrays):
     return mask
 
 
-def _sample(member) -> int:
-    return member.seed
+def _sample(member: FitMember) -> int:
+    return int(member.seed)

@@ -8,10 +8,11 @@ stored the moment its policy's samples are all finished.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 from harness.chat import ChatFormat
-from harness.config import RunConfig
+from harness.config import PolicySpec, RunConfig
 from harness.endpoint import endpoint_of
 from harness.engines import make_engine
 from harness.engines.options import engine_options, run_budget
@@ -32,11 +33,11 @@ from harness.store import RunStore, unit_key
 STAGE = "generate"
 
 
-def _violation_hook(config: RunConfig, items: list[Selected]):
+def _violation_hook(config: RunConfig, items: list[Selected]) -> Callable[[Any, str], bool]:
     by_id = {sel.item.id: sel.item for sel in items}
     languages = config.scoring.languages
 
-    def violates(state, text: str) -> bool:
+    def violates(state: Any, text: str) -> bool:
         return window_fails(by_id[state.spec.meta["item"]], text, languages) is True
 
     return violates
@@ -72,7 +73,7 @@ def generate_stage(
     sampling = sampling_settings(config)
     if units is None:
         units = generation_units(config, model, items, batches or fixed_batches(config), run_id)
-    missing = [i for i, unit in enumerate(units) if not store.has(STAGE, unit.key)]
+    missing = [i for i, unit in enumerate(units) if not store.has(STAGE, _key(unit))]
     if missing:
         if engines is not None:
             engine = engines.get(config, model)
@@ -84,7 +85,7 @@ def generate_stage(
         chat = ChatFormat(engine.tokenizer)
         violates = _violation_hook(config, items)
         groups = [
-            (policy_run(units[i].policy_spec, gen.continue_on_eos, violates), units[i].specs)
+            (policy_run(_spec(units[i]), gen.continue_on_eos, violates), units[i].specs)
             for i in missing
         ]
         budget = getattr(engine, "budget", None)  # simulated users spend from the same budget
@@ -92,7 +93,7 @@ def generate_stage(
 
         def store_group(index: int, records: list[GenerationRecord]) -> None:
             store.put(
-                STAGE, units[missing[index]].key, [r.model_dump(mode="json") for r in records]
+                STAGE, _key(units[missing[index]]), [r.model_dump(mode="json") for r in records]
             )
 
         try:
@@ -119,9 +120,9 @@ def generate_stage(
             store.put("hosted", hosted_key, hosted[model.name])
         elif store.has("hosted", hosted_key):
             hosted[model.name] = store.get("hosted", hosted_key)
-    records = []
+    records: list[GenerationRecord] = []
     for unit in units:
-        rows = store.get(STAGE, unit.key)
+        rows = store.get(STAGE, _key(unit))
         assert rows is not None, f"generation unit {unit.policy} missing after run"
         # a unit may come from an earlier run of an edited config: it is this run's now
         records.extend(GenerationRecord.model_validate({**r, "run_id": run_id}) for r in rows)
@@ -132,12 +133,25 @@ def generate_stage(
     return records
 
 
-def request_cache(store: RunStore):
+def _key(unit: Unit) -> str:
+    """A generation unit's key (the plan keys every generation unit; only units that depend
+    on this run's records are keyed later)."""
+    assert unit.key is not None, f"generation unit {unit.policy} has no key"
+    return unit.key
+
+
+def _spec(unit: Unit) -> PolicySpec:
+    spec = unit.policy_spec
+    assert spec is not None, f"generation unit {unit.policy} has no policy"
+    return cast("PolicySpec", spec)
+
+
+def request_cache(store: RunStore) -> Path:
     """The run's cache of chat requests answered (engine chat: never sent twice)."""
     return store.cache / "requests"
 
 
-def hosted_summary(engine) -> dict[str, Any]:
+def hosted_summary(engine: Any) -> dict[str, Any]:
     """A chat engine's requests, tokens, cost (where priced) and the served model's identity
     (manifest.json)."""
     spent = engine.budget.spent_usd()
@@ -150,7 +164,9 @@ def hosted_summary(engine) -> dict[str, Any]:
     }
 
 
-def _simulator_factory(config: RunConfig, items: list[Selected], cache=None, budget=None):
+def _simulator_factory(
+    config: RunConfig, items: list[Selected], cache: Path | None = None, budget: Any = None
+) -> Callable[[str], tuple[Any, ChatFormat]]:
     """Engines for simulated users that are not the run's own model: a zoo model on the run's
     engine (or its own `engine`), or an OpenAI-compatible endpoint."""
     sims = {
@@ -159,7 +175,7 @@ def _simulator_factory(config: RunConfig, items: list[Selected], cache=None, bud
         if sel.item.user_simulator is not None
     }
 
-    def factory(key: str):
+    def factory(key: str) -> tuple[Any, ChatFormat]:
         sim = sims[key]
         kind = sim.engine or ("openai" if sim.base_url else config.generation.engine)
         if kind == "chat":  # the run's endpoint (its own base_url, model, key where given)
@@ -167,10 +183,12 @@ def _simulator_factory(config: RunConfig, items: list[Selected], cache=None, bud
             endpoint = endpoint_of(sim).over(endpoint_of(config.generation), same_model)
             gen = config.generation.model_copy(update=endpoint.model_dump())
             name = sim.model or config.models[0]
-            engine = make_engine(kind, None, **engine_options(gen, name, cache), budget=budget)
+            chat_options = engine_options(gen, name, cache)
+            # no model folder: the endpoint serves the model (make_engine's path is for the rest)
+            engine = make_engine(kind, None, **chat_options, budget=budget)  # type: ignore[arg-type]
             return engine, ChatFormat(engine.tokenizer)
         path = resolve_model(sim.model or config.models[0]).path
-        options = {"max_model_len": config.generation.max_model_len}
+        options: dict[str, Any] = {"max_model_len": config.generation.max_model_len}
         if kind == "openai":
             same_model = sim.model is None or sim.model == config.models[0]
             endpoint = endpoint_of(sim).over(endpoint_of(config.generation), same_model)

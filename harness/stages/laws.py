@@ -50,7 +50,7 @@ class LawsStage:
         return {"laws.csv": result_frame(LawRow, rows)}
 
 
-def behaviour_units(ctx) -> list[Any]:
+def behaviour_units(ctx: RunContext) -> list[Any]:
     """a(t) per sample of the single replies (1/0 per window, x = the window's middle in
     generated tokens: (index + 1/2) x window, the same x in every sample, whatever was injected
     before it) and a(k)

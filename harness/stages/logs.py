@@ -128,7 +128,7 @@ class LogManifestStage:
     writes = (Manifest,)
 
     def run(self, ctx: ScoreContext) -> dict[str, Output]:
-        plan = ctx.plan
+        plan, timings = ctx.plan, ctx.read(Timings, {})
         return {
             "manifest.json": {
                 "command": "score",
@@ -139,7 +139,7 @@ class LogManifestStage:
                 "item": plan.item,
                 "counts": log_totals(ctx.frames(LoggedRow)),
                 "matching": plan.matcher.shared_notes(),
-                "timings": dict(ctx.read(Timings, {})),
+                "timings": dict(timings),
                 "started": ctx.started,
                 "finished": datetime.now(UTC).isoformat(timespec="seconds"),
             }

@@ -11,7 +11,7 @@ means.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -23,6 +23,7 @@ from harness.models import ResolvedModel
 from harness.probes.backend import (
     LOCAL_BACKENDS,
     Backend,
+    BackendName,
     backend_dtype,
     cached_curves,
     map_pairs,
@@ -47,13 +48,13 @@ STAGE = "probe"
 METRICS = ("l2", "rel_l2", "cos_dist")
 
 
-def baseline_ids(config: RunConfig, tokenizer, record: GenerationRecord) -> list[int]:
+def baseline_ids(config: RunConfig, tokenizer: Any, record: GenerationRecord) -> list[int]:
     """The record's chat with the probe's baseline system prompt."""
     return record_baseline_ids(tokenizer, record, config.probe.baseline, config.probe.baseline_text)
 
 
 def record_baseline_ids(
-    tokenizer, record: GenerationRecord, baseline: str, text: str | None = None
+    tokenizer: Any, record: GenerationRecord, baseline: str, text: str | None = None
 ) -> list[int]:
     """The record's chat with a baseline system prompt (`none`: no system turn, `default`: the
     template's default, `text`: `text`), rendered as generation renders it."""
@@ -74,7 +75,7 @@ def probe_key(
     model: ResolvedModel,
     record: GenerationRecord,
     base: list[int],
-    layers,
+    layers: list[int] | None,
     backend: str,
     top_k: int | None = None,
     dtype: str = "float32",
@@ -102,7 +103,7 @@ def record_curves(
     the store, or computed by `backend` and stored as one .npz unit (hidden-state metrics in
     float32: the stages read them as stored)."""
 
-    def compute():
+    def compute() -> Any:  # the backend's arrays
         return backend.curves(record.prompt_ids, base, record.continuation_ids, layers, lam)
 
     return cached_curves(store, stage, key, compute, hidden_dtype=np.float32)
@@ -123,7 +124,7 @@ def probe_stage(
     layers = None if config.probe.layers == "all" else list(config.probe.layers)
     curves: dict[tuple[str, str], dict[str, Any]] = {}
     for model in models:
-        backend = (backends or {}).get(model.name, "hf")
+        backend = cast("BackendName", (backends or {}).get(model.name, "hf"))
         tokenizer = AutoTokenizer.from_pretrained(model.path)
         pairs = [(r, baseline_ids(config, tokenizer, r)) for r in probed_records(config, records)]
         longest = max((max(len(r.prompt_ids), len(b)) + len(r.continuation_ids)
@@ -137,7 +138,10 @@ def probe_stage(
             endpoint=endpoint_settings(config), dtype=dtype,
         )  # fmt: skip
 
-        def one(pair, model=model, backend=backend, source=source, dtype=dtype):
+        def one(
+            pair: tuple[GenerationRecord, list[int]], model: ResolvedModel = model,
+            backend: str = backend, source: Backend = source, dtype: str = dtype,
+        ) -> dict[str, Any]:  # fmt: skip
             record, base = pair
             key = probe_key(model, record, base, layers, backend, config.probe.top_k, dtype)
             arrays = record_curves(store, STAGE, key, source, record, base, layers)

@@ -99,7 +99,7 @@ def _sampled(ctx: ProbeContext, prompts: dict[str, list[int]]) -> dict[str, list
     if req.generator == "hf":  # sampled by the probe's own model, in its dtype
         params |= key_params(backend_dtype(req.backend, req.dtype, model.path))
     keys = {name: unit_key_of(model, [a], params) for name, a in prompts.items()}
-    samples = {name: ctx.cache.get(UNITS, key) for name, key in keys.items()}
+    samples: dict[str, Any] = {name: ctx.cache.get(UNITS, key) for name, key in keys.items()}
     todo = [name for name in prompts if samples[name] is None]
     if todo and req.generator == "vllm":
         ctx.say(f"generating {req.tokens} tokens for {len(todo)} pair(s) on vLLM")

@@ -7,9 +7,12 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from harness.config import RunConfig
 from harness.engines.device import resolve_dtype
 from harness.engines.pricing import cost_usd
+from harness.models import ResolvedModel
 from harness.probes.backend import backend_dtype
+from harness.records import GenerationRecord
 from harness.report import render_report
 from harness.stages.base import (
     FILES_OF_A_RUN,
@@ -58,6 +61,7 @@ class ManifestStage:
     def run(self, ctx: RunContext) -> dict[str, object]:
         config = ctx.config
         hosted, looks = ctx.read(Hosted, {}), ctx.read(Sequential, {})
+        timings = ctx.read(Timings, {})
         manifest = {
             "run_id": ctx.run_id,
             "name": config.name,
@@ -77,7 +81,7 @@ class ManifestStage:
             "seeds": {"generation": config.generation.seed, "samples": _samples(config)},
             # LD_PRELOAD and thread binding of the vLLM CPU engine processes (empty otherwise)
             "engine_runtime": _engine_runtime(),
-            "timings": dict(ctx.read(Timings, {})),
+            "timings": dict(timings),
             "started": ctx.started,
             "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         }
@@ -91,7 +95,7 @@ class ManifestStage:
         return {"manifest.json": manifest}
 
 
-def condition_costs(config, records) -> list[dict[str, Any]]:
+def condition_costs(config: RunConfig, records: list[GenerationRecord]) -> list[dict[str, Any]]:
     """Per (model, item, policy): the endpoint's input, cached-input and output tokens of its
     samples (engine chat records) and their cost at the config's prices (None: unpriced)."""
     sums: dict[tuple[Any, ...], list[int]] = {}
@@ -115,7 +119,7 @@ def condition_costs(config, records) -> list[dict[str, Any]]:
     return out
 
 
-def t_unit(config, model) -> str:
+def t_unit(config: RunConfig, model: ResolvedModel) -> str:
     """What one position t is: a token of the model's tokenizer, or on a chat endpoint a piece
     of the configured unit (harness/engines/units.py)."""
     if model.source != "hosted":
@@ -145,7 +149,7 @@ def _dtypes(ctx: RunContext) -> dict[str, Any]:
     return out
 
 
-def _samples(config) -> int | dict[str, Any]:
+def _samples(config: RunConfig) -> int | dict[str, Any]:
     return config.samples if isinstance(config.samples, int) else config.samples.model_dump()
 
 

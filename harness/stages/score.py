@@ -8,9 +8,10 @@ default judge (the run's first model) is not written in the item.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from harness.config import RunConfig, TaskSuite
+from harness.config import RunConfig, TaskItem, TaskSuite
 from harness.records import GenerationRecord
 from harness.results import TurnRow, WindowRow, result_frame
 from harness.scoring import item_index, score_records
@@ -29,9 +30,9 @@ def score_stage(
     config: RunConfig,
     suites: list[TaskSuite],
     records: list[GenerationRecord],
-    tokenizer,
+    tokenizer: Any,
     model_key: str,
-    judges=None,
+    judges: JudgeRunner | None = None,
 ) -> list[dict[str, Any]]:
     """windows.csv rows for all records; uncached records are scored in one batch. `model_key`:
     the content key of the model whose tokenizer cuts the windows; `judges`: the JudgeRunner
@@ -49,9 +50,9 @@ def turns_stage(
     config: RunConfig,
     suites: list[TaskSuite],
     records: list[GenerationRecord],
-    tokenizer,
+    tokenizer: Any,
     model_key: str,
-    judges=None,
+    judges: JudgeRunner | None = None,
 ) -> list[dict[str, Any]]:
     """turns.csv rows of the conversation records; one cached unit (stage `turns`) each."""
 
@@ -76,8 +77,11 @@ def _turn_labels(record: GenerationRecord) -> dict[str, Any]:
 
 
 def _cached_per_record(
-    store, stage, config, suites, records, judges, score, model_key: str, stamp=None
-) -> list[dict[str, Any]]:
+    store: RunStore, stage: str, config: RunConfig, suites: list[TaskSuite],
+    records: list[GenerationRecord], judges: JudgeRunner | None,
+    score: Callable[[list[GenerationRecord]], list[dict[str, Any]]], model_key: str,
+    stamp: Callable[[GenerationRecord], dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:  # fmt: skip
     """One cached unit of rows per record: the uncached records scored in one `score` batch,
     each record's rows stored under its key, then every unit read back in record order with
     this run's id stamped (units are keyed by content, not run), and `stamp(record)`'s
@@ -109,8 +113,9 @@ ROWS_VERSION = 2
 
 
 def score_key(
-    record: GenerationRecord, item, config: RunConfig, judges, stage: str, model_key: str
-) -> str:
+    record: GenerationRecord, item: TaskItem, config: RunConfig, judges: JudgeRunner | None,
+    stage: str, model_key: str,
+) -> str:  # fmt: skip
     """One record's scores: its content, its item (checks included), the scoring settings and
     the identities of the judges its judge checks ask (none: an empty list)."""
     judge_ids = judges.identities(item.checks) if judges is not None else []
