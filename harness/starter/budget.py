@@ -8,7 +8,7 @@ requests, 1.20 / 2.47 / 2.02 tokens per IFEval word in English / German / French
 up; tokenizers with more non-English vocabulary need fewer), so a reply that breaks the
 limit by up to 2x is judged as too long, not cut off; with no word limit,
 `WHOLE_REPLY_TOKENS`. A conversation's total is its 5 replies' budgets
-(`plan.check_turn_budget`). Other prompts keep the long-answer setting: 256 tokens a single
+(`plan_checks.check_turn_budget`). Other prompts keep the long-answer setting: 256 tokens a single
 reply (continued past EOS) and 48 a conversation reply.
 """
 

@@ -34,21 +34,21 @@ def _models(*names: str) -> list:
 
 def test_hf_is_hf_without_asking_vllm(monkeypatch):
     import harness.probes.vllm_backend as backend
-    from harness.plan import probe_backends
+    from harness.plan_checks import probe_backends
 
     monkeypatch.setattr(backend, "vllm_support", lambda path: pytest.fail("vLLM was asked"))
     assert probe_backends("hf", _models("a", "b")) == {"a": "hf", "b": "hf"}
 
 
 def test_auto_takes_vllm_where_it_can_probe_else_hf(support):
-    from harness.plan import probe_backends
+    from harness.plan_checks import probe_backends
 
     support["/models/gemma"] = "vLLM's Gemma cannot hand out intermediate hidden states"
     assert probe_backends("auto", _models("llama", "gemma")) == {"llama": "vllm", "gemma": "hf"}
 
 
 def test_explicit_vllm_that_cannot_probe_is_one_line(support):
-    from harness.plan import probe_backends
+    from harness.plan_checks import probe_backends
 
     support["/models/gemma"] = "vLLM is not installed"
     with pytest.raises(UserError, match="field 'probe.backend': vllm cannot probe gemma: vLLM is"):
