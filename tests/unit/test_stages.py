@@ -218,3 +218,59 @@ def test_adaptive_generation_units_are_keyed_by_the_checks_that_trigger_them(tmp
     after = keys()
     assert after["adaptive"] != before["adaptive"]
     assert after["none"] == before["none"] and after["periodic"] == before["periodic"]
+
+
+STRIPPED_SUITE = """\
+suite: s
+items:
+  - id: one
+    system: SYS Answer yes.
+    user: Hello.
+    checks: [{type: regex_must, pattern: "yes"}]
+"""
+STRIPPED_CONFIG = """\
+name: stripped
+models: [tiny-random-llama]
+suites: [suite.yaml]
+policies: [none]
+samples: 2
+generation: {engine: hf, max_tokens: 16}
+scoring: {window: 8}
+probe: {enabled: false}
+theory: {relay: null, bias_lams: []}
+"""
+
+
+@pytest.mark.parametrize(
+    ("stage_name", "hidden"),
+    [("score", "generations.jsonl"), ("analyse", "windows.csv"), ("laws", "Curves"),
+     ("manifest", "Timings"), ("gates", "summary.csv")],
+)  # fmt: skip
+def test_the_run_s_own_stages_fail_on_a_read_they_do_not_declare(tmp_path, stage_name, hidden):
+    """The check is on in the pipeline's own stage list: a real stage whose declaration
+    leaves out one artifact it reads fails the run at that stage (here over the scripted
+    engine), so no stage can lean on an undeclared artifact and pass its tests."""
+    from harness.engines.scripted import ScriptedEngine
+    from harness.pipeline import STAGES, run_stages
+    from harness.stages.base import artifact_name, optional_reads
+    from tests.scripted_run import scripted_run
+
+    class Stripped:
+        def __init__(self, stage) -> None:
+            self.stage, self.name, self.writes = stage, stage.name, stage.writes
+            keep = [a for a in stage.reads if artifact_name(a) != hidden]
+            assert len(keep) == len(stage.reads) - 1, f"{stage.name} does not declare {hidden}"
+            self.reads = tuple(keep)
+            self.reads_if_written = optional_reads(stage)
+
+        def run(self, ctx):
+            return self.stage.run(ctx)
+
+    (tmp_path / "suite.yaml").write_text(STRIPPED_SUITE)
+    (tmp_path / "run.yaml").write_text(STRIPPED_CONFIG)
+    index = next(i for i, s in enumerate(STAGES) if s.name == stage_name)
+    stages = [*STAGES[:index], Stripped(STAGES[index])]
+    engine = ScriptedEngine({"SYS": 0.5})
+    refused = pytest.raises(UndeclaredRead, match=f"stage {stage_name} reads {hidden} without")
+    with scripted_run(tmp_path / "run.yaml", tmp_path / "out", engine) as ctx, refused:
+        run_stages(ctx, stages, show_progress=False)
