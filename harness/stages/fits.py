@@ -15,7 +15,7 @@ IDENT = list(CONDITION)  # a fit group: one condition
 
 
 class FitsStage:
-    """`ctx.curves` -> fits.csv; conditions in sorted order, pairs by sample."""
+    """The probe curves (`Curves`) -> fits.csv; conditions in sorted order, pairs by sample."""
 
     name = "fits"
     reads = (Records, Curves)

@@ -27,7 +27,7 @@ MAX_DRAWS = 200
 
 
 class LawsStage:
-    """`ctx.curves`, windows.csv, turns.csv and turn_influence.csv -> laws.csv."""
+    """The probe curves (`Curves`), windows.csv, turns.csv and turn_influence.csv -> laws.csv."""
 
     name = "laws"
     reads = (Records, Curves, WindowRow, TurnRow, TurnInfluenceRow)
