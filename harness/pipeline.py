@@ -29,7 +29,6 @@ from harness.stages.base import (
     declared_product,
     declared_row,
     kept_output,
-    optional_reads,
     write_output,
 )
 from harness.stages.context import ProgressBars, RunContext, StageContext, run_context
@@ -199,7 +198,8 @@ def _keep(ctx: StageContext[Any], stage: Stage, name: str, value: object) -> Non
 
 
 def _release(ctx: StageContext[Any], later: list[Stage]) -> None:
-    """Keep the written files that no later stage reads as their paths in the run folder."""
-    read_later = {a.file for stage in later for a in (*stage.reads, *optional_reads(stage))}
+    """Keep the written files that no later stage requires as their paths in the run folder
+    (a stage reading one where written reads it from there: `ctx.frame` takes a path)."""
+    read_later = {a.file for stage in later for a in stage.reads}
     for name in [n for n in ctx.artifacts.files() if n not in read_later]:
         ctx.artifacts.put(name, ctx.out_dir / name)
