@@ -1,6 +1,6 @@
 # `make demo`: set up (idempotent) and run the main job on the embedded model.
 # `make test`: set up (idempotent) and run the whole test suite.
-# `make lint`: ruff and the module graph's import contracts (lint-imports).
+# `make lint`: ruff, the module graph's import contracts (lint-imports) and mypy ([tool.mypy]).
 # `make bench`: list the benchmarks of bench/; `make bench NAME=probe ARGS="--repeats 3"` runs one
 # (bench/probe.py; docs/performance.md).
 .PHONY: setup demo test lint bench
@@ -16,10 +16,12 @@ test:
 	bash scripts/setup.sh --browser
 	.venv/bin/python -m pytest
 
-# ruff, then the module graph's contracts ([tool.importlinter] in pyproject.toml)
+# ruff, then the module graph's contracts ([tool.importlinter] in pyproject.toml), then mypy
+# --strict on the typed core ([tool.mypy]: pipeline, stages, result rows, the engine protocol)
 lint:
 	.venv/bin/ruff check . && .venv/bin/ruff format --check .
 	.venv/bin/lint-imports --no-cache --no-logo
+	PYTHONPATH=$(CURDIR) .venv/bin/mypy
 
 # the checkout's code, not an installed copy's: the benchmarks measure this tree
 bench: setup

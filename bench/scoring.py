@@ -134,11 +134,12 @@ def logs_child(log: Path, out: Path) -> None:
     from harness.config import ScoringConfig, TaskSuite
     from harness.pipeline import run_score
     from harness.plan import plan_score
+    from harness.stages.logs import LogDigests
 
     suite = TaskSuite.model_validate(SUITE)
     start = time.perf_counter()
     ctx = run_score(plan_score(log, [suite], out, ScoringConfig()))
-    count = ctx.scores.conversations
+    count = ctx.read(LogDigests).conversations
     total = time.perf_counter() - start
     scored = total - ctx.timings["report"]
     usage = resource.getrusage(resource.RUSAGE_SELF)

@@ -19,7 +19,7 @@ import psutil
 from _limit import cpu_description
 
 from harness.pipeline import run_pipeline
-from harness.stages.base import StageTimings
+from harness.stages.context import StageContext
 
 
 def cpu_seconds() -> float:
@@ -53,7 +53,7 @@ def main() -> None:
             # as each stage ends: a run cut short still leaves its finished stages' figures
             print(f"stage {name}: {cpu[name]:.1f} s CPU, {wall:.1f} s wall", flush=True)
 
-    StageTimings.timed = timed  # type: ignore[method-assign]
+    StageContext.timed = timed  # type: ignore[method-assign]
     out = run_pipeline(args.config, args.out, fresh=True, show_progress=False)
     wall = json.loads((out / "manifest.json").read_text()).get("timings", {})
     print(cpu_description())

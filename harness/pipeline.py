@@ -1,4 +1,4 @@
-"""One run: a list of stages over one RunContext. This module only wires them together.
+"""One run: a list of stages over one StageContext. This module only wires them together.
 
 Everything a bad input could break is checked by `plan_run` before the run folder is created.
 Each stage caches its units in the RunStore, so a killed run resumes where it stopped, and
@@ -10,31 +10,36 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from harness.analysis.gate_rows import undecided_conditions
 from harness.errors import notice
 from harness.plan import RunPlan, ScorePlan, plan_run
 from harness.probe_plan import ProbePlan
+from harness.results import GateRow
 from harness.sequential import SamplePlan, gated_conditions
 from harness.stages.analyse import AnalyseStage
 from harness.stages.base import (
-    ProgressBars,
-    RunContext,
+    Records,
+    Sequential,
     Stage,
+    Timings,
     check_order,
     check_outputs,
+    declared_product,
     declared_row,
     kept_output,
     write_output,
 )
+from harness.stages.context import ProgressBars, RunContext, StageContext, run_context
 from harness.stages.fits import FitsStage
 from harness.stages.forks import ForksStage
 from harness.stages.gates import GateStage
 from harness.stages.generate import GenerateStage
 from harness.stages.laws import LawsStage
-from harness.stages.logs import LOG_STAGES, ScoreContext
+from harness.stages.logs import LOG_STAGES
 from harness.stages.probe import ProbeStage
-from harness.stages.probe_cli import PROBE_STAGES, ProbeContext
+from harness.stages.probe_cli import PROBE_STAGES
 from harness.stages.report import ManifestStage, ReportStage
 from harness.stages.score import ScoreStage
 from harness.stages.single_turn import SingleTurnStage
@@ -63,24 +68,27 @@ check_order(STAGES)  # at import: a stage list that reads before it writes never
 check_order(LOOP)
 
 
-def run_score(plan: ScorePlan, show_progress: bool = False) -> ScoreContext:
+def run_score(plan: ScorePlan, show_progress: bool = False) -> StageContext[ScorePlan]:
     """Score a validated chat log: the matching notes, then every LOG_STAGES stage; returns
-    the context (its `outputs` are the files written, each by its path once no later stage
-    reads it; `scores` the counts and token frame of the scored conversations)."""
+    the context (`artifacts.files()` the files written, each held by its path once no later
+    stage reads it; `read(LogDigests)` the counts and token frame of the conversations)."""
     for line in plan.matcher.shared_notes():
         notice(f"{plan.logs}: {line}")
     plan.out_dir.mkdir(parents=True, exist_ok=True)
-    ctx = ScoreContext(plan, plan.out_dir, started=datetime.now(UTC).isoformat(timespec="seconds"))
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    ctx = StageContext(plan, None, plan.out_dir, started=started)
     run_stages(ctx, LOG_STAGES, show_progress, release=True)
     return ctx
 
 
-def run_probe(plan: ProbePlan, say: Callable[[str], None] = lambda _msg: None) -> ProbeContext:
+def run_probe(
+    plan: ProbePlan, say: Callable[[str], None] = lambda _msg: None
+) -> StageContext[ProbePlan]:
     """`harness probe` on a validated plan: every PROBE_STAGES stage over the units of
-    `<out>/cache` (a re-run with the same --out resumes); returns the context (its `outputs`
-    are the files written, `notes` what the user should know)."""
+    `<out>/cache` (a re-run with the same --out resumes); returns the context
+    (`artifacts.files()` the files written, `notes` what the user should know)."""
     with RunStore(plan.out_dir, fresh=plan.fresh) as store:
-        ctx = ProbeContext(plan, store, plan.out_dir, say)
+        ctx = StageContext(plan, store, plan.out_dir, say=say, notes=list(plan.notes))
         run_stages(ctx, PROBE_STAGES, show_progress=False)
     return ctx
 
@@ -104,19 +112,7 @@ def run_pipeline(
 def run_plan(plan: RunPlan, fresh: bool = False, show_progress: bool = True) -> Path:
     """Run every stage of a validated plan; returns the run folder."""
     with RunStore(plan.out_dir, fresh=fresh) as store:
-        ctx = RunContext(
-            config=plan.config,
-            store=store,
-            out_dir=plan.out_dir,
-            run_id=plan.run_id,
-            suites=plan.suites,
-            items=plan.items,
-            models=plan.models,
-            twins=plan.twins,
-            probe_backends=plan.probe_backends,
-            units=plan.units,
-            started=datetime.now(UTC).isoformat(timespec="seconds"),
-        )
+        ctx = run_context(plan, store, started=datetime.now(UTC).isoformat(timespec="seconds"))
         if plan.config.sequential:
             run_sequential(ctx, show_progress)
         else:
@@ -130,37 +126,46 @@ def run_sequential(ctx: RunContext, show_progress: bool = True) -> None:
     final records. Units are cached, so each look generates and scores only the new batch, and
     a killed run replays its looks from the cache."""
     items = [sel.item.id for sel in ctx.items]
+    assert ctx.config.sequential is not None, "run_sequential runs a sequential config"
     plan = SamplePlan.start(ctx.config.sequential, gated_conditions(ctx.config, items))
     try:
         while True:
-            ctx.batches, ctx.records = list(plan.batches), []
+            ctx.batches = list(plan.batches)
+            ctx.artifacts.clear()  # each look generates its records anew (from the cache)
             # the engine stays open between looks: a CPU vLLM start costs ~1 min
             run_stages(ctx, LOOP, show_progress, close_engines=False)
-            if not plan.step(undecided_conditions(ctx.outputs["gates.csv"])):
+            if not plan.step(undecided_conditions(ctx.artifacts.value(GateRow))):
                 break
     except BaseException:
         ctx.engines.close()
         raise
     if ctx.config.forks is None:  # else the forks stage generates on it next
         ctx.engines.close()
-    ctx.sequential = plan.manifest(sorted({(r.model, r.item, r.policy) for r in ctx.records}))
-    ctx.records, ctx.outputs = [], {}
-    run_stages(ctx, STAGES, show_progress)
+    records = ctx.artifacts.value(Records)
+    assert isinstance(records, list), "the loop's generate stage wrote the records"
+    looks = plan.manifest(sorted({(r.model, r.item, r.policy) for r in records}))
+    ctx.artifacts.clear()
+    run_stages(ctx, STAGES, show_progress, sequential=looks)
 
 
 def run_stages(
-    ctx: RunContext,
+    ctx: StageContext[Any],
     stages: list[Stage],
     show_progress: bool = True,
     close_engines: bool = True,
     release: bool = False,
+    sequential: dict[str, Any] | None = None,
 ) -> None:
-    """Run each stage, write each file it returns (once), and time it (summed over the looks
-    of a sequential run). release: once written, a file no later stage reads is kept in
-    `ctx.outputs` as its path, not its value (a scored log's windows frame is ~50 MiB per
-    10,000 conversations)."""
+    """Run each stage, write each file it returns (once), put every artifact in the
+    context's map, and time each stage (summed over the looks of a sequential run). Before
+    the first, the map holds what the pipeline gives (`base.GIVEN`): the timings and the
+    sequential run's looks. release: once written, a file no later stage reads is kept in
+    the map as its path, not its value (a scored log's windows frame is ~50 MiB per 10,000
+    conversations)."""
     from rich.progress import Progress
 
+    ctx.artifacts.set(Timings, ctx.timings)
+    ctx.artifacts.set(Sequential, sequential or {})
     with Progress(transient=False, disable=not show_progress) as progress:
         ctx.progress = ProgressBars(progress)
         try:
@@ -170,13 +175,31 @@ def run_stages(
                     outputs = stage.run(ctx)
                 check_outputs(stage, outputs)
                 for name, value in outputs.items():
-                    write_output(ctx.out_dir / name, value, declared_row(stage, name))
-                    ctx.outputs[name] = kept_output(ctx.out_dir / name, value)
+                    _keep(ctx, stage, name, value)
                 if release:
-                    read_later = {row.file for later in stages[index + 1 :] for row in later.reads}
-                    for name in [n for n in ctx.outputs if n not in read_later]:
-                        ctx.outputs[name] = ctx.out_dir / name
+                    _release(ctx, stages[index + 1 :])
         finally:
             ctx.stage = None
             if close_engines:
                 ctx.engines.close()  # engines a generating stage left open (none on success)
+                ctx.backends.close()
+
+
+def _keep(ctx: StageContext[Any], stage: Stage, name: str, value: object) -> None:
+    """Write a returned artifact's file (a Product without one stays in the map only) and
+    put its value in the map."""
+    product = declared_product(stage, name)
+    if product is not None and not product.file:
+        ctx.artifacts.put(name, value)
+        return
+    written = product.written(value) if product is not None else value
+    write_output(ctx.out_dir / name, written, declared_row(stage, name))
+    ctx.artifacts.put(name, kept_output(ctx.out_dir / name, value), written=True)
+
+
+def _release(ctx: StageContext[Any], later: list[Stage]) -> None:
+    """Keep the written files that no later stage requires as their paths in the run folder
+    (a stage reading one where written reads it from there: `ctx.frame` takes a path)."""
+    read_later = {a.file for stage in later for a in stage.reads}
+    for name in [n for n in ctx.artifacts.files() if n not in read_later]:
+        ctx.artifacts.put(name, ctx.out_dir / name)

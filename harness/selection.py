@@ -1,6 +1,6 @@
 """What a run generates: the selected items, the (policy, items) units and each sample's spec.
 
-The generate stage runs these units and `plan.check_generation` checks them before the run
+The generate stage runs these units and `plan_checks.check_generation` checks them before the run
 folder exists, so both read them from here.
 """
 

@@ -1,5 +1,5 @@
 """The one seam for running the harness's stages without a model (tests/README.md):
-`scripted_run` opens a RunContext over a config whose models need no folder, with a stand-in
+`scripted_run` opens a run's StageContext over a config whose models need no folder, with a stand-in
 engine (harness.engines.scripted.ScriptedEngine, or another object with its `generate`) as
 every engine the harness makes (`harness.engines.scripted.every_engine`, through the engine
 registry). A test that only needs the engine swapped uses the `scripted_engine` fixture of
@@ -16,8 +16,8 @@ from typing import Any
 from harness.config_files import load_run_config_and_suites
 from harness.engines.scripted import every_engine
 from harness.models import ResolvedModel
-from harness.plan import select_items
-from harness.stages.base import RunContext
+from harness.plan import RunPlan, select_items
+from harness.stages.context import RunContext, run_context
 from harness.store import RunStore
 
 
@@ -33,11 +33,11 @@ def scripted_run(
         for name in config.models
     ]
     with every_engine(engine), RunStore(out) as store:
-        ctx = RunContext(
-            config=config, store=store, out_dir=out, run_id=config.run_id(), suites=suites,
-            items=select_items(config, suites), models=models, twins={},
-            started=datetime.now(UTC).isoformat(timespec="seconds"),
+        plan = RunPlan(
+            config=config, suites=suites, items=select_items(config, suites), models=models,
+            twins={}, out_dir=out, run_id=config.run_id(),
         )  # fmt: skip
+        ctx = run_context(plan, store, started=datetime.now(UTC).isoformat(timespec="seconds"))
         for model in models:
             ctx._tokenizers[model.name] = engine.tokenizer
         yield ctx

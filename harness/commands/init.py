@@ -15,7 +15,7 @@ a conversation reply) for rules that hold window by window; for rules judged on 
 requests a few sentences answer and a reply's budget a bit above a word limit (single replies
 and conversation replies alike). Both files
 are loaded once written, so a file `harness init` writes always parses, as a config whose
-conversations fit their token budget (`plan.check_turn_budget`).
+conversations fit their token budget (`plan_checks.check_turn_budget`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def init_command(
     """Write a run config and a starter suite for your system prompt (never overwrites)."""
     from harness.config_files import load_run_config_and_suites  # lazy: CLI start-up
     from harness.models import parse_model_name  # lazy: CLI start-up
-    from harness.plan import check_turn_budget  # lazy: CLI start-up
+    from harness.plan_checks import check_turn_budget  # lazy: CLI start-up
     from harness.probes.pairs import read_text_arg  # lazy: CLI start-up
     from harness.selection import select_items  # lazy: CLI start-up
     from harness.starter.budget import budget_for  # lazy: CLI start-up

@@ -123,6 +123,7 @@ def _run(flags, out: Path | None, fresh: bool = False) -> None:
 
     from harness.pipeline import run_probe  # lazy: CLI start-up
     from harness.probe_plan import plan_probe, probe_request  # lazy: CLI start-up
+    from harness.results import ProbeFitRow  # lazy: CLI start-up
 
     err = Console(stderr=True)
     folder = out or Path("reports") / time.strftime("probe-%Y%m%d-%H%M%S")
@@ -137,8 +138,8 @@ def _run(flags, out: Path | None, fresh: bool = False) -> None:
         ctx = run_probe(plan_probe(probe_request(flags), folder, fresh), say)
     for note in ctx.notes:
         err.print(f"[yellow]note:[/yellow] {note}")
-    Console(width=160).print(alpha_table(ctx.outputs["fits.csv"]))
-    csvs = [name for name in FILE_ORDER if name in ctx.outputs]
+    Console(width=160).print(alpha_table(ctx.artifacts.value(ProbeFitRow)))
+    csvs = [name for name in FILE_ORDER if name in ctx.artifacts.files()]
     err.print(f"wrote {folder}/{', '.join(csvs)}, continuations.jsonl")
 
 

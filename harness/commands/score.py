@@ -69,6 +69,7 @@ def score_command(
     from harness.plan import plan_score  # lazy: CLI start-up
     from harness.scoring.io import score_files  # lazy: CLI start-up
     from harness.stages.gates import score_gates  # lazy: CLI start-up
+    from harness.stages.logs import LogDigests  # lazy: CLI start-up
 
     suites = [load_suite(path) for path in suite]
     gates = [GateSpec.model_validate(g) for s in suites for g in s.gates]
@@ -93,9 +94,10 @@ def score_command(
             generations, suites, out, config, model, item, worst, not no_text, log_format
         )
         ctx = run_score(plan)
-        for name in [*ctx.outputs, "report.html"]:
+        for name in [*ctx.artifacts.files(), "report.html"]:
             typer.echo(str(out / name))
-        typer.echo(f"{ctx.scores.conversations} logged conversations scored", err=True)
+        scores = ctx.read(LogDigests)
+        typer.echo(f"{scores.conversations} logged conversations scored", err=True)
     verdicts = score_gates(out, suites, gates, name=generations.name, rules=not chat)
     written = ("rules.csv", "rule_curves.csv") if not chat else ()
     for name in (*written, *(("gates.csv", "junit.xml") if gates else ())):

@@ -8,6 +8,8 @@ and the pipeline closes it at the end of a run in any case.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from harness.engines import make_engine
 from harness.engines.base import Engine
 from harness.engines.options import engine_options, run_budget
@@ -16,7 +18,8 @@ from harness.engines.options import engine_options, run_budget
 class EnginePool:
     def __init__(self) -> None:
         self._open: dict[str, Engine] = {}
-        self.request_cache = None  # a chat engine's request cache (the run's store sets it)
+        # a chat engine's request cache (the run's store sets it)
+        self.request_cache: Path | None = None
 
     def get(self, config, model) -> Engine:
         """The run's generation engine for `model` (`config.generation`), started on first use."""

@@ -155,7 +155,7 @@ class ResultRow(BaseModel):
         return own
 
 
-def column_kind(row: type[ResultRow], name: str) -> tuple[str, bool, tuple | None]:
+def column_kind(row: type[ResultRow], name: str) -> tuple[str, bool, tuple[Any, ...] | None]:
     """(base kind str|int|float|bool, nullable, allowed values of a Literal or None)."""
     if name not in row.model_fields:  # an extra column (pattern): a float
         return "float", True, None
@@ -168,7 +168,7 @@ def column_kind(row: type[ResultRow], name: str) -> tuple[str, bool, tuple | Non
         args = typing.get_args(annotation)
     if typing.get_origin(annotation) is Literal:
         return "str", nullable, args
-    return _KINDS[annotation], nullable, None
+    return _KINDS[typing.cast(type, annotation)], nullable, None
 
 
 def frame_columns(row: type[ResultRow], present: Iterable[str]) -> list[str]:
@@ -180,6 +180,7 @@ def frame_columns(row: type[ResultRow], present: Iterable[str]) -> list[str]:
         raise ValueError(f"{row.file}: undeclared column(s) {', '.join(extra)}")
     if not extra:
         return declared
+    assert row.extra_after is not None, f"{row.file}: extra_pattern without extra_after"
     at = declared.index(row.extra_after) + 1
     return [*declared[:at], *extra, *declared[at:]]
 
@@ -230,7 +231,7 @@ def result_frame(row: type[ResultRow], rows: Any = ()) -> pd.DataFrame:
     return frame
 
 
-def _present_keys(rows: list[dict]) -> list:
+def _present_keys(rows: list[dict[str, Any]]) -> list[str]:
     """Every key of `rows` in the order of its first appearance. Rows mostly share one set of
     keys: when the union of all of them (a C-level pass) is no larger than the first row's,
     they are the first row's, in its order, without a Python step per key of every row."""
@@ -333,13 +334,15 @@ def column_problem(row: type[ResultRow], name: str, values: pd.Series) -> str | 
     return None
 
 
-def _valid_by_dtype(values: pd.Series, kind: str, allowed) -> bool:
+def _valid_by_dtype(values: pd.Series, kind: str, allowed: tuple[Any, ...] | None) -> bool:
     """Every cell valid, nulls included, as the column's dtype or pandas' C type scan shows
     without a null mask or a copy of the non-null cells (~1,700 columns checked per 2,500
     logged conversations); False when unsure, for the cell-by-cell check to decide."""
     dtype = values.dtype
     if kind == "float":  # NaN is a float: any numeric dtype but bool is a float column
-        return pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values)
+        return bool(
+            pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values)
+        )
     if kind == "int":  # numpy's integers hold no NaN and no fraction
         return isinstance(dtype, np.dtype) and dtype.kind in "iu"
     if kind == "bool" and isinstance(dtype, np.dtype) and dtype.kind == "b":
@@ -348,7 +351,7 @@ def _valid_by_dtype(values: pd.Series, kind: str, allowed) -> bool:
     return _all_of_kind(values, kind, allowed)
 
 
-def _all_of_kind(cells: pd.Series, kind: str, allowed) -> bool:
+def _all_of_kind(cells: pd.Series, kind: str, allowed: tuple[Any, ...] | None) -> bool:
     """Every cell a str (of `allowed`) or a bool, for column kind str or bool, found by
     pandas' C type scan instead of a Python call per cell (the per-cell test below names the
     first bad one); False when unsure."""
@@ -356,7 +359,7 @@ def _all_of_kind(cells: pd.Series, kind: str, allowed) -> bool:
         return False
     inferred = pd.api.types.infer_dtype(cells, skipna=False)
     if kind == "bool":
-        return inferred == "boolean"
+        return bool(inferred == "boolean")
     if inferred != "string":
         return False
     return allowed is None or bool(cells.isin(list(allowed)).all())

@@ -35,7 +35,7 @@ def file_table() -> str:
     ]
     for row in DOCUMENTED:
         columns = ", ".join(row.columns())
-        if row.extra_pattern:
+        if row.extra_pattern and row.extra_after:
             columns = columns.replace(
                 row.extra_after, f"{row.extra_after}, (`{row.extra_pattern}`)", 1
             )

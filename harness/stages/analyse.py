@@ -4,6 +4,8 @@ code checks, from the earlier outputs."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from harness.analysis.calibration import judge_calibration, measured_judges
 from harness.analysis.carried import carried_frame, record_points
 from harness.analysis.conversations import conversation_summary, turn_curves
@@ -39,8 +41,12 @@ from harness.results import (
 from harness.scoring.io import adherence_frames, load_tokenizer
 from harness.scoring.measured import measured_checks
 from harness.scoring.score import item_checks
-from harness.stages.base import Records, RunContext
+from harness.stages.base import Records
+from harness.stages.context import RunContext
 from harness.stages.forks import forked_records
+
+if TYPE_CHECKING:  # annotations only: pandas loads where frames are made
+    import pandas as pd
 
 FULL_READS = (Records, WindowRow, TurnRow, FitRow, DivergenceRow, NextTokenRow, ForkRow)
 FULL_WRITES = (
@@ -67,14 +73,14 @@ class AnalyseStage:
         self.reads = (Records, WindowRow) if summary_only else FULL_READS
         self.writes = (SummaryRow,) if summary_only else FULL_WRITES
 
-    def run(self, ctx: RunContext) -> dict:
+    def run(self, ctx: RunContext) -> dict[str, object]:
         import pandas as pd
 
         bar = ctx.progress.bar("analyse", 1)
         st = ctx.config.stats  # one level and number of draws for every interval
         windows = ctx.frame(WindowRow)
         fits = pd.DataFrame() if self.summary_only else ctx.frame(FitRow)
-        tokens = token_frame(ctx.records)
+        tokens = token_frame(ctx.records())
         layers = default_layers(fits) if not fits.empty else []
         # a sequential run looks at its gates after every batch: anytime-valid intervals
         anytime = st.anytime or ctx.config.sequential is not None
@@ -93,7 +99,7 @@ class AnalyseStage:
         if self.summary_only:
             bar.finish()
             return {"summary.csv": summary}
-        out: dict = {
+        out: dict[str, Any] = {
             **adherence_frames(
                 windows,
                 level=st.level,
@@ -139,7 +145,7 @@ class AnalyseStage:
         bar.finish()
         return out
 
-    def measured(self, ctx) -> dict:
+    def measured(self, ctx: RunContext) -> dict[str, Any]:
         """The run's checks measured on the labelled sets (harness.scoring.measured), once per
         run: kept on the run's context, not on this stage (one instance serves every run of
         the process; a second run would read the first one's rates)."""
@@ -150,16 +156,17 @@ class AnalyseStage:
             ctx.measured_rates = measured_checks(
                 checks, scoring.languages, scoring.validation, tokenizer
             )
-        return ctx.measured_rates
+        rates: dict[str, Any] = ctx.measured_rates
+        return rates
 
 
-def carried_of(ctx: RunContext, nexttoken):
+def carried_of(ctx: RunContext, nexttoken: pd.DataFrame) -> pd.DataFrame | None:
     """carried.csv of a forking run (None when the run has no forks)."""
 
     forks = ctx.config.forks
     if forks is None:
         return None
-    records = forked_records(forks, ctx.records)
+    records = forked_records(forks, ctx.records())
     lengths = {(r.model, r.item, r.policy, r.sample): len(r.continuation_ids) for r in records}
     level = ctx.config.stats.level
     frame = ctx.frame(ForkRow)

@@ -1,48 +1,44 @@
-"""The stage protocol: every step of a run is a `Stage` over one shared `RunContext`.
+"""The stage protocol: every step of a pipeline is a `Stage` over one `StageContext`
+(harness/stages/context.py; `harness run`'s, `score`'s and `probe`'s alike).
 
 A stage declares what it `reads` and what it `writes`: result row models (`harness.results`,
-one per CSV) and the few `Product`s that are no CSV (the records, the probe curves, the fork
-arms, the manifest, junit.xml, the report). `check_order` refuses a stage list in which a
-stage reads what no stage before it writes, before anything runs. A stage reads an earlier
-stage's CSV as `ctx.frame(WindowRow)`: checked against the row model, booleans as booleans,
-and only if it declared it. It computes its units through the run's store (so a killed run
-resumes) and returns its files as `{filename: value}`, each one it declared; the pipeline
-writes each once, through `write_output`, and keeps it in `ctx.outputs` for the stages after
-it. A new stage is one module with one class and one line in `harness.pipeline.STAGES`.
+one per CSV) and the `Product`s that are no CSV (the records, the probe curves, the fork
+arms, the manifest, junit.xml, the report, the timings). `check_order` refuses a stage list
+in which a stage reads what no stage before it writes, before anything runs. A stage reads
+an earlier stage's artifact only through the context's typed map (`ctx.read(Records)`,
+`ctx.frame(WindowRow)`: checked against the row model, booleans as booleans), and only what
+it declared (an undeclared read raises). It computes its units through the run's store (so
+a killed run resumes) and returns what it made as `{name: value}` (`artifact_name`: the file
+name, or a Product's class name where it has no file), each one it declared; the pipeline
+writes each file once, through `write_output`, and puts every value in the map for the
+stages after it. A new stage is one module with one class and one line in
+`harness.pipeline.STAGES`.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
-from harness.config import ChatOptions, RunConfig, TaskSuite
-from harness.engines.pool import EnginePool
-from harness.engines.units import PositionUnits
-from harness.models import ResolvedModel
+from harness.atomic import atomic_write_text
 from harness.records import GenerationRecord
 from harness.results import RESULT_FILES, ResultRow, result_frame, typed_frame
 from harness.results.base import typed_chunks
-from harness.run_units import GENERATE, Unit, generation_units
-from harness.selection import Selected
-from harness.sequential import SampleBatch, fixed_batches
-from harness.store import RunStore, atomic_write_text, write_csv
+from harness.store import write_csv
 
-if TYPE_CHECKING:  # annotations only: pandas and rich load where frames and bars are made
+if TYPE_CHECKING:  # annotations only: pandas loads where frames are made
     import pandas as pd
-    from rich.progress import Progress
 
+T = TypeVar("T")
 
-# What a stage may return per file: a DataFrame (CSV), a list of pydantic models (JSON lines),
-# a dict (JSON), a str (text) or a `WrittenFile`. `write_output` picks the writer from the
-# value's type.
-Output = Any
+# What a stage returns per artifact: a DataFrame (CSV), a list of pydantic models (JSON
+# lines), a dict (JSON), a str (text), a `WrittenFile`, or a file-less Product's value;
+# `write_output` picks the writer from the value's type (a Product's `written` first).
+Output = object
 
 
 @dataclass(frozen=True)
@@ -55,161 +51,134 @@ class WrittenFile:
     path: Path
 
 
-class Product:
-    """What a stage leaves for later stages that is no result CSV; `file`: the run-folder
-    file it is also written to ("" where it stays in the context)."""
+class Product(Generic[T]):
+    """What a stage leaves for later stages that is no result CSV, its value of type `T`;
+    `file`: the run-folder file it is also written to ("" where it stays in the map)."""
 
     file: ClassVar[str] = ""
 
+    @classmethod
+    def written(cls, value: T) -> object:
+        """What is written to `file` for `value` (by default the value itself)."""
+        return value
 
-class Records(Product):
-    """`ctx.records`, the generation records (generations.jsonl)."""
+
+class Records(Product[list[GenerationRecord]]):
+    """The generation records (generations.jsonl)."""
 
     file = "generations.jsonl"
 
 
-class Curves(Product):
-    """`ctx.curves`: each probed record's divergence, next-token and attention arrays."""
+class Curves(Product[dict[tuple[str, str], dict[str, Any]]]):
+    """Each probed record's divergence, next-token and attention arrays, by (model, record
+    key)."""
 
 
-class ForkArms(Product):
-    """The fork arms' texts (forks.jsonl)."""
+class ForkArms(Product[list[Any]]):
+    """The fork arms' texts (forks.jsonl, `stages.forks.ForkArm` lines)."""
 
     file = "forks.jsonl"
 
 
-class Manifest(Product):
+class Hosted(Product[dict[str, Any]]):
+    """Engine chat: each model's requests, tokens and served identity (manifest.json)."""
+
+
+class Timings(Product[dict[str, float]]):
+    """Seconds per stage so far: given by the pipeline, which times every stage."""
+
+
+class Sequential(Product[dict[str, Any]]):
+    """A sequential run's record of its looks (given by the pipeline; empty otherwise)."""
+
+
+class Manifest(Product[dict[str, Any]]):
     file = "manifest.json"
 
 
-class JUnit(Product):
+class JUnit(Product[str]):
     file = "junit.xml"
 
 
-class Report(Product):
+class Report(Product[None]):
     """report.html, which the report stage writes itself."""
 
     file = "report.html"
 
 
 # What a stage reads and writes: a result row model (a CSV) or a Product.
-Artifact = type[ResultRow] | type[Product]
+Artifact = type[ResultRow] | type[Product[Any]]
+
+# Every file a run folder may hold that a reader of the whole folder (the report) reads
+# where it is there: each result file and the fork arms.
+FILES_OF_A_RUN: tuple[Artifact, ...] = (*RESULT_FILES.values(), ForkArms)
+
+# What every pipeline gives its stages before the first runs (pipeline.run_stages).
+GIVEN: tuple[Artifact, ...] = (Timings, Sequential)
 
 
 def artifact_name(artifact: Artifact) -> str:
     return artifact.file or artifact.__name__
 
 
-@dataclass
-class ProgressBars:
-    """Progress bars for the stages; `None` progress (tests, library use) draws nothing."""
-
-    progress: Progress | None = None
-
-    def bar(self, label: str, total: float) -> Bar:
-        task = self.progress.add_task(label, total=total) if self.progress else None
-        return Bar(self.progress, task, total)
-
-
-@dataclass
-class Bar:
-    progress: Progress | None
-    task: Any
-    total: float
-
-    def update(self, completed: float) -> None:
-        if self.progress is not None:
-            self.progress.update(self.task, completed=completed)
-
-    def advance(self, amount: float = 1) -> None:
-        if self.progress is not None:
-            self.progress.advance(self.task, amount)
-
-    def finish(self) -> None:
-        self.update(self.total)
-
-
-class StageTimings:
-    """`timed`, which the pipeline wraps each stage in, for a context with a `timings` dict
-    (stage -> seconds) that manifest.json reports: `harness run`'s, `score`'s and `probe`'s."""
-
-    timings: dict[str, float]
-
-    @contextmanager
-    def timed(self, name: str):
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            # summed: a sequential run runs its first stages once per look
-            self.timings[name] = round(self.timings.get(name, 0) + time.perf_counter() - start, 2)
-
-
-@dataclass
-class RunContext(StageTimings):
-    """Everything a stage may read: the validated inputs, then what earlier stages produced."""
-
-    config: RunConfig
-    store: RunStore
-    out_dir: Path
-    run_id: str
-    suites: list[TaskSuite]
-    items: list[Selected]
-    models: list[ResolvedModel]
-    twins: dict[str, ResolvedModel]  # trained model name -> its untrained twin
-    probe_backends: dict[str, str] = field(default_factory=dict)  # probe model -> vllm | hf
-    progress: ProgressBars = field(default_factory=ProgressBars)
-    records: list[GenerationRecord] = field(default_factory=list)
-    curves: dict[tuple[str, str], dict] = field(default_factory=dict)  # (model, record key)
-    outputs: dict[str, Output] = field(default_factory=dict)  # file name -> value written
-    timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds
-    started: str = ""
-    # the samples to generate (sequential runs, harness.sequential); empty: config.samples
-    batches: list[SampleBatch] = field(default_factory=list)
-    sequential: dict = field(default_factory=dict)  # manifest.json's record of the looks
-    engines: EnginePool = field(default_factory=lambda: _engine_pool())
-    stage: Stage | None = None  # the stage running now: `frame` reads only what it declared
-    # the checks' error measured on the labelled sets (AnalyseStage.measured), once per run
-    measured_rates: dict | None = None
-    # engine chat: each model's requests, tokens and served identity (manifest.json)
-    hosted: dict = field(default_factory=dict)
-    # the plan's units (harness.run_units); None: a context built without a plan (a test's)
-    units: list[Unit] | None = None
-    _tokenizers: dict[str, Any] = field(default_factory=dict)
-
-    def generation_units(self, model: ResolvedModel) -> list[Unit]:
-        """The model's generation units: the plan's, or in a sequential run those of the
-        batches so far (each look adds one)."""
-        if self.batches or self.units is None:
-            batches = self.batches or fixed_batches(self.config)
-            return generation_units(self.config, model, self.items, batches, self.run_id)
-        return [u for u in self.units if u.stage == GENERATE and u.model == model.name]
+class Stage(Protocol):
+    """One step of a pipeline. `name` labels its timing in manifest.json; `reads`: what stages
+    before it must write; `writes`: every artifact it may return (it may return none of them).
+    A stage may also declare `reads_if_written`: what it reads where an earlier stage wrote
+    it (`optional_reads`)."""
 
     @property
-    def probe_models(self) -> list[ResolvedModel]:
-        return self.models + list(self.twins.values())
+    def name(self) -> str: ...
+    @property
+    def reads(self) -> tuple[Artifact, ...]: ...
+    @property
+    def writes(self) -> tuple[Artifact, ...]: ...
 
-    def records_of(self, model_name: str) -> list[GenerationRecord]:
-        return [r for r in self.records if r.model == model_name]
+    def run(self, ctx: Any) -> dict[str, Output]: ...
 
-    def tokenizer(self, model: ResolvedModel):
-        """The model's tokenizer, loaded once per run."""
-        if model.name not in self._tokenizers and model.source == "hosted":
-            chat = self.config.generation.chat or ChatOptions()
-            self._tokenizers[model.name] = PositionUnits(chat.positions, chat.tokenizer)
-        if model.name not in self._tokenizers:
-            from transformers import AutoTokenizer
 
-            self._tokenizers[model.name] = AutoTokenizer.from_pretrained(model.path)
-        return self._tokenizers[model.name]
+def optional_reads(stage: Stage) -> tuple[Artifact, ...]:
+    """What `stage` reads where an earlier stage wrote it (its `reads_if_written`)."""
+    optional: tuple[Artifact, ...] = getattr(stage, "reads_if_written", ())
+    return optional
 
-    def frame(self, row: type[ResultRow]) -> pd.DataFrame:
-        """An earlier stage's CSV, checked against `row` (booleans as booleans); an empty
-        frame when that stage wrote none. The running stage must declare it in `reads`."""
-        if self.stage is not None and row not in self.stage.reads:
-            raise RuntimeError(f"stage {self.stage.name} reads {row.file} without declaring it")
-        value = self.outputs.get(row.file)
-        return output_frame(row, value)
+
+def check_order(stages: list[Stage], given: tuple[Artifact, ...] = GIVEN) -> None:
+    """Raise ValueError when a stage reads what no stage before it writes."""
+    written: set[Artifact] = set(given)
+    for stage in stages:
+        missing = [artifact_name(a) for a in stage.reads if a not in written]
+        if missing:
+            raise ValueError(
+                f"stage {stage.name} reads {', '.join(missing)}, which no stage before it writes"
+            )
+        written.update(stage.writes)
+
+
+def check_outputs(stage: Stage, outputs: dict[str, Output]) -> None:
+    """Raise RuntimeError when a stage returned an artifact it does not declare in `writes`."""
+    declared = {artifact_name(a) for a in stage.writes}
+    undeclared = sorted(set(outputs) - declared)
+    if undeclared:
+        raise RuntimeError(f"stage {stage.name} wrote undeclared {', '.join(undeclared)}")
+
+
+def declared_row(stage: Stage, name: str) -> type[ResultRow] | None:
+    """The row model `stage` declares for its file `name` (None for a Product)."""
+    rows = [a for a in stage.writes if issubclass(a, ResultRow) and a.file == name]
+    return rows[0] if rows else None
+
+
+def declared_product(stage: Stage, name: str) -> type[Product[Any]] | None:
+    """The Product `stage` declares under `name` (None for a result file)."""
+    products = [a for a in stage.writes if issubclass(a, Product) and artifact_name(a) == name]
+    return products[0] if products else None
+
+
+def kept_output(path: Path, value: Output) -> Output:
+    """What the map keeps of a written file: its value, or its path in the run folder where
+    the value was a `WrittenFile` (moved there)."""
+    return path if isinstance(value, WrittenFile) else value
 
 
 def output_frame(row: type[ResultRow], value: Output) -> pd.DataFrame:
@@ -221,53 +190,6 @@ def output_frame(row: type[ResultRow], value: Output) -> pd.DataFrame:
     if len(frames) > 1:
         return pd.concat(frames, ignore_index=True)
     return frames[0] if frames else pd.DataFrame()
-
-
-def _engine_pool() -> EnginePool:
-    return EnginePool()
-
-
-class Stage(Protocol):
-    """One step of a run. `name` labels its timing in manifest.json; `reads`: what stages
-    before it must write; `writes`: every file it may return (it may return none of them)."""
-
-    name: str
-    reads: tuple[Artifact, ...]
-    writes: tuple[Artifact, ...]
-
-    def run(self, ctx: RunContext) -> dict[str, Output]: ...
-
-
-def check_order(stages: list[Stage]) -> None:
-    """Raise ValueError when a stage reads what no stage before it writes."""
-    written: set[Artifact] = set()
-    for stage in stages:
-        missing = [artifact_name(a) for a in stage.reads if a not in written]
-        if missing:
-            raise ValueError(
-                f"stage {stage.name} reads {', '.join(missing)}, which no stage before it writes"
-            )
-        written.update(stage.writes)
-
-
-def check_outputs(stage: Stage, outputs: dict[str, Output]) -> None:
-    """Raise RuntimeError when a stage returned a file it does not declare in `writes`."""
-    declared = {a.file for a in stage.writes}
-    undeclared = sorted(set(outputs) - declared)
-    if undeclared:
-        raise RuntimeError(f"stage {stage.name} wrote undeclared {', '.join(undeclared)}")
-
-
-def declared_row(stage: Stage, name: str) -> type[ResultRow] | None:
-    """The row model `stage` declares for its file `name` (None for a Product)."""
-    rows = [a for a in stage.writes if a.file == name and issubclass(a, ResultRow)]
-    return rows[0] if rows else None
-
-
-def kept_output(path: Path, value: Output) -> Output:
-    """What `ctx.outputs` keeps of a written file: its value, or its path in the run folder
-    where the value was a `WrittenFile` (moved there)."""
-    return path if isinstance(value, WrittenFile) else value
 
 
 def output_frames(
@@ -282,8 +204,10 @@ def output_frames(
         return
     if isinstance(value, pd.DataFrame):
         yield typed_frame(row, value)
-    else:
+    elif isinstance(value, str | Path):
         yield from typed_chunks(row, Path(value), rows)
+    else:
+        raise TypeError(f"{row.file}: held as {type(value).__name__}, not a frame or a path")
 
 
 def write_output(path: Path, value: Output, row: type[ResultRow] | None = None) -> None:

@@ -3,24 +3,28 @@ fits.csv (written by `harness.analysis.fits`, the writer `harness probe` uses to
 
 from __future__ import annotations
 
+from typing import Any
+
 from harness.analysis.fits import FitMember, fit_table
+from harness.records import GenerationRecord
 from harness.results import CONDITION, FitRow, result_frame
-from harness.stages.base import Curves, Records, RunContext
+from harness.stages.base import Curves, Records
+from harness.stages.context import RunContext
 
 IDENT = list(CONDITION)  # a fit group: one condition
 
 
 class FitsStage:
-    """`ctx.curves` -> fits.csv; conditions in sorted order, pairs by sample."""
+    """The probe curves (`Curves`) -> fits.csv; conditions in sorted order, pairs by sample."""
 
     name = "fits"
     reads = (Records, Curves)
     writes = (FitRow,)
 
-    def run(self, ctx: RunContext) -> dict:
-        by_key = {r.key: r for r in ctx.records}
+    def run(self, ctx: RunContext) -> dict[str, object]:
+        by_key = {r.key: r for r in ctx.records()}
         groups: dict[tuple[str, str, str], list[FitMember]] = {}
-        for (model, rkey), arrays in sorted(ctx.curves.items()):
+        for (model, rkey), arrays in sorted(ctx.read(Curves, {}).items()):
             record = by_key[rkey]
             pair = f"{record.item}/{record.policy}/{record.sample}"
             if record.is_conversation:  # fits over the assistant's positions too
@@ -43,7 +47,7 @@ class FitsStage:
         return {"fits.csv": fits}
 
 
-def _assistant_mask(record, arrays):
+def _assistant_mask(record: GenerationRecord, arrays: dict[str, Any]) -> Any:
     import numpy as np
 
     mask = np.zeros(arrays["kl"].shape[0], dtype=bool)
@@ -52,5 +56,5 @@ def _assistant_mask(record, arrays):
     return mask
 
 
-def _sample(member) -> int:
-    return member.seed
+def _sample(member: FitMember) -> int:
+    return int(member.seed)

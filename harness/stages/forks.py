@@ -14,18 +14,20 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from harness.config import ForksConfig, RunConfig, policy_label
-from harness.engines.base import GenerationRequest, SamplingSettings
+from harness.config import ForksConfig, RunConfig, TaskItem, policy_label
+from harness.engines.base import Engine, GenerationRequest, GenerationResult, SamplingSettings
+from harness.models import ResolvedModel
 from harness.records import GenerationRecord
 from harness.results import ForkRow, result_frame
+from harness.run_units import sampling_settings
 from harness.scoring.judge import JudgeDefaults, JudgeRunner
 from harness.scoring.score import item_checks, score_checks
-from harness.stages.base import ForkArms, Records, RunContext
-from harness.stages.generate import sampling_settings
+from harness.stages.base import ForkArms, Records
+from harness.stages.context import RunContext
 from harness.stages.probe import record_baseline_ids
 from harness.store import unit_key
 
@@ -82,7 +84,7 @@ def fork_requests(
     baseline: list[int],
     forks: ForksConfig,
     sampling: SamplingSettings,
-) -> list[tuple[dict, GenerationRequest]]:
+) -> list[tuple[dict[str, Any], GenerationRequest]]:
     """(arm identity, request) for every position x draw x arm of one record."""
     out = []
     for t in fork_positions(forks, record):
@@ -97,7 +99,10 @@ def fork_requests(
     return out
 
 
-def fork_key(model, records, baselines, forks: ForksConfig, sampling, engine: str, scoring) -> str:
+def fork_key(
+    model: ResolvedModel, records: list[GenerationRecord], baselines: list[list[int]],
+    forks: ForksConfig, sampling: SamplingSettings, engine: str, scoring: list[Any],
+) -> str:  # fmt: skip
     """Everything a unit's arms and rows depend on. `scoring`: what the arms are scored
     against: the items (checks included), the candidate languages and the judges' identities."""
     settings = forks.model_dump(exclude={"records", "policies", "baseline", "baseline_text"})
@@ -120,14 +125,17 @@ class TokenUsage:
     cached: int = 0  # prompt tokens served from the prefix cache
     generated: int = 0
 
-    def add(self, results) -> None:
+    def add(self, results: list[GenerationResult]) -> None:
         self.requests += len(results)
         self.prompt += sum(r.prompt_tokens for r in results)
         self.cached += sum(r.cached_prompt_tokens or 0 for r in results)
         self.generated += sum(len(r.token_ids) for r in results)
 
 
-def prime_prefixes(engine, records, baselines, forks: ForksConfig, usage: TokenUsage) -> None:
+def prime_prefixes(
+    engine: Engine, records: list[GenerationRecord], baselines: list[list[int]],
+    forks: ForksConfig, usage: TokenUsage,
+) -> None:  # fmt: skip
     """Per record, one 1-token request for each arm's longest prompt (its prompt + the first
     t_max continuation ids), before the draws. Every arm prompt of the record is a prefix of
     one of these two, so the draws find it in the prefix cache (up to the last whole KV block):
@@ -152,8 +160,10 @@ def prime_prefixes(engine, records, baselines, forks: ForksConfig, usage: TokenU
 
 
 def generate_arms(
-    engine, records, baselines, forks, sampling, usage: TokenUsage | None = None, prime=True
-) -> list[ForkArm]:
+    engine: Engine, records: list[GenerationRecord], baselines: list[list[int]],
+    forks: ForksConfig, sampling: SamplingSettings, usage: TokenUsage | None = None,
+    prime: bool = True,
+) -> list[ForkArm]:  # fmt: skip
     """Every arm draw of `records` in one engine batch, after priming the arms' prompts
     (`prime=False`: without, for bench/forks.py to measure what priming saves)."""
     usage = usage if usage is not None else TokenUsage()
@@ -181,7 +191,9 @@ def generate_arms(
     ]
 
 
-def score_arms(arms: list[ForkArm], items: dict, languages, judges) -> list[ForkRow]:
+def score_arms(
+    arms: list[ForkArm], items: dict[str, TaskItem], languages: list[Any], judges: JudgeRunner
+) -> list[ForkRow]:
     """forks.csv rows: every check of the arm's item on the arm's new text (`score_checks`)."""
     jobs = [
         (check, arm.model_dump(include=set(ForkRow.keys) - {"check"}), arm.text)
@@ -199,12 +211,12 @@ class ForksStage:
     reads = (Records,)
     writes = (ForkRow, ForkArms)
 
-    def run(self, ctx: RunContext) -> dict:
+    def run(self, ctx: RunContext) -> dict[str, object]:
         forks = ctx.config.forks
         if forks is None:
             return {}
         arms: list[ForkArm] = []
-        rows: list[dict] = []
+        rows: list[dict[str, Any]] = []
         try:
             for model in ctx.models:
                 model_arms, model_rows = self._model(ctx, model)
@@ -216,16 +228,20 @@ class ForksStage:
         frame = frame.sort_values(list(ForkRow.keys), kind="stable").reset_index(drop=True)
         return {"forks.jsonl": arms, "forks.csv": frame}
 
-    def _model(self, ctx, model) -> tuple[list[ForkArm], list[dict]]:
+    def _model(
+        self, ctx: RunContext, model: ResolvedModel
+    ) -> tuple[list[ForkArm], list[dict[str, Any]]]:
         config: RunConfig = ctx.config
         forks = config.forks
+        assert forks is not None, "the stage returns early without forks"
         chosen = forked_records(forks, ctx.records_of(model.name))
         groups = [[r for r in chosen if r.policy == policy_label(p)] for p in config.policies]
         arm_draws = sum(len(fork_positions(forks, r)) for r in chosen) * forks.draws * len(ARMS)
         bar = ctx.progress.bar(f"forks {model.name}", arm_draws * forks.tokens)
-        arms, rows = [], []
+        arms: list[ForkArm] = []
+        rows: list[dict[str, Any]] = []
         defaults = JudgeDefaults(config.models[0], config.generation)
-        with JudgeRunner(ctx.store, defaults) as judges:
+        with JudgeRunner(ctx.cache, defaults) as judges:
             for group in (g for g in groups if g):
                 unit = _unit(ctx, model, group, judges)
                 arms += [ForkArm.model_validate(a) for a in unit["arms"]]
@@ -234,11 +250,14 @@ class ForksStage:
         return arms, rows
 
 
-def _unit(ctx, model, group: list[GenerationRecord], judges) -> dict:
+def _unit(
+    ctx: RunContext, model: ResolvedModel, group: list[GenerationRecord], judges: JudgeRunner
+) -> dict[str, Any]:
     """One (model, policy) unit from the store, or generated, scored and stored."""
 
     config: RunConfig = ctx.config
     forks, langs = config.forks, config.scoring.languages
+    assert forks is not None, "the stage returns early without forks"
     sampling = sampling_settings(config)
     tokenizer = ctx.tokenizer(model)
     base = [record_baseline_ids(tokenizer, r, forks.baseline, forks.baseline_text) for r in group]
@@ -250,7 +269,7 @@ def _unit(ctx, model, group: list[GenerationRecord], judges) -> dict:
         judges.identities(c for item in mine for c in item_checks(item, langs)),
     ]
     key = fork_key(model, group, base, forks, sampling, config.generation.engine, scoring)
-    unit = ctx.store.get(STAGE, key)
+    unit: dict[str, Any] | None = ctx.cache.get(STAGE, key)
     if unit is None:
         engine = ctx.engines.get(config, model)
         made = generate_arms(engine, group, base, forks, sampling)
@@ -258,5 +277,5 @@ def _unit(ctx, model, group: list[GenerationRecord], judges) -> dict:
             "arms": [a.model_dump() for a in made],
             "rows": [row.model_dump() for row in score_arms(made, items, langs, judges)],
         }
-        ctx.store.put(STAGE, key, unit)
+        ctx.cache.put(STAGE, key, unit)
     return unit

@@ -11,6 +11,7 @@ config stays in the folder.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -20,15 +21,26 @@ from harness.analysis.gates import GATE_COLUMNS, evaluate_gates, read_summary
 from harness.analysis.rules import rule_frames, rule_sentences
 from harness.atomic import atomic_write_text
 from harness.config import RunConfig, TaskItem
-from harness.gate_specs import gate_level, gate_units
+from harness.gate_specs import GateSpec, gate_level, gate_units
 from harness.policy_specs import policy_label
-from harness.results import GateRow, SummaryRow, TurnRow, WindowRow, typed_frame
+from harness.results import (
+    ConversationRow,
+    GateRow,
+    RuleCurveRow,
+    RuleRow,
+    SummaryRow,
+    TurnAdherenceRow,
+    TurnRow,
+    WindowRow,
+    typed_frame,
+)
 from harness.sampling import schedule
-from harness.stages.base import JUnit, RunContext
+from harness.stages.base import JUnit
+from harness.stages.context import RunContext
 from harness.store import write_csv
 
 
-def gate_outputs(config: RunConfig, items: list[TaskItem], run_dir: Path) -> dict:
+def gate_outputs(config: RunConfig, items: list[TaskItem], run_dir: Path) -> dict[str, Any]:
     """{"gates.csv": frame, "junit.xml": text} of `config`'s gates on run_dir/summary.csv,
     each judging the run's `items` that hold a unit of it (`harness.gate_specs.gate_units`)."""
     if config.gates:
@@ -56,19 +68,21 @@ def gate_outputs(config: RunConfig, items: list[TaskItem], run_dir: Path) -> dic
 class GateStage:
     """summary.csv, on disk -> gates.csv, junit.xml; rule gates and turn metrics read
     rules.csv, rule_curves.csv, turn_adherence.csv and conversations.csv where the folder has
-    them (not declared: a sequential run's loop looks at summary.csv alone, and these gates
-    are decided after it, on the final analysis)."""
+    them (`reads_if_written`: a sequential run's loop looks at summary.csv alone, and these
+    gates are decided after it, on the final analysis)."""
 
     name = "gates"
     reads = (SummaryRow,)
+    reads_if_written = (RuleRow, RuleCurveRow, TurnAdherenceRow, ConversationRow)
     writes = (GateRow, JUnit)
 
-    def run(self, ctx: RunContext) -> dict:
-        return gate_outputs(ctx.config, [sel.item for sel in ctx.items], ctx.out_dir)
+    def run(self, ctx: RunContext) -> dict[str, object]:
+        folder = ctx.path(SummaryRow).parent
+        return gate_outputs(ctx.config, [sel.item for sel in ctx.items], folder)
 
 
 def score_gates(
-    out: Path, suites: list, gates: list, level: float = 0.95, name: str = "score",
+    out: Path, suites: list[Any], gates: list[Any], level: float = 0.95, name: str = "score",
     rules: bool = True,
 ) -> pd.DataFrame:  # fmt: skip
     """`harness score`'s per-rule files and gates, from the files it wrote into `out`:
@@ -99,7 +113,7 @@ def score_gates(
     return frame
 
 
-def _scored_items(windows: pd.DataFrame, gate) -> list[str]:
+def _scored_items(windows: pd.DataFrame, gate: GateSpec) -> list[str]:
     """The items of what was scored that hold a unit of `gate` (its policy's rows, its rule's):
     of its `items:` where named (a named item with none fails: it cannot be verified)."""
     if gate.items:

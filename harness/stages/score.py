@@ -8,13 +8,17 @@ default judge (the run's first model) is not written in the item.
 
 from __future__ import annotations
 
-from harness.config import RunConfig, TaskSuite
+from collections.abc import Callable
+from typing import Any
+
+from harness.config import RunConfig, TaskItem, TaskSuite
 from harness.records import GenerationRecord
 from harness.results import TurnRow, WindowRow, result_frame
 from harness.scoring import item_index, score_records
 from harness.scoring.judge import JudgeDefaults, JudgeRunner
 from harness.scoring.turns import score_turns
-from harness.stages.base import Records, RunContext
+from harness.stages.base import Records
+from harness.stages.context import RunContext
 from harness.store import RunStore, unit_key
 
 STAGE = "score"
@@ -26,15 +30,15 @@ def score_stage(
     config: RunConfig,
     suites: list[TaskSuite],
     records: list[GenerationRecord],
-    tokenizer,
+    tokenizer: Any,
     model_key: str,
-    judges=None,
-) -> list[dict]:
+    judges: JudgeRunner | None = None,
+) -> list[dict[str, Any]]:
     """windows.csv rows for all records; uncached records are scored in one batch. `model_key`:
     the content key of the model whose tokenizer cuts the windows; `judges`: the JudgeRunner
     the items' judge checks ask (needed only when there are any)."""
 
-    def score(todo: list[GenerationRecord]) -> list[dict]:
+    def score(todo: list[GenerationRecord]) -> list[dict[str, Any]]:
         rows = score_records(todo, suites, tokenizer, config.scoring, judges)
         return [row.model_dump(mode="json") for row in rows]
 
@@ -46,15 +50,15 @@ def turns_stage(
     config: RunConfig,
     suites: list[TaskSuite],
     records: list[GenerationRecord],
-    tokenizer,
+    tokenizer: Any,
     model_key: str,
-    judges=None,
-) -> list[dict]:
+    judges: JudgeRunner | None = None,
+) -> list[dict[str, Any]]:
     """turns.csv rows of the conversation records; one cached unit (stage `turns`) each."""
 
     talks = [r for r in records if r.is_conversation]
 
-    def score(todo: list[GenerationRecord]) -> list[dict]:
+    def score(todo: list[GenerationRecord]) -> list[dict[str, Any]]:
         rows = score_turns(todo, suites, tokenizer, config.scoring, judges)
         return [row.model_dump() for row in rows]
 
@@ -63,7 +67,7 @@ def turns_stage(
     )
 
 
-def _turn_labels(record: GenerationRecord) -> dict:
+def _turn_labels(record: GenerationRecord) -> dict[str, Any]:
     """A reply's conversation id and history, stamped like run_id: units are keyed by content
     (units stored before these columns existed read back with them)."""
     return {
@@ -73,8 +77,11 @@ def _turn_labels(record: GenerationRecord) -> dict:
 
 
 def _cached_per_record(
-    store, stage, config, suites, records, judges, score, model_key: str, stamp=None
-) -> list[dict]:
+    store: RunStore, stage: str, config: RunConfig, suites: list[TaskSuite],
+    records: list[GenerationRecord], judges: JudgeRunner | None,
+    score: Callable[[list[GenerationRecord]], list[dict[str, Any]]], model_key: str,
+    stamp: Callable[[GenerationRecord], dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:  # fmt: skip
     """One cached unit of rows per record: the uncached records scored in one `score` batch,
     each record's rows stored under its key, then every unit read back in record order with
     this run's id stamped (units are keyed by content, not run), and `stamp(record)`'s
@@ -84,7 +91,7 @@ def _cached_per_record(
     keys = [score_key(r, index[r.item][1], config, judges, stage, model_key) for r in records]
     todo = [(r, k) for r, k in zip(records, keys, strict=True) if not store.has(stage, k)]
     if todo:
-        by_record: dict[tuple, list[dict]] = {}
+        by_record: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
         for row in score([r for r, _ in todo]):
             ident = (row["model"], row["item"], row["policy"], row["sample"])
             by_record.setdefault(ident, []).append(row)
@@ -106,8 +113,9 @@ ROWS_VERSION = 2
 
 
 def score_key(
-    record: GenerationRecord, item, config: RunConfig, judges, stage: str, model_key: str
-) -> str:
+    record: GenerationRecord, item: TaskItem, config: RunConfig, judges: JudgeRunner | None,
+    stage: str, model_key: str,
+) -> str:  # fmt: skip
     """One record's scores: its content, its item (checks included), the scoring settings and
     the identities of the judges its judge checks ask (none: an empty list)."""
     judge_ids = judges.identities(item.checks) if judges is not None else []
@@ -122,17 +130,17 @@ class ScoreStage:
     reads = (Records,)
     writes = (WindowRow, TurnRow)
 
-    def run(self, ctx: RunContext) -> dict:
+    def run(self, ctx: RunContext) -> dict[str, object]:
         bar = ctx.progress.bar("score", 1)
-        rows: list[dict] = []
-        turns: list[dict] = []
+        rows: list[dict[str, Any]] = []
+        turns: list[dict[str, Any]] = []
         defaults = JudgeDefaults(ctx.config.models[0], ctx.config.generation)
-        with JudgeRunner(ctx.store, defaults) as judges:
+        with JudgeRunner(ctx.cache, defaults) as judges:
             for model in ctx.models:
                 records = ctx.records_of(model.name)
                 tokenizer = ctx.tokenizer(model)
                 args = (
-                    ctx.store,
+                    ctx.cache,
                     ctx.config,
                     ctx.suites,
                     records,
@@ -146,6 +154,6 @@ class ScoreStage:
         windows = result_frame(WindowRow, rows)
         keys = ["model", "item", "policy", "sample", "window", "turn", "check"]
         out = {"windows.csv": windows.sort_values(keys, kind="stable").reset_index(drop=True)}
-        if any(r.is_conversation for r in ctx.records):  # single-reply runs keep their files
+        if any(r.is_conversation for r in ctx.records()):  # single-reply runs keep their files
             out["turns.csv"] = result_frame(TurnRow, turns)
         return out

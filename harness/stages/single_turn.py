@@ -16,16 +16,19 @@ the generation stage's; the stage closes it when no forks come next.
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 from harness.chat import ChatFormat
-from harness.config import RunConfig
-from harness.engines.base import GenerationRequest
+from harness.config import RunConfig, TaskItem
+from harness.engines.base import GenerationRequest, SamplingSettings
+from harness.models import ResolvedModel
 from harness.records import GenerationRecord
 from harness.results import SingleTurnRow, result_frame
+from harness.run_units import sampling_settings
 from harness.scoring.judge import JudgeDefaults, JudgeRunner
 from harness.scoring.score import item_checks, score_checks
-from harness.stages.base import Records, RunContext
-from harness.stages.generate import sampling_settings
+from harness.stages.base import Records
+from harness.stages.context import RunContext
 from harness.store import unit_key
 
 STAGE = "single-turn"
@@ -71,8 +74,8 @@ def twin_seed(record_seed: int, k: int) -> int:
 
 
 def twin_requests(
-    chat: ChatFormat, record: GenerationRecord, sampling
-) -> list[tuple[dict, object]]:
+    chat: ChatFormat, record: GenerationRecord, sampling: SamplingSettings
+) -> list[tuple[dict[str, int], GenerationRequest]]:
     """(identity, request) of every twin of one conversation, turn 2 on."""
     system = next((m["content"] for m in record.prompt_messages if m["role"] == "system"), None)
     starts = record.turn_positions()
@@ -96,11 +99,11 @@ class SingleTurnStage:
     reads = (Records,)
     writes = (SingleTurnRow,)
 
-    def run(self, ctx: RunContext) -> dict:
+    def run(self, ctx: RunContext) -> dict[str, object]:
         config: RunConfig = ctx.config
         if not enabled(config):
             return {}
-        rows: list[dict] = []
+        rows: list[dict[str, Any]] = []
         try:
             for model in ctx.models:
                 rows += self._model(ctx, model)
@@ -111,7 +114,7 @@ class SingleTurnStage:
         keys = list(SingleTurnRow.keys)
         return {"single_turn.csv": frame.sort_values(keys, kind="stable").reset_index(drop=True)}
 
-    def _model(self, ctx, model) -> list[dict]:
+    def _model(self, ctx: RunContext, model: ResolvedModel) -> list[dict[str, Any]]:
         config: RunConfig = ctx.config
         items = {sel.item.id: sel.item for sel in ctx.items}
         scripted = {i for i, item in items.items() if item.turns and not item.is_replay}
@@ -124,7 +127,7 @@ class SingleTurnStage:
         langs = config.scoring.languages
         mine = [items[i] for i in sorted({r.item for r in records})]
         defaults = JudgeDefaults(config.models[0], config.generation)
-        with JudgeRunner(ctx.store, defaults) as judges:
+        with JudgeRunner(ctx.cache, defaults) as judges:
             scoring = [
                 [item.model_dump() for item in mine],
                 langs,
@@ -134,14 +137,18 @@ class SingleTurnStage:
                       "scoring": scoring, "format": "labelled transcript v1"}  # fmt: skip
             inputs = {"records": [r.key for r in records]}
             key = unit_key(STAGE, model=model.content_key, inputs=inputs, params=params)
-            unit = ctx.store.get(STAGE, key)
+            unit = ctx.cache.get(STAGE, key)
             if unit is None:
                 unit = {"rows": self._generate(ctx, model, records, sampling, items, judges)}
-                ctx.store.put(STAGE, key, unit)
-        return unit["rows"]
+                ctx.cache.put(STAGE, key, unit)
+        rows: list[dict[str, Any]] = unit["rows"]
+        return rows
 
     @staticmethod
-    def _generate(ctx, model, records, sampling, items, judges) -> list[dict]:
+    def _generate(
+        ctx: RunContext, model: ResolvedModel, records: list[GenerationRecord],
+        sampling: SamplingSettings, items: dict[str, TaskItem], judges: JudgeRunner,
+    ) -> list[dict[str, Any]]:  # fmt: skip
         chat = ChatFormat(ctx.tokenizer(model))
         jobs = [(r, ident, req) for r in records for ident, req in twin_requests(chat, r, sampling)]
         bar = ctx.progress.bar(f"single-turn twins {model.name}", len(jobs))

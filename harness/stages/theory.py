@@ -9,6 +9,8 @@ probe's curves (lam = 0 is the plain model, tested to 1e-5). Units are cached li
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from harness.analysis.powerlaw import fit_alpha
@@ -19,7 +21,8 @@ from harness.probes.backend import HfBackend, backend_dtype
 from harness.probes.precision import key_params, resolved
 from harness.records import GenerationRecord
 from harness.results import BiasRow, RelayRow, result_frame
-from harness.stages.base import Curves, Records, RunContext
+from harness.stages.base import Curves, Records
+from harness.stages.context import RunContext
 from harness.stages.probe import baseline_ids, record_curves
 from harness.store import RunStore, unit_key
 
@@ -44,8 +47,8 @@ def bias_rows(
     config: RunConfig,
     models: list[ResolvedModel],
     records: list[GenerationRecord],
-    plain: dict[tuple[str, str], dict],
-) -> list[dict]:
+    plain: dict[tuple[str, str], dict[str, Any]],
+) -> list[dict[str, Any]]:
     """bias.csv rows: per probe model, lam and layer, alpha of rel_l2 pooled over the pairs."""
     from transformers import AutoTokenizer
 
@@ -89,7 +92,9 @@ def bias_rows(
     return rows
 
 
-def share_fields(curves: list[dict], layer: int, common: int, t_min: int) -> dict:
+def share_fields(
+    curves: list[dict[str, Any]], layer: int, common: int, t_min: int
+) -> dict[str, Any]:
     """bias.csv's share columns at one hidden-state index: the pooled share_prompt_mean's
     exponent and its values at t_min and at `common`; NaN where a pair has no share there
     (layer 0, a vllm-probed lam = 0)."""
@@ -118,16 +123,18 @@ class TheoryStage:
     reads = (Records, Curves)
     writes = (RelayRow, BiasRow)
 
-    def run(self, ctx: RunContext) -> dict:
+    def run(self, ctx: RunContext) -> dict[str, object]:
         import pandas as pd
 
-        out: dict = {}
+        out: dict[str, Any] = {}
         relay = relay_text(ctx.config)
         if relay is not None:
             out["relay.csv"] = relay
         if ctx.config.probe.enabled and ctx.config.theory.bias_lams:
             bar = ctx.progress.bar("theory: alpha under attention bias", 1)
-            rows = bias_rows(ctx.store, ctx.config, ctx.probe_models, ctx.records, ctx.curves)
+            rows = bias_rows(
+                ctx.cache, ctx.config, ctx.probe_models, ctx.records(), ctx.read(Curves, {})
+            )
             out["bias.csv"] = result_frame(BiasRow, pd.DataFrame(rows, columns=BiasRow.columns()))
             bar.finish()
         return out

@@ -11,7 +11,7 @@ non-English vocabulary need fewer), rounded up to 32, at least `MIN_REPLY_TOKENS
 off there has already broken the limit or is within a quarter of it: the word limit's verdict
 on it stands where it is over (`Check.when_cut_off`), the rest say "no verdict (cut off)" and
 the report counts them. With no word limit, `WHOLE_REPLY_TOKENS`. `max_tokens` is a
-conversation's total: its 5 replies' budgets (`plan.check_turn_budget`). Other prompts keep
+conversation's total: its 5 replies' budgets (`plan_checks.check_turn_budget`). Other prompts keep
 the long-answer setting: 256 tokens a single reply (continued past EOS) and 48 a conversation
 reply.
 

@@ -333,8 +333,10 @@ def test_the_run_stage_writes_next_token_and_turn_rows_but_no_divergence(tokeniz
     from harness.chat import ChatFormat
     from harness.config import RunConfig
     from harness.models import resolve_model
+    from harness.plan import RunPlan
     from harness.records import GenerationRecord, Segment
-    from harness.stages.base import RunContext
+    from harness.stages.base import Records
+    from harness.stages.context import run_context
     from harness.stages.probe import ProbeStage
     from harness.store import RunStore
 
@@ -355,11 +357,13 @@ def test_the_run_stage_writes_next_token_and_turn_rows_but_no_divergence(tokeniz
              "policies": ["none"], "generation": {"max_tokens": 64},
              "probe": {"backend": "openai", "base_url": server.url, "top_k": 4}}
         )  # fmt: skip
-        ctx = RunContext(
-            config=config, store=store, out_dir=tmp_path / "run", run_id="r", suites=[],
-            items=[], models=[resolve_model("tiny-random-llama")], twins={},
-            probe_backends={"tiny-random-llama": "openai"}, records=[record],
+        plan = RunPlan(
+            config=config, suites=[], items=[], models=[resolve_model("tiny-random-llama")],
+            twins={}, out_dir=tmp_path / "run", run_id="r",
+            probe_backends={"tiny-random-llama": "openai"},
         )  # fmt: skip
+        ctx = run_context(plan, store)
+        ctx.artifacts.set(Records, [record])
         out = ProbeStage().run(ctx)
     assert len(out["divergence.csv"]) == 0
     nexttoken, turn_rows = out["nexttoken.csv"], out["turn_influence.csv"]

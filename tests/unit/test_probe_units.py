@@ -217,17 +217,18 @@ def test_probe_tables_and_fits_stages_write_their_declared_files(tmp_path):
     from harness.pipeline import run_stages
     from harness.probe_plan import ProbePlan, ProbeRequest
     from harness.results import PROBE_FILES, frame_columns
-    from harness.stages.probe_cli import PROBE_STAGES, ProbeContext
+    from harness.stages.context import StageContext
+    from harness.stages.probe_cli import PROBE_STAGES, ProbedPairs
 
     request = ProbeRequest(
         models=["m"], pairs=[PairSpec(name="p", prompt_a="a", prompt_b="b")],
         continuation="x", tokens=256, n_boot=20, lams=[0.0, 1.0],
     )  # fmt: skip
     plan = ProbePlan(request, [], tmp_path, ids={}, given={})
-    ctx = ProbeContext(plan, store=None, out_dir=tmp_path)
-    ctx.curves = [("m", lam, "p", _fake(False, 1.0)) for lam in (0.0, 1.0)]
+    ctx = StageContext(plan, None, tmp_path)
+    ctx.artifacts.set(ProbedPairs, [("m", lam, "p", _fake(False, 1.0)) for lam in (0.0, 1.0)])
     run_stages(ctx, PROBE_STAGES[2:], show_progress=False)
-    assert sorted(ctx.outputs) == sorted(PROBE_FILES)
+    assert sorted(ctx.artifacts.files()) == sorted(PROBE_FILES)
     for name, row in PROBE_FILES.items():
         frame = pd.read_csv(tmp_path / name)
         assert list(frame.columns) == frame_columns(row, frame.columns), name

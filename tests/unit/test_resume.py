@@ -20,8 +20,9 @@ from harness.engines import GenerationResult
 from harness.engines.scripted import CharTokenizer
 from harness.models import ResolvedModel
 from harness.pipeline import STAGES, run_stages
-from harness.plan import select_items
-from harness.stages.base import RunContext
+from harness.plan import RunPlan, select_items
+from harness.stages.base import Records
+from harness.stages.context import StageContext, run_context
 from harness.store import RunStore
 
 EOS = 0  # CharTokenizer.eos_token_id
@@ -110,11 +111,11 @@ class ScriptedEngine:
         pass
 
 
-class ReadLog(RunContext):
-    """A RunContext that notes every earlier file a stage asked for and did not find."""
+class ReadLog(StageContext):
+    """A run's context that notes every earlier file a stage asked for and did not find."""
 
     def frame(self, row):
-        if row.file not in self.outputs:
+        if row.file not in self.artifacts.names():
             self.missing.append(row.file)
         return super().frame(row)
 
@@ -140,11 +141,12 @@ def scripted(tmp_path_factory):
     def run(out: Path, engine: ScriptedEngine) -> ReadLog:
         current[:] = [engine]
         with RunStore(out) as store:
-            ctx = ReadLog(
-                config=config, store=store, out_dir=out, run_id=config.run_id(),
-                suites=suites, items=items, models=[model], twins={},
-                started=datetime.now(UTC).isoformat(timespec="seconds"),
+            plan = RunPlan(
+                config=config, suites=suites, items=items, models=[model], twins={},
+                out_dir=out, run_id=config.run_id(),
             )  # fmt: skip
+            started = datetime.now(UTC).isoformat(timespec="seconds")
+            ctx = ReadLog(plan, store, out, started=started)
             ctx.missing = []
             ctx._tokenizers[model.name] = CharTokenizer()
             run_stages(ctx, STAGES, show_progress=False)
@@ -252,10 +254,11 @@ def test_two_reminder_texts_under_one_schedule_are_two_policies_in_summary(tmp_p
                 and getattr(module, "make_engine", None) is original
             ):
                 patch.setattr(module, "make_engine", lambda *a, **k: engine)
-        ctx = RunContext(
-            config=config, store=store, out_dir=tmp_path / "out", run_id=config.run_id(),
-            suites=suites, items=select_items(config, suites), models=[model], twins={},
+        plan = RunPlan(
+            config=config, suites=suites, items=select_items(config, suites), models=[model],
+            twins={}, out_dir=tmp_path / "out", run_id=config.run_id(),
         )  # fmt: skip
+        ctx = run_context(plan, store)
         ctx._tokenizers[model.name] = CharTokenizer()
         run_stages(ctx, STAGES, show_progress=False)
     import pandas as pd
@@ -267,7 +270,7 @@ def test_two_reminder_texts_under_one_schedule_are_two_policies_in_summary(tmp_p
     assert all(p.startswith("periodic-8-user-text-") for p in reminded)
     reminders = {
         (r.policy, s.text)
-        for r in ctx.records
+        for r in ctx.read(Records)
         if r.item == "plain"
         for s in r.segments
         if s.source == "reminder"

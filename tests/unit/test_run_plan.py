@@ -131,12 +131,11 @@ def test_the_generate_stage_runs_the_plans_units(quickstart_plan, tmp_path):
     run, whose looks add batches."""
     from harness.models import resolve_model
     from harness.sequential import SampleBatch
-    from harness.stages.base import RunContext
+    from harness.stages.context import run_context
     from harness.store import RunStore
 
     plan = quickstart_plan
-    ctx = RunContext(plan.config, RunStore(tmp_path), tmp_path, plan.run_id, plan.suites,
-                     plan.items, plan.models, plan.twins, units=plan.units)  # fmt: skip
+    ctx = run_context(plan, RunStore(tmp_path))
     model = resolve_model(MODEL)
     planned = [u for u in plan.units if u.stage == "generate"]
     assert all(a is b for a, b in zip(ctx.generation_units(model), planned, strict=True))

@@ -13,6 +13,7 @@ import pytest
 from harness.engines import GenerationResult
 from harness.engines.scripted import CharTokenizer
 from harness.pipeline import STAGES, run_stages
+from harness.stages.base import Records
 from tests.scripted_run import scripted_run
 
 SUITE = """\
@@ -89,7 +90,7 @@ def test_every_later_turn_gets_a_twin_answered_once_at_about_its_token_distance(
     twin_batch = engine.batches[-1]  # after the conversations, before nothing else generates
     assert len(twin_batch) == 6 and {r.sampling.max_tokens for r in twin_batch} == {10}
     # the twin of turn 3 holds the sample's own first two replies, and the user turns
-    record = next(r for r in ctx.records if r.sample == 0)
+    record = next(r for r in ctx.read(Records) if r.sample == 0)
     prompt = "".join(map(chr, max(twin_batch, key=lambda r: len(r.prompt_ids)).prompt_ids))
     replies = [s.text.strip() for s in record.segments if s.kind == "generated"]
     assert "And then?" in prompt and "Tell me more." in prompt

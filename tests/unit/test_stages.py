@@ -12,7 +12,8 @@ import pytest
 from pydantic import BaseModel
 
 from harness.results import SummaryRow, WindowRow
-from harness.stages.base import Manifest, RunContext, check_order, write_output
+from harness.stages.base import Manifest, Records, check_order, write_output
+from harness.stages.context import StageContext, UndeclaredRead
 
 
 class Row(BaseModel):
@@ -54,11 +55,8 @@ class Passes:
         }
 
 
-def _context(tmp_path) -> RunContext:
-    return RunContext(
-        config=None, store=None, out_dir=tmp_path, run_id="r", suites=[], items=[], models=[],
-        twins={},
-    )  # fmt: skip
+def _context(tmp_path) -> StageContext[None]:
+    return StageContext(None, None, tmp_path)
 
 
 def test_a_later_stage_reads_a_typed_frame_and_each_file_is_written_once(tmp_path):
@@ -117,8 +115,44 @@ def test_a_stage_may_read_only_what_it_declares(tmp_path):
         def run(self, ctx):
             return {"x": ctx.frame(WindowRow)}
 
-    with pytest.raises(RuntimeError, match="stage sneaky reads windows.csv without declaring"):
+    with pytest.raises(UndeclaredRead, match="stage sneaky reads windows.csv without declaring"):
         run_stages(_context(tmp_path), [Sneaky()], show_progress=False)
+
+
+def test_a_product_passes_through_the_map_and_only_to_the_stages_that_declare_it(tmp_path):
+    """Records (no CSV) go from the stage that writes them to the one that declares them,
+    through the context's map; a stage that reads them undeclared fails, and a file-less
+    product is never written to the folder."""
+    from harness.pipeline import run_stages
+    from harness.stages.base import Curves
+
+    class Makes:
+        name, reads, writes = "makes", (), (Records, Curves)
+
+        def run(self, ctx):
+            return {"generations.jsonl": [], "Curves": {("m", "k"): {"kl": [1.0]}}}
+
+    class Uses:
+        name, reads, writes = "uses", (Records, Curves), ()
+        seen = None
+
+        def run(self, ctx):
+            Uses.seen = (ctx.read(Records), ctx.read(Curves))
+            return {}
+
+    class Hides:
+        name, reads, writes = "hides", (Records,), ()
+
+        def run(self, ctx):
+            return {"x": ctx.read(Curves)}
+
+    ctx = _context(tmp_path)
+    run_stages(ctx, [Makes(), Uses()], show_progress=False)
+    assert Uses.seen == ([], {("m", "k"): {"kl": [1.0]}})
+    assert ctx.artifacts.files() == ["generations.jsonl"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["generations.jsonl"]
+    with pytest.raises(UndeclaredRead, match="stage hides reads Curves without declaring it"):
+        run_stages(_context(tmp_path), [Makes(), Hides()], show_progress=False)
 
 
 def test_a_stage_may_write_only_what_it_declares(tmp_path):
@@ -184,3 +218,59 @@ def test_adaptive_generation_units_are_keyed_by_the_checks_that_trigger_them(tmp
     after = keys()
     assert after["adaptive"] != before["adaptive"]
     assert after["none"] == before["none"] and after["periodic"] == before["periodic"]
+
+
+STRIPPED_SUITE = """\
+suite: s
+items:
+  - id: one
+    system: SYS Answer yes.
+    user: Hello.
+    checks: [{type: regex_must, pattern: "yes"}]
+"""
+STRIPPED_CONFIG = """\
+name: stripped
+models: [tiny-random-llama]
+suites: [suite.yaml]
+policies: [none]
+samples: 2
+generation: {engine: hf, max_tokens: 16}
+scoring: {window: 8}
+probe: {enabled: false}
+theory: {relay: null, bias_lams: []}
+"""
+
+
+@pytest.mark.parametrize(
+    ("stage_name", "hidden"),
+    [("score", "generations.jsonl"), ("analyse", "windows.csv"), ("laws", "Curves"),
+     ("manifest", "Timings"), ("gates", "summary.csv")],
+)  # fmt: skip
+def test_the_run_s_own_stages_fail_on_a_read_they_do_not_declare(tmp_path, stage_name, hidden):
+    """The check is on in the pipeline's own stage list: a real stage whose declaration
+    leaves out one artifact it reads fails the run at that stage (here over the scripted
+    engine), so no stage can lean on an undeclared artifact and pass its tests."""
+    from harness.engines.scripted import ScriptedEngine
+    from harness.pipeline import STAGES, run_stages
+    from harness.stages.base import artifact_name, optional_reads
+    from tests.scripted_run import scripted_run
+
+    class Stripped:
+        def __init__(self, stage) -> None:
+            self.stage, self.name, self.writes = stage, stage.name, stage.writes
+            keep = [a for a in stage.reads if artifact_name(a) != hidden]
+            assert len(keep) == len(stage.reads) - 1, f"{stage.name} does not declare {hidden}"
+            self.reads = tuple(keep)
+            self.reads_if_written = optional_reads(stage)
+
+        def run(self, ctx):
+            return self.stage.run(ctx)
+
+    (tmp_path / "suite.yaml").write_text(STRIPPED_SUITE)
+    (tmp_path / "run.yaml").write_text(STRIPPED_CONFIG)
+    index = next(i for i, s in enumerate(STAGES) if s.name == stage_name)
+    stages = [*STAGES[:index], Stripped(STAGES[index])]
+    engine = ScriptedEngine({"SYS": 0.5})
+    refused = pytest.raises(UndeclaredRead, match=f"stage {stage_name} reads {hidden} without")
+    with scripted_run(tmp_path / "run.yaml", tmp_path / "out", engine) as ctx, refused:
+        run_stages(ctx, stages, show_progress=False)

@@ -11,7 +11,7 @@ import yaml
 
 from harness.config import policy_label
 from harness.config_files import load_run_config_and_suites
-from harness.plan import check_turn_budget
+from harness.plan_checks import check_turn_budget
 from harness.selection import select_items
 from harness.starter.language import asked_language, choose_language
 from harness.starter.requests import starter_items

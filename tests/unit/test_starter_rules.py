@@ -12,7 +12,7 @@ from pydantic import TypeAdapter
 
 from harness.checks import CheckSpec
 from harness.config_files import load_run_config_and_suites
-from harness.plan import check_turn_budget
+from harness.plan_checks import check_turn_budget
 from harness.policy_specs import policy_label
 from harness.selection import select_items
 from harness.starter.budget import budget_for

@@ -11,7 +11,7 @@ import yaml
 
 from harness.config_files import load_run_config_and_suites
 from harness.errors import UserError
-from harness.plan import check_turn_budget
+from harness.plan_checks import check_turn_budget
 from harness.selection import select_items
 
 CONFIGS = Path(__file__).parent.parent.parent / "configs"
