@@ -8,6 +8,8 @@ default judge (the run's first model) is not written in the item.
 
 from __future__ import annotations
 
+import functools
+
 from harness.config import RunConfig, TaskSuite
 from harness.records import GenerationRecord
 from harness.results import TurnRow, WindowRow, result_frame
@@ -127,7 +129,9 @@ class ScoreStage:
         rows: list[dict] = []
         turns: list[dict] = []
         defaults = JudgeDefaults(ctx.config.models[0], ctx.config.generation)
-        with JudgeRunner(ctx.store, defaults) as judges:
+        budget_of = functools.partial(ctx.engines.budget, ctx.config)
+        cache = ctx.store.cache / "requests"  # the run's request cache (stages/generate.py)
+        with JudgeRunner(ctx.store, defaults, budget_of=budget_of, request_cache=cache) as judges:
             for model in ctx.models:
                 records = ctx.records_of(model.name)
                 tokenizer = ctx.tokenizer(model)
