@@ -15,6 +15,8 @@ from harness.analysis.gates import undecided_conditions
 from harness.errors import notice
 from harness.plan import RunPlan, ScorePlan, plan_run
 from harness.probe_plan import ProbePlan
+from harness.results import RESULT_FILES
+from harness.results.base import MODEL_TOKENS
 from harness.sequential import SamplePlan, gated_conditions
 from harness.stages.analyse import AnalyseStage
 from harness.stages.base import (
@@ -25,6 +27,7 @@ from harness.stages.base import (
     check_outputs,
     declared_row,
     kept_output,
+    with_t_unit,
     write_output,
 )
 from harness.stages.fits import FitsStage
@@ -170,7 +173,11 @@ def run_stages(
                     outputs = stage.run(ctx)
                 check_outputs(stage, outputs)
                 for name, value in outputs.items():
-                    write_output(ctx.out_dir / name, value, declared_row(stage, name))
+                    row = declared_row(stage, name)
+                    # `harness score` and `harness probe` count t in a model's tokens
+                    unit = getattr(ctx, "t_unit", MODEL_TOKENS)
+                    value = with_t_unit(value, row or RESULT_FILES.get(name), unit)
+                    write_output(ctx.out_dir / name, value, row)
                     ctx.outputs[name] = kept_output(ctx.out_dir / name, value)
                 if release:
                     read_later = {row.file for later in stages[index + 1 :] for row in later.reads}

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from harness.config import ChatOptions, RunConfig, TaskSuite
 from harness.engines.pool import EnginePool
-from harness.engines.units import PositionUnits
+from harness.engines.units import PositionUnits, t_unit_name
 from harness.models import ResolvedModel
 from harness.records import GenerationRecord
 from harness.results import RESULT_FILES, ResultRow, result_frame, typed_frame
@@ -186,6 +186,13 @@ class RunContext(StageTimings):
         return [u for u in self.units if u.stage == GENERATE and u.model == model.name]
 
     @property
+    def t_unit(self) -> str:
+        """The unit of every position t the run's files hold (`t_unit_name`)."""
+        gen = self.config.generation
+        chat = gen.chat or ChatOptions()
+        return t_unit_name(gen.engine, chat.positions, chat.tokenizer)
+
+    @property
     def probe_models(self) -> list[ResolvedModel]:
         return self.models + list(self.twins.values())
 
@@ -284,6 +291,16 @@ def output_frames(
         yield typed_frame(row, value)
     else:
         yield from typed_chunks(row, Path(value), rows)
+
+
+def with_t_unit(value: Output, row: type[ResultRow] | None, unit: str) -> Output:
+    """A result frame whose file has a `t_unit` column, with the run's unit in every row (a
+    frame is built with the column's default, `tokens`, wherever it is built)."""
+    import pandas as pd
+
+    if isinstance(value, pd.DataFrame) and row is not None and "t_unit" in row.model_fields:
+        return value.assign(t_unit=unit)
+    return value
 
 
 def write_output(path: Path, value: Output, row: type[ResultRow] | None = None) -> None:

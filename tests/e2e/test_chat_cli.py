@@ -71,6 +71,9 @@ def test_harness_run_on_a_chat_endpoint_resumes_without_sending_again(stand_in, 
     assert set(turns["item"]) == {"fr-travel", "fr-museum"} and turns["turn"].max() == 3
     windows = pd.read_csv(out / "windows.csv")
     assert set(windows["item"]) == {"fr-story", "fr-travel", "fr-museum"}
+    # every file with positions says their unit: the endpoint's tokens, chars for our text
+    for name in ("windows.csv", "turns.csv", "adherence_curve.csv", "summary.csv", "rules.csv"):
+        assert set(pd.read_csv(out / name)["t_unit"]) == {"logprobs+chars"}, name
     manifest = json.loads((out / "manifest.json").read_text())
     hosted = manifest["hosted"]["stand-in"]
     # generation's requests (the judge's and the simulated user's engines count their own)
@@ -91,6 +94,7 @@ def test_harness_run_on_a_chat_endpoint_resumes_without_sending_again(stand_in, 
     assert len(list((out / "cache" / "requests").rglob("*.json"))) == sent
     report = (out / "report.html").read_text()
     assert "t is counted in: stand-in: logprobs" in report and "requests sent" in report
+    assert "[logprobs+chars]" in report  # the t axes name the unit
     # resume: everything from the run's caches, nothing sent
     (out / "windows.csv").unlink()
     again = _run(config, out)
