@@ -11,6 +11,7 @@ import math
 import time
 
 import numpy as np
+from _sequential_cost import cost_lines, per_sample_budget
 from sequential import BOUND, GOAL_RATIO, LEVEL, RATES, SHIPPED, fixed_n, fixed_powers
 
 from harness.analysis.gate_sequential import sequential_check
@@ -121,7 +122,7 @@ def errors_at_bound(test: GroupSequential, runs: int, seed: int) -> list[str]:
     return misses
 
 
-def simulate_main(runs: int, seed: int, power: float) -> int:
+def simulate_main(runs: int, seed: int, power: float, tokens: int = 64) -> int:
     start = time.process_time()
     n = fixed_n(power)
     per_condition = int(next(m for m in range(4, 2049) if fixed_powers(m).min() >= power))
@@ -180,6 +181,19 @@ def simulate_main(runs: int, seed: int, power: float) -> int:
         o = test.outcome(rate)
         if (o.passes if rate >= BOUND else o.fails) < power:
             misses.append(f"{item}: exact power below {power}")
+    per = per_sample_budget(tokens)
+    print(
+        f"\nin requests and tokens (one request a sample; the run plan's budget per sample: "
+        f"{per.input_tokens:.1f} input + {per.output_tokens:.0f} output tokens, replies of "
+        f"<= {tokens}):"
+    )
+    totals = {name: sims[name]["n"].sum(axis=1) for name in ("doubling", "shipped")}
+    named = {
+        "doubling (before)": totals["doubling"],
+        "shipped (group-sequential)": totals["shipped"],
+    }
+    for line in cost_lines(named, 10 * n, per):
+        print(f"  {line}")
     print(f"CPU {time.process_time() - start:.0f} s")
     for miss in misses:
         print(f"MISS: {miss}")

@@ -1,16 +1,18 @@
 """The chat engine's requests/s and tokens/s as a ratio to a bare `openai`-SDK loop, at the same
 concurrency against the same local server, side by side in one run (target >= 0.9).
 
-    .venv/bin/python bench/hosted.py [--server vllm|stand-in] [--requests 64]
-                                     [--concurrency 8] [--max-tokens 64] [--repeats 3]
+    .venv/bin/python bench/hosted.py [--server vllm|stand-in] [--requests 48]
+                                     [--concurrency 8] [--max-tokens 32] [--repeats 3]
 
 `vllm`: a `vllm serve` of the embedded model on 127.0.0.1 (bench/_serve.py), the real local
 stand-in of a hosted chat model; `stand-in`: tests/chat_server.py's chat-completions server,
 which answers at once, so the ratio shows the engine's own overhead (message reading, position
-pieces, cache writes) with nothing to hide it. Both sides send the same requests (distinct
-seeds per repeat and side, so neither reads the other's answers from a cache), interleaved
-bare / engine per repeat; the medians are printed with the CPU time (user + sys) of this
-process per request, the number least disturbed by a shared machine.
+pieces, cache writes) with nothing to hide it. Both sides send the same requests with the same
+seeds in each repeat (the engine's request cache is a fresh folder per batch, so neither side
+reads the other's answers), the order alternating bare / engine, engine / bare between repeats
+so neither always meets a warmer server; the medians are printed with the CPU time (user +
+sys) of this process per request, the number least disturbed by a shared machine. The defaults
+(48 short replies x 3 repeats a side) take ~5 minutes on 2 cores with the server's start.
 """
 
 from __future__ import annotations
@@ -105,20 +107,21 @@ def engine_batch(url: str, model: str, n: int, concurrency: int, max_tokens: int
     return engine.usage.output_tokens
 
 
-def measure(side, args, url: str, model: str, seed0: int) -> tuple[float, float, float]:
-    """(requests/s, tokens/s, CPU ms per request) of one side's batch."""
+def measure(side, args, url: str, model: str, seed0: int, n: int = 0):
+    """(requests/s, tokens/s, CPU ms per request, tokens) of one side's batch of n requests."""
+    n = n or args.requests
     cpu, wall = cpu_s(), time.perf_counter()
-    tokens = side(url, model, args.requests, args.concurrency, args.max_tokens, seed0)
+    tokens = side(url, model, n, args.concurrency, args.max_tokens, seed0)
     wall, cpu = time.perf_counter() - wall, cpu_s() - cpu
-    return args.requests / wall, tokens / wall, 1000 * cpu / args.requests
+    return n / wall, tokens / wall, 1000 * cpu / n, tokens
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--server", choices=["vllm", "stand-in"], default="vllm")
-    parser.add_argument("--requests", type=int, default=64)
+    parser.add_argument("--requests", type=int, default=48)
     parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     print(cpu_line())
@@ -136,12 +139,13 @@ def main() -> None:
         stand_in = ChatStandIn()
         url, model = stand_in.url, "stand-in"
     try:
-        measure(bare_loop, args, url, model, 10**6)  # warm-up: the server's first batch
-        rows = {"bare": [], "engine": []}
+        for side in (bare_loop, engine_batch):  # warm-up: the server's first batch, imports
+            measure(side, args, url, model, 10**6, n=args.concurrency)
+        rows: dict[str, list] = {"bare": [], "engine": []}
         for r in range(args.repeats):
-            rows["bare"].append(measure(bare_loop, args, url, model, 2 * r * args.requests))
-            seed = (2 * r + 1) * args.requests
-            rows["engine"].append(measure(engine_batch, args, url, model, seed))
+            sides = [("bare", bare_loop), ("engine", engine_batch)]
+            for name, side in sides if r % 2 == 0 else sides[::-1]:
+                rows[name].append(measure(side, args, url, model, r * args.requests))
     finally:
         if server is not None:
             server.terminate()
@@ -150,12 +154,12 @@ def main() -> None:
             stand_in.close()
         for cache in CACHES:
             shutil.rmtree(cache, ignore_errors=True)
-    med = {k: [statistics.median(x[i] for x in v) for i in range(3)] for k, v in rows.items()}
+    med = {k: [statistics.median(x[i] for x in v) for i in range(4)] for k, v in rows.items()}
     print(f"{args.server}: {args.requests} requests x {args.repeats} repeats, concurrency "
           f"{args.concurrency}, max_tokens {args.max_tokens} (medians, interleaved)")  # fmt: skip
-    print(f"{'':>8} {'req/s':>8} {'tok/s':>8} {'CPU ms/req':>11}")
-    for name, (rps, tps, cpu) in med.items():
-        print(f"{name:>8} {rps:>8.2f} {tps:>8.1f} {cpu:>11.2f}")
+    print(f"{'':>8} {'req/s':>8} {'tok/s':>8} {'CPU ms/req':>11} {'tokens':>7}")
+    for name, (rps, tps, cpu, tokens) in med.items():
+        print(f"{name:>8} {rps:>8.2f} {tps:>8.1f} {cpu:>11.2f} {tokens:>7.0f}")
     b, e = med["bare"], med["engine"]
     print(f"engine / bare: requests/s {e[0] / b[0]:.3f}, tokens/s {e[1] / b[1]:.3f} "
           "(target >= 0.9)")  # fmt: skip

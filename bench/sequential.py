@@ -26,7 +26,9 @@ its mean, sd and 5-95 % range, the ratio of expectations, and per condition the 
 that decided right and wrong (exact figures beside, for the shipped rule). Exits 1
 when the shipped rule's mean ratio is below GOAL_RATIO, an exact error at the bound
 exceeds 0.05, an exact power is below --power, or the simulation disagrees with the exact
-figures (more than 4 standard errors).
+figures (more than 4 standard errors). Last, each design's samples as a hosted run pays them:
+requests (one a sample) and tokens (the run plan's budget per sample at --tokens per reply),
+and the saving against the fixed design (bench/_sequential_cost.py).
 
 --pipeline: the previous bench, one run of each rule through the project's stages with the
 scripted engine (harness/engines/scripted.py), tokens from generations.jsonl, against the
@@ -232,14 +234,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--power", type=float, default=0.9, help="the fixed design's, all ten")
     parser.add_argument("--pipeline", action="store_true", help="one whole run per rule instead")
     parser.add_argument("--max", type=int, default=256, help="--pipeline: samples at most")
-    parser.add_argument("--tokens", type=int, default=64, help="--pipeline: tokens per sample")
+    parser.add_argument(
+        "--tokens",
+        type=int,
+        default=64,
+        help="tokens per reply (--pipeline: generated; else the budget per request)",
+    )
     args = parser.parse_args(argv)
     if args.pipeline:
         pipeline_main(args)
         return 0
     from _sequential_sim import simulate_main
 
-    return simulate_main(20 if args.quick else args.runs, args.seed, args.power)
+    return simulate_main(20 if args.quick else args.runs, args.seed, args.power, args.tokens)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from harness.analysis.gate_rows import undecided_conditions
 from harness.errors import notice
 from harness.plan import RunPlan, ScorePlan, plan_run
 from harness.probe_plan import ProbePlan
-from harness.results import GateRow
+from harness.results import RESULT_FILES, GateRow
 from harness.sequential import SamplePlan, gated_conditions
 from harness.stages.analyse import AnalyseStage
 from harness.stages.base import (
@@ -29,6 +29,7 @@ from harness.stages.base import (
     declared_product,
     declared_row,
     kept_output,
+    with_t_unit,
     write_output,
 )
 from harness.stages.context import ProgressBars, RunContext, StageContext, run_context
@@ -192,6 +193,8 @@ def _keep(ctx: StageContext[Any], stage: Stage, name: str, value: object) -> Non
     if product is not None and not product.file:
         ctx.artifacts.put(name, value)
         return
+    # every position t in the files is in the run's unit (`harness score`/`probe`: tokens)
+    value = with_t_unit(value, declared_row(stage, name) or RESULT_FILES.get(name), ctx.t_unit)
     written = product.written(value) if product is not None else value
     write_output(ctx.out_dir / name, written, declared_row(stage, name))
     ctx.artifacts.put(name, kept_output(ctx.out_dir / name, value), written=True)

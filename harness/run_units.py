@@ -320,7 +320,8 @@ def _probe_pair(config: RunConfig, chat: ChatFormat, spec: SampleSpec, n: _Lengt
 def _judge_units(config, chat: ChatFormat, unit: Unit, pairs) -> list[Unit]:
     """Judge checks' calls on this unit's records: one per window (at most the record's length
     over 3/4 of a window, sentence-aligned windows being that short) or per reply, each
-    re-asked once when malformed."""
+    re-asked once when malformed; a conversation's window checks also judge each reply
+    (turns.csv). On a chat endpoint they count in its model's totals and most cost."""
     by_item = {sel.item.id: sel.item for sel in unit.selected}
     window = config.scoring.window
     shortest = max(1, (3 * window) // 4)
@@ -337,6 +338,11 @@ def _judge_units(config, chat: ChatFormat, unit: Unit, pairs) -> list[Unit]:
             text = (3 * window) // 2 if check.scope == "window" else n.record
             calls = TokenBudget(requests=2 * texts, input_tokens=2 * texts * (rubric + text),
                                 output_tokens=2 * texts * JUDGE_MAX_TOKENS)  # fmt: skip
+            if spec.conversation and check.scope == "window":  # turns.csv: each reply too
+                k = 2 * len(n.requests)
+                reply = config.generation.turn_tokens or config.generation.max_tokens
+                calls += TokenBudget(requests=k, input_tokens=k * (rubric + reply),
+                                     output_tokens=k * JUDGE_MAX_TOKENS)  # fmt: skip
             budgets[judge] = budgets.get(judge, TokenBudget()) + calls
     return [
         Unit(

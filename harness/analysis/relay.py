@@ -32,6 +32,7 @@ from harness.analysis.powerlaw import fit_alpha, fit_positions, local_exponent
 from harness.atomic import atomic_write_text
 from harness.errors import UserError
 from harness.results import RelayRow
+from harness.results.base import MODEL_TOKENS
 
 CHUNK = 1 << 20  # positions per streamed chunk: 8 MiB per float64 array
 CSV_POINTS = 200  # geometric positions per layer written to relay.csv
@@ -218,7 +219,7 @@ def relay_csv_text(result: RelayResult) -> str:
     for k in range(result.layers):
         for j, t in enumerate(result.t):
             cells = ",".join(repr(float(v[k, j])) for v in values)
-            lines.append(f"{k + 1},{int(t)},{cells}")
+            lines.append(f"{k + 1},{int(t)},{cells},{MODEL_TOKENS}")
     return "\n".join(lines) + "\n"
 
 

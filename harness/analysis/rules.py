@@ -21,6 +21,7 @@ from harness import results
 from harness.analysis.conversations import conversation_summary, turn_curves
 from harness.checks import CUT_OFF_REASON
 from harness.results import RuleCurveRow, RuleRow, cells_are, result_frame
+from harness.results.base import MODEL_TOKENS
 from harness.scoring.adherence import adherence_summary
 from harness.scoring.curves import adherence_curves
 from harness.scoring.passes import window_passes
@@ -109,7 +110,8 @@ def rule_frames(
     rule_rows = pd.DataFrame(rows, columns=RuleRow.columns()).sort_values(
         list(RuleRow.keys), kind="stable", ignore_index=True
     )
-    curve_rows = pd.DataFrame(curves, columns=RuleCurveRow.columns()).sort_values(
+    # the curves' rows hold every column but the last, t_unit (the run's, filled when written)
+    curve_rows = pd.DataFrame(curves, columns=RuleCurveRow.columns()[:-1]).sort_values(
         list(RuleCurveRow.keys), kind="stable", ignore_index=True
     )
     rule_rows, curve_rows = result_frame(RuleRow, rule_rows), result_frame(RuleCurveRow, curve_rows)
@@ -208,6 +210,8 @@ def _rule_row(key, rule, cond, summary, figures: dict, sentences) -> list:
         **fields,
         **_counts(cond),
         **figures,
+        # the windows' unit of t (a frame read back from a run's windows.csv has it)
+        "t_unit": str(cond["t_unit"].iloc[0]) if "t_unit" in cond else MODEL_TOKENS,
     }  # fmt: skip
     return [values[c] for c in RuleRow.columns()]
 

@@ -20,6 +20,15 @@ class EnginePool:
         self._open: dict[str, Engine] = {}
         # a chat engine's request cache (the run's store sets it)
         self.request_cache: Path | None = None
+        # engine chat: one spending guard per model for the whole run, shared by generation,
+        # simulated users and hosted judges, so `budget` limits what they spend together
+        self._budgets: dict[str, object] = {}
+
+    def budget(self, config, model: str):
+        """The run's `Budget` for `model` (None off the chat engine), made on first use."""
+        if model not in self._budgets:
+            self._budgets[model] = run_budget(config, model)
+        return self._budgets[model]
 
     def get(self, config, model) -> Engine:
         """The run's generation engine for `model` (`config.generation`), started on first use."""
@@ -28,7 +37,7 @@ class EnginePool:
             gen = config.generation
             options = engine_options(gen, model.name, self.request_cache)
             if gen.engine == "chat":
-                options["budget"] = run_budget(config, model.name)
+                options["budget"] = self.budget(config, model.name)
             self._open[model.name] = make_engine(gen.engine, model.path, **options)
         return self._open[model.name]
 

@@ -30,12 +30,26 @@ from typing import Any
 from harness.endpoint import parse_units
 from harness.errors import UserError
 from harness.models import resolve_model
+from harness.results.base import MODEL_TOKENS
 
 # Role marks and the end-of-message mark: private-use characters no prompt contains.
 ROLE_MARKS = {"system": "\ue020", "user": "\ue021", "assistant": "\ue022"}
 END_MARK = "\ue023"
 _MARK_ROLES = {mark: role for role, mark in ROLE_MARKS.items()}
 MARKS = frozenset([*ROLE_MARKS.values(), END_MARK])
+
+
+def t_unit_name(engine: str, positions: str | None = None, tokenizer: str | None = None) -> str:
+    """The `t_unit` cell of a run's result files: `tokens` (the model's tokenizer), or on a
+    chat endpoint its positions setting (`chars`, `tiktoken:<encoding>`, `hf:<model>`), and
+    for `logprobs` `logprobs+<unit>`: the endpoint's tokens for what the model wrote, <unit>
+    (`chat.tokenizer`, default chars) for the text the harness writes."""
+    if engine != "chat":
+        return MODEL_TOKENS
+    positions = positions or "logprobs"
+    if parse_units(positions)[0] == "logprobs":
+        return f"logprobs+{tokenizer or 'chars'}"
+    return positions
 
 
 def piece_id(piece: bytes) -> int:

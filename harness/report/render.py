@@ -166,6 +166,31 @@ def _units_line(manifest: dict) -> str:
     return "".join(parts)
 
 
+def t_unit_of(data) -> str | None:
+    """The unit of t the run's files name (their `t_unit` column), None where none says."""
+    for frame in data.frames.values():
+        if "t_unit" in frame.columns and len(frame):
+            units = frame["t_unit"].dropna().astype(str).unique()
+            return " / ".join(sorted(units)) or None
+    return None
+
+
+def label_t_axes(figs: dict, unit: str | None) -> None:
+    """Every x axis over positions t (titled `t ...` or `... position t ...`) names the unit
+    t is in, e.g. `t (continuation position) [logprobs+chars]`; turn axes are left alone."""
+    if not unit:
+        return
+
+    def label(axis) -> None:
+        title = axis.title.text or ""
+        if title == "t" or title.startswith("t ") or "position t" in title:
+            axis.update(title_text=f"{title} [{unit}]")
+
+    for fig in figs.values():
+        if hasattr(fig, "for_each_xaxis"):  # a plotly figure (not a figure's JSON)
+            fig.for_each_xaxis(label)
+
+
 def is_log_folder(data) -> bool:
     """A folder `harness score` wrote from a chat log (its manifest says so)."""
     return (data.manifest or {}).get("command") == "score"
@@ -199,6 +224,7 @@ def render_report(run_dir: Path, worst: int | None = None, with_text: bool = Tru
         text = _log_page(data)
     else:
         sections, figs, anchors = build_sections(data)
+        label_t_axes(figs, t_unit_of(data))
         title, subtitle = _title(data)
         text = page(title, subtitle, sections, figs, anchors)
     out = data.run_dir / "report.html"

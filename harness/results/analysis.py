@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from harness.results.base import CONDITION, ResultRow
+from harness.results.base import CONDITION, MODEL_TOKENS, ResultRow
 
 
 class SummaryRow(ResultRow):
@@ -119,6 +119,7 @@ class SummaryRow(ResultRow):
     auc_corrected_method: str | None
     undecided_window_share: float
     """share of the condition's windows no check decided (adherence.csv's)"""
+    t_unit: str = MODEL_TOKENS
 
 
 class CorrelationRow(ResultRow):
@@ -294,6 +295,7 @@ class CarriedRow(ResultRow):
     abs_delta_logp: float
     """mean |delta log p| at the fork"""
     reason: str
+    t_unit: str = MODEL_TOKENS
 
 
 class LinkageRow(ResultRow):

@@ -46,6 +46,10 @@ SHARED_DOCS = {
     "pair": '`"<item>/<policy>/<sample>"`, or `all` for a fit pooled over the pairs',
     "layer": "hidden-state index (0 = embeddings, L = last layer)",
     "t": "continuation position, 1-based (see Positions)",
+    "t_unit": "the unit every position of the row (t, t_start, fork_t, half-lives, fit ranges) "
+    "is counted in: `tokens` (the model's tokenizer), or on a chat endpoint `chars`, "
+    "`tiktoken:<encoding>`, `hf:<model>`, or `logprobs+<unit>` (the endpoint's tokens for the "
+    "model's replies, <unit> for the text the harness writes) (docs/hosted.md)",
     "turn": "conversation turn, 1-based (1 in a single reply)",
     "check": "the check's id (a repeated id on one item gets `#2`, `#3`...)",
     "scope": "the check's scope: `window` or `response`",
@@ -90,6 +94,8 @@ BOUND_DOCS = {
 }
 
 _KINDS = {str: "str", int: "int", float: "float", bool: "bool"}
+# the `t_unit` of every engine but chat: a token of the model's own tokenizer
+MODEL_TOKENS = "tokens"
 
 
 class FieldGroup(BaseModel):
@@ -214,6 +220,9 @@ def result_frame(row: type[ResultRow], rows: Any = ()) -> pd.DataFrame:
     # a column declared with a default reads as it where absent (files, and callers' rows,
     # from before it existed)
     filled = [c for c in lacking if not row.model_fields[c].is_required()]
+    # a row's unit of t left out of rows given as dicts reads as the column's default
+    if "t_unit" in frame.columns and "t_unit" in row.model_fields and frame["t_unit"].isna().all():
+        frame = frame.assign(t_unit=row.model_fields["t_unit"].default)
     if filled:
         frame = frame.assign(**{c: row.model_fields[c].default for c in filled})
         lacking = [c for c in lacking if c not in filled]

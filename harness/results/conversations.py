@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from harness.results.base import RECORD, RUN_SAMPLE, TASK_CONDITION, ResultRow
+from harness.results.base import MODEL_TOKENS, RECORD, RUN_SAMPLE, TASK_CONDITION, ResultRow
 
 History = Literal["generated", "logged", "reference", "own"]
 
@@ -51,6 +51,7 @@ class TurnRow(ResultRow):
     value: float
     passed: bool | None
     reason: str
+    t_unit: str = MODEL_TOKENS
 
 
 class TurnAdherenceRow(ResultRow):
@@ -178,6 +179,7 @@ class SingleTurnRow(ResultRow):
     value: float
     passed: bool | None
     reason: str
+    t_unit: str = MODEL_TOKENS
 
 
 class LoggedRow(ResultRow):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from harness.results.base import ResultRow
+from harness.results.base import MODEL_TOKENS, ResultRow
 from harness.results.probing import (
     AlphaFit,
     AttentionShares,
@@ -46,6 +46,7 @@ class ProbeDivergenceRow(ProbeRow, HiddenDistances):
 
     layer: int
     t: int
+    t_unit: str = MODEL_TOKENS
 
 
 class ProbeNextTokenRow(ProbeRow, LogpShift, KlBounds, ProbeBackendField):
@@ -56,6 +57,7 @@ class ProbeNextTokenRow(ProbeRow, LogpShift, KlBounds, ProbeBackendField):
     place: ClassVar = {LogpShift: "t", KlBounds: "delta_logp", ProbeBackendField: "kl_high"}
 
     t: int
+    t_unit: str = MODEL_TOKENS
 
 
 class ProbeAttentionRow(ProbeRow, AttentionShares):
@@ -71,6 +73,7 @@ class ProbeAttentionRow(ProbeRow, AttentionShares):
     layer: int
     """hidden-state index l >= 1 whose decoder layer (l - 1) the attention belongs to"""
     t: int
+    t_unit: str = MODEL_TOKENS
 
 
 class ProbeFitRow(ProbeRow, AlphaFit):
@@ -87,6 +90,7 @@ class ProbeFitRow(ProbeRow, AlphaFit):
     """hidden-state index; -1 for the next-token metrics"""
     metric: str
     """the curve fitted: `l2`, `rel_l2`, `cos_dist`, `kl`, `abs_delta_logp`, `share_prompt_mean`"""
+    t_unit: str = MODEL_TOKENS
 
 
 PROBE_ROWS: tuple[type[ProbeRow], ...] = (

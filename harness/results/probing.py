@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from harness.results.base import CONDITION, RECORD, FieldGroup, ResultRow
+from harness.results.base import CONDITION, MODEL_TOKENS, RECORD, FieldGroup, ResultRow
 
 # a continuation token's role: one list for every file with a `role` column (replay adds
 # "logged", the logged replies a replay feeds back as history)
@@ -105,6 +105,7 @@ class DivergenceRow(ResultRow, HiddenDistances):
     """the token's turn (1 in a single reply)"""
     role: ContinuationRole
     """the token's role in the continuation"""
+    t_unit: str = MODEL_TOKENS
 
 
 class NextTokenRow(ResultRow, LogpShift, KlBounds, ProbeBackendField):
@@ -120,6 +121,7 @@ class NextTokenRow(ResultRow, LogpShift, KlBounds, ProbeBackendField):
     sample: int
     pair: str
     t: int
+    t_unit: str = MODEL_TOKENS
 
 
 class TurnInfluenceRow(ResultRow, KlBounds, LogpShift, ProbeBackendField):
@@ -139,6 +141,7 @@ class TurnInfluenceRow(ResultRow, KlBounds, LogpShift, ProbeBackendField):
     turn: int
     t: int
     """continuation position of the reply's first token"""
+    t_unit: str = MODEL_TOKENS
 
 
 class AttentionRow(ResultRow, AttentionShares):
@@ -164,6 +167,7 @@ class AttentionRow(ResultRow, AttentionShares):
     """the token's turn (1 in a single reply)"""
     role: ContinuationRole
     """the token's role in the continuation"""
+    t_unit: str = MODEL_TOKENS
 
 
 class AttentionTurnRow(ResultRow):
@@ -194,6 +198,7 @@ class AttentionTurnRow(ResultRow):
     """attention.csv's share_sink_max_head, averaged over the reply's tokens"""
     uniform: float
     """the mean of (P - 1) / (P + t) over the same tokens"""
+    t_unit: str = MODEL_TOKENS
 
 
 class FitRow(ResultRow, AlphaFit):
@@ -212,6 +217,7 @@ class FitRow(ResultRow, AlphaFit):
     layer: int
     metric: str
     """the curve fitted: `rel_l2`, `cos_dist`, `kl`, ... (`<metric>@assistant` in conversations)"""
+    t_unit: str = MODEL_TOKENS
 
 
 class BiasRow(ResultRow):
@@ -257,6 +263,7 @@ class RelayRow(ResultRow):
     """the local slope -d log delta / d log t"""
     bound_ratio: float
     """delta over the theory's bound"""
+    t_unit: str = MODEL_TOKENS
 
 
 Law = Literal["power-zero", "power-floor", "exp-equilibrium"]
@@ -351,3 +358,4 @@ class LawRow(ResultRow):
     """two-sided bootstrap p-value of floor_delta = 0, no finer than 1 / (draws + 1) (the
     report's "lowers" / "raises" Holm-adjusts it over the run's deltas)"""
     reason: str
+    t_unit: str = MODEL_TOKENS

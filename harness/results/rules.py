@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from harness.results.base import TASK_CONDITION, ResultRow
+from harness.results.base import MODEL_TOKENS, TASK_CONDITION, ResultRow
 
 
 class RuleRow(ResultRow):
@@ -95,6 +95,7 @@ class RuleRow(ResultRow):
     first_fail_turn_method: str | None
     first_below_turn: float
     """the first turn k where a(k) < `below`; inf if never; NaN without conversations"""
+    t_unit: str = MODEL_TOKENS
 
 
 class RuleCurveRow(ResultRow):
@@ -127,3 +128,4 @@ class RuleCurveRow(ResultRow):
     turn; NaN on axis t)"""
     survival_low: float
     survival_high: float
+    t_unit: str = MODEL_TOKENS

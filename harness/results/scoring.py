@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from harness.results.base import RECORD, RUN_SAMPLE, TASK_CONDITION, ResultRow
+from harness.results.base import MODEL_TOKENS, RECORD, RUN_SAMPLE, TASK_CONDITION, ResultRow
 
 
 class WindowRow(ResultRow):
@@ -47,6 +47,7 @@ class WindowRow(ResultRow):
     value: float
     passed: bool | None
     reason: str
+    t_unit: str = MODEL_TOKENS
 
 
 class ForkRow(ResultRow):
@@ -70,6 +71,7 @@ class ForkRow(ResultRow):
     value: float
     passed: bool | None
     reason: str
+    t_unit: str = MODEL_TOKENS
 
 
 class AdherenceRow(ResultRow):
@@ -186,6 +188,7 @@ class AdherenceRow(ResultRow):
     auc_corrected_n: int
     auc_corrected_method: str
     """the interval carries the sampling and the validation uncertainty (Bonferroni)"""
+    t_unit: str = MODEL_TOKENS
 
 
 class AdherenceCurveRow(ResultRow):
@@ -207,6 +210,7 @@ class AdherenceCurveRow(ResultRow):
     """samples with a decided window covering t"""
     method: str
     """the interval's method (pointwise)"""
+    t_unit: str = MODEL_TOKENS
 
 
 class SurvivalRow(ResultRow):
@@ -230,3 +234,4 @@ class SurvivalRow(ResultRow):
     """samples of the condition"""
     method: str
     """the band's method (pointwise)"""
+    t_unit: str = MODEL_TOKENS

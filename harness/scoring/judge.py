@@ -21,6 +21,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from harness.chat import ChatFormat
@@ -117,11 +118,17 @@ class JudgeRunner:
         defaults: JudgeDefaults,
         engine_factory: Callable[..., Any] | None = None,
         resolve: Resolve | None = None,
+        budget_of: Callable[[str], Any] | None = None,
+        request_cache: Path | None = None,
     ) -> None:
         self.store = store  # get / put of JSON units (a RunStore)
         self.defaults = defaults
         self._engine_factory = engine_factory
         self._resolve = resolve or _default_resolve
+        # a chat judge spends from the run's budget of its model (`budget_of(model name)`,
+        # shared with generation) and keeps each answer in the run's request cache
+        self._budget_of = budget_of
+        self._request_cache = request_cache
         self._targets: dict[JudgeSpec, JudgeTarget] = {}
         self._engines: dict[JudgeTarget, tuple[Any, Any]] = {}  # target -> (engine, chat)
 
@@ -166,6 +173,7 @@ class JudgeRunner:
         engine, chat = self._engine(target)
         sampling = _judge_sampling()
         answers: dict[str, dict] = {}
+        spent: dict[str, tuple[int, ...]] = {}
         pending = dict(todo)
         for attempt in (1, 2):
             prefill = _takes_prefill(engine)
@@ -179,10 +187,15 @@ class JudgeRunner:
             outputs = engine.generate(requests)
             pending = {}
             for (key, _), output in zip(prompts, outputs, strict=True):
+                if output.api_tokens is not None:  # a hosted judge: what the endpoint billed
+                    paid = spent.get(key, (0, 0, 0))
+                    spent[key] = tuple(a + b for a, b in zip(paid, output.api_tokens, strict=True))
                 answer = _answer(output.text, attempt, prefill)
                 if answer is None:  # malformed on the first try: ask once more
                     pending[key] = todo[key]
                     continue
+                if key in spent:  # both attempts' tokens (cost per condition: manifest.json)
+                    answer["api_tokens"] = list(spent[key])
                 answers[key] = answer
                 self.store.put(STAGE, key, answer)
             if not pending:
@@ -193,7 +206,11 @@ class JudgeRunner:
         if target not in self._engines:
             factory = self._engine_factory or make_engine
             path = None if target.engine == "chat" else self._resolve(target.model).path
-            engine = factory(target.engine, path, **dict(target.options))
+            options = dict(target.options)
+            if target.engine == "chat":
+                options["cache_dir"] = self._request_cache
+                options["budget"] = self._budget_of(target.model) if self._budget_of else None
+            engine = factory(target.engine, path, **options)
             self._engines[target] = (engine, ChatFormat(engine.tokenizer))
         return self._engines[target]
 
@@ -201,6 +218,32 @@ class JudgeRunner:
         engines, self._engines = self._engines, {}
         for engine, _ in engines.values():
             engine.close()
+
+
+def judge_spend(runner: JudgeRunner, jobs: Iterable[tuple]) -> dict[tuple, dict[str, list[int]]]:
+    """Per condition (model, item, policy) and judge model: [requests, input, cached input,
+    output] tokens a hosted judge billed for the condition's texts, from the stored verdicts'
+    `api_tokens` (`jobs`: (check, row columns, text) as scoring makes them). A verdict is
+    counted once, under the first condition that asked it: its request was paid once."""
+    seen: set[str] = set()
+    out: dict[tuple, dict[str, list[int]]] = {}
+    for check, where, text in jobs:
+        if not isinstance(check, JudgeCheck) or not text.strip():
+            continue
+        target = runner.target(check.judge)
+        key = verdict_key(target, check.rule, text)
+        if key in seen:
+            continue
+        seen.add(key)
+        verdict = runner.store.get(STAGE, key) or {}
+        if not verdict.get("api_tokens"):
+            continue
+        condition = (where["model"], where["item"], where["policy"])
+        row = out.setdefault(condition, {}).setdefault(target.model, [0, 0, 0, 0])
+        row[0] += int(verdict.get("attempts", 1))
+        for i, n in enumerate(verdict["api_tokens"], start=1):
+            row[i] += int(n)
+    return out
 
 
 def _takes_prefill(engine) -> bool:

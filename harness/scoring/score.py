@@ -80,6 +80,21 @@ def score_records(
     (`harness.scoring.judge`) that judge checks ask; None is an error only if there are any.
     """
     config = config or ScoringConfig()
+    jobs = record_jobs(records, suite, tokenizer, config)
+    rows = score_checks(WindowRow, jobs, judges, memo, as_dicts)
+    rows.sort(key=row_key("run_id", "model", "item", "policy", "seed", "sample", "window", "turn"))
+    return rows
+
+
+def record_jobs(
+    records: Iterable[GenerationRecord],
+    suite: TaskSuite | Sequence[TaskSuite],
+    tokenizer,
+    config: ScoringConfig,
+) -> list[tuple[Check, dict, str]]:
+    """(check, the row's other columns, text) of every window-scope check on every window and
+    every whole-reply check on every reply of these records: what `score_records` scores (and
+    what a run's judge calls were asked, for their cost per condition)."""
     index = item_index(suite)
     jobs: list[tuple[Check, dict, str]] = []
     for record in records:
@@ -97,9 +112,7 @@ def score_records(
             # a whole-reply rule judges each reply: the conversation's, as in turns.csv
             replies = _replies(record, task, tokenizer, finishes) if replies is None else replies
             jobs += [(check, where, text) for where, text in replies]
-    rows = score_checks(WindowRow, jobs, judges, memo, as_dicts)
-    rows.sort(key=row_key("run_id", "model", "item", "policy", "seed", "sample", "window", "turn"))
-    return rows
+    return jobs
 
 
 def _replies(

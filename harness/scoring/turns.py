@@ -33,7 +33,20 @@ def score_turns(
 ) -> list[TurnRow]:
     """turns.csv rows of every conversation record (single replies give none); each check
     scores all its replies in one batch (`score_checks`, `memo` and `as_dicts` as there)."""
-    config = config or ScoringConfig()
+    jobs = turn_jobs(records, suites, tokenizer, config or ScoringConfig())
+    rows = score_checks(TurnRow, jobs, judges, memo, as_dicts)
+    rows.sort(key=row_key("model", "item", "policy", "history", "sample", "turn"))
+    return rows
+
+
+def turn_jobs(
+    records: Iterable[GenerationRecord],
+    suites: TaskSuite | Sequence[TaskSuite],
+    tokenizer,
+    config: ScoringConfig,
+) -> list[tuple]:
+    """(check, the row's other columns, reply text) of every check on every reply of the
+    conversation records: what `score_turns` scores."""
     index = item_index(suites)
     jobs = []
     for record in records:
@@ -64,6 +77,4 @@ def score_turns(
                 "finish_reason": finishes.get(turn, ""),
             }
             jobs += [(check, base, text) for check in checks]
-    rows = score_checks(TurnRow, jobs, judges, memo, as_dicts)
-    rows.sort(key=row_key("model", "item", "policy", "history", "sample", "turn"))
-    return rows
+    return jobs

@@ -210,6 +210,16 @@ def output_frames(
         raise TypeError(f"{row.file}: held as {type(value).__name__}, not a frame or a path")
 
 
+def with_t_unit(value: Output, row: type[ResultRow] | None, unit: str) -> Output:
+    """A result frame whose file has a `t_unit` column, with the run's unit in every row (a
+    frame is built with the column's default, `tokens`, wherever it is built)."""
+    import pandas as pd
+
+    if isinstance(value, pd.DataFrame) and row is not None and "t_unit" in row.model_fields:
+        return value.assign(t_unit=unit)
+    return value
+
+
 def write_output(path: Path, value: Output, row: type[ResultRow] | None = None) -> None:
     """The one writer of every run file, chosen by the value's type; always atomic. A frame
     goes through `row` (the writing stage's declaration), else the run's model of its name."""

@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from harness.config import ChatOptions, RunConfig, TaskSuite
 from harness.engines.pool import EnginePool
-from harness.engines.units import PositionUnits
+from harness.engines.units import PositionUnits, t_unit_name
 from harness.models import ResolvedModel
 from harness.plan import RunPlan
 from harness.probe_plan import ProbePlan
 from harness.probes.backend import Backend, backend_dtype, open_backend
 from harness.records import GenerationRecord
 from harness.results import ResultRow
+from harness.results.base import MODEL_TOKENS
 from harness.run_units import GENERATE, Unit, generation_units
 from harness.selection import Selected
 from harness.sequential import SampleBatch, fixed_batches
@@ -254,6 +255,16 @@ class StageContext(Generic[PlanT]):
     @property
     def probe_backends(self: StageContext[RunPlan]) -> dict[str, str]:
         return self.plan.probe_backends
+
+    @property
+    def t_unit(self) -> str:
+        """The unit of every position t the files hold (`t_unit_name`): a run's from its
+        engine and chat options; `harness score` and `harness probe` count model tokens."""
+        if not isinstance(self.plan, RunPlan):
+            return MODEL_TOKENS
+        gen = self.plan.config.generation
+        chat = gen.chat or ChatOptions()
+        return t_unit_name(gen.engine, chat.positions, chat.tokenizer)
 
     @property
     def probe_models(self: StageContext[RunPlan]) -> list[ResolvedModel]:

@@ -61,6 +61,7 @@ def generate_stage(
     batches: list[SampleBatch] | None = None,
     hosted: dict[str, Any] | None = None,
     units: list[Unit] | None = None,
+    budget: Any = None,  # the run's chat Budget for this model (EnginePool.budget)
 ) -> list[GenerationRecord]:
     """Records of every (policy, item, sample) for one model, from cache or freshly made.
     With `engines`, the engine comes from (and stays open in) that pool for a later stage;
@@ -68,7 +69,8 @@ def generate_stage(
     (default: the config's fixed count); each batch's (model, policy) is a unit of its own.
     `hosted`: where a chat engine's usage and the served model's identity go, by model.
     `units`: the plan's generation units of this model (`harness.run_units`); without, they
-    are built here from `batches`."""
+    are built here from `batches`. `budget`: the run's spending guard for this model (engine
+    chat; default: one of its own)."""
     gen = config.generation
     sampling = sampling_settings(config)
     if units is None:
@@ -80,7 +82,7 @@ def generate_stage(
         else:
             options = engine_options(gen, model.name, request_cache(store))
             if gen.engine == "chat":
-                options["budget"] = run_budget(config, model.name)
+                options["budget"] = budget or run_budget(config, model.name)
             engine = make_engine(gen.engine, model.path, **options)
         chat = ChatFormat(engine.tokenizer)
         violates = _violation_hook(config, items)
@@ -237,6 +239,7 @@ class GenerateStage:
                     batches=ctx.batches,
                     hosted=hosted,
                     units=units,
+                    budget=ctx.engines.budget(config, model.name),
                 )
             bar.finish()
             replays = [sel for sel in ctx.items if sel.item.is_replay]

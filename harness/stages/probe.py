@@ -260,9 +260,11 @@ def _ident(model: str, record: GenerationRecord) -> dict[str, Any]:
     }
 
 
-DIVERGENCE_COLUMNS = DivergenceRow.columns()
-NEXTTOKEN_COLUMNS = NextTokenRow.columns()
-TURN_INFLUENCE_COLUMNS = TurnInfluenceRow.columns()
+# the columns of the rows the stage builds: all but the last, t_unit (its default, the model's
+# tokens, is the probe's unit)
+DIVERGENCE_COLUMNS = DivergenceRow.columns()[:-1]
+NEXTTOKEN_COLUMNS = NextTokenRow.columns()[:-1]
+TURN_INFLUENCE_COLUMNS = TurnInfluenceRow.columns()[:-1]
 
 
 class ProbeStage:
@@ -309,8 +311,9 @@ class ProbeStage:
             "nexttoken.csv": result_frame(
                 NextTokenRow, pd.DataFrame(next_rows, columns=NEXTTOKEN_COLUMNS)
             ),
+            # every column but the last, t_unit (its default: the probe counts model tokens)
             "attention.csv": result_frame(
-                AttentionRow, pd.DataFrame(share, columns=AttentionRow.columns())
+                AttentionRow, pd.DataFrame(share, columns=AttentionRow.columns()[:-1])
             ),
         } | self._turn_file(ctx, turn_rows, replies)
 
@@ -325,7 +328,7 @@ class ProbeStage:
         if not any(r.is_conversation for r in ctx.records()):
             return {}
         frame = pd.DataFrame(rows, columns=TURN_INFLUENCE_COLUMNS)
-        shares = pd.DataFrame(replies, columns=AttentionTurnRow.columns())
+        shares = pd.DataFrame(replies, columns=AttentionTurnRow.columns()[:-1])
         return {
             "turn_influence.csv": result_frame(TurnInfluenceRow, frame),
             "attention_turns.csv": result_frame(AttentionTurnRow, shares),

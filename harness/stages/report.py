@@ -14,6 +14,9 @@ from harness.models import ResolvedModel
 from harness.probes.backend import backend_dtype
 from harness.records import GenerationRecord
 from harness.report import render_report
+from harness.scoring.judge import JudgeDefaults, JudgeRunner, judge_checks_of, judge_spend
+from harness.scoring.score import record_jobs
+from harness.scoring.turns import turn_jobs
 from harness.stages.base import (
     FILES_OF_A_RUN,
     Hosted,
@@ -89,15 +92,20 @@ class ManifestStage:
         manifest["t_unit"] = {m.name: t_unit(config, m) for m in ctx.models}
         if hosted:  # engine chat: requests, tokens, failures and the served model's identity
             manifest["hosted"] = hosted
-            manifest["hosted_conditions"] = condition_costs(config, ctx.records())
+            manifest["hosted_conditions"] = condition_costs(config, ctx.records(), judge_costs(ctx))
         if looks:  # the samples each condition took and why it stopped
             manifest["sequential"] = looks
         return {"manifest.json": manifest}
 
 
-def condition_costs(config: RunConfig, records: list[GenerationRecord]) -> list[dict[str, Any]]:
+def condition_costs(
+    config: RunConfig, records: list[GenerationRecord], judges: dict[Any, Any] | None = None
+) -> list[dict[str, Any]]:
     """Per (model, item, policy): the endpoint's input, cached-input and output tokens of its
-    samples (engine chat records) and their cost at the config's prices (None: unpriced)."""
+    samples (engine chat records), the hosted judges' requests and tokens for its texts
+    (`judges`: `harness.scoring.judge.judge_spend`), and the cost of both at the config's
+    prices (`cost_usd`: the total, None where a model is unpriced; `judge_cost_usd`)."""
+    judges = judges or {}
     sums: dict[tuple[Any, ...], list[int]] = {}
     for r in records:
         if r.tokens.api_input is None:
@@ -107,16 +115,48 @@ def condition_costs(config: RunConfig, records: list[GenerationRecord]) -> list[
         row[1] += r.tokens.api_input
         row[2] += r.tokens.api_cached_input or 0
         row[3] += r.tokens.api_output or 0
+    for condition in judges:  # a condition only its hosted judge was paid for
+        sums.setdefault(condition, [0, 0, 0, 0])
+    pricing = config.pricing or {}
     out = []
     for (model, item, policy), (n, tokens_in, cached, tokens_out) in sums.items():
-        price = (config.pricing or {}).get(model)
-        cost = None if price is None else round(cost_usd(price, tokens_in, cached, tokens_out), 6)
+        price = pricing.get(model)
+        cost = None if price is None else cost_usd(price, tokens_in, cached, tokens_out)
+        spend = judges.get((model, item, policy), {})
+        asked = [sum(row[i] for row in spend.values()) for i in range(4)]
+        judge_cost: float | None = 0.0
+        for judge, (_, j_in, j_cached, j_out) in spend.items():
+            price = pricing.get(judge)
+            judge_cost = None if price is None or judge_cost is None else (
+                judge_cost + cost_usd(price, j_in, j_cached, j_out))  # fmt: skip
+        total = None if cost is None or judge_cost is None else cost + judge_cost
         out.append({
             "model": model, "item": item, "policy": policy, "samples": n,
             "input_tokens": tokens_in, "cached_input_tokens": cached,
-            "output_tokens": tokens_out, "cost_usd": cost,
+            "output_tokens": tokens_out, "judge_requests": asked[0],
+            "judge_input_tokens": asked[1], "judge_cached_input_tokens": asked[2],
+            "judge_output_tokens": asked[3],
+            "judge_cost_usd": None if judge_cost is None else round(judge_cost, 6),
+            "cost_usd": None if total is None else round(total, 6),
         })  # fmt: skip
     return out
+
+
+def judge_costs(ctx: RunContext) -> dict[Any, Any]:
+    """What the run's hosted judges billed per condition (`judge_spend`), re-reading the texts
+    scoring judged from the records, so a resumed run counts verdicts cached before; empty
+    when no judge check asks a chat endpoint."""
+    config = ctx.config
+    runner = JudgeRunner(ctx.cache, JudgeDefaults(config.models[0], config.generation))
+    checks = judge_checks_of(sel.item for sel in ctx.items)
+    if not any(runner.target(check.judge).engine == "chat" for _, check in checks):
+        return {}
+    jobs: list[Any] = []
+    for model in ctx.models:
+        records, tokenizer = ctx.records_of(model.name), ctx.tokenizer(model)
+        jobs += record_jobs(records, ctx.suites, tokenizer, config.scoring)
+        jobs += turn_jobs(records, ctx.suites, tokenizer, config.scoring)
+    return judge_spend(runner, jobs)
 
 
 def t_unit(config: RunConfig, model: ResolvedModel) -> str:

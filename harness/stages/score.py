@@ -8,6 +8,7 @@ default judge (the run's first model) is not written in the item.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -135,7 +136,9 @@ class ScoreStage:
         rows: list[dict[str, Any]] = []
         turns: list[dict[str, Any]] = []
         defaults = JudgeDefaults(ctx.config.models[0], ctx.config.generation)
-        with JudgeRunner(ctx.cache, defaults) as judges:
+        budget_of = functools.partial(ctx.engines.budget, ctx.config)
+        cache = ctx.cache.cache / "requests"  # the run's request cache (stages/generate.py)
+        with JudgeRunner(ctx.cache, defaults, budget_of=budget_of, request_cache=cache) as judges:
             for model in ctx.models:
                 records = ctx.records_of(model.name)
                 tokenizer = ctx.tokenizer(model)

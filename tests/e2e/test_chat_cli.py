@@ -71,9 +71,12 @@ def test_harness_run_on_a_chat_endpoint_resumes_without_sending_again(stand_in, 
     assert set(turns["item"]) == {"fr-travel", "fr-museum"} and turns["turn"].max() == 3
     windows = pd.read_csv(out / "windows.csv")
     assert set(windows["item"]) == {"fr-story", "fr-travel", "fr-museum"}
+    # every file with positions says their unit: the endpoint's tokens, chars for our text
+    for name in ("windows.csv", "turns.csv", "adherence_curve.csv", "summary.csv", "rules.csv"):
+        assert set(pd.read_csv(out / name)["t_unit"]) == {"logprobs+chars"}, name
     manifest = json.loads((out / "manifest.json").read_text())
     hosted = manifest["hosted"]["stand-in"]
-    # generation's requests (the judge's are cached as verdicts: cache/judge)
+    # generation's requests (the judge's and the simulated user's engines count their own)
     assert 0 < hosted["requests"] < sent and hosted["fingerprints"] == ["fp_standin"]
     assert hosted["positions"] == "logprobs"
     assert manifest["t_unit"]["stand-in"].startswith("logprobs (the endpoint's tokens")
@@ -82,8 +85,16 @@ def test_harness_run_on_a_chat_endpoint_resumes_without_sending_again(stand_in, 
     conditions = manifest["hosted_conditions"]
     assert {c["policy"] for c in conditions} >= {"none", "periodic-8-user"}
     assert 0 < sum(c["output_tokens"] for c in conditions) < hosted["output_tokens"]
+    # the judge check (fr-story's) through the same endpoint: its requests and tokens are the
+    # condition's too, and every request sent, the judge's included, is in the request cache
+    judged = [c for c in conditions if c["judge_requests"]]
+    assert {c["item"] for c in judged} == {"fr-story"}
+    assert 0 < sum(c["judge_requests"] for c in judged) <= sent - hosted["requests"]
+    assert all(c["judge_output_tokens"] > 0 for c in judged)
+    assert len(list((out / "cache" / "requests").rglob("*.json"))) == sent
     report = (out / "report.html").read_text()
     assert "t is counted in: stand-in: logprobs" in report and "requests sent" in report
+    assert "[logprobs+chars]" in report  # the t axes name the unit
     # resume: everything from the run's caches, nothing sent
     (out / "windows.csv").unlink()
     again = _run(config, out)

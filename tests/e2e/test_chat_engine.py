@@ -126,13 +126,17 @@ def test_faults_kill_and_resume_send_no_request_twice(vllm_server, tmp_path):
         result = subprocess.run(_cmd(config, out), capture_output=True, text=True, env=_env(),
                                 timeout=1800)  # fmt: skip
         assert result.returncode in (0, 1), result.stderr[-3000:]
-        print(f"faults {dict(proxy.faults)}, forwarded {sum(proxy.forwarded.values())} "
-              f"({before} before the kill), distinct {len(proxy.forwarded)}")  # fmt: skip
-        assert set(proxy.faults) == {"429", "500", "drop"}
-        # a request in flight at the kill may be answered and lost (not yet in the cache):
-        # at most `concurrency` of them; every other request reached the server once
         repeats = sum(n - 1 for n in proxy.forwarded.values())
-        assert repeats <= 8
+        print(f"faults {dict(proxy.faults)}, forwarded {sum(proxy.forwarded.values())} "
+              f"({before} before the kill), distinct {len(proxy.forwarded)}, "
+              f"repeats {repeats}")  # fmt: skip
+        assert set(proxy.faults) == {"429", "500", "drop"}
+        # a request in flight at the kill may be answered and lost (not yet in the cache; a
+        # chat completion has no idempotency key): one engine batch is in flight at a time,
+        # so at most the config's `concurrency` of them; every other request reached the
+        # server once
+        concurrency = yaml.safe_load(config.read_text())["generation"]["chat"]["concurrency"]
+        assert repeats <= concurrency
         windows = pd.read_csv(out / "windows.csv")
         assert set(windows["item"]) == {"fr-story", "conv-fr-travel", "fr-museum"}
         lines = (out / "generations.jsonl").read_text().splitlines()

@@ -76,14 +76,15 @@ def test_probe_writes_tables_for_both_models_and_lams(inputs, tmp_path):
         "rel_l2",
         "cos_dist",
         "below_floor",
+        "t_unit",
     ]
     # 2 models x 2 lams x 2 pairs x 3 layers x 120 positions
-    assert len(div) == 2 * 2 * 2 * 3 * 120
+    assert len(div) == 2 * 2 * 2 * 3 * 120 and set(div.t_unit) == {"tokens"}
     assert set(div.model) == {"tiny-random-llama", "untrained:tiny-random-llama"}
     assert (div[div.layer == 0].l2 == 0).all() and (div[div.layer == 4].l2 > 0).all()
     nxt = pd.read_csv(out / "nexttoken.csv")
     assert list(nxt.columns) == [
-        "model", "lam", "pair", "t", "delta_logp", "kl", "kl_low", "kl_high", "backend",
+        "model", "lam", "pair", "t", "delta_logp", "kl", "kl_low", "kl_high", "backend", "t_unit",
     ]  # fmt: skip
     assert len(nxt) == 2 * 2 * 2 * 120 and (nxt.kl >= 0).all()
     assert (nxt.kl_low == nxt.kl).all() and (nxt.kl_high == nxt.kl).all()  # exact on hf
@@ -91,7 +92,7 @@ def test_probe_writes_tables_for_both_models_and_lams(inputs, tmp_path):
     fits = pd.read_csv(out / "fits.csv")
     assert list(fits.columns) == [
         "model", "lam", "pair", "layer", "metric", "alpha", "alpha_low", "alpha_high", "n",
-        "method", "r2", "t_min", "t_max", "reason",
+        "method", "r2", "t_min", "t_max", "reason", "t_unit",
     ]  # fmt: skip
     assert set(fits.pair) == {"chat", "raw", "all"}
     good = fits[(fits.layer == 4) & (fits.metric == "l2")]
@@ -107,7 +108,7 @@ def test_probe_writes_tables_for_both_models_and_lams(inputs, tmp_path):
     att = pd.read_csv(out / "attention.csv")  # layers 2 and 4 of the kept 0, 2, 4
     assert list(att.columns) == [
         "model", "lam", "pair", "layer", "t", "prompt_len", "share_prompt_mean",
-        "share_prompt_max_head", "share_sink_mean", "share_sink_max_head", "uniform",
+        "share_prompt_max_head", "share_sink_mean", "share_sink_max_head", "uniform", "t_unit",
     ]  # fmt: skip
     assert len(att) == 2 * 2 * 2 * 2 * 120 and set(att.layer) == {2, 4}
     trained = att[(att.model == "tiny-random-llama") & (att.t == 120)]

@@ -235,4 +235,5 @@ def test_probe_tables_and_fits_stages_write_their_declared_files(tmp_path):
         assert list(frame.columns)[:2] == ["model", "lam"], name
     assert len(pd.read_csv(tmp_path / "attention.csv")) == 0  # no shares in these curves
     line = (tmp_path / "divergence.csv").read_text().splitlines()[-1]
-    assert line.split(",")[-2:] == [f"{_fake(False, 1.0).cos_dist[1, -1]:.9g}", "False"]
+    cos_dist = f"{_fake(False, 1.0).cos_dist[1, -1]:.9g}"
+    assert line.split(",")[-3:] == [cos_dist, "False", "tokens"]  # the probe counts model tokens

@@ -153,6 +153,6 @@ def test_write_relay_csv(tmp_path):
     assert len(lines) == 1 + 2 * n
     assert 100 < n <= 201  # 200 geometric positions, fewer after rounding, plus T/10
     assert 100 in csv_positions(1000)
-    layer, t, delta, _, _ = lines[1 + 5].split(",")
-    assert (layer, float(delta)) == ("1", 16 / (16 + int(t)))
+    layer, t, delta, _, _, unit = lines[1 + 5].split(",")
+    assert (layer, float(delta), unit) == ("1", 16 / (16 + int(t)), "tokens")
     assert [p.name for p in tmp_path.iterdir()] == ["relay.csv"]  # no temp file left

@@ -82,7 +82,8 @@ def test_result_frame_orders_the_declared_columns_and_checks_every_cell():
     row |= {"a": 0.5, "a_low": 0.25, "a_high": 0.75, "n": 4, "method": "clopper-pearson"}
     frame = result_frame(AdherenceCurveRow, [dict(reversed(list(row.items())))])
     assert list(frame.columns) == AdherenceCurveRow.columns()
-    assert frame.iloc[0].to_dict() == row
+    # a column declared with a default (t_unit: tokens) is filled where a row lacks it
+    assert frame.iloc[0].to_dict() == {**row, "t_unit": "tokens"}
     assert list(result_frame(AdherenceCurveRow).columns) == AdherenceCurveRow.columns()
     with pytest.raises(ValueError, match=r"adherence_curve.csv: column n: 'four' is not a int"):
         result_frame(AdherenceCurveRow, [{**row, "n": "four"}])
@@ -103,7 +104,7 @@ def test_result_frame_orders_the_declared_columns_and_checks_every_cell():
 def test_summary_places_its_per_layer_columns_after_alpha_mean_and_refuses_others():
     row = dict.fromkeys(SummaryRow.columns(), math.nan) | {"model": "m", "item": "x"}
     row |= {"policy": "none", "half_life_censored": True, "tokens_generated": 8}
-    row |= {"tokens_injected": 0, "tokens_restated": 0}
+    row |= {"tokens_injected": 0, "tokens_restated": 0, "t_unit": "tokens"}
     frame = result_frame(SummaryRow, [{**row, "alpha_L3": 0.5, "alpha_L3_low": 0.4}])
     at = SummaryRow.columns().index(SummaryRow.extra_after) + 1
     assert SummaryRow.extra_after == "alpha_mean_method"  # alpha_mean, its interval and units
@@ -200,13 +201,15 @@ def test_the_shared_measurement_fields_keep_each_files_column_order():
 
     for name, columns in PROBE_COLUMNS.items():
         row = getattr(probing, name, None) or getattr(probe_cli, name)
-        assert row.columns() == columns.split(), name
+        # every file with positions ends with the unit they are in
+        assert row.columns() == [*columns.split(), "t_unit"], name
     # one declaration: both commands' nexttoken.csv document kl alike
     assert probing.NextTokenRow.column_doc("kl") == probe_cli.ProbeNextTokenRow.column_doc("kl")
     frame = result_frame(probe_cli.ProbeNextTokenRow, [
         {"backend": "hf", "kl_high": 0.2, "kl_low": 0.1, "kl": 0.1, "delta_logp": -1.0, "t": 1,
          "pair": "p", "model": "m", "lam": 0.5}])  # fmt: skip
-    assert list(frame.columns) == ["model", "lam", *PROBE_COLUMNS["ProbeNextTokenRow"].split()[1:]]
+    columns = PROBE_COLUMNS["ProbeNextTokenRow"].split()[1:]
+    assert list(frame.columns) == ["model", "lam", *columns, "t_unit"]
 
 
 def test_a_field_group_without_a_place_fails_when_the_model_is_defined():

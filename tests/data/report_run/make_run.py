@@ -183,7 +183,7 @@ def _divergence() -> pd.DataFrame:
                             (model, item, policy, 0, pair, layer, int(tt), 1, "assistant")
                             + (30 * r, r, r * r / 2, False)
                         )
-    cols = DivergenceRow.columns()
+    cols = DivergenceRow.columns()[:-1]  # t_unit: the default, tokens
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -224,7 +224,7 @@ def _attention() -> pd.DataFrame:
                             (model, item, policy, 0, pair, layer, int(tt), 1, "assistant",
                              PROMPT_LEN, share[i], 2 * share[i], sink, 1.3 * sink, uniform[i])
                         )  # fmt: skip
-    return pd.DataFrame(rows, columns=AttentionRow.columns())
+    return pd.DataFrame(rows, columns=AttentionRow.columns()[:-1])
 
 
 def build_run(out: Path) -> Path:
@@ -290,7 +290,7 @@ def build_run(out: Path) -> Path:
          16, 256, "")
         for m, betas in ((MODEL, SHARE_TRAINED), (TWIN, SHARE_TWIN)) for layer, b in betas.items()
     ]  # fmt: skip
-    _write(out, FitRow, pd.DataFrame(fits, columns=FitRow.columns()))
+    _write(out, FitRow, pd.DataFrame(fits, columns=FitRow.columns()[:-1]))
     _write(out, CorrelationRow, pd.DataFrame([{
         "x": "alpha_mean", "y": "auc", "n": 6, "spearman": -0.71, "spearman_low": -0.95,
         "spearman_high": 0.1, "spearman_method": "fisher-z (bonett-wright)", "pearson": -0.68,
