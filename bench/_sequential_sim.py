@@ -1,7 +1,7 @@
 """bench/sequential.py's default: the rules over many simulated runs (its docstring says what
 each rule is). One run: every condition's 0/1 sample path drawn once (seeded by run and
 condition), read by every rule, so the rules compare on the same samples. The shipped rule is
-read through the runner's own code: the looks of harness.sampling.schedule, the passes counted
+read through the runner's own code: the looks of harness.config.sampling.schedule, the passes counted
 by harness.stats.group_sequential.binary_count as the analyse stage counts them, the verdict of
 harness.analysis.gate_sequential.sequential_check as the gates stage makes it."""
 
@@ -15,8 +15,8 @@ from _sequential_cost import cost_lines, per_sample_budget
 from sequential import BOUND, GOAL_RATIO, LEVEL, RATES, SHIPPED, fixed_n, fixed_powers
 
 from harness.analysis.gate_sequential import sequential_check
-from harness.gate_specs import GateSpec
-from harness.sampling import SampleRange, schedule
+from harness.config.gate_specs import GateSpec
+from harness.config.sampling import SampleRange, schedule
 from harness.stats.group_sequential import GroupSequential, binary_count, gate_design
 from harness.stats.sided import one_sided_bounds
 
@@ -147,7 +147,7 @@ def simulate_main(runs: int, seed: int, power: float, tokens: int = 64) -> int:
     report("doubling", sims["doubling"], 10 * n)
     at = test.outcome(BOUND)
     print(
-        f"\nshipped rule (samples: {SHIPPED}: looks {list(looks)}, harness.sampling.schedule; "
+        f"\nshipped rule (samples: {SHIPPED}: looks {list(looks)}, harness.config.sampling.schedule; "
         f"group-sequential, harness.analysis.gate_sequential); nominal alpha pass "
         f"{test.alpha_pass:.4f}, fail {test.alpha_fail:.4f}; exact error at p = {BOUND}: "
         f"pass {at.passes:.4f} (the sup over p < {BOUND}), fail {at.fails:.4f}:"

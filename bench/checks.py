@@ -135,7 +135,7 @@ def detector_child(kind: str) -> None:
     import psutil
 
     from harness.checks.text import letters, strip_code
-    from harness.config import DEFAULT_CANDIDATE_LANGUAGES
+    from harness.config.run import DEFAULT_CANDIDATE_LANGUAGES
     from harness.scoring.validation import load_shipped
 
     rows = [row for row in load_shipped("language-test") if not row.stratum]

@@ -72,7 +72,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="2 records of 256 tokens")
     args = parser.parse_args()
-    from harness.config import ForksConfig
+    from harness.config.run import ForksConfig
     from harness.engines.vllm_engine import VllmEngine
     from harness.models import resolve_model
 

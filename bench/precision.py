@@ -60,7 +60,7 @@ EXTRA_PAIRS = [
 def pair_ids(path: Path, tokens: int, index: int = 0) -> tuple[list[int], list[int], list[int]]:
     from transformers import AutoTokenizer
 
-    from harness.chat import ChatFormat
+    from harness.text.chat import ChatFormat
 
     tokenizer = AutoTokenizer.from_pretrained(path)
     chat = ChatFormat(tokenizer)

@@ -253,8 +253,8 @@ def sequential_truth_differs() -> None:
     look by which the test decides with probability >= 1/2 at the true rate, the observed one
     plus each offset (0: the arithmetic alone). Printed, not gated."""
     from harness.analysis.gate_sequential import sequential_check
-    from harness.gate_specs import GateSpec
-    from harness.sampling import SampleRange, schedule
+    from harness.config.gate_specs import GateSpec
+    from harness.config.sampling import SampleRange, schedule
     from harness.stats.group_sequential import gate_design
 
     looks = tuple(schedule(SampleRange(**SEQUENTIAL)))

@@ -52,8 +52,8 @@ def windows_bench() -> None:
 
     # scoring runs no model: the limit is printed for the record of the machine it ran on
     print(measure_limit(resolve_model("smollm2-135m-instruct").path).describe())
-    from harness.config import ScoringConfig, TaskSuite
-    from harness.records import GenerationRecord
+    from harness.config.run import ScoringConfig, TaskSuite
+    from harness.text.records import GenerationRecord
     from harness.scoring import score_records
     from harness.scoring.io import load_tokenizer
 
@@ -131,9 +131,9 @@ def write_log(path: Path, conversations: int, turns: int = 5, seed: int = 0) -> 
 
 def logs_child(log: Path, out: Path) -> None:
     """Score the log as `harness score` does; print the figures (this process's own peak)."""
-    from harness.config import ScoringConfig, TaskSuite
+    from harness.config.run import ScoringConfig, TaskSuite
     from harness.pipeline import run_score
-    from harness.plan import plan_score
+    from harness.units.plan import plan_score
     from harness.stages.logs import LogDigests
 
     suite = TaskSuite.model_validate(SUITE)

@@ -13,7 +13,7 @@ Default: --runs simulated runs (seeded 0/1 sample paths, the same paths for ever
   conditions' powers; `fixed_n`). The smallest n with each condition's own power >= 0.9 (77)
   sits on the sawtooth of the discrete test (78 gives 0.874) and gets all ten right with 0.867;
 - shipped: what `samples: {min: 4, max: 157}` runs (SHIPPED), read through the runner's own
-  functions: the looks of harness.sampling.schedule (x1.3 from 4: 4, 5, 7, ..., 121, 157), the
+  functions: the looks of harness.config.sampling.schedule (x1.3 from 4: 4, 5, 7, ..., 121, 157), the
   passes counted as the analyse stage counts them, each look's verdict the gates stage's
   group-sequential test (harness.analysis.gate_sequential), its nominal levels calibrated
   exactly so each side errs <= 0.05 at every rate; exact figures beside;
@@ -144,8 +144,8 @@ def oracle_n(config_path: Path, out: Path, target: dict[str, str]) -> int | None
 
     from harness.analysis.gates import evaluate_gates
     from harness.analysis.summary import summarise_conditions, token_frame
-    from harness.config_files import load_run_config
-    from harness.records import GenerationRecord
+    from harness.config.files import load_run_config
+    from harness.text.records import GenerationRecord
 
     config = load_run_config(config_path)
     windows = pd.read_csv(out / "windows.csv", dtype={"item": str})

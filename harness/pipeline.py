@@ -14,10 +14,10 @@ from typing import Any
 
 from harness.analysis.gate_rows import undecided_conditions
 from harness.errors import notice
-from harness.plan import RunPlan, ScorePlan, plan_run
-from harness.probe_plan import ProbePlan
+from harness.units.plan import RunPlan, ScorePlan, plan_run
+from harness.units.probe_plan import ProbePlan
 from harness.results import RESULT_FILES, GateRow
-from harness.sequential import SamplePlan, gated_conditions
+from harness.units.sequential import SamplePlan, gated_conditions
 from harness.stages.analyse import AnalyseStage
 from harness.stages.base import (
     Records,
@@ -122,7 +122,7 @@ def run_plan(plan: RunPlan, fresh: bool = False, show_progress: bool = True) -> 
 
 
 def run_sequential(ctx: RunContext, show_progress: bool = True) -> None:
-    """Sample until decided (harness.sequential): LOOP over every batch so far, each look
+    """Sample until decided (harness.units.sequential): LOOP over every batch so far, each look
     adding a batch to the gated conditions still undecided; then every stage once over the
     final records. Units are cached, so each look generates and scores only the new batch, and
     a killed run replays its looks from the cache."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.gate_specs import GATE_METRICS
+from harness.config.gate_specs import GATE_METRICS
 from harness.results import CONDITION, cells_are
 from harness.stats.text import bracket
 

@@ -1,7 +1,7 @@
 """A sequential run's `auc` and `final` gates: the group-sequential test at the run's looks.
 
 A sequential run (`samples: {min, max}`, `harness run --until-decided`) looks at its gates at
-the sample counts of `harness.sampling.schedule`. A one-sided interval gate on `auc` or
+the sample counts of `harness.config.sampling.schedule`. A one-sided interval gate on `auc` or
 `final` of summary.csv is decided there by `harness.stats.group_sequential`: the passing
 samples counted at this look (`<metric>_passes`: 0/1 values as themselves, fractional ones by
 a seeded coin) against the design's boundaries for the gate's bound, its error on each side at
@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from harness.gate_specs import GateSpec
+from harness.config.gate_specs import GateSpec
 from harness.stats.group_sequential import GroupSequential, gate_design
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.gate_specs import TURN_METRICS, GateSpec
+from harness.config.gate_specs import TURN_METRICS, GateSpec
 from harness.results import CONDITION
 
-# The files a gate reads besides summary.csv (harness.gate_specs: rule gates, turn metrics)
+# The files a gate reads besides summary.csv (harness.config.gate_specs: rule gates, turn metrics)
 GATE_TABLES = ("rules.csv", "rule_curves.csv", "turn_adherence.csv", "conversations.csv")
 # a conversation's own replies first (a run's, a log's), never a replay's reference history
 _OWN_HISTORIES = ("generated", "logged")

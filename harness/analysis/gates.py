@@ -1,6 +1,6 @@
 """Gates: pass, fail or undecided on summary.csv's per-condition metrics -> gates.csv, junit.xml.
 
-A gate (`harness.gate_specs.GateSpec`) bounds one metric of one policy and is checked on every
+A gate (`harness.config.gate_specs.GateSpec`) bounds one metric of one policy and is checked on every
 (model, item) it covers: its `model`, else every model of the run, times its `items`, else
 every item of the run. Each check has one of three verdicts:
 
@@ -40,7 +40,7 @@ from harness.analysis.gate_sources import GATE_TABLES as GATE_TABLES
 from harness.analysis.gate_sources import gate_source, source_rows
 from harness.analysis.gate_sources import read_gate_tables as read_gate_tables
 from harness.errors import UserError
-from harness.gate_specs import (
+from harness.config.gate_specs import (
     GATE_METRICS,
     Family,
     GateSpec,
@@ -221,7 +221,7 @@ def samples_needed(
 
 def _test_level(gate: GateSpec, use: str, level: float, checked: float) -> float:
     """The level each bound of the check is tested at (gates.csv's `level`): the one-sided
-    bounds' own (`checked`, harness.gate_specs.gate_level), one side of a two-sided interval at
+    bounds' own (`checked`, harness.config.gate_specs.gate_level), one side of a two-sided interval at
     `level` (its error is half of 1 - level), none for a point comparison."""
     if use != "interval":
         return math.nan
@@ -314,7 +314,7 @@ def evaluate_gates(
 ) -> pd.DataFrame:
     """gates.csv: one row per gate x model x item (gate order, then models, then items as the
     run lists them). `items`/`models`: the run's, for gates that name none; `units`: gate
-    index -> the items it judges (`harness.gate_specs.gate_units`: where its policy runs, its
+    index -> the items it judges (`harness.config.gate_specs.gate_units`: where its policy runs, its
     rule is checked, a turn metric has turns), else its `items`, else the run's; `level` and
     `family`: stats.level and stats.family, which fix the level each bound is tested at (the
     one-sided bounds in summary.csv and rules.csv were made at it; samples_needed projects at

@@ -209,7 +209,7 @@ def summarise_conditions(
 ) -> pd.DataFrame:
     """summary.csv: one row per condition seen in any input, columns `summary_columns(layers)`.
     horizon: the fixed t-range [1, T] of the per-sample values (the run's max_tokens).
-    anytime: intervals valid at every look of a sequential run (harness.sequential).
+    anytime: intervals valid at every look of a sequential run (harness.units.sequential).
     rates: the checks' measured error by check id, for the corrected AUC.
     gate_level: the level of the one-sided bounds the gates read (None: level).
 

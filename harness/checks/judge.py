@@ -133,7 +133,7 @@ class JudgeSpec(BaseModel):
     model: NonEmptyText | None = None
     engine: Literal["vllm", "hf", "openai"] | None = None
     # openai: the judge's endpoint, merged over the run's generation endpoint by the one rule
-    # (`harness.endpoint.Endpoint.over`): unset = the run's base URL (else $OPENAI_BASE_URL)
+    # (`harness.config.endpoint.Endpoint.over`): unset = the run's base URL (else $OPENAI_BASE_URL)
     # and key variable; the run's served model only for the run's first model on the run's
     # server, else the server's only model
     base_url: NonEmptyText | None = None

@@ -31,7 +31,7 @@ def checks_command(
     ),
 ) -> None:
     """Score labelled replies and print each check's sensitivity, specificity and abstentions."""
-    from harness.config import ScoringConfig  # lazy: CLI start-up
+    from harness.config.run import ScoringConfig  # lazy: CLI start-up
     from harness.scoring.validation import read_labelled, score_labelled  # lazy: CLI start-up
     from harness.scoring.validation_table import table_lines  # lazy: CLI start-up
 

@@ -16,8 +16,8 @@ import typer
 
 from harness.errors import VERDICT_NOT_PASSED, UserError
 
-if TYPE_CHECKING:  # annotations only: harness.config (pydantic) stays out of CLI start-up
-    from harness.config import RunConfig
+if TYPE_CHECKING:  # annotations only: harness.config.run (pydantic) stays out of CLI start-up
+    from harness.config.run import RunConfig
 
 
 def gate_command(
@@ -33,10 +33,10 @@ def gate_command(
     ),
 ) -> None:
     """Check CONFIG's gates against DIR/summary.csv; exit 1 when one fails or is undecided."""
-    from harness.config_files import load_run_config_and_suites  # lazy: CLI start-up
-    from harness.plan import until_decided as sampling_until_decided  # lazy: CLI start-up
+    from harness.config.files import load_run_config_and_suites  # lazy: CLI start-up
+    from harness.units.plan import until_decided as sampling_until_decided  # lazy: CLI start-up
     from harness.report.terminal import gates_failed, print_gates  # lazy: CLI start-up
-    from harness.selection import select_items  # lazy: CLI start-up
+    from harness.units.selection import select_items  # lazy: CLI start-up
     from harness.stages.base import write_output  # lazy: CLI start-up
     from harness.stages.gates import gate_outputs  # lazy: CLI start-up
 

@@ -102,7 +102,7 @@ def probe_command(
     ),
 ) -> None:
     """Hidden-state divergence between two prompts that share one continuation, per layer."""
-    from harness.probe_plan import ProbeFlags  # lazy: CLI start-up
+    from harness.units.probe_plan import ProbeFlags  # lazy: CLI start-up
 
     flags = ProbeFlags(
         model=model, prompt_a=prompt_a, prompt_b=prompt_b, system_a=system_a,
@@ -122,7 +122,7 @@ def _run(flags, out: Path | None, fresh: bool = False) -> None:
     from rich.console import Console
 
     from harness.pipeline import run_probe  # lazy: CLI start-up
-    from harness.probe_plan import plan_probe, probe_request  # lazy: CLI start-up
+    from harness.units.probe_plan import plan_probe, probe_request  # lazy: CLI start-up
     from harness.results import ProbeFitRow  # lazy: CLI start-up
 
     err = Console(stderr=True)

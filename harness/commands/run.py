@@ -47,7 +47,7 @@ def run_command(
     one of the config's gate checks failed or is undecided (see gates.csv and junit.xml in the
     run folder)."""
     if dry_run:
-        from harness.plan import plan_run  # lazy: CLI start-up
+        from harness.units.plan import plan_run  # lazy: CLI start-up
 
         plan = plan_run(config, out, until_decided, max_samples)
         if as_json:

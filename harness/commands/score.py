@@ -60,13 +60,13 @@ def score_command(
 ) -> None:
     """Score transcripts window by window (chat logs turn by turn too); write the CSVs."""
     from harness.analysis.gate_rows import gate_name  # lazy: CLI start-up
-    from harness.chatlogs import is_chat_log  # lazy: CLI start-up
-    from harness.config import ScoringConfig  # lazy: CLI start-up
-    from harness.config_files import load_suite  # lazy: CLI start-up
-    from harness.gate_specs import GateSpec  # lazy: CLI start-up
+    from harness.text.chatlogs import is_chat_log  # lazy: CLI start-up
+    from harness.config.run import ScoringConfig  # lazy: CLI start-up
+    from harness.config.files import load_suite  # lazy: CLI start-up
+    from harness.config.gate_specs import GateSpec  # lazy: CLI start-up
     from harness.interop import FORMATS, detect_format  # lazy: CLI start-up
     from harness.pipeline import run_score  # lazy: CLI start-up
-    from harness.plan import plan_score  # lazy: CLI start-up
+    from harness.units.plan import plan_score  # lazy: CLI start-up
     from harness.scoring.io import score_files  # lazy: CLI start-up
     from harness.stages.gates import score_gates  # lazy: CLI start-up
     from harness.stages.logs import LogDigests  # lazy: CLI start-up
@@ -112,7 +112,7 @@ def score_command(
 def load_gates(path: Path | None) -> list:
     """The `gates:` of a YAML file (a run config, or a file of gates alone); [] without one."""
     from harness.errors import UserError  # lazy: CLI start-up
-    from harness.gate_specs import GateSpec  # lazy: CLI start-up
+    from harness.config.gate_specs import GateSpec  # lazy: CLI start-up
     from harness.userfiles import read_user_text  # lazy: CLI start-up
 
     if path is None:
@@ -138,7 +138,7 @@ def check_score_gates(gates: list, suites: list, logged: bool) -> None:
     """Every gate judges some unit of what is scored, before anything is: a chat log's
     conversations are policy `logged`; a file of records or texts has its own policies (so
     only the rule and the metric are checked before it is read)."""
-    from harness.gate_specs import gate_problem, gate_unit_problem  # lazy: CLI start-up
+    from harness.config.gate_specs import gate_problem, gate_unit_problem  # lazy: CLI start-up
 
     items = {i.id: i for s in suites for i in s.items}
     for index, gate in enumerate(gates):

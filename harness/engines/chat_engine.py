@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.atomic import atomic_write_text
-from harness.endpoint import DEFAULT_KEY_ENV, server_url
+from harness.config.endpoint import DEFAULT_KEY_ENV, server_url
 from harness.engines.base import GenerationRequest, GenerationResult, refuse_prompt_bias
 from harness.engines.chat_protocols import PROTOCOLS, Reply
 from harness.engines.pricing import Budget

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, get_args
 
-from harness.config import Precision
+from harness.config.run import Precision
 from harness.errors import UserError
 from harness.models.zoo import safetensors_parameters
 

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from harness.endpoint import DEFAULT_KEY_ENV, api_key, server_url
+from harness.config.endpoint import DEFAULT_KEY_ENV, api_key, server_url
 from harness.engines.base import GenerationRequest, GenerationResult, refuse_prompt_bias
 from harness.errors import UserError
 

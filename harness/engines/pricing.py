@@ -22,7 +22,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from harness.config import BudgetConfig, ModelPrice
+from harness.config.run import BudgetConfig, ModelPrice
 from harness.errors import UserError
 
 MILLION = 1_000_000
@@ -177,7 +177,7 @@ def _policy_rounds(spec, max_tokens: int, continue_on_eos: bool) -> tuple[int, i
 
 def run_maxima(config, units, count=utf8_bytes) -> dict[str, TokenMaxima]:
     """The most input and output tokens each model's requests can take in a run of `config`:
-    `units` = `harness.selection.policy_units(config, items)` (policy spec, the selected items
+    `units` = `harness.units.selection.policy_units(config, items)` (policy spec, the selected items
     it runs on; each with `.item`, a suite's TaskItem), every sample of each. Single replies
     count their reminder rounds and continuations, conversations re-send the whole history
     with every reply, simulated users' requests are included at their max_tokens. `count`

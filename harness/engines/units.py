@@ -15,7 +15,7 @@ back the exact text. Where the pieces come from is the unit, `PositionUnits.labe
 - `hf:<model or folder>`: a local Hugging Face tokenizer (a zoo name or a folder);
 - `chars`: one position per Unicode character.
 
-`PositionUnits` also plays the tokenizer for `harness.chat.ChatFormat`: a "chat template" that
+`PositionUnits` also plays the tokenizer for `harness.text.chat.ChatFormat`: a "chat template" that
 writes each message behind a private-use role mark and closes it with an end mark. Each mark
 is one position (the chat markup between turns), and the chat engine reads the messages back
 from the ids it is sent (`messages_of`): the policies, conversations and judges build their
@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from harness.endpoint import parse_units
+from harness.config.endpoint import parse_units
 from harness.errors import UserError
 from harness.models import resolve_model
 from harness.results.base import MODEL_TOKENS
@@ -140,7 +140,7 @@ class PositionUnits:
         self.eos_token_id = piece_id(END_MARK.encode())
         self._mark_ids = {piece_id(m.encode()): m for m in MARKS}
 
-    # -- the tokenizer surface ChatFormat and harness.tokens use
+    # -- the tokenizer surface ChatFormat and harness.text.tokens use
     def encode(self, text: str) -> list[int]:
         """Marks are one position each; the text between them is cut by the unit."""
         ids: list[int] = []

@@ -1,6 +1,6 @@
 """Other tools' logs read as the conversations `harness score` scores: Inspect AI eval logs
 (`inspect_import`) and OpenTelemetry GenAI spans (`otel`), each converted to the OpenAI chat
-format of a chat-log line and checked by `harness.chatlogs.conversation_from`, so every format
+format of a chat-log line and checked by `harness.text.chatlogs.conversation_from`, so every format
 ends in the one record type (`LoggedConversation`) and the one scoring path."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness.chatlogs import LoggedConversation, read_chat_logs
+from harness.text.chatlogs import LoggedConversation, read_chat_logs
 from harness.errors import UserError
 from harness.interop import inspect_import, otel
 

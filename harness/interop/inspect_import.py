@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.chatlogs import LoggedConversation, conversation_from
+from harness.text.chatlogs import LoggedConversation, conversation_from
 from harness.errors import UserError
 
 

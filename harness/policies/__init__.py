@@ -1,9 +1,9 @@
 """Restatement and re-injection policies that drive an Engine in segments: the running policy
-of a config spec (`harness.policy_specs`, re-exported here) is `policy_run(spec, ...)`."""
+of a config spec (`harness.config.policy_specs`, re-exported here) is `policy_run(spec, ...)`."""
 
 from __future__ import annotations
 
-from harness.chat import ChatFormat
+from harness.text.chat import ChatFormat
 from harness.policies.base import Policy, SampleSpec, SampleState
 from harness.policies.driver import run_policies, run_policy
 from harness.policies.library import (
@@ -15,7 +15,7 @@ from harness.policies.library import (
     ViolationHook,
     policy_run,
 )
-from harness.policy_specs import (
+from harness.config.policy_specs import (
     AdaptivePolicy,
     AttentionBiasPolicy,
     NonePolicy,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from harness.chat import ChatFormat
+from harness.text.chat import ChatFormat
 from harness.engines.base import (
     Engine,
     GenerationRequest,
@@ -18,15 +18,15 @@ from harness.engines.base import (
     SamplingSettings,
 )
 from harness.errors import UserError
-from harness.policy_specs import PolicySpec
-from harness.records import Segment, TokenCounts
+from harness.config.policy_specs import PolicySpec
+from harness.text.records import Segment, TokenCounts
 
 CONTINUE_TEXT = "Continue."
 
 
 @dataclass(frozen=True)
 class SimulatorSpec:
-    """A simulated user (harness.config.UserSimulator): its system prompt, how many turns it
+    """A simulated user (harness.config.run.UserSimulator): its system prompt, how many turns it
     plays, its budget per turn, and `key` naming the engine that plays it ("" = the run's)."""
 
     system: str
@@ -100,7 +100,7 @@ class SampleState:
 
 
 class Policy:
-    """A running policy: its `spec` (`harness.policy_specs`: the settings, validated when the
+    """A running policy: its `spec` (`harness.config.policy_specs`: the settings, validated when the
     config loaded, and the label) with the run's `continue_on_eos` (a `Continue.` turn at EOS
     until the budget is spent). Base: generate to the budget in one round; the policies of
     `harness.policies.library` change the round length, the start of the assistant turn, and

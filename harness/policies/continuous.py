@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness.chat import ChatFormat
+from harness.text.chat import ChatFormat
 from harness.engines.base import Engine, GenerationRequest, GenerationResult, SamplingSettings
 from harness.policies.base import (
     Policy,

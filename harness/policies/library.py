@@ -1,6 +1,6 @@
 """The running policies: none, restate, periodic, adaptive, attention_bias.
 
-Each runs one spec of `harness.policy_specs` (`NoneRun` runs a `NonePolicy`, ...) and reads
+Each runs one spec of `harness.config.policy_specs` (`NoneRun` runs a `NonePolicy`, ...) and reads
 its settings from it: the spec validated them when the config loaded and names the policy
 (`label`), so nothing here checks or labels again. `policy_run(spec, continue_on_eos,
 violates)` builds the one for a spec.
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness.chat import ChatFormat
+from harness.text.chat import ChatFormat
 from harness.engines.base import Engine, PromptBias
 from harness.errors import UserError
 from harness.policies.base import Policy, SampleSpec, SampleState, reminder_ids
 from harness.policies.conversation import reply_text
-from harness.policy_specs import (
+from harness.config.policy_specs import (
     AdaptivePolicy,
     AttentionBiasPolicy,
     NonePolicy,

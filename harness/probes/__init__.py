@@ -14,5 +14,5 @@ The attention bias the probe can apply lives in `harness.engines.attention_bias`
 
 Import the module you need: the package itself imports nothing (its modules import torch, and
 vLLM's worker processes import `vllm_connector` alone). `harness probe`'s plan and stages
-live above (`harness.probe_plan`, `harness.stages.probe_cli`): this package measures.
+live above (`harness.units.probe_plan`, `harness.stages.probe_cli`): this package measures.
 """

@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from harness.chat import ChatFormat
-from harness.config import RunConfig
-from harness.endpoint import DEFAULT_KEY_ENV, api_key, endpoint_of, server_url
+from harness.text.chat import ChatFormat
+from harness.config.run import RunConfig
+from harness.config.endpoint import DEFAULT_KEY_ENV, api_key, endpoint_of, server_url
 from harness.engines.openai_engine import CompletionsApi
 from harness.errors import UserError
 from harness.probes.topk import parse_entry, topk_gaps

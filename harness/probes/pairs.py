@@ -2,7 +2,7 @@
 
 Prompts: raw text (tokenised exactly as given, no special tokens added) or a chat (system A vs
 system B with one user message), rendered by the generation path's own renderer
-(`harness.chat.ChatFormat`), so a chat prompt here is token for token the prompt a generation
+(`harness.text.chat.ChatFormat`), so a chat prompt here is token for token the prompt a generation
 with that system prompt got. Two special system values:
 - `:none`    no system turn at all (even where the template would insert a default one);
 - `:default` no system message given, so a template like SmolLM2's inserts its DEFAULT system
@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from harness.chat import TEMPLATE_DEFAULT, ChatFormat, SystemPrompt
+from harness.text.chat import TEMPLATE_DEFAULT, ChatFormat, SystemPrompt
 from harness.engines.base import GenerationRequest, SamplingSettings
 from harness.engines.vllm_engine import VllmEngine
 from harness.errors import UserError

@@ -34,7 +34,7 @@ import pandas as pd
 
 from harness.errors import UserError
 from harness.interop import read_conversations
-from harness.records import GenerationRecord
+from harness.text.records import GenerationRecord
 from harness.report.load import load_run
 from harness.results import TurnRow, WindowRow
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.chatlogs import read_chat_lines
+from harness.text.chatlogs import read_chat_lines
 from harness.errors import UserError
 from harness.report.html import esc, fmt_num, note, section, table
 from harness.report.load import RunData

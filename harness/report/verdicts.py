@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel
 
-from harness.policy_specs import BASELINE
+from harness.config.policy_specs import BASELINE
 from harness.report.html import fmt_pct, fmt_t
 from harness.scoring.adherence import curve_metrics
 from harness.stats.text import bracket

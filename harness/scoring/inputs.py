@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from harness.errors import UserError
 from harness.models import EMBEDDED_MODEL
-from harness.records import GenerationRecord
+from harness.text.records import GenerationRecord
 from harness.userfiles import user_json_objects
 
 

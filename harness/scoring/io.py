@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.config import GenerationConfig, ScoringConfig, TaskSuite
+from harness.config.run import GenerationConfig, ScoringConfig, TaskSuite
 from harness.errors import UserError
 from harness.models import EMBEDDED_MODEL, resolve_model, trained_name
 from harness.scoring.adherence import adherence_summary, summary_frame

@@ -1,4 +1,4 @@
-"""Score logged conversations (a chat log, `harness.chatlogs`) turn by turn, streaming.
+"""Score logged conversations (a chat log, `harness.text.chatlogs`) turn by turn, streaming.
 
 Each conversation is matched to a suite item (`harness.scoring.matching`) and becomes a
 GenerationRecord (policy `logged`, history `logged`, one sample per conversation in file order
@@ -26,11 +26,11 @@ from typing import Any
 
 import pandas as pd
 
-from harness.chat import ChatFormat
-from harness.chatlogs import LogCounts, LoggedConversation, validate_chat_logs
-from harness.config import ScoringConfig, TaskSuite
+from harness.text.chat import ChatFormat
+from harness.text.chatlogs import LogCounts, LoggedConversation, validate_chat_logs
+from harness.config.run import ScoringConfig, TaskSuite
 from harness.interop import read_conversations
-from harness.records import GenerationRecord, TokenCounts
+from harness.text.records import GenerationRecord, TokenCounts
 from harness.results import LoggedRow, TurnRow, WindowRow, cells_are, result_frame
 from harness.scoring.digest import (
     WindowDigest,

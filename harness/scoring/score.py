@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from harness.checks import Check
-from harness.config import DEFAULT_CANDIDATE_LANGUAGES, ScoringConfig, TaskItem, TaskSuite
+from harness.config.run import DEFAULT_CANDIDATE_LANGUAGES, ScoringConfig, TaskItem, TaskSuite
 from harness.errors import UserError
-from harness.records import GenerationRecord
+from harness.text.records import GenerationRecord
 from harness.results import ResultRow, WindowRow, result_frame
 from harness.scoring.windows import reply_text, response_text, split_windows
 

@@ -22,9 +22,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from harness.checks import Check, CheckSpec
-from harness.config import DEFAULT_CANDIDATE_LANGUAGES
+from harness.config.run import DEFAULT_CANDIDATE_LANGUAGES
 from harness.errors import UserError
-from harness.records import GenerationRecord, Segment
+from harness.text.records import GenerationRecord, Segment
 from harness.scoring.score import score_checks
 from harness.scoring.windows import response_text, split_windows
 from harness.stats import DEFAULT_LEVEL, binomial_interval

@@ -13,8 +13,8 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass
 
-from harness.records import GenerationRecord
-from harness.tokens import decode, decode_many
+from harness.text.records import GenerationRecord
+from harness.text.tokens import decode, decode_many
 
 # A token whose text ends a sentence: closes a sentence-aligned window once it is long enough.
 _SENTENCE_END_CHARS = (".", "!", "?", "。", "！", "？", "\n")

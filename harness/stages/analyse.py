@@ -15,7 +15,7 @@ from harness.analysis.policies import compare_policies
 from harness.analysis.predictor import predict_violations, window_features
 from harness.analysis.rules import rule_frames, rule_sentences
 from harness.analysis.summary import default_layers, summarise_conditions, token_frame
-from harness.gate_specs import gate_level
+from harness.config.gate_specs import gate_level
 from harness.results import (
     AdherenceCurveRow,
     AdherenceRow,

@@ -18,19 +18,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-from harness.config import ChatOptions, RunConfig, TaskSuite
+from harness.config.run import ChatOptions, RunConfig, TaskSuite
 from harness.engines.pool import EnginePool
 from harness.engines.units import PositionUnits, t_unit_name
 from harness.models import ResolvedModel
-from harness.plan import RunPlan
-from harness.probe_plan import ProbePlan
+from harness.units.plan import RunPlan
+from harness.units.probe_plan import ProbePlan
 from harness.probes.backend import Backend, backend_dtype, open_backend
-from harness.records import GenerationRecord
+from harness.text.records import GenerationRecord
 from harness.results import ResultRow
 from harness.results.base import MODEL_TOKENS
-from harness.run_units import GENERATE, Unit, generation_units
-from harness.selection import Selected
-from harness.sequential import SampleBatch, fixed_batches
+from harness.units.run_units import GENERATE, Unit, generation_units
+from harness.units.selection import Selected
+from harness.units.sequential import SampleBatch, fixed_batches
 from harness.stages.base import (
     Artifact,
     Product,
@@ -165,7 +165,7 @@ class StageContext(Generic[PlanT]):
     backends: ProbeBackends = field(default_factory=ProbeBackends)  # `harness probe`'s
     say: Callable[[str], None] = lambda _msg: None  # one line of progress (the command's)
     notes: list[str] = field(default_factory=list)  # for the user: the plan's, the stages'
-    # the samples to generate (sequential runs, harness.sequential); empty: config.samples
+    # the samples to generate (sequential runs, harness.units.sequential); empty: config.samples
     batches: list[SampleBatch] = field(default_factory=list)
     # the checks' error measured on the labelled sets (AnalyseStage.measured), once per run
     measured_rates: dict[str, Any] | None = None

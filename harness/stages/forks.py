@@ -18,12 +18,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from harness.config import ForksConfig, RunConfig, TaskItem, policy_label
+from harness.config.run import ForksConfig, RunConfig, TaskItem, policy_label
 from harness.engines.base import Engine, GenerationRequest, GenerationResult, SamplingSettings
 from harness.models import ResolvedModel
-from harness.records import GenerationRecord
+from harness.text.records import GenerationRecord
 from harness.results import ForkRow, result_frame
-from harness.run_units import sampling_settings
+from harness.units.run_units import sampling_settings
 from harness.scoring.judge import JudgeDefaults, JudgeRunner
 from harness.scoring.score import item_checks, score_checks
 from harness.stages.base import ForkArms, Records

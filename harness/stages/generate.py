@@ -11,21 +11,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-from harness.chat import ChatFormat
-from harness.config import PolicySpec, RunConfig
-from harness.endpoint import endpoint_of
+from harness.text.chat import ChatFormat
+from harness.config.run import PolicySpec, RunConfig
+from harness.config.endpoint import endpoint_of
 from harness.engines import make_engine
 from harness.engines.options import engine_options, run_budget
 from harness.engines.pool import EnginePool
 from harness.models import ResolvedModel, resolve_model
 from harness.policies import policy_run, run_policies
 from harness.policies.conversation import Simulators
-from harness.records import GenerationRecord
-from harness.replay import logged_records
-from harness.run_units import Unit, generation_units, sampling_settings
+from harness.text.records import GenerationRecord
+from harness.units.replay import logged_records
+from harness.units.run_units import Unit, generation_units, sampling_settings
 from harness.scoring import window_fails
-from harness.selection import Selected, simulator_key
-from harness.sequential import SampleBatch, fixed_batches
+from harness.units.selection import Selected, simulator_key
+from harness.units.sequential import SampleBatch, fixed_batches
 from harness.stages.base import Hosted, Records, artifact_name
 from harness.stages.context import RunContext
 from harness.store import RunStore, unit_key
@@ -68,7 +68,7 @@ def generate_stage(
     without, it is closed when generation ends. `batches`: the samples of a sequential run
     (default: the config's fixed count); each batch's (model, policy) is a unit of its own.
     `hosted`: where a chat engine's usage and the served model's identity go, by model.
-    `units`: the plan's generation units of this model (`harness.run_units`); without, they
+    `units`: the plan's generation units of this model (`harness.units.run_units`); without, they
     are built here from `batches`. `budget`: the run's spending guard for this model (engine
     chat; default: one of its own)."""
     gen = config.generation

@@ -1,7 +1,7 @@
 """The stages of `harness score` on a chat log (docs/architecture.md, "Logged conversations"):
 score, analyse, rules, manifest, report, over one `StageContext` built from a validated
 `ScorePlan`
-(`harness.plan.plan_score`: everything a bad input could break is checked before the first of
+(`harness.units.plan.plan_score`: everything a bad input could break is checked before the first of
 them runs). As in a run, each stage returns its files and `pipeline.run_stages` writes them,
 every CSV through its row model (docs/results.md).
 """
@@ -21,7 +21,7 @@ from harness.analysis.conversations import (
     turn_digest,
 )
 from harness.analysis.rules import rule_frames, rule_sentences
-from harness.plan import ScorePlan
+from harness.units.plan import ScorePlan
 from harness.report import render_report
 from harness.results import (
     AdherenceCurveRow,

@@ -17,8 +17,8 @@ import numpy as np
 
 from harness.analysis.attention import attention_rows, reply_share_rows
 from harness.analysis.powerlaw import fit_positions
-from harness.chat import TEMPLATE_DEFAULT, ChatFormat
-from harness.config import RunConfig
+from harness.text.chat import TEMPLATE_DEFAULT, ChatFormat
+from harness.config.run import RunConfig
 from harness.models import ResolvedModel
 from harness.probes.backend import (
     LOCAL_BACKENDS,
@@ -31,7 +31,7 @@ from harness.probes.backend import (
 )
 from harness.probes.endpoint import endpoint_settings
 from harness.probes.precision import hidden_below_floor, key_params
-from harness.records import GenerationRecord
+from harness.text.records import GenerationRecord
 from harness.results import (
     AttentionRow,
     AttentionTurnRow,

@@ -1,6 +1,6 @@
 """The stages of `harness probe` (docs/architecture.md, "The flow of one run"): continuations,
 probe, tables, fits, over one `StageContext` built from a validated `ProbePlan`
-(`harness.probe_plan.plan_probe`: every input is checked before the first of them runs). As
+(`harness.units.probe_plan.plan_probe`: every input is checked before the first of them runs). As
 in a run, each stage declares what it reads and writes and returns its files, which
 `pipeline.run_stages` writes, every CSV through its row model (`harness.results.probe_cli`).
 
@@ -24,7 +24,7 @@ from harness.analysis.probe_tables import (
     probe_fits,
 )
 from harness.models import ResolvedModel
-from harness.probe_plan import ProbePlan, fit_continuation
+from harness.units.probe_plan import ProbePlan, fit_continuation
 from harness.probes.backend import (
     Backend,
     HfBackend,

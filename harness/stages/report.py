@@ -7,12 +7,12 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from harness.config import RunConfig
+from harness.config.run import RunConfig
 from harness.engines.device import resolve_dtype
 from harness.engines.pricing import cost_usd
 from harness.models import ResolvedModel
 from harness.probes.backend import backend_dtype
-from harness.records import GenerationRecord
+from harness.text.records import GenerationRecord
 from harness.report import render_report
 from harness.scoring.judge import JudgeDefaults, JudgeRunner, judge_checks_of, judge_spend
 from harness.scoring.score import record_jobs

@@ -12,8 +12,8 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from harness.config import RunConfig, TaskItem, TaskSuite
-from harness.records import GenerationRecord
+from harness.config.run import RunConfig, TaskItem, TaskSuite
+from harness.text.records import GenerationRecord
 from harness.results import TurnRow, WindowRow, result_frame
 from harness.scoring import item_index, score_records
 from harness.scoring.judge import JudgeDefaults, JudgeRunner

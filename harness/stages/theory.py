@@ -15,11 +15,11 @@ import numpy as np
 
 from harness.analysis.powerlaw import fit_alpha
 from harness.analysis.relay import relay_csv_text, solve_relay
-from harness.config import NonePolicy, RunConfig
+from harness.config.run import NonePolicy, RunConfig
 from harness.models import ResolvedModel
 from harness.probes.backend import HfBackend, backend_dtype
 from harness.probes.precision import key_params, resolved
-from harness.records import GenerationRecord
+from harness.text.records import GenerationRecord
 from harness.results import BiasRow, RelayRow, result_frame
 from harness.stages.base import Curves, Records
 from harness.stages.context import RunContext

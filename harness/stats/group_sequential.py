@@ -1,6 +1,6 @@
 """A group-sequential one-sided test of a 0/1 rate against a gate's bound, exact at its
 planned looks: what a sequential run (`samples: {min, max}`, `harness run --until-decided`)
-decides its `auc` and `final` gates with at the looks of `harness.sampling.schedule`
+decides its `auc` and `final` gates with at the looks of `harness.config.sampling.schedule`
 (harness.analysis.gate_sequential), and what bench/sequential.py measures.
 
 At each planned look n_k the count S_k of successes is compared with the one-sided

@@ -208,10 +208,10 @@ def test_run_stops_before_its_budget_and_resumes(tmp_path):
 
 
 def _maxima(path):
-    from harness.config_files import load_run_config_and_suites
+    from harness.config.files import load_run_config_and_suites
     from harness.engines.pricing import run_maxima
-    from harness.plan import select_items
-    from harness.selection import policy_units
+    from harness.units.plan import select_items
+    from harness.units.selection import policy_units
 
     config, suites = load_run_config_and_suites(path)
     return config, run_maxima(config, policy_units(config, select_items(config, suites)))

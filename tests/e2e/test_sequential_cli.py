@@ -45,7 +45,7 @@ def test_until_decided_samples_the_undecided_condition_and_records_why_each_stop
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["config"]["samples"] == {"min": 2, "max": 4, "batch": None}
     sequential = manifest["sequential"]
-    # the looks of harness.sampling.schedule: x1.3 per look, at least one more sample each
+    # the looks of harness.config.sampling.schedule: x1.3 per look, at least one more sample each
     assert sequential["looks"][0] == 2 and set(sequential["looks"]) <= {2, 3, 4}
     assert sequential["rule"] == "x1.3 per look"
     took = {

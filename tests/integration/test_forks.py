@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.config import ForksConfig
+from harness.config.run import ForksConfig
 from harness.engines.base import GenerationRequest, SamplingSettings
-from harness.records import GenerationRecord, Segment
+from harness.text.records import GenerationRecord, Segment
 from harness.stages.forks import fork_requests, fork_seed, generate_arms
 from harness.stages.probe import record_baseline_ids
 
@@ -20,7 +20,7 @@ SAMPLING = SamplingSettings(temperature=0.7, top_p=0.95, max_tokens=48)
 
 @pytest.fixture(scope="module")
 def record(vllm_engine) -> GenerationRecord:
-    from harness.chat import ChatFormat
+    from harness.text.chat import ChatFormat
 
     chat = ChatFormat(vllm_engine.tokenizer)
     prompt = chat.prompt_ids(SYSTEM, USER)

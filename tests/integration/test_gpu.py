@@ -52,7 +52,7 @@ def cpu_model(model_path):
 def pair(cpu_model):
     """Chat prompts and a 1,024-token natural-text continuation (this file's docstrings,
     repeated), tokenised alone."""
-    from harness.chat import ChatFormat
+    from harness.text.chat import ChatFormat
 
     _, tokenizer = cpu_model
     chat = ChatFormat(tokenizer)

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from harness.checks.judge import JudgeCheck
-from harness.config import GenerationConfig
+from harness.config.run import GenerationConfig
 from harness.models import EMBEDDED_MODEL
 from harness.scoring.judge import JudgeDefaults, JudgeRunner
 from harness.store import RunStore

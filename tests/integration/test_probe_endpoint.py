@@ -10,7 +10,7 @@ import httpx
 import numpy as np
 import pytest
 
-from harness.chat import ChatFormat
+from harness.text.chat import ChatFormat
 from harness.errors import UserError
 from harness.probes.divergence import pair_divergence
 from harness.probes.endpoint import EndpointProbe

@@ -34,7 +34,7 @@ def _alphas(curves: np.ndarray) -> np.ndarray:
 @pytest.fixture(scope="module")
 def pair(hf_embedded_model):
     """A chat pair (French system prompt vs none) and 1024 tokens of natural English text."""
-    from harness.chat import ChatFormat
+    from harness.text.chat import ChatFormat
     from harness.probes.pairs import encode_text
 
     _, tokenizer = hf_embedded_model
@@ -87,9 +87,9 @@ def test_vllm_backend_agrees_with_hf_on_a_1024_token_pair(hf_embedded_model, vll
 def test_probe_stage_on_vllm_keys_its_units_apart_and_matches_hf(
     hf_embedded_model, vllm_probe, pair, tmp_path
 ):
-    from harness.config import RunConfig
+    from harness.config.run import RunConfig
     from harness.models import resolve_model
-    from harness.records import GenerationRecord, Segment
+    from harness.text.records import GenerationRecord, Segment
     from harness.stages.probe import baseline_ids, probe_key, probe_stage
     from harness.store import RunStore, get_arrays
 

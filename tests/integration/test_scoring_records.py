@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.config import ScoringConfig
-from harness.config_files import load_suite
-from harness.records import GenerationRecord
+from harness.config.run import ScoringConfig
+from harness.config.files import load_suite
+from harness.text.records import GenerationRecord
 from harness.scoring import rows_frame, score_records, split_windows
 
 pytestmark = pytest.mark.integration

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.chat import ChatFormat
-from harness.config import ChatOptions, GenerationConfig, RunConfig
+from harness.text.chat import ChatFormat
+from harness.config.run import ChatOptions, GenerationConfig, RunConfig
 from harness.engines import GenerationRequest, SamplingSettings, make_engine
 from harness.engines.refusals import chat_refusals
 from harness.errors import UserError
@@ -199,10 +199,10 @@ def test_config_defaults_of_the_anthropic_protocol():
 def test_shipped_anthropic_example_is_priced_bounded_and_refuses_nothing(monkeypatch):
     from pathlib import Path
 
-    from harness.config_files import load_run_config_and_suites
+    from harness.config.files import load_run_config_and_suites
     from harness.engines.pricing import max_cost, run_maxima
-    from harness.plan import select_items
-    from harness.selection import policy_units
+    from harness.units.plan import select_items
+    from harness.units.selection import policy_units
 
     root = Path(__file__).resolve().parents[2]
     monkeypatch.chdir(root)

@@ -8,7 +8,7 @@ import tracemalloc
 
 import pytest
 
-from harness.chatlogs import is_chat_log, read_chat_logs, validate_chat_logs
+from harness.text.chatlogs import is_chat_log, read_chat_logs, validate_chat_logs
 from harness.errors import UserError
 
 S = {"role": "system", "content": "Réponds en français."}

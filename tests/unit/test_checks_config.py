@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from harness.config import DEFAULT_CANDIDATE_LANGUAGES
-from harness.config_files import load_suite
+from harness.config.run import DEFAULT_CANDIDATE_LANGUAGES
+from harness.config.files import load_suite
 from harness.errors import UserError
 
 
@@ -200,7 +200,7 @@ def test_register_refuses_a_type_name_taken_by_another_check():
 
 
 def test_suite_checks_compare_and_round_trip_by_spec(tmp_path):
-    from harness.config import TaskSuite
+    from harness.config.run import TaskSuite
 
     path = tmp_path / "suite.yaml"
     item = {"id": "a", "system": "s", "user": "u", "reminder": "r", "restatement": "t"}

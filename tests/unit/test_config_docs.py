@@ -1,9 +1,9 @@
-"""docs/config.md is the rendering of the config models (harness/config_docs.py)."""
+"""docs/config.md is the rendering of the config models (harness/config/docs.py)."""
 
 from __future__ import annotations
 
-from harness.config import GenerationConfig, RunConfig
-from harness.config_docs import COMMAND, DOC, default_text, field_comments, render, type_text
+from harness.config.run import GenerationConfig, RunConfig
+from harness.config.docs import COMMAND, DOC, default_text, field_comments, render, type_text
 
 
 def test_docs_config_md_is_the_rendering_of_the_models():

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.config import policy_label
-from harness.config_files import load_run_config, load_suite
+from harness.config.run import policy_label
+from harness.config.files import load_run_config, load_suite
 from harness.errors import UserError
 
 DATA = Path(__file__).parent.parent / "data" / "configs"
@@ -252,7 +252,7 @@ def test_missing_config_file(tmp_path, run_cli):
 
 
 def test_a_policy_has_one_label_in_config_records_and_reports():
-    from harness.config import RunConfig
+    from harness.config.run import RunConfig
 
     config = RunConfig.model_validate(
         {"name": "x", "models": ["m"], "suites": ["s.yaml"],
@@ -267,7 +267,7 @@ def test_a_policy_has_one_label_in_config_records_and_reports():
 
 
 def test_two_reminder_texts_under_one_schedule_are_two_policies():
-    from harness.config import RunConfig
+    from harness.config.run import RunConfig
 
     config = RunConfig.model_validate(
         {"name": "x", "models": ["m"], "suites": ["s.yaml"],

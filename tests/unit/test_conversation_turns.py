@@ -233,7 +233,7 @@ def test_single_replies_and_conversations_share_rounds():
 
 
 def test_prompt_ids_are_memoised_as_rendered_and_each_call_gets_its_own_list():
-    from harness.chat import TEMPLATE_DEFAULT
+    from harness.text.chat import TEMPLATE_DEFAULT
 
     fmt, fresh = ChatFormat(CharTokenizer()), ChatFormat(CharTokenizer())
     for system in ("S", None, TEMPLATE_DEFAULT, "S"):

@@ -151,7 +151,7 @@ def _gate_summary() -> pd.DataFrame:
 
 def test_a_corrected_gate_bounds_the_corrected_interval_and_undecided_stays_undecided():
     from harness.analysis.gates import evaluate_gates
-    from harness.gate_specs import GateSpec
+    from harness.config.gate_specs import GateSpec
 
     specs = [GateSpec(metric="auc", policy="none", min=0.8, corrected=True),
              GateSpec(metric="auc", policy="none", min=0.8)]  # fmt: skip
@@ -165,7 +165,7 @@ def test_a_corrected_gate_bounds_the_corrected_interval_and_undecided_stays_unde
 
 
 def test_corrected_on_a_metric_without_a_corrected_estimate_is_refused():
-    from harness.gate_specs import GateSpec, gate_problem
+    from harness.config.gate_specs import GateSpec, gate_problem
 
     gate = GateSpec(metric="half_life", policy="none", min=100, corrected=True)
     assert gate_problem(gate, ["none"], ["m"], False) == (
@@ -230,7 +230,7 @@ def test_a_runs_check_is_measured_on_the_frozen_set_and_the_users_file(tmp_path)
     from pydantic import TypeAdapter
 
     from harness.checks import CheckSpec
-    from harness.config import DEFAULT_CANDIDATE_LANGUAGES
+    from harness.config.run import DEFAULT_CANDIDATE_LANGUAGES
     from harness.scoring.measured import measured_checks
 
     spec = TypeAdapter(CheckSpec)

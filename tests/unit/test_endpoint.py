@@ -1,4 +1,4 @@
-"""The endpoint settings, one model and one merge rule (harness.endpoint): a section's own
+"""The endpoint settings, one model and one merge rule (harness.config.endpoint): a section's own
 settings win, the rest come from the run's generation endpoint, and a section with its own
 base URL is another server, whose served model the generation's name does not describe."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.config import RunConfig
-from harness.endpoint import Endpoint, endpoint_of
+from harness.config.run import RunConfig
+from harness.config.endpoint import Endpoint, endpoint_of
 from harness.engines.options import engine_options
 from harness.probes.endpoint import endpoint_settings
 
@@ -62,11 +62,11 @@ def _simulator_options(tmp_path, monkeypatch, simulator: dict) -> dict:
     import yaml
 
     import harness.stages.generate as generate
-    from harness.config_files import load_run_config_and_suites
+    from harness.config.files import load_run_config_and_suites
     from harness.engines import ENGINES
     from harness.models import ResolvedModel
-    from harness.plan import select_items
-    from harness.selection import simulator_key
+    from harness.units.plan import select_items
+    from harness.units.selection import simulator_key
 
     sim = {"system": "Ask.", "turns": 1, "engine": "openai", **simulator}
     item = {"id": "talk", "system": "S.", "user": "U.", "turns": ["T."], "user_simulator": sim,

@@ -165,7 +165,7 @@ def test_harness_score_checks_gates_on_a_log_and_exits_1_on_a_failed_one(
     tmp_path, run_cli, monkeypatch
 ):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("harness.plan.load_tokenizer", lambda name: CharTokenizer())
+    monkeypatch.setattr("harness.units.plan.load_tokenizer", lambda name: CharTokenizer())
     log = _chat_log(tmp_path / "support.jsonl", 8)
     gates = {"gates": [
         {"metric": "auc", "policy": "logged", "rule": "sign-off", "min": 0.5},

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from harness.analysis.gates import evaluate_gates
-from harness.gate_specs import GateSpec
-from harness.sampling import SampleRange, schedule
+from harness.config.gate_specs import GateSpec
+from harness.config.sampling import SampleRange, schedule
 from harness.stats.group_sequential import binary_count, gate_design
 
 LOOKS = tuple(schedule(SampleRange(min=4, max=64)))

@@ -18,9 +18,9 @@ import yaml
 from harness.analysis.gate_junit import junit_xml
 from harness.analysis.gate_rows import undecided_conditions
 from harness.analysis.gates import evaluate_gates, read_summary
-from harness.config_files import load_run_config
+from harness.config.files import load_run_config
 from harness.errors import UserError
-from harness.gate_specs import GateSpec
+from harness.config.gate_specs import GateSpec
 from harness.stats import mean_interval
 from harness.stats.sided import one_sided_bounds
 from harness.store import write_csv
@@ -33,7 +33,7 @@ CP = "(one-sided 95 % clopper-pearson bounds)"  # what an auc gate's detail says
 
 def _task_items() -> list:
     """The items of mini-suite.yaml (ITEMS), as gate_outputs takes them."""
-    from harness.config_files import load_suite
+    from harness.config.files import load_suite
 
     return list(load_suite(DATA / "mini-suite.yaml").items)
 

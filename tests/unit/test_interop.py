@@ -34,7 +34,7 @@ SUITE = {
 @pytest.fixture
 def folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("harness.plan.load_tokenizer", lambda name: CharTokenizer())
+    monkeypatch.setattr("harness.units.plan.load_tokenizer", lambda name: CharTokenizer())
     (tmp_path / "suite.yaml").write_text(yaml.safe_dump(SUITE, allow_unicode=True))
     return tmp_path
 

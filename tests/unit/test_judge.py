@@ -19,10 +19,10 @@ from harness.checks.judge import (
     MalformedVerdict,
     parse_verdict,
 )
-from harness.config import GenerationConfig, TaskItem, TaskSuite
+from harness.config.run import GenerationConfig, TaskItem, TaskSuite
 from harness.engines import GenerationResult
 from harness.models import ResolvedModel
-from harness.records import GenerationRecord
+from harness.text.records import GenerationRecord
 from harness.scoring import score_records, window_fails
 from harness.scoring.judge import JudgeDefaults, JudgeRunner, judge_target, verdict_key
 from harness.store import RunStore
@@ -175,7 +175,7 @@ def _suite(*checks: dict) -> TaskSuite:
 
 
 def test_all_uncached_windows_of_a_judge_check_go_in_one_batch(tmp_path):
-    from harness.config import ScoringConfig
+    from harness.config.run import ScoringConfig
 
     suite = _suite(
         {"type": "judge", "rule": RULE},
@@ -195,7 +195,7 @@ def test_all_uncached_windows_of_a_judge_check_go_in_one_batch(tmp_path):
 
 
 def test_a_second_scoring_asks_nothing(tmp_path):
-    from harness.config import ScoringConfig
+    from harness.config.run import ScoringConfig
 
     suite = _suite({"type": "judge", "rule": RULE, "scope": "response"})
     records = [_record(s, WordsTokenizer.WORDS) for s in range(2)]
@@ -317,7 +317,7 @@ def test_a_judge_rule_is_named_like_any_rule_and_judges_its_sentence(tmp_path):
     """`rule:` names the rule and `sentence:` is the prompt's sentence, which the judge reads:
     the rows carry the name, the rubric carries the sentence (a rule code cannot check is one
     named row like the others); `rule:` alone is still the text judged."""
-    from harness.config import ScoringConfig
+    from harness.config.run import ScoringConfig
 
     named = {"type": "judge", "rule": "no-commas", "sentence": RULE, "scope": "response"}
     engine = ScriptedJudge(no_comma_judge)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.run_units import TokenBudget
+from harness.units.run_units import TokenBudget
 
 MODEL = "hosted-judge-test"
 PRICE = {"input": 2.0, "cached_input": 1.0, "output": 8.0, "as_of": "2026-12-01"}
@@ -43,7 +43,7 @@ def _write(tmp_path: Path, url: str = "http://127.0.0.1:9/v1", **extra) -> Path:
 def test_hosted_judge_calls_are_in_the_plans_totals_and_most_cost(tmp_path):
     from harness.commands.run import most_cost
     from harness.engines.pricing import cost_usd
-    from harness.plan import plan_run
+    from harness.units.plan import plan_run
 
     plan = plan_run(_write(tmp_path), tmp_path / "out")
     judge = [u for u in plan.units if u.stage == "judge"]
@@ -61,7 +61,7 @@ def test_hosted_judge_calls_are_in_the_plans_totals_and_most_cost(tmp_path):
 
 def test_a_conversations_window_judge_is_planned_for_each_reply_too(tmp_path):
     """turns.csv judges every reply with every check: 2 asks per reply beside the windows'."""
-    from harness.plan import plan_run
+    from harness.units.plan import plan_run
 
     path = _write(tmp_path)
     config = yaml.safe_load(path.read_text())
@@ -77,7 +77,7 @@ def test_a_conversations_window_judge_is_planned_for_each_reply_too(tmp_path):
 
 
 def _judge_runner(tmp_path, url, budget_of):
-    from harness.config_files import load_run_config
+    from harness.config.files import load_run_config
     from harness.scoring.judge import JudgeDefaults, JudgeRunner
     from harness.store import RunStore
 

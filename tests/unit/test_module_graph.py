@@ -157,7 +157,7 @@ def test_the_lazy_import_rule_flags_what_it_should():
         "import numpy\n"
         "def f():\n"
         "    import torch\n"
-        "    from harness.config import RunConfig\n"
+        "    from harness.config.run import RunConfig\n"
         "    from harness.probes.divergence import pair_divergence  # lazy: loads torch\n"
         "    from . import sibling\n"
         "    from harness.plan import (  # lazy:\n"

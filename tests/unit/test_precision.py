@@ -11,11 +11,11 @@ from safetensors.numpy import save_file
 
 from harness.analysis.fits import FitMember, curve_sets, fit_table
 from harness.analysis.law_sets import pair_units
-from harness.config import GenerationConfig, ProbeConfig
+from harness.config.run import GenerationConfig, ProbeConfig
 from harness.engines.device import PRECISIONS, resolve_dtype
 from harness.engines.options import engine_options
 from harness.errors import UserError
-from harness.probe_plan import ProbeFlags, probe_request
+from harness.units.probe_plan import ProbeFlags, probe_request
 from harness.probes.divergence import PairDivergence
 from harness.probes.head import vocab_sliced
 from harness.probes.precision import (

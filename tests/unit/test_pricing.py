@@ -8,7 +8,7 @@ from datetime import date
 
 import pytest
 
-from harness.config import BudgetConfig, ModelPrice
+from harness.config.run import BudgetConfig, ModelPrice
 from harness.engines.pricing import (
     Budget,
     BudgetReached,

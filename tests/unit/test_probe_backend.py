@@ -34,21 +34,21 @@ def _models(*names: str) -> list:
 
 def test_hf_is_hf_without_asking_vllm(monkeypatch):
     import harness.probes.vllm_backend as backend
-    from harness.plan_checks import probe_backends
+    from harness.units.plan_checks import probe_backends
 
     monkeypatch.setattr(backend, "vllm_support", lambda path: pytest.fail("vLLM was asked"))
     assert probe_backends("hf", _models("a", "b")) == {"a": "hf", "b": "hf"}
 
 
 def test_auto_takes_vllm_where_it_can_probe_else_hf(support):
-    from harness.plan_checks import probe_backends
+    from harness.units.plan_checks import probe_backends
 
     support["/models/gemma"] = "vLLM's Gemma cannot hand out intermediate hidden states"
     assert probe_backends("auto", _models("llama", "gemma")) == {"llama": "vllm", "gemma": "hf"}
 
 
 def test_explicit_vllm_that_cannot_probe_is_one_line(support):
-    from harness.plan_checks import probe_backends
+    from harness.units.plan_checks import probe_backends
 
     support["/models/gemma"] = "vLLM is not installed"
     with pytest.raises(UserError, match="field 'probe.backend': vllm cannot probe gemma: vLLM is"):
@@ -59,7 +59,7 @@ def test_explicit_vllm_that_cannot_probe_is_one_line(support):
 def test_the_plan_resolves_the_backend_of_models_and_twins(support, tmp_path):
     import yaml
 
-    from harness.plan import plan_run
+    from harness.units.plan import plan_run
 
     config = yaml.safe_load((DATA / "tiny-run.yaml").read_text())
     config["probe"] = {**config.get("probe", {}), "enabled": True, "backend": "auto",
@@ -73,8 +73,8 @@ def test_the_plan_resolves_the_backend_of_models_and_twins(support, tmp_path):
 
 
 def test_manifest_records_the_backend_that_ran(tmp_path):
-    from harness.config import RunConfig
-    from harness.plan import RunPlan
+    from harness.config.run import RunConfig
+    from harness.units.plan import RunPlan
     from harness.stages.context import StageContext
     from harness.stages.report import ManifestStage
 

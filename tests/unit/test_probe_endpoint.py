@@ -307,7 +307,7 @@ def test_a_run_config_with_a_bad_endpoint_fails_in_the_plan(tmp_path, monkeypatc
 
     import yaml
 
-    from harness.plan import plan_run
+    from harness.units.plan import plan_run
 
     monkeypatch.setattr(time, "sleep", lambda _s: None)
     data = Path(__file__).parent.parent / "data" / "configs"
@@ -322,7 +322,7 @@ def test_a_run_config_with_a_bad_endpoint_fails_in_the_plan(tmp_path, monkeypatc
 
 
 def test_the_twin_is_refused_on_an_endpoint():
-    from harness.config import ProbeConfig
+    from harness.config.run import ProbeConfig
 
     with pytest.raises(ValueError, match="untrained twin is served nowhere"):
         ProbeConfig(backend="openai", untrained_twin=True)
@@ -330,11 +330,11 @@ def test_the_twin_is_refused_on_an_endpoint():
 
 @NEEDS_TINY_FOLDER
 def test_the_run_stage_writes_next_token_and_turn_rows_but_no_divergence(tokenizer, tmp_path):
-    from harness.chat import ChatFormat
-    from harness.config import RunConfig
+    from harness.text.chat import ChatFormat
+    from harness.config.run import RunConfig
     from harness.models import resolve_model
-    from harness.plan import RunPlan
-    from harness.records import GenerationRecord, Segment
+    from harness.units.plan import RunPlan
+    from harness.text.records import GenerationRecord, Segment
     from harness.stages.base import Records
     from harness.stages.context import run_context
     from harness.stages.probe import ProbeStage

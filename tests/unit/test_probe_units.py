@@ -215,7 +215,7 @@ def test_probe_tables_and_fits_stages_write_their_declared_files(tmp_path):
     import pandas as pd
 
     from harness.pipeline import run_stages
-    from harness.probe_plan import ProbePlan, ProbeRequest
+    from harness.units.probe_plan import ProbePlan, ProbeRequest
     from harness.results import PROBE_FILES, frame_columns
     from harness.stages.context import StageContext
     from harness.stages.probe_cli import PROBE_STAGES, ProbedPairs

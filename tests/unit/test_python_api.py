@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import harness
-from harness.config import RunConfig
+from harness.config.run import RunConfig
 
 ROOT = Path(__file__).parent.parent.parent
 DATA = ROOT / "tests" / "data" / "configs"
@@ -26,7 +26,7 @@ def test_a_dict_config_resolves_its_suites_against_base():
 
 
 def test_a_file_config_is_the_clis_with_absolute_suites():
-    from harness.config_files import load_run_config
+    from harness.config.files import load_run_config
 
     config = harness.load_config(DATA / "tiny-run.yaml")
     cli = load_run_config(DATA / "tiny-run.yaml")
@@ -57,11 +57,11 @@ def test_plan_from_python_lists_units_and_writes_nothing(tmp_path):
 
 
 def test_harness_plan_is_the_module_and_the_function(tmp_path):
-    """harness/plan.py and the API's plan share a name: the module answers the call."""
-    import harness.plan
-    from harness.plan import plan_run
+    """harness/units/plan.py and the API's plan share a name: the module answers the call."""
+    import harness.units.plan
+    from harness.units.plan import plan_run
 
-    assert callable(harness.plan) and harness.plan.plan_run is plan_run
+    assert callable(harness.plan) and harness.units.plan.plan_run is plan_run
     assert harness.plan(CONFIG | {"suites": [str(DATA / "mini-suite.yaml")]}).units
 
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from harness.records import GenerationRecord
+from harness.text.records import GenerationRecord
 
 ROW = {
     "version": 1,

@@ -14,13 +14,13 @@ import pandas as pd
 import pytest
 import yaml
 
-from harness.config_files import load_run_config_and_suites, load_suite
+from harness.config.files import load_run_config_and_suites, load_suite
 from harness.engines.scripted import ScriptedEngine
 from harness.errors import UserError
 from harness.pipeline import run_stages
 from harness.policies import ChatFormat, policy_run, run_policies
-from harness.replay import LogError, check_replays, logged_records, replay_specs, run_specs
-from harness.selection import select_items
+from harness.units.replay import LogError, check_replays, logged_records, replay_specs, run_specs
+from harness.units.selection import select_items
 from harness.stages.analyse import AnalyseStage
 from harness.stages.generate import GenerateStage, sampling_settings
 from harness.stages.report import ReportStage

@@ -47,7 +47,7 @@ def _talk(*replies, user="Et ensuite ?"):
 @pytest.fixture
 def folder(tmp_path, monkeypatch, run_cli):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("harness.plan.load_tokenizer", lambda name: CharTokenizer())
+    monkeypatch.setattr("harness.units.plan.load_tokenizer", lambda name: CharTokenizer())
     (tmp_path / "suite.yaml").write_text(yaml.safe_dump(SUITE, allow_unicode=True))
     lines = [
         {"id": "late", "metadata": {"channel": "app"},

@@ -9,7 +9,7 @@ import re
 import pandas as pd
 import pytest
 
-from harness.config import TaskSuite
+from harness.config.run import TaskSuite
 from harness.report.load import load_run, read_result
 from harness.results import (
     CONDITION,

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 import harness.engines
-from harness.config_files import load_run_config_and_suites
+from harness.config.files import load_run_config_and_suites
 from harness.engines import GenerationResult
 from harness.engines.scripted import CharTokenizer
 from harness.models import ResolvedModel
 from harness.pipeline import STAGES, run_stages
-from harness.plan import RunPlan, select_items
+from harness.units.plan import RunPlan, select_items
 from harness.stages.base import Records
 from harness.stages.context import StageContext, run_context
 from harness.store import RunStore

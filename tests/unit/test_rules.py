@@ -9,11 +9,11 @@ import math
 import pytest
 
 from harness.checks import CUT_OFF_REASON
-from harness.config import TaskSuite
+from harness.config.run import TaskSuite
 from harness.engines import SamplingSettings
 from harness.engines.scripted import CharTokenizer
 from harness.policies import ChatFormat, NonePolicy, SampleSpec, policy_run, run_policies
-from harness.records import GenerationRecord
+from harness.text.records import GenerationRecord
 from harness.scoring import score_records
 from harness.scoring.turns import score_turns
 from tests.unit.test_conversation_turns import ScriptedEngine
@@ -124,7 +124,7 @@ def test_a_cut_reply_gives_no_verdict_to_rules_that_need_its_end():
 )
 def test_which_verdicts_a_cut_reply_keeps(check, value, stands):
     from harness.checks import CheckResult
-    from harness.config import TaskItem
+    from harness.config.run import TaskItem
 
     item = TaskItem.model_validate({"id": "i", "system": "s", "user": "u", "checks": [check]})
     (spec,) = item.checks
@@ -211,7 +211,7 @@ def test_gates_read_one_rule_and_the_turn_metrics():
     from harness.analysis.gate_rows import gate_name
     from harness.analysis.gates import evaluate_gates
     from harness.analysis.rules import rule_frames
-    from harness.gate_specs import GateSpec
+    from harness.config.gate_specs import GateSpec
     from harness.results import TurnRow, WindowRow, result_frame
 
     record, tok = _conversation(), CharTokenizer()

@@ -1,4 +1,4 @@
-"""The plan as the run's list of units (harness.run_units) and `harness run --dry-run`: counts
+"""The plan as the run's list of units (harness.units.run_units) and `harness run --dry-run`: counts
 and token budgets of configs/quickstart.yaml worked out by hand, no engine started (the unit
 tier's ModelGuard fails a test that starts one), nothing written."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.run_units import ModelTotals, PlanTotals, TokenBudget, plan_totals
+from harness.units.run_units import ModelTotals, PlanTotals, TokenBudget, plan_totals
 
 ROOT = Path(__file__).parent.parent.parent
 QUICKSTART = ROOT / "configs" / "quickstart.yaml"
@@ -18,7 +18,7 @@ MODEL = "smollm2-135m-instruct"
 
 @pytest.fixture(scope="module")
 def quickstart_plan(tmp_path_factory):
-    from harness.plan import plan_run
+    from harness.units.plan import plan_run
 
     return plan_run(QUICKSTART, tmp_path_factory.mktemp("plan") / "never-written")
 
@@ -73,7 +73,7 @@ def test_plan_totals_are_per_serving_model_and_split_cached(quickstart_plan):
 
 
 def test_cached_units_are_not_to_send():
-    from harness.run_units import Unit
+    from harness.units.run_units import Unit
 
     spent = TokenBudget(requests=2, input_tokens=30, output_tokens=10)
     units = [
@@ -121,7 +121,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path):
 
 
 def plan_run_of(out: Path):
-    from harness.plan import plan_run
+    from harness.units.plan import plan_run
 
     return plan_run(QUICKSTART, out)
 
@@ -130,7 +130,7 @@ def test_the_generate_stage_runs_the_plans_units(quickstart_plan, tmp_path):
     """The stage takes its units from the plan (not derived again), except in a sequential
     run, whose looks add batches."""
     from harness.models import resolve_model
-    from harness.sequential import SampleBatch
+    from harness.units.sequential import SampleBatch
     from harness.stages.context import run_context
     from harness.store import RunStore
 
@@ -147,7 +147,7 @@ def test_the_generate_stage_runs_the_plans_units(quickstart_plan, tmp_path):
 
 def test_a_config_with_a_judge_check_plans_its_calls(tmp_path):
     """One call per window at most (the record over 3/4 of a window), each asked twice at most."""
-    from harness.plan import plan_run
+    from harness.units.plan import plan_run
 
     suite = {
         "suite": "j",

@@ -175,7 +175,7 @@ def test_quantile_intervals_say_cannot_tell_in_sequential_runs():
 def test_reliability_gates_read_cannot_tell_as_undecided():
     from harness.analysis.gates import evaluate_gates
     from harness.analysis.summary import summarise_conditions
-    from harness.gate_specs import GateSpec
+    from harness.config.gate_specs import GateSpec
 
     windows = _frame({s: [(1, 64, True), (65, 128, s != 0)] for s in range(4)})
     summary = summarise_conditions(None, windows, None, [], horizon=128)

@@ -104,7 +104,7 @@ def test_a_bad_line_is_one_error_naming_file_and_line_and_nothing_is_written(
     def no_tokenizer(name):
         raise AssertionError("the tokenizer was loaded before the log was checked")
 
-    monkeypatch.setattr("harness.plan.load_tokenizer", no_tokenizer)
+    monkeypatch.setattr("harness.units.plan.load_tokenizer", no_tokenizer)
     log = _write(folder / "talks.jsonl", GOOD, line, GOOD | {"id": "later"})
     code, stdout, stderr = run_cli(
         ["score", str(log), "--suite", "suite.yaml", "--out", "out", *args]
@@ -132,7 +132,7 @@ def test_item_option_errors(folder, run_cli, lines, args, problem):
 def test_two_items_with_one_system_score_as_the_first_and_say_so(folder, run_cli, monkeypatch):
     """What `harness init` writes: every item one system prompt. A line naming no item is
     scored as the first of them, in one note line; `--item` picks another."""
-    monkeypatch.setattr("harness.plan.load_tokenizer", lambda name: CharTokenizer())
+    monkeypatch.setattr("harness.units.plan.load_tokenizer", lambda name: CharTokenizer())
     suite = {**SUITE, "items": [*SUITE["items"], {**SUITE["items"][0], "id": "fr-2"}]}
     (folder / "suite.yaml").write_text(yaml.safe_dump(suite, allow_unicode=True))
     log = _write(folder / "talks.jsonl", *[{"messages": _talk(FR_SYSTEM, FRENCH)}] * 2)
@@ -152,7 +152,7 @@ def test_two_items_with_one_system_score_as_the_first_and_say_so(folder, run_cli
 
 @pytest.fixture
 def scored(folder, run_cli, monkeypatch):
-    monkeypatch.setattr("harness.plan.load_tokenizer", lambda name: CharTokenizer())
+    monkeypatch.setattr("harness.units.plan.load_tokenizer", lambda name: CharTokenizer())
     log = _write(
         folder / "talks.jsonl",
         # matched by its system message: French, French, then English
@@ -230,7 +230,7 @@ def test_a_tool_calling_log_scores_its_text_replies_and_counts_the_rest(
     `function_call` / `function` pair: the text replies are in turns.csv, the tool-only
     messages are not scored and are counted (logged_conversations.csv and manifest.json),
     the line's metadata and tags are kept."""
-    monkeypatch.setattr("harness.plan.load_tokenizer", lambda name: CharTokenizer())
+    monkeypatch.setattr("harness.units.plan.load_tokenizer", lambda name: CharTokenizer())
     call = {
         "role": "assistant",
         "content": None,
@@ -296,7 +296,7 @@ def test_every_file_harness_score_writes_is_declared_by_a_log_stage(scored):
 
 
 def test_the_score_run_id_is_the_hash_of_the_file_and_the_settings(tmp_path):
-    from harness.config import ScoringConfig, TaskSuite
+    from harness.config.run import ScoringConfig, TaskSuite
     from harness.scoring.inputs import score_run_id
 
     log = tmp_path / "talks.jsonl"
@@ -324,7 +324,7 @@ def test_a_log_scored_a_conversation_at_a_time_writes_the_same_bytes(folder, run
 
     from harness.scoring import logged
 
-    monkeypatch.setattr("harness.plan.load_tokenizer", lambda name: CharTokenizer())
+    monkeypatch.setattr("harness.units.plan.load_tokenizer", lambda name: CharTokenizer())
     replies = [FRENCH * 2, ENGLISH, FRENCH + ENGLISH, FRENCH, ENGLISH * 3]
     lines = [
         {"messages": _talk((FR_SYSTEM, EN_SYSTEM)[i % 2], *replies[i % 3 : i % 3 + 1 + i % 4])}

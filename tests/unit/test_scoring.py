@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.config import ScoringConfig, TaskSuite
+from harness.config.run import ScoringConfig, TaskSuite
 from harness.errors import UserError
-from harness.records import GenerationRecord
+from harness.text.records import GenerationRecord
 from harness.scoring import rows_frame, score_records, split_windows, window_fails
 from harness.scoring.adherence import adherence_summary, curve_metrics, first_failures
 from harness.scoring.curves import adherence_curves

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from harness.analysis.gates import evaluate_gates
-from harness.config import policy_label
-from harness.config_files import load_run_config
-from harness.gate_specs import gate_use
+from harness.config.run import policy_label
+from harness.config.files import load_run_config
+from harness.config.gate_specs import gate_use
 from harness.stats import mean_interval
 from harness.stats.sided import one_sided_bounds
 
@@ -31,8 +31,8 @@ def test_run_configs_load(name, monkeypatch):
 @pytest.fixture
 def quickstart(monkeypatch):
     """(config, the items it selects) of configs/quickstart.yaml, as `harness run` reads it."""
-    from harness.config_files import load_run_config_and_suites
-    from harness.plan import select_items
+    from harness.config.files import load_run_config_and_suites
+    from harness.units.plan import select_items
 
     monkeypatch.chdir(ROOT)
     config, suites = load_run_config_and_suites(ROOT / "configs" / "quickstart.yaml")
@@ -107,7 +107,7 @@ def test_quickstart_gates_decide_one_and_not_the_other_at_4_samples(quickstart):
 
 
 def test_conversation_suite_covers_the_issue(monkeypatch):
-    from harness.config_files import load_suite
+    from harness.config.files import load_suite
 
     suite = load_suite(ROOT / "tasks" / "conversations.yaml")
     assert len(suite.items) >= 12 and all(item.is_conversation for item in suite.items)
@@ -117,7 +117,7 @@ def test_conversation_suite_covers_the_issue(monkeypatch):
 
 
 def test_judge_calibration_pairs_every_judge_rule_with_a_code_check(monkeypatch):
-    from harness.config_files import load_run_config_and_suites
+    from harness.config.files import load_run_config_and_suites
 
     monkeypatch.chdir(ROOT)
     config, (suite,) = load_run_config_and_suites(ROOT / "configs" / "judge-calibration.yaml")

@@ -191,10 +191,10 @@ def test_the_run_command_names_every_stage_in_pipeline_order():
 def test_adaptive_generation_units_are_keyed_by_the_checks_that_trigger_them(tmp_path):
     """Editing an item's check must redo the adaptive policy's records (its reminders depend on
     the checks) and reuse every other policy's."""
-    from harness.config_files import load_run_config_and_suites
+    from harness.config.files import load_run_config_and_suites
     from harness.models.zoo import ResolvedModel
-    from harness.run_units import generation_key
-    from harness.selection import sample_specs, select_items
+    from harness.units.run_units import generation_key
+    from harness.units.selection import sample_specs, select_items
 
     data = Path(__file__).parent.parent / "data" / "configs"
     suite = (data / "mini-suite.yaml").read_text()

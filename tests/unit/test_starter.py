@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.config import policy_label
-from harness.config_files import load_run_config_and_suites
-from harness.plan_checks import check_turn_budget
-from harness.selection import select_items
+from harness.config.run import policy_label
+from harness.config.files import load_run_config_and_suites
+from harness.units.plan_checks import check_turn_budget
+from harness.units.selection import select_items
 from harness.starter.language import asked_language, choose_language
 from harness.starter.requests import starter_items
 from harness.starter.texts import DE, EN, FR

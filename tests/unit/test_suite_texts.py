@@ -7,10 +7,10 @@ from pathlib import Path
 
 import yaml
 
-from harness.config_files import load_run_config_and_suites
+from harness.config.files import load_run_config_and_suites
 from harness.models.zoo import ResolvedModel
-from harness.run_units import generation_key
-from harness.selection import sample_specs, select_items
+from harness.units.run_units import generation_key
+from harness.units.selection import sample_specs, select_items
 
 DATA = Path(__file__).parent.parent / "data" / "configs"
 MODEL = ResolvedModel(name="m", source="tiny", path=Path("/nonexistent"), content_key="k")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.checks.language import LanguageCheck
-from harness.config_files import load_suite
+from harness.config.files import load_suite
 from harness.scoring import item_checks, item_index
 
 TASKS = Path(__file__).parents[2] / "tasks"

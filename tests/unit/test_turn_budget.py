@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.config_files import load_run_config_and_suites
+from harness.config.files import load_run_config_and_suites
 from harness.errors import UserError
-from harness.plan_checks import check_turn_budget
-from harness.selection import select_items
+from harness.units.plan_checks import check_turn_budget
+from harness.units.selection import select_items
 
 CONFIGS = Path(__file__).parent.parent.parent / "configs"
 SUITE = {

@@ -1,6 +1,6 @@
 """How many samples a run takes: `samples: N`, or `samples: {min, max, batch?}` to sample until
 the gates decide (docs/architecture.md, "Sampling until decided"; the looks themselves are
-`harness.sequential`)."""
+`harness.units.sequential`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
-from harness.schema import Strict
+from harness.config.schema import Strict
 
 
 class SampleRange(Strict):

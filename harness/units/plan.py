@@ -15,19 +15,19 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from harness.config import (
+from harness.config.run import (
     GenerationConfig,
     RunConfig,
     ScoringConfig,
     TaskSuite,
 )
-from harness.config_files import load_run_config_and_suites
+from harness.config.files import load_run_config_and_suites
 from harness.engines import make_engine
 from harness.engines.options import engine_options, model_of
 from harness.engines.refusals import refuse_chat_features
 from harness.errors import UserError
 from harness.models import EMBEDDED_MODEL, ResolvedModel, resolve_model, untrained_name
-from harness.plan_checks import (
+from harness.units.plan_checks import (
     check_generation,
     check_probe_layers,
     check_run_judges,
@@ -36,8 +36,8 @@ from harness.plan_checks import (
     probe_backends,
 )
 from harness.probes.endpoint import endpoint_settings
-from harness.replay import LogError
-from harness.run_units import (
+from harness.units.replay import LogError
+from harness.units.run_units import (
     PlanTotals,
     Unit,
     generation_units,
@@ -45,7 +45,7 @@ from harness.run_units import (
     plan_totals,
     with_budgets,
 )
-from harness.sampling import SampleRange
+from harness.config.sampling import SampleRange
 from harness.scoring.inputs import score_run_id
 from harness.scoring.io import load_tokenizer
 from harness.scoring.judge import JudgeDefaults, check_judges, judge_checks_of
@@ -53,8 +53,8 @@ from harness.scoring.logged import check_logs
 from harness.scoring.matching import ItemMatcher
 from harness.scoring.score import item_checks
 from harness.scoring.validation import read_labelled
-from harness.selection import Selected, select_items
-from harness.sequential import fixed_batches
+from harness.units.selection import Selected, select_items
+from harness.units.sequential import fixed_batches
 
 
 @dataclass

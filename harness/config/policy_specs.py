@@ -1,7 +1,7 @@
 """The policy specs of a run config (`policies:` and `conversation_policies:`): each policy's
 settings, validated here and only here, and `label`, the one name of a policy everywhere
 (records, manifest, reports). `harness.policies.run_policy_of(spec, ...)` builds the running
-policy (`harness.policies.library`), which reads its settings from the spec; `harness.config`
+policy (`harness.policies.library`), which reads its settings from the spec; `harness.config.run`
 re-exports these models."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from harness.checks.base import NonEmptyText
-from harness.schema import Strict
+from harness.config.schema import Strict
 
 Placement = Literal["system", "user", "inline"]
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from harness.chatmessages import LoggedMessage, ToolCall, check_order, json_type, parse_message
+from harness.text.chatmessages import LoggedMessage, ToolCall, check_order, json_type, parse_message
 from harness.errors import UserError
 from harness.userfiles import user_text_lines
 

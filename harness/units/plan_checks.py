@@ -1,4 +1,4 @@
-"""A run's preflight checks (`harness.plan.plan_config` runs them before the run folder
+"""A run's preflight checks (`harness.units.plan.plan_config` runs them before the run folder
 exists): conversations' turn budget, single-turn twins, every generation unit against the
 chat template and the context, judges, probe layers and each probe model's backend. Each
 raises `UserError` with one line naming the item, policy or field.
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from harness.chat import ChatFormat
-from harness.config import ChatOptions, RunConfig, policy_label
+from harness.text.chat import ChatFormat
+from harness.config.run import ChatOptions, RunConfig, policy_label
 from harness.engines.chat_engine import HOSTED_CONTEXT
 from harness.engines.units import PositionUnits
 from harness.errors import UserError
@@ -17,10 +17,10 @@ from harness.models import ResolvedModel
 from harness.policies import policy_run
 from harness.policies.conversation import conversation_floor
 from harness.probes.endpoint import check_endpoint
-from harness.replay import check_replays
-from harness.run_units import Unit
+from harness.units.replay import check_replays
+from harness.units.run_units import Unit
 from harness.scoring.judge import JudgeDefaults, check_judges, judge_checks_of
-from harness.selection import Selected
+from harness.units.selection import Selected
 
 
 def check_turn_budget(config: RunConfig, items: list[Selected]) -> None:

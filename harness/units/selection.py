@@ -10,9 +10,9 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-from harness.config import RunConfig, TaskItem, TaskSuite, UserSimulator, policy_label
+from harness.config.run import RunConfig, TaskItem, TaskSuite, UserSimulator, policy_label
 from harness.policies.base import SampleSpec, SimulatorSpec
-from harness.sequential import SampleBatch
+from harness.units.sequential import SampleBatch
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """One message of a logged conversation in the OpenAI chat format, parsed and checked
-(`harness.chatlogs` reads the lines; the shapes are listed in its docstring): every problem is
+(`harness.text.chatlogs` reads the lines; the shapes are listed in its docstring): every problem is
 one `UserError` "<where>: <problem>", the caller's `where` naming the file, line and message.
 """
 

@@ -1,5 +1,5 @@
 """Task suites: the items a run evaluates (system prompt, user turns, checks), loaded from
-YAML by `harness.config_files.load_suite`."""
+YAML by `harness.config.files.load_suite`."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pydantic import BeforeValidator, Field, model_validator
 
 from harness.checks import CheckSpec
 from harness.checks.base import NonEmptyText
-from harness.endpoint import DEFAULT_KEY_ENV, BaseUrl, KeyEnv, ServedModel
-from harness.schema import Strict
+from harness.config.endpoint import DEFAULT_KEY_ENV, BaseUrl, KeyEnv, ServedModel
+from harness.config.schema import Strict
 
 
 class UserTurn(Strict):
@@ -135,7 +135,7 @@ class TaskSuite(Strict):
     description: str = ""
     items: list[TaskItem] = Field(min_length=1)
     # gates `harness score` checks on what it scored (a run's gates are its config's), each a
-    # `harness.gate_specs.GateSpec` (validated by `config_files.load_suite`: the gates' layer
+    # `harness.config.gate_specs.GateSpec` (validated by `config_files.load_suite`: the gates' layer
     # sits beside this one); left out of dumps when empty, so suites' digests stay the same
     gates: list[dict[str, Any]] = Field(default_factory=list, exclude_if=lambda g: not g)
 

@@ -1,6 +1,6 @@
 """docs/config.md, the reference of every YAML field, rendered from the pydantic models.
 
-`python -m harness.config_docs --write` writes it; a unit test fails while the file differs from
+`python -m harness.config.docs --write` writes it; a unit test fails while the file differs from
 this rendering. Two roots: a run config (`RunConfig`) and a task suite (`TaskSuite`); every
 model reachable from their fields' types gets one section (policy specs, gates, checks...).
 A field's description is its `Field(description=...)` where given, else the comments written
@@ -27,14 +27,14 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from harness.config import RunConfig, TaskSuite
+from harness.config.run import RunConfig, TaskSuite
 
 ROOTS: tuple[tuple[str, type[BaseModel]], ...] = (
     ("run config", RunConfig),
     ("task suite", TaskSuite),
 )
 DOC = Path(__file__).resolve().parents[1] / "docs" / "config.md"
-COMMAND = "python -m harness.config_docs --write"
+COMMAND = "python -m harness.config.docs --write"
 
 
 def field_comments(model: type[BaseModel]) -> dict[str, str]:

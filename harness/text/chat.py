@@ -21,7 +21,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Literal
 
-from harness import tokens
+from harness.text import tokens
 from harness.errors import UserError
 
 # Marks a cut in rendered template text (system turn, end of an assistant message): private-use
@@ -67,7 +67,7 @@ class ChatFormat:
         return tokens.encode(self.tokenizer, text)
 
     def encode_many(self, texts: list[str]) -> list[list[int]]:
-        """`encode` of each text (through the fast backend where exact: `harness.tokens`)."""
+        """`encode` of each text (through the fast backend where exact: `harness.text.tokens`)."""
         return tokens.encode_many(self.tokenizer, texts)
 
     def prompt_ids(self, system: SystemPrompt, user: str) -> list[int]:

@@ -1,7 +1,7 @@
 """The run's units: every generation, fork, probe pair and judge call a run will make, each
 with its cache key (where it can be known before generation) and its token budget.
 
-`harness.plan.plan_run` builds them once (`RunPlan.units`); the generate stage runs the
+`harness.units.plan.plan_run` builds them once (`RunPlan.units`); the generate stage runs the
 generation units it is given rather than deriving the samples itself, and `harness run
 --dry-run` prints them. A budget is an upper bound, per request as an engine or a hosted API
 sees it: `input_tokens` is every prompt token sent (a conversation re-sends its history with
@@ -25,7 +25,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.chat import TEMPLATE_DEFAULT, ChatFormat
+from harness.text.chat import TEMPLATE_DEFAULT, ChatFormat
 from harness.checks.judge import (
     JUDGE_MAX_TOKENS,
     RUBRIC_SYSTEM,
@@ -33,15 +33,15 @@ from harness.checks.judge import (
     JudgeCheck,
     rubric_user_message,
 )
-from harness.config import RunConfig, policy_label
+from harness.config.run import RunConfig, policy_label
 from harness.engines.base import SamplingSettings
 from harness.models import ResolvedModel
 from harness.policies import policy_run
 from harness.policies.base import SampleSpec
 from harness.policies.conversation import conversation_floor
-from harness.replay import run_specs
-from harness.selection import Selected, batch_units
-from harness.sequential import SampleBatch
+from harness.units.replay import run_specs
+from harness.units.selection import Selected, batch_units
+from harness.units.sequential import SampleBatch
 from harness.store import unit_key
 
 GENERATE = "generate"  # the generation units' store stage (cache/generate/)

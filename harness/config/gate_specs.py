@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from harness.checks.base import NonEmptyText, rule_names
-from harness.schema import Strict
+from harness.config.schema import Strict
 
 # The summary.csv columns a gate may bound, and whether each has an interval
 # (<metric>_low/_high).

@@ -14,16 +14,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.chat import ChatFormat
-from harness.chatlogs import LoggedConversation, read_chat_logs
-from harness.config import NonePolicy, RunConfig, TaskItem
+from harness.text.chat import ChatFormat
+from harness.text.chatlogs import LoggedConversation, read_chat_logs
+from harness.config.run import NonePolicy, RunConfig, TaskItem
 from harness.errors import UserError, notice
 from harness.policies import policy_run
 from harness.policies.base import Policy, SampleSpec, SampleState
 from harness.policies.conversation import conversation_floor, prefill_history
 from harness.policies.driver import state_record
-from harness.records import GenerationRecord
-from harness.selection import Selected, policy_units, sample_seed, sample_specs
+from harness.text.records import GenerationRecord
+from harness.units.selection import Selected, policy_units, sample_seed, sample_specs
 
 LOGGED = "logged"  # the policy label and history of a logged conversation's own record
 

@@ -1,6 +1,6 @@
 """Reading run configs and suites from YAML files: one `file: field: problem` line (UserError)
 for every way a file can be wrong, and the cross-checks a config's models, suites, items and
-gates need before anything runs. The models themselves live in `harness.config`."""
+gates need before anything runs. The models themselves live in `harness.config.run`."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from harness.config import RunConfig
+from harness.config.run import RunConfig
 from harness.errors import UserError
-from harness.gate_specs import GateSpec, gate_unit_problem
+from harness.config.gate_specs import GateSpec, gate_unit_problem
 from harness.models import parse_model_name
-from harness.policy_specs import policy_label
-from harness.suites import TaskSuite
+from harness.config.policy_specs import policy_label
+from harness.config.suites import TaskSuite
 from harness.userfiles import read_user_text
 
 

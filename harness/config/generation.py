@@ -1,6 +1,6 @@
 """The generation section of a run config: the engine, sampling, the endpoint of the openai
 and chat engines, the chat engine's options, prices and budgets (re-exported by
-`harness.config`, whose `RunConfig` holds them).
+`harness.config.run`, whose `RunConfig` holds them).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from harness.endpoint import (
+from harness.config.endpoint import (
     ANTHROPIC_KEY_ENV,
     DEFAULT_KEY_ENV,
     BaseUrl,
@@ -19,7 +19,7 @@ from harness.endpoint import (
     parse_units,
 )
 from harness.errors import UserError
-from harness.schema import Strict
+from harness.config.schema import Strict
 
 
 def _is_openai(value: str) -> bool:
@@ -104,7 +104,7 @@ class GenerationConfig(Strict):
     top_p: float = Field(0.95, gt=0, le=1)
     seed: int = 0
     continue_on_eos: bool = False
-    # the openai engine's endpoint (harness.endpoint): else $OPENAI_BASE_URL, the server's
+    # the openai engine's endpoint (harness.config.endpoint): else $OPENAI_BASE_URL, the server's
     # only model, the key in $OPENAI_API_KEY
     base_url: BaseUrl = None
     served_model: ServedModel = None

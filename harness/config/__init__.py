@@ -1,0 +1,1 @@
+"""The run config and task suite schemas, and reading them from YAML."""

@@ -1,0 +1,1 @@
+"""Text the model reads and writes: chat templates, tokens, records and logged conversations."""

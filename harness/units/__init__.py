@@ -1,0 +1,1 @@
+"""What a run will do, unit by unit: the plan, the selected items, replay and sampling until decided."""
