@@ -1,7 +1,8 @@
 """bench/sequential.py's samples as a hosted run pays for them: requests and tokens.
 
 Each sample of the bench's single-reply items is one chat request; its tokens are the run
-plan's budget (`harness.units.plan.plan_run`, what `harness run --dry-run` prints and prices) for the
+plan's budget (`harness.units.plan.plan_run`: what `harness run --dry-run` prints, priced) for
+the
 bench's own config (`sequential.write_inputs`) at `tokens` per reply: per sample the prompt's
 input tokens and `tokens` output tokens, an upper bound (a reply that ends early costs less).
 Input tokens are counted in the config model's tokenizer (tiny-random-llama, the Llama

@@ -1,9 +1,9 @@
 """bench/sequential.py's default: the rules over many simulated runs (its docstring says what
 each rule is). One run: every condition's 0/1 sample path drawn once (seeded by run and
 condition), read by every rule, so the rules compare on the same samples. The shipped rule is
-read through the runner's own code: the looks of harness.config.sampling.schedule, the passes counted
-by harness.stats.group_sequential.binary_count as the analyse stage counts them, the verdict of
-harness.analysis.gate_sequential.sequential_check as the gates stage makes it."""
+read through the runner's own code: the looks of harness.config.sampling.schedule, the passes
+counted by harness.stats.group_sequential.binary_count as the analyse stage counts them, the
+verdict of harness.analysis.gate_sequential.sequential_check as the gates stage makes it."""
 
 from __future__ import annotations
 
@@ -147,7 +147,8 @@ def simulate_main(runs: int, seed: int, power: float, tokens: int = 64) -> int:
     report("doubling", sims["doubling"], 10 * n)
     at = test.outcome(BOUND)
     print(
-        f"\nshipped rule (samples: {SHIPPED}: looks {list(looks)}, harness.config.sampling.schedule; "
+        f"\nshipped rule (samples: {SHIPPED}: looks {list(looks)}, "
+        f"harness.config.sampling.schedule; "
         f"group-sequential, harness.analysis.gate_sequential); nominal alpha pass "
         f"{test.alpha_pass:.4f}, fail {test.alpha_fail:.4f}; exact error at p = {BOUND}: "
         f"pass {at.passes:.4f} (the sup over p < {BOUND}), fail {at.fails:.4f}:"

@@ -84,8 +84,8 @@ def bare_loop(url: str, model: str, n: int, concurrency: int, max_tokens: int, s
 def engine_batch(url: str, model: str, n: int, concurrency: int, max_tokens: int, seed0: int):
     """The chat engine: the same requests as position ids, one `generate` batch, with its
     request cache on (every request a miss, as in a fresh run)."""
-    from harness.text.chat import ChatFormat
     from harness.engines import GenerationRequest, SamplingSettings, make_engine
+    from harness.text.chat import ChatFormat
 
     # the cache stays, as a run's does (removing it is no part of the engine's time)
     cache = Path(tempfile.mkdtemp(prefix="bench-hosted-"))

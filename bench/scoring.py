@@ -53,9 +53,9 @@ def windows_bench() -> None:
     # scoring runs no model: the limit is printed for the record of the machine it ran on
     print(measure_limit(resolve_model("smollm2-135m-instruct").path).describe())
     from harness.config.run import ScoringConfig, TaskSuite
-    from harness.text.records import GenerationRecord
     from harness.scoring import score_records
     from harness.scoring.io import load_tokenizer
+    from harness.text.records import GenerationRecord
 
     tokenizer = load_tokenizer(None)
     texts = [w["text"] for w in yaml.safe_load(DATA.read_text())["windows"] if w["lang"]]
@@ -133,8 +133,8 @@ def logs_child(log: Path, out: Path) -> None:
     """Score the log as `harness score` does; print the figures (this process's own peak)."""
     from harness.config.run import ScoringConfig, TaskSuite
     from harness.pipeline import run_score
-    from harness.units.plan import plan_score
     from harness.stages.logs import LogDigests
+    from harness.units.plan import plan_score
 
     suite = TaskSuite.model_validate(SUITE)
     start = time.perf_counter()

@@ -13,7 +13,8 @@ Default: --runs simulated runs (seeded 0/1 sample paths, the same paths for ever
   conditions' powers; `fixed_n`). The smallest n with each condition's own power >= 0.9 (77)
   sits on the sawtooth of the discrete test (78 gives 0.874) and gets all ten right with 0.867;
 - shipped: what `samples: {min: 4, max: 157}` runs (SHIPPED), read through the runner's own
-  functions: the looks of harness.config.sampling.schedule (x1.3 from 4: 4, 5, 7, ..., 121, 157), the
+  functions: the looks of harness.config.sampling.schedule (x1.3 from 4: 4, 5, 7, ..., 121,
+  157), the
   passes counted as the analyse stage counts them, each look's verdict the gates stage's
   group-sequential test (harness.analysis.gate_sequential), its nominal levels calibrated
   exactly so each side errs <= 0.05 at every rate; exact figures beside;

@@ -25,10 +25,6 @@ _API = {"load_config", "plan", "run", "score_log", "probe", "Run", "RunManifest"
 def __getattr__(name: str) -> Any:
     """The API on first use: `import harness` stays light for the CLI and engine processes
     (harness.api loads the pipeline, pydantic models and every stage)."""
-    if name == "plan":  # the module, callable as the API's plan (harness/units/plan.py, its end):
-        import harness.units.plan  # lazy: one object whether or not the module was imported first
-
-        return harness.plan
     if name in _API:
         import harness.api  # lazy: see the docstring
 

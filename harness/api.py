@@ -23,16 +23,16 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from harness.config.run import RunConfig, ScoringConfig
 from harness.config.files import check_run_config, load_run_config_and_suites, load_suite
+from harness.config.run import RunConfig, ScoringConfig
 from harness.errors import UserError
 from harness.pipeline import run_plan, run_probe, run_score
-from harness.units.plan import RunPlan, plan_config, plan_score
-from harness.units.probe_plan import ProbeFlags, plan_probe, probe_request
-from harness.text.records import GenerationRecord
 from harness.results import ResultRow
 from harness.results.base import column_kind
 from harness.stages.base import output_frame
+from harness.text.records import GenerationRecord
+from harness.units.plan import RunPlan, plan_config, plan_score
+from harness.units.probe_plan import ProbeFlags, plan_probe, probe_request
 
 if TYPE_CHECKING:  # annotations only: pandas loads where frames are read
     import pandas as pd

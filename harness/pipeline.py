@@ -14,10 +14,7 @@ from typing import Any
 
 from harness.analysis.gate_rows import undecided_conditions
 from harness.errors import notice
-from harness.units.plan import RunPlan, ScorePlan, plan_run
-from harness.units.probe_plan import ProbePlan
 from harness.results import RESULT_FILES, GateRow
-from harness.units.sequential import SamplePlan, gated_conditions
 from harness.stages.analyse import AnalyseStage
 from harness.stages.base import (
     Records,
@@ -46,6 +43,9 @@ from harness.stages.score import ScoreStage
 from harness.stages.single_turn import SingleTurnStage
 from harness.stages.theory import TheoryStage
 from harness.store import RunStore
+from harness.units.plan import RunPlan, ScorePlan, plan_run
+from harness.units.probe_plan import ProbePlan
+from harness.units.sequential import SamplePlan, gated_conditions
 
 # In order; a stage reads only what the stages before it produced.
 STAGES: list[Stage] = [

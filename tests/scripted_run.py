@@ -16,9 +16,9 @@ from typing import Any
 from harness.config.files import load_run_config_and_suites
 from harness.engines.scripted import every_engine
 from harness.models import ResolvedModel
-from harness.units.plan import RunPlan, select_items
 from harness.stages.context import RunContext, run_context
 from harness.store import RunStore
+from harness.units.plan import RunPlan, select_items
 
 
 @contextmanager

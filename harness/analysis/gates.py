@@ -1,6 +1,7 @@
 """Gates: pass, fail or undecided on summary.csv's per-condition metrics -> gates.csv, junit.xml.
 
-A gate (`harness.config.gate_specs.GateSpec`) bounds one metric of one policy and is checked on every
+A gate (`harness.config.gate_specs.GateSpec`) bounds one metric of one policy and is checked on
+every
 (model, item) it covers: its `model`, else every model of the run, times its `items`, else
 every item of the run. Each check has one of three verdicts:
 
@@ -39,7 +40,6 @@ from harness.analysis.gate_sequential import sequential_check
 from harness.analysis.gate_sources import GATE_TABLES as GATE_TABLES
 from harness.analysis.gate_sources import gate_source, source_rows
 from harness.analysis.gate_sources import read_gate_tables as read_gate_tables
-from harness.errors import UserError
 from harness.config.gate_specs import (
     GATE_METRICS,
     Family,
@@ -49,6 +49,7 @@ from harness.config.gate_specs import (
     gate_use,
     one_sided,
 )
+from harness.errors import UserError
 from harness.results import CONDITION, GateRow, as_bool, result_frame
 from harness.stats import FRACTION_CS, Interval
 from harness.stats import verdict as bound_verdict
@@ -221,8 +222,8 @@ def samples_needed(
 
 def _test_level(gate: GateSpec, use: str, level: float, checked: float) -> float:
     """The level each bound of the check is tested at (gates.csv's `level`): the one-sided
-    bounds' own (`checked`, harness.config.gate_specs.gate_level), one side of a two-sided interval at
-    `level` (its error is half of 1 - level), none for a point comparison."""
+    bounds' own (`checked`, harness.config.gate_specs.gate_level), one side of a two-sided
+    interval at `level` (its error is half of 1 - level), none for a point comparison."""
     if use != "interval":
         return math.nan
     return checked if one_sided(gate) else 1 - (1 - level) / 2

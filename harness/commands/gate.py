@@ -34,11 +34,11 @@ def gate_command(
 ) -> None:
     """Check CONFIG's gates against DIR/summary.csv; exit 1 when one fails or is undecided."""
     from harness.config.files import load_run_config_and_suites  # lazy: CLI start-up
-    from harness.units.plan import until_decided as sampling_until_decided  # lazy: CLI start-up
     from harness.report.terminal import gates_failed, print_gates  # lazy: CLI start-up
-    from harness.units.selection import select_items  # lazy: CLI start-up
     from harness.stages.base import write_output  # lazy: CLI start-up
     from harness.stages.gates import gate_outputs  # lazy: CLI start-up
+    from harness.units.plan import until_decided as sampling_until_decided  # lazy: CLI start-up
+    from harness.units.selection import select_items  # lazy: CLI start-up
 
     spec, suites = load_run_config_and_suites(config)
     if until_decided:  # the config as `harness run --until-decided` ran it

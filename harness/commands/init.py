@@ -42,14 +42,14 @@ def init_command(
     """Write a run config and a starter suite for your system prompt (never overwrites)."""
     from harness.config.files import load_run_config_and_suites  # lazy: CLI start-up
     from harness.models import parse_model_name  # lazy: CLI start-up
-    from harness.units.plan_checks import check_turn_budget  # lazy: CLI start-up
     from harness.probes.pairs import read_text_arg  # lazy: CLI start-up
-    from harness.units.selection import select_items  # lazy: CLI start-up
     from harness.starter.budget import budget_for  # lazy: CLI start-up
     from harness.starter.files import starter_config, starter_suite  # lazy: CLI start-up
     from harness.starter.language import choose_language  # lazy: CLI start-up
     from harness.starter.requests import starter_items  # lazy: CLI start-up
     from harness.starter.rules import stated_rules  # lazy: CLI start-up
+    from harness.units.plan_checks import check_turn_budget  # lazy: CLI start-up
+    from harness.units.selection import select_items  # lazy: CLI start-up
 
     if not NAME_PATTERN.match(name):
         raise UserError(f"NAME '{name}': use letters, digits, '_', '.' and '-' only")

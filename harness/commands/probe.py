@@ -122,8 +122,8 @@ def _run(flags, out: Path | None, fresh: bool = False) -> None:
     from rich.console import Console
 
     from harness.pipeline import run_probe  # lazy: CLI start-up
-    from harness.units.probe_plan import plan_probe, probe_request  # lazy: CLI start-up
     from harness.results import ProbeFitRow  # lazy: CLI start-up
+    from harness.units.probe_plan import plan_probe, probe_request  # lazy: CLI start-up
 
     err = Console(stderr=True)
     folder = out or Path("reports") / time.strftime("probe-%Y%m%d-%H%M%S")

@@ -60,16 +60,16 @@ def score_command(
 ) -> None:
     """Score transcripts window by window (chat logs turn by turn too); write the CSVs."""
     from harness.analysis.gate_rows import gate_name  # lazy: CLI start-up
-    from harness.text.chatlogs import is_chat_log  # lazy: CLI start-up
-    from harness.config.run import ScoringConfig  # lazy: CLI start-up
     from harness.config.files import load_suite  # lazy: CLI start-up
     from harness.config.gate_specs import GateSpec  # lazy: CLI start-up
+    from harness.config.run import ScoringConfig  # lazy: CLI start-up
     from harness.interop import FORMATS, detect_format  # lazy: CLI start-up
     from harness.pipeline import run_score  # lazy: CLI start-up
-    from harness.units.plan import plan_score  # lazy: CLI start-up
     from harness.scoring.io import score_files  # lazy: CLI start-up
     from harness.stages.gates import score_gates  # lazy: CLI start-up
     from harness.stages.logs import LogDigests  # lazy: CLI start-up
+    from harness.text.chatlogs import is_chat_log  # lazy: CLI start-up
+    from harness.units.plan import plan_score  # lazy: CLI start-up
 
     suites = [load_suite(path) for path in suite]
     gates = [GateSpec.model_validate(g) for s in suites for g in s.gates]
@@ -111,8 +111,8 @@ def score_command(
 
 def load_gates(path: Path | None) -> list:
     """The `gates:` of a YAML file (a run config, or a file of gates alone); [] without one."""
-    from harness.errors import UserError  # lazy: CLI start-up
     from harness.config.gate_specs import GateSpec  # lazy: CLI start-up
+    from harness.errors import UserError  # lazy: CLI start-up
     from harness.userfiles import read_user_text  # lazy: CLI start-up
 
     if path is None:

@@ -33,7 +33,7 @@ ROOTS: tuple[tuple[str, type[BaseModel]], ...] = (
     ("run config", RunConfig),
     ("task suite", TaskSuite),
 )
-DOC = Path(__file__).resolve().parents[1] / "docs" / "config.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "config.md"
 COMMAND = "python -m harness.config.docs --write"
 
 

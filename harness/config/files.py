@@ -10,12 +10,12 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from harness.config.run import RunConfig
-from harness.errors import UserError
 from harness.config.gate_specs import GateSpec, gate_unit_problem
-from harness.models import parse_model_name
 from harness.config.policy_specs import policy_label
+from harness.config.run import RunConfig
 from harness.config.suites import TaskSuite
+from harness.errors import UserError
+from harness.models import parse_model_name
 from harness.userfiles import read_user_text
 
 

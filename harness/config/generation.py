@@ -18,8 +18,8 @@ from harness.config.endpoint import (
     ServedModel,
     parse_units,
 )
-from harness.errors import UserError
 from harness.config.schema import Strict
+from harness.errors import UserError
 
 
 def _is_openai(value: str) -> bool:

@@ -1,6 +1,6 @@
 """Pydantic models for run configs, and the loaders of run configs and task suites (the suite
-schema is `harness.config.suites`, the policy specs `harness.config.policy_specs`, the generation section
-`harness.config.generation`; their models are re-exported here for the callers).
+schema is `harness.config.suites`, the policy specs `harness.config.policy_specs`, the
+generation section `harness.config.generation`; their models are re-exported here for the callers).
 
 A wrong config raises `UserError` with one line naming the file, the field and what was
 expected; the CLI turns that into exit code 2 before anything is written.
@@ -47,8 +47,8 @@ from harness.config.sampling import SampleRange, sample_range
 from harness.config.schema import Strict
 from harness.config.suites import TaskItem, TaskSuite, UserSimulator, UserTurn
 
-# re-exported: the suite models (harness.config.suites), the policy specs (harness.config.policy_specs)
-# and the generation section (harness.config.generation)
+# re-exported: the suite models (harness.config.suites), the policy specs
+# (harness.config.policy_specs) and the generation section (harness.config.generation)
 __all__ = [
     "BASELINE", "POLICY_NAMES", "AdaptivePolicy", "AttentionBiasPolicy", "NonePolicy",
     "PeriodicPolicy", "Placement", "PolicySpec", "RestatePolicy", "TaskItem", "TaskSuite",
@@ -158,8 +158,8 @@ class StatsConfig(Strict):
     level: float = Field(0.95, gt=0, lt=1)
     draws: int = Field(2000, ge=100)  # pooled alpha fits, pooled kappa, predictor AUROC
     anytime: bool = False
-    # the gates' error over many checks (harness.config.gate_specs.Family): `none` bounds each bound's
-    # error by 1 - level, `bonferroni` the chance that any verdict of the run is wrong
+    # the gates' error over many checks (harness.config.gate_specs.Family): `none` bounds each
+    # bound's error by 1 - level, `bonferroni` the chance that any verdict of the run is wrong
     family: Family = "none"
 
 

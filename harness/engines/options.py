@@ -7,8 +7,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from harness.config.run import ChatOptions, GenerationConfig
 from harness.config.endpoint import endpoint_of, server_url
+from harness.config.run import ChatOptions, GenerationConfig
 from harness.engines.pricing import Budget
 from harness.models import ResolvedModel, resolve_model
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from urllib.parse import urlparse
 
-from harness.config.run import RunConfig
 from harness.config.endpoint import server_url
+from harness.config.run import RunConfig
 from harness.errors import UserError
 
 

@@ -9,9 +9,9 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness.text.chatlogs import LoggedConversation, read_chat_logs
 from harness.errors import UserError
 from harness.interop import inspect_import, otel
+from harness.text.chatlogs import LoggedConversation, read_chat_logs
 
 FORMATS = ("auto", "chat", "inspect", "otel")
 

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.text.chatlogs import LoggedConversation, conversation_from
 from harness.errors import UserError
+from harness.text.chatlogs import LoggedConversation, conversation_from
 
 
 def read_inspect_log(path: Path) -> Iterator[LoggedConversation]:

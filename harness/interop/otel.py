@@ -23,8 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.text.chatlogs import LoggedConversation, conversation_from
 from harness.errors import UserError
+from harness.text.chatlogs import LoggedConversation, conversation_from
 
 SEMCONV = "1.37.0"
 INPUT, OUTPUT = "gen_ai.input.messages", "gen_ai.output.messages"

@@ -3,7 +3,14 @@ of a config spec (`harness.config.policy_specs`, re-exported here) is `policy_ru
 
 from __future__ import annotations
 
-from harness.text.chat import ChatFormat
+from harness.config.policy_specs import (
+    AdaptivePolicy,
+    AttentionBiasPolicy,
+    NonePolicy,
+    PeriodicPolicy,
+    RestatePolicy,
+    policy_label,
+)
 from harness.policies.base import Policy, SampleSpec, SampleState
 from harness.policies.driver import run_policies, run_policy
 from harness.policies.library import (
@@ -15,14 +22,7 @@ from harness.policies.library import (
     ViolationHook,
     policy_run,
 )
-from harness.config.policy_specs import (
-    AdaptivePolicy,
-    AttentionBiasPolicy,
-    NonePolicy,
-    PeriodicPolicy,
-    RestatePolicy,
-    policy_label,
-)
+from harness.text.chat import ChatFormat
 
 __all__ = [
     "AdaptivePolicy",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from harness.text.chat import ChatFormat
+from harness.config.policy_specs import PolicySpec
 from harness.engines.base import (
     Engine,
     GenerationRequest,
@@ -18,7 +18,7 @@ from harness.engines.base import (
     SamplingSettings,
 )
 from harness.errors import UserError
-from harness.config.policy_specs import PolicySpec
+from harness.text.chat import ChatFormat
 from harness.text.records import Segment, TokenCounts
 
 CONTINUE_TEXT = "Continue."

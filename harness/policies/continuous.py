@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness.text.chat import ChatFormat
 from harness.engines.base import Engine, GenerationRequest, GenerationResult, SamplingSettings
 from harness.policies.base import (
     Policy,
@@ -24,6 +23,7 @@ from harness.policies.base import (
     round_request,
 )
 from harness.policies.conversation import next_user_turns, stop_at_context
+from harness.text.chat import ChatFormat
 
 
 def run_continuous(

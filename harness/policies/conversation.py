@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness.text.chat import ChatFormat
+from harness.config.policy_specs import RestatePolicy
 from harness.engines.base import Engine, GenerationRequest, SamplingSettings
 from harness.policies.base import CONTINUE_TEXT, Policy, SampleState
-from harness.config.policy_specs import RestatePolicy
+from harness.text.chat import ChatFormat
 
 # Simulated-user requests are seeded apart from the assistant's rounds (seed * 7919 + round).
 SIMULATOR_SEED_OFFSET = 1_000_003

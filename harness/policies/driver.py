@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness.text.chat import ChatFormat
 from harness.engines.base import Engine, SamplingSettings, continuous
 from harness.errors import UserError
 from harness.policies.base import (
@@ -18,6 +17,7 @@ from harness.policies.base import (
 )
 from harness.policies.continuous import run_continuous
 from harness.policies.conversation import next_user_turns, prefill_history, stop_at_context
+from harness.text.chat import ChatFormat
 from harness.text.records import GenerationRecord
 
 

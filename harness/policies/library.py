@@ -10,11 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness.text.chat import ChatFormat
-from harness.engines.base import Engine, PromptBias
-from harness.errors import UserError
-from harness.policies.base import Policy, SampleSpec, SampleState, reminder_ids
-from harness.policies.conversation import reply_text
 from harness.config.policy_specs import (
     AdaptivePolicy,
     AttentionBiasPolicy,
@@ -23,6 +18,11 @@ from harness.config.policy_specs import (
     PolicySpec,
     RestatePolicy,
 )
+from harness.engines.base import Engine, PromptBias
+from harness.errors import UserError
+from harness.policies.base import Policy, SampleSpec, SampleState, reminder_ids
+from harness.policies.conversation import reply_text
+from harness.text.chat import ChatFormat
 
 # (sample state, text of the last window) -> True when the window violates the task's checks
 ViolationHook = Callable[[SampleState, str], bool]

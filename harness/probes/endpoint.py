@@ -24,12 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from harness.text.chat import ChatFormat
-from harness.config.run import RunConfig
 from harness.config.endpoint import DEFAULT_KEY_ENV, api_key, endpoint_of, server_url
+from harness.config.run import RunConfig
 from harness.engines.openai_engine import CompletionsApi
 from harness.errors import UserError
 from harness.probes.topk import parse_entry, topk_gaps
+from harness.text.chat import ChatFormat
 
 # the preflight's probe text: special tokens, accents, CJK and digits, where tokenizers differ
 CHECK_SYSTEM = "Réponds en français. 答えは日本語で。"

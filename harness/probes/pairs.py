@@ -21,10 +21,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from harness.text.chat import TEMPLATE_DEFAULT, ChatFormat, SystemPrompt
 from harness.engines.base import GenerationRequest, SamplingSettings
 from harness.engines.vllm_engine import VllmEngine
 from harness.errors import UserError
+from harness.text.chat import TEMPLATE_DEFAULT, ChatFormat, SystemPrompt
 from harness.userfiles import read_user_text
 
 # the user-facing spellings of the two special system values

@@ -34,9 +34,9 @@ import pandas as pd
 
 from harness.errors import UserError
 from harness.interop import read_conversations
-from harness.text.records import GenerationRecord
 from harness.report.load import load_run
 from harness.results import TurnRow, WindowRow
+from harness.text.records import GenerationRecord
 
 SAMPLE_KEYS = ("model", "task", "item", "policy", "seed", "sample")
 NO_ANSWER = "N"  # inspect_ai.scorer.NOANSWER: a check that decided nothing in this sample

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.text.chatlogs import read_chat_lines
 from harness.errors import UserError
 from harness.report.html import esc, fmt_num, note, section, table
 from harness.report.load import RunData
 from harness.report.log_tallies import TurnTallies, logged_chunks, tally_turns
+from harness.text.chatlogs import read_chat_lines
 
 WORST = 20  # conversations shown by default (`--worst`)
 TEXT_CHARS = 600  # a text shown beyond this is cut (the whole text is in the log)

@@ -274,8 +274,9 @@ def adherence_summary(
     anytime=True: every interval a confidence sequence (for sampling until decided).
     horizon: the fixed t-range [1, T] of AUC, final and the half-life's checkpoints (the
     run's max_tokens); None: each sample's own span (`sample_values`). gate_level: the level
-    of the one-sided bounds auc/final_lcb/ucb that gates read (`harness.config.gate_specs.gate_level`;
-    None: `level`). passes, abstain: the windows' `window_passes` and `window_abstentions`,
+    of the one-sided bounds auc/final_lcb/ucb that gates read
+    (`harness.config.gate_specs.gate_level`; None: `level`). passes, abstain: the windows'
+    `window_passes` and `window_abstentions`,
     where the caller has them (with both, `windows` is not read); conditions: the passes'
     `ConditionValues` by condition, in key order, instead of the passes (a chat log's, made
     with this `horizon`)."""

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.text.chat import ChatFormat
 from harness.checks.base import CheckResult
 from harness.checks.judge import (
     JUDGE_MAX_TOKENS,
@@ -38,13 +37,14 @@ from harness.checks.judge import (
     rubric_user_message,
     verdict_result,
 )
-from harness.config.run import GenerationConfig
 from harness.config.endpoint import endpoint_of, server_url
+from harness.config.run import GenerationConfig
 from harness.engines import GenerationRequest, SamplingSettings, make_engine
 from harness.engines.options import engine_options, model_of
 from harness.errors import UserError
 from harness.models import ResolvedModel, resolve_model
 from harness.store import unit_key
+from harness.text.chat import ChatFormat
 
 STAGE = "judge"
 Resolve = Callable[[str], ResolvedModel]

@@ -26,11 +26,8 @@ from typing import Any
 
 import pandas as pd
 
-from harness.text.chat import ChatFormat
-from harness.text.chatlogs import LogCounts, LoggedConversation, validate_chat_logs
 from harness.config.run import ScoringConfig, TaskSuite
 from harness.interop import read_conversations
-from harness.text.records import GenerationRecord, TokenCounts
 from harness.results import LoggedRow, TurnRow, WindowRow, cells_are, result_frame
 from harness.scoring.digest import (
     WindowDigest,
@@ -42,6 +39,9 @@ from harness.scoring.matching import ItemMatcher
 from harness.scoring.score import score_records
 from harness.scoring.spill import TURN_KEYS, WINDOW_KEYS, SpilledCsv
 from harness.scoring.turns import score_turns
+from harness.text.chat import ChatFormat
+from harness.text.chatlogs import LogCounts, LoggedConversation, validate_chat_logs
+from harness.text.records import GenerationRecord, TokenCounts
 
 POLICY = "logged"  # the policy label of a logged conversation's records and rows
 CHUNK = 250  # conversations scored per batch: every check sees their texts at once (500: a

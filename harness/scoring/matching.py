@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.text.chatlogs import LoggedConversation
 from harness.config.run import TaskSuite
 from harness.errors import UserError
 from harness.scoring.score import item_index
+from harness.text.chatlogs import LoggedConversation
 
 
 class ItemMatcher:

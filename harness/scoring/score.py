@@ -15,9 +15,9 @@ from typing import Any, TypeVar
 from harness.checks import Check
 from harness.config.run import DEFAULT_CANDIDATE_LANGUAGES, ScoringConfig, TaskItem, TaskSuite
 from harness.errors import UserError
-from harness.text.records import GenerationRecord
 from harness.results import ResultRow, WindowRow, result_frame
 from harness.scoring.windows import reply_text, response_text, split_windows
+from harness.text.records import GenerationRecord
 
 RESPONSE_WINDOW = -1  # `window` value of the rows of response-scope checks
 WINDOW_COLUMNS = WindowRow.columns()

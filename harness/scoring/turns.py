@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from harness.config.run import ScoringConfig, TaskItem, TaskSuite
-from harness.text.records import GenerationRecord
 from harness.results import TurnRow
 from harness.scoring.score import item_checks, item_index, row_key, score_checks
 from harness.scoring.windows import reply_text
+from harness.text.records import GenerationRecord
 
 TURN_COLUMNS = TurnRow.columns()
 

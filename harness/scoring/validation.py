@@ -24,10 +24,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from harness.checks import Check, CheckSpec
 from harness.config.run import DEFAULT_CANDIDATE_LANGUAGES
 from harness.errors import UserError
-from harness.text.records import GenerationRecord, Segment
 from harness.scoring.score import score_checks
 from harness.scoring.windows import response_text, split_windows
 from harness.stats import DEFAULT_LEVEL, binomial_interval
+from harness.text.records import GenerationRecord, Segment
 from harness.userfiles import user_json_objects
 
 # Length bands of a reply in characters: [low, high), the last one closed.

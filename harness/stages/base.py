@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from harness.atomic import atomic_write_text
-from harness.text.records import GenerationRecord
 from harness.results import RESULT_FILES, ResultRow, result_frame, typed_frame
 from harness.results.base import typed_chunks
 from harness.store import write_csv
+from harness.text.records import GenerationRecord
 
 if TYPE_CHECKING:  # annotations only: pandas loads where frames are made
     import pandas as pd

@@ -22,15 +22,9 @@ from harness.config.run import ChatOptions, RunConfig, TaskSuite
 from harness.engines.pool import EnginePool
 from harness.engines.units import PositionUnits, t_unit_name
 from harness.models import ResolvedModel
-from harness.units.plan import RunPlan
-from harness.units.probe_plan import ProbePlan
 from harness.probes.backend import Backend, backend_dtype, open_backend
-from harness.text.records import GenerationRecord
 from harness.results import ResultRow
 from harness.results.base import MODEL_TOKENS
-from harness.units.run_units import GENERATE, Unit, generation_units
-from harness.units.selection import Selected
-from harness.units.sequential import SampleBatch, fixed_batches
 from harness.stages.base import (
     Artifact,
     Product,
@@ -42,6 +36,12 @@ from harness.stages.base import (
     output_frames,
 )
 from harness.store import RunStore
+from harness.text.records import GenerationRecord
+from harness.units.plan import RunPlan
+from harness.units.probe_plan import ProbePlan
+from harness.units.run_units import GENERATE, Unit, generation_units
+from harness.units.selection import Selected
+from harness.units.sequential import SampleBatch, fixed_batches
 
 if TYPE_CHECKING:  # annotations only: pandas and rich load where frames and bars are made
     import pandas as pd

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from harness.analysis.fits import FitMember, fit_table
-from harness.text.records import GenerationRecord
 from harness.results import CONDITION, FitRow, result_frame
 from harness.stages.base import Curves, Records
 from harness.stages.context import RunContext
+from harness.text.records import GenerationRecord
 
 IDENT = list(CONDITION)  # a fit group: one condition
 

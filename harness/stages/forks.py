@@ -21,15 +21,15 @@ from pydantic import BaseModel
 from harness.config.run import ForksConfig, RunConfig, TaskItem, policy_label
 from harness.engines.base import Engine, GenerationRequest, GenerationResult, SamplingSettings
 from harness.models import ResolvedModel
-from harness.text.records import GenerationRecord
 from harness.results import ForkRow, result_frame
-from harness.units.run_units import sampling_settings
 from harness.scoring.judge import JudgeDefaults, JudgeRunner
 from harness.scoring.score import item_checks, score_checks
 from harness.stages.base import ForkArms, Records
 from harness.stages.context import RunContext
 from harness.stages.probe import record_baseline_ids
 from harness.store import unit_key
+from harness.text.records import GenerationRecord
+from harness.units.run_units import sampling_settings
 
 STAGE = "forks"
 ARMS = ("with", "without")

@@ -20,9 +20,10 @@ from harness.analysis.gate_sources import read_gate_tables
 from harness.analysis.gates import GATE_COLUMNS, evaluate_gates, read_summary
 from harness.analysis.rules import rule_frames, rule_sentences
 from harness.atomic import atomic_write_text
-from harness.config.run import RunConfig, TaskItem
 from harness.config.gate_specs import GateSpec, gate_level, gate_units
 from harness.config.policy_specs import policy_label
+from harness.config.run import RunConfig, TaskItem
+from harness.config.sampling import schedule
 from harness.results import (
     ConversationRow,
     GateRow,
@@ -34,7 +35,6 @@ from harness.results import (
     WindowRow,
     typed_frame,
 )
-from harness.config.sampling import schedule
 from harness.stages.base import JUnit
 from harness.stages.context import RunContext
 from harness.store import write_csv
@@ -42,10 +42,12 @@ from harness.store import write_csv
 
 def gate_outputs(config: RunConfig, items: list[TaskItem], run_dir: Path) -> dict[str, Any]:
     """{"gates.csv": frame, "junit.xml": text} of `config`'s gates on run_dir/summary.csv,
-    each judging the run's `items` that hold a unit of it (`harness.config.gate_specs.gate_units`)."""
+    each judging the run's `items` that hold a unit of it
+    (`harness.config.gate_specs.gate_units`)."""
     if config.gates:
         summary = read_summary(Path(run_dir) / "summary.csv")
-        st = config.stats  # the level each bound is tested at (harness.config.gate_specs.gate_level)
+        # the level each bound is tested at (harness.config.gate_specs.gate_level)
+        st = config.stats
         # a sequential run's auc/final gates: the group-sequential test at its looks
         looks = tuple(schedule(config.sequential)) if config.sequential else None
         single = [policy_label(p) for p in config.policies]

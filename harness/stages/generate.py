@@ -11,24 +11,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-from harness.text.chat import ChatFormat
-from harness.config.run import PolicySpec, RunConfig
 from harness.config.endpoint import endpoint_of
+from harness.config.run import PolicySpec, RunConfig
 from harness.engines import make_engine
 from harness.engines.options import engine_options, run_budget
 from harness.engines.pool import EnginePool
 from harness.models import ResolvedModel, resolve_model
 from harness.policies import policy_run, run_policies
 from harness.policies.conversation import Simulators
-from harness.text.records import GenerationRecord
-from harness.units.replay import logged_records
-from harness.units.run_units import Unit, generation_units, sampling_settings
 from harness.scoring import window_fails
-from harness.units.selection import Selected, simulator_key
-from harness.units.sequential import SampleBatch, fixed_batches
 from harness.stages.base import Hosted, Records, artifact_name
 from harness.stages.context import RunContext
 from harness.store import RunStore, unit_key
+from harness.text.chat import ChatFormat
+from harness.text.records import GenerationRecord
+from harness.units.replay import logged_records
+from harness.units.run_units import Unit, generation_units, sampling_settings
+from harness.units.selection import Selected, simulator_key
+from harness.units.sequential import SampleBatch, fixed_batches
 
 STAGE = "generate"
 

@@ -21,7 +21,6 @@ from harness.analysis.conversations import (
     turn_digest,
 )
 from harness.analysis.rules import rule_frames, rule_sentences
-from harness.units.plan import ScorePlan
 from harness.report import render_report
 from harness.results import (
     AdherenceCurveRow,
@@ -52,6 +51,7 @@ from harness.stages.base import (
 )
 from harness.stages.context import StageContext
 from harness.store import RunStore
+from harness.units.plan import ScorePlan
 
 if TYPE_CHECKING:  # annotations only: pandas loads where frames are made
     pass

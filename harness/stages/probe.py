@@ -17,7 +17,6 @@ import numpy as np
 
 from harness.analysis.attention import attention_rows, reply_share_rows
 from harness.analysis.powerlaw import fit_positions
-from harness.text.chat import TEMPLATE_DEFAULT, ChatFormat
 from harness.config.run import RunConfig
 from harness.models import ResolvedModel
 from harness.probes.backend import (
@@ -31,7 +30,6 @@ from harness.probes.backend import (
 )
 from harness.probes.endpoint import endpoint_settings
 from harness.probes.precision import hidden_below_floor, key_params
-from harness.text.records import GenerationRecord
 from harness.results import (
     AttentionRow,
     AttentionTurnRow,
@@ -43,6 +41,8 @@ from harness.results import (
 from harness.stages.base import Curves, Records, artifact_name
 from harness.stages.context import RunContext
 from harness.store import RunStore, unit_key
+from harness.text.chat import TEMPLATE_DEFAULT, ChatFormat
+from harness.text.records import GenerationRecord
 
 STAGE = "probe"
 METRICS = ("l2", "rel_l2", "cos_dist")

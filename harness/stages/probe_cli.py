@@ -24,7 +24,6 @@ from harness.analysis.probe_tables import (
     probe_fits,
 )
 from harness.models import ResolvedModel
-from harness.units.probe_plan import ProbePlan, fit_continuation
 from harness.probes.backend import (
     Backend,
     HfBackend,
@@ -43,6 +42,7 @@ from harness.results import (
 from harness.stages.base import Output, Product, Stage, artifact_name, check_order
 from harness.stages.context import StageContext
 from harness.store import unit_key
+from harness.units.probe_plan import ProbePlan, fit_continuation
 
 UNITS = "probe-cli"  # the cache folder and STAGE_VERSIONS entry of the probe's units
 

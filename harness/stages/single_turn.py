@@ -18,18 +18,18 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from harness.text.chat import ChatFormat
 from harness.config.run import RunConfig, TaskItem
 from harness.engines.base import GenerationRequest, SamplingSettings
 from harness.models import ResolvedModel
-from harness.text.records import GenerationRecord
 from harness.results import SingleTurnRow, result_frame
-from harness.units.run_units import sampling_settings
 from harness.scoring.judge import JudgeDefaults, JudgeRunner
 from harness.scoring.score import item_checks, score_checks
 from harness.stages.base import Records
 from harness.stages.context import RunContext
 from harness.store import unit_key
+from harness.text.chat import ChatFormat
+from harness.text.records import GenerationRecord
+from harness.units.run_units import sampling_settings
 
 STAGE = "single-turn"
 POLICY = "none"

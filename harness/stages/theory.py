@@ -19,12 +19,12 @@ from harness.config.run import NonePolicy, RunConfig
 from harness.models import ResolvedModel
 from harness.probes.backend import HfBackend, backend_dtype
 from harness.probes.precision import key_params, resolved
-from harness.text.records import GenerationRecord
 from harness.results import BiasRow, RelayRow, result_frame
 from harness.stages.base import Curves, Records
 from harness.stages.context import RunContext
 from harness.stages.probe import baseline_ids, record_curves
 from harness.store import RunStore, unit_key
+from harness.text.records import GenerationRecord
 
 STAGE = "bias"
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 from enum import Enum
 from typing import Literal
 
-from harness.text import tokens
 from harness.errors import UserError
+from harness.text import tokens
 
 # Marks a cut in rendered template text (system turn, end of an assistant message): private-use
 # characters that no prompt contains and no template trims.

@@ -37,8 +37,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from harness.text.chatmessages import LoggedMessage, ToolCall, check_order, json_type, parse_message
 from harness.errors import UserError
+from harness.text.chatmessages import LoggedMessage, ToolCall, check_order, json_type, parse_message
 from harness.userfiles import user_text_lines
 
 __all__ = ["LoggedConversation", "LoggedMessage", "LoggedTurn", "ToolCall", "read_chat_logs"]

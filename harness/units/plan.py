@@ -7,26 +7,32 @@ exists, so a bad input gets one line and exit code 2 and leaves nothing half-wri
 
 from __future__ import annotations
 
-import importlib
-import sys
-import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from harness.config.files import load_run_config_and_suites
 from harness.config.run import (
     GenerationConfig,
     RunConfig,
     ScoringConfig,
     TaskSuite,
 )
-from harness.config.files import load_run_config_and_suites
+from harness.config.sampling import SampleRange
 from harness.engines import make_engine
 from harness.engines.options import engine_options, model_of
 from harness.engines.refusals import refuse_chat_features
 from harness.errors import UserError
 from harness.models import EMBEDDED_MODEL, ResolvedModel, resolve_model, untrained_name
+from harness.probes.endpoint import endpoint_settings
+from harness.scoring.inputs import score_run_id
+from harness.scoring.io import load_tokenizer
+from harness.scoring.judge import JudgeDefaults, check_judges, judge_checks_of
+from harness.scoring.logged import check_logs
+from harness.scoring.matching import ItemMatcher
+from harness.scoring.score import item_checks
+from harness.scoring.validation import read_labelled
 from harness.units.plan_checks import (
     check_generation,
     check_probe_layers,
@@ -35,7 +41,6 @@ from harness.units.plan_checks import (
     check_twin,
     probe_backends,
 )
-from harness.probes.endpoint import endpoint_settings
 from harness.units.replay import LogError
 from harness.units.run_units import (
     PlanTotals,
@@ -45,14 +50,6 @@ from harness.units.run_units import (
     plan_totals,
     with_budgets,
 )
-from harness.config.sampling import SampleRange
-from harness.scoring.inputs import score_run_id
-from harness.scoring.io import load_tokenizer
-from harness.scoring.judge import JudgeDefaults, check_judges, judge_checks_of
-from harness.scoring.logged import check_logs
-from harness.scoring.matching import ItemMatcher
-from harness.scoring.score import item_checks
-from harness.scoring.validation import read_labelled
 from harness.units.selection import Selected, select_items
 from harness.units.sequential import fixed_batches
 
@@ -238,15 +235,3 @@ def labelled_file(path: Path, config: RunConfig) -> RunConfig:
     read_labelled(resolved)
     scoring = config.scoring.model_copy(update={"validation": resolved.resolve()})
     return config.model_copy(update={"scoring": scoring})
-
-
-class _CallablePlanModule(types.ModuleType):
-    """`harness.plan` names this module and the Python API's `harness.plan(config)` at once:
-    once the module is imported the package attribute is the module, so the module answers
-    the call. The API lives a layer above (harness/api.py) and is imported when called."""
-
-    def __call__(self, config, out=None) -> RunPlan:
-        return importlib.import_module("harness.api").plan(config, out)
-
-
-sys.modules[__name__].__class__ = _CallablePlanModule

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 
-from harness.text.chat import ChatFormat
 from harness.config.run import ChatOptions, RunConfig, policy_label
 from harness.engines.chat_engine import HOSTED_CONTEXT
 from harness.engines.units import PositionUnits
@@ -17,9 +16,10 @@ from harness.models import ResolvedModel
 from harness.policies import policy_run
 from harness.policies.conversation import conversation_floor
 from harness.probes.endpoint import check_endpoint
+from harness.scoring.judge import JudgeDefaults, check_judges, judge_checks_of
+from harness.text.chat import ChatFormat
 from harness.units.replay import check_replays
 from harness.units.run_units import Unit
-from harness.scoring.judge import JudgeDefaults, check_judges, judge_checks_of
 from harness.units.selection import Selected
 
 

@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from harness.config.run import Precision
 from harness.config.endpoint import BaseUrl, ServedModel, endpoint_of
+from harness.config.run import Precision
 from harness.engines.device import PRECISIONS
 from harness.errors import UserError
 from harness.models import (

@@ -14,14 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.text.chat import ChatFormat
-from harness.text.chatlogs import LoggedConversation, read_chat_logs
 from harness.config.run import NonePolicy, RunConfig, TaskItem
 from harness.errors import UserError, notice
 from harness.policies import policy_run
 from harness.policies.base import Policy, SampleSpec, SampleState
 from harness.policies.conversation import conversation_floor, prefill_history
 from harness.policies.driver import state_record
+from harness.text.chat import ChatFormat
+from harness.text.chatlogs import LoggedConversation, read_chat_logs
 from harness.text.records import GenerationRecord
 from harness.units.selection import Selected, policy_units, sample_seed, sample_specs
 

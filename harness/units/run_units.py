@@ -25,7 +25,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.text.chat import TEMPLATE_DEFAULT, ChatFormat
 from harness.checks.judge import (
     JUDGE_MAX_TOKENS,
     RUBRIC_SYSTEM,
@@ -39,10 +38,11 @@ from harness.models import ResolvedModel
 from harness.policies import policy_run
 from harness.policies.base import SampleSpec
 from harness.policies.conversation import conversation_floor
+from harness.store import unit_key
+from harness.text.chat import TEMPLATE_DEFAULT, ChatFormat
 from harness.units.replay import run_specs
 from harness.units.selection import Selected, batch_units
 from harness.units.sequential import SampleBatch
-from harness.store import unit_key
 
 GENERATE = "generate"  # the generation units' store stage (cache/generate/)
 UnitStage = Literal["generate", "single-turn", "forks", "probe", "judge"]

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.config.run import RunConfig
 from harness.config.gate_specs import LOOP_METRICS
+from harness.config.run import RunConfig
 from harness.config.sampling import SampleRange, schedule
 
 Condition = tuple[str, str, str]  # (model, item, policy)

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.text.chat import TEMPLATE_DEFAULT, ChatFormat
-from harness.config.run import ProbeConfig
 from harness.config.files import load_run_config
+from harness.config.run import ProbeConfig
 from harness.engines import GenerationResult, SamplingSettings
 from harness.policies import NonePolicy, SampleSpec, policy_run, run_policy
 from harness.probes.pairs import DEFAULT_SYSTEM, NO_SYSTEM, PairSpec, pair_prompt_ids
 from harness.stages.probe import baseline_ids
+from harness.text.chat import TEMPLATE_DEFAULT, ChatFormat
 
 pytestmark = pytest.mark.integration
 CONFIGS = Path(__file__).parent.parent / "data" / "configs"
@@ -133,6 +133,7 @@ def test_fast_backend_gives_transformers_ids_and_texts(tokenizer):
     """harness.text.tokens calls the Rust backend directly: the ids, offsets and decoded texts are
     transformers' own, special tokens skipped or kept as asked."""
     from harness.text import tokens
+
     for text in TEXTS:
         enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
         assert tokens.encode(tokenizer, text) == enc["input_ids"]
@@ -159,6 +160,7 @@ def test_byte_pieces_decode_every_id_and_slice_as_the_backend(tokenizer):
     import yaml
 
     from harness.text import tokens
+
     backend = tokenizer.backend_tokenizer
     pieces = tokens._byte_pieces(backend)
     assert pieces is not None
@@ -196,6 +198,7 @@ def test_encode_many_is_the_tokenizers_own_encode(tokenizer):
     import yaml
 
     from harness.text import tokens
+
     windows = yaml.safe_load((CONFIGS.parent / "scoring" / "language_windows.yaml").read_text())
     outside = ["你好世界", "emoji 😀 ok", "prix\u00a010 €", "quoi\u202f?", "zero\u200bwidth"]
     added = ["fin <|im_end|> suite", "<|im_start|>user"]

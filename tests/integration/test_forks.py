@@ -7,9 +7,9 @@ import pytest
 
 from harness.config.run import ForksConfig
 from harness.engines.base import GenerationRequest, SamplingSettings
-from harness.text.records import GenerationRecord, Segment
 from harness.stages.forks import fork_requests, fork_seed, generate_arms
 from harness.stages.probe import record_baseline_ids
+from harness.text.records import GenerationRecord, Segment
 
 pytestmark = pytest.mark.integration
 

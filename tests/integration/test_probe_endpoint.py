@@ -10,10 +10,10 @@ import httpx
 import numpy as np
 import pytest
 
-from harness.text.chat import ChatFormat
 from harness.errors import UserError
 from harness.probes.divergence import pair_divergence
 from harness.probes.endpoint import EndpointProbe
+from harness.text.chat import ChatFormat
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -34,8 +34,8 @@ def _alphas(curves: np.ndarray) -> np.ndarray:
 @pytest.fixture(scope="module")
 def pair(hf_embedded_model):
     """A chat pair (French system prompt vs none) and 1024 tokens of natural English text."""
-    from harness.text.chat import ChatFormat
     from harness.probes.pairs import encode_text
+    from harness.text.chat import ChatFormat
 
     _, tokenizer = hf_embedded_model
     chat = ChatFormat(tokenizer)
@@ -89,9 +89,9 @@ def test_probe_stage_on_vllm_keys_its_units_apart_and_matches_hf(
 ):
     from harness.config.run import RunConfig
     from harness.models import resolve_model
-    from harness.text.records import GenerationRecord, Segment
     from harness.stages.probe import baseline_ids, probe_key, probe_stage
     from harness.store import RunStore, get_arrays
+    from harness.text.records import GenerationRecord, Segment
 
     _, tokenizer = hf_embedded_model
     cont = pair[2][:200]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness.config.run import ScoringConfig
 from harness.config.files import load_suite
-from harness.text.records import GenerationRecord
+from harness.config.run import ScoringConfig
 from harness.scoring import rows_frame, score_records, split_windows
+from harness.text.records import GenerationRecord
 
 pytestmark = pytest.mark.integration
 

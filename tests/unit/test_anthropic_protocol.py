@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pytest
 
-from harness.text.chat import ChatFormat
 from harness.config.run import ChatOptions, GenerationConfig, RunConfig
 from harness.engines import GenerationRequest, SamplingSettings, make_engine
 from harness.engines.refusals import chat_refusals
 from harness.errors import UserError
 from harness.scoring.judge import _takes_prefill
+from harness.text.chat import ChatFormat
 from tests.chat_server import MessagesStandIn
 
 KEY = "sk-ant-planted-1234"

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness.text.chat import ChatFormat
 from harness.engines import GenerationRequest, SamplingSettings, make_engine
 from harness.engines.units import PositionUnits, piece_bytes, piece_id
 from harness.errors import UserError
+from harness.text.chat import ChatFormat
 from tests.chat_server import ChatStandIn, FaultProxy
 
 

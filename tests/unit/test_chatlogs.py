@@ -8,8 +8,8 @@ import tracemalloc
 
 import pytest
 
-from harness.text.chatlogs import is_chat_log, read_chat_logs, validate_chat_logs
 from harness.errors import UserError
+from harness.text.chatlogs import is_chat_log, read_chat_logs, validate_chat_logs
 
 S = {"role": "system", "content": "Réponds en français."}
 U1, A1 = {"role": "user", "content": "Bonjour"}, {"role": "assistant", "content": "Salut !"}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from harness.config.run import DEFAULT_CANDIDATE_LANGUAGES
 from harness.config.files import load_suite
+from harness.config.run import DEFAULT_CANDIDATE_LANGUAGES
 from harness.errors import UserError
 
 

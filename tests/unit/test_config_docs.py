@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness.config.run import GenerationConfig, RunConfig
 from harness.config.docs import COMMAND, DOC, default_text, field_comments, render, type_text
+from harness.config.run import GenerationConfig, RunConfig
 
 
 def test_docs_config_md_is_the_rendering_of_the_models():

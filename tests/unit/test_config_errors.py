@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.config.run import policy_label
 from harness.config.files import load_run_config, load_suite
+from harness.config.run import policy_label
 from harness.errors import UserError
 
 DATA = Path(__file__).parent.parent / "data" / "configs"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.config.run import RunConfig
 from harness.config.endpoint import Endpoint, endpoint_of
+from harness.config.run import RunConfig
 from harness.engines.options import engine_options
 from harness.probes.endpoint import endpoint_settings
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from harness.config.run import ForksConfig
 from harness.engines.base import GenerationResult, SamplingSettings
-from harness.text.records import GenerationRecord, Segment
 from harness.stages.forks import TokenUsage, fork_positions, forked_records, generate_arms
+from harness.text.records import GenerationRecord, Segment
 
 SAMPLING = SamplingSettings(temperature=0.7, top_p=0.95, max_tokens=99)
 

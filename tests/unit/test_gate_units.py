@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from harness.config.run import RunConfig, TaskSuite
 from harness.config.gate_specs import GateSpec, gate_unit_problem, gate_units
+from harness.config.run import RunConfig, TaskSuite
 from harness.stages.gates import gate_outputs
 
 SUITE = {

@@ -19,8 +19,8 @@ from harness.analysis.gate_junit import junit_xml
 from harness.analysis.gate_rows import undecided_conditions
 from harness.analysis.gates import evaluate_gates, read_summary
 from harness.config.files import load_run_config
-from harness.errors import UserError
 from harness.config.gate_specs import GateSpec
+from harness.errors import UserError
 from harness.stats import mean_interval
 from harness.stats.sided import one_sided_bounds
 from harness.store import write_csv

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.config.run import TaskItem, policy_label
 from harness.config.files import load_run_config_and_suites
 from harness.config.gate_specs import gate_problem
+from harness.config.run import TaskItem, policy_label
 
 PROMPTS = {
     "plain": "You are a helpful assistant for Acme Corp.",

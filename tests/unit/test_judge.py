@@ -22,10 +22,10 @@ from harness.checks.judge import (
 from harness.config.run import GenerationConfig, TaskItem, TaskSuite
 from harness.engines import GenerationResult
 from harness.models import ResolvedModel
-from harness.text.records import GenerationRecord
 from harness.scoring import score_records, window_fails
 from harness.scoring.judge import JudgeDefaults, JudgeRunner, judge_target, verdict_key
 from harness.store import RunStore
+from harness.text.records import GenerationRecord
 
 RULE = "The text contains no commas."
 

@@ -15,7 +15,6 @@ from harness.config.run import GenerationConfig, ProbeConfig
 from harness.engines.device import PRECISIONS, resolve_dtype
 from harness.engines.options import engine_options
 from harness.errors import UserError
-from harness.units.probe_plan import ProbeFlags, probe_request
 from harness.probes.divergence import PairDivergence
 from harness.probes.head import vocab_sliced
 from harness.probes.precision import (
@@ -25,6 +24,7 @@ from harness.probes.precision import (
     next_below_floor,
     resolved,
 )
+from harness.units.probe_plan import ProbeFlags, probe_request
 
 
 def _checkpoint(tmp_path, parameters: int):

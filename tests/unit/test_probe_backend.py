@@ -74,9 +74,9 @@ def test_the_plan_resolves_the_backend_of_models_and_twins(support, tmp_path):
 
 def test_manifest_records_the_backend_that_ran(tmp_path):
     from harness.config.run import RunConfig
-    from harness.units.plan import RunPlan
     from harness.stages.context import StageContext
     from harness.stages.report import ManifestStage
+    from harness.units.plan import RunPlan
 
     config = RunConfig.model_validate(
         {"name": "t", "models": ["m"], "suites": ["s.yaml"], "policies": ["none"],

@@ -330,15 +330,15 @@ def test_the_twin_is_refused_on_an_endpoint():
 
 @NEEDS_TINY_FOLDER
 def test_the_run_stage_writes_next_token_and_turn_rows_but_no_divergence(tokenizer, tmp_path):
-    from harness.text.chat import ChatFormat
     from harness.config.run import RunConfig
     from harness.models import resolve_model
-    from harness.units.plan import RunPlan
-    from harness.text.records import GenerationRecord, Segment
     from harness.stages.base import Records
     from harness.stages.context import run_context
     from harness.stages.probe import ProbeStage
     from harness.store import RunStore
+    from harness.text.chat import ChatFormat
+    from harness.text.records import GenerationRecord, Segment
+    from harness.units.plan import RunPlan
 
     system, user = "Always answer in French.", "Tell me about the sea."
     prompt = ChatFormat(tokenizer).prompt_ids(system, user)

@@ -215,10 +215,10 @@ def test_probe_tables_and_fits_stages_write_their_declared_files(tmp_path):
     import pandas as pd
 
     from harness.pipeline import run_stages
-    from harness.units.probe_plan import ProbePlan, ProbeRequest
     from harness.results import PROBE_FILES, frame_columns
     from harness.stages.context import StageContext
     from harness.stages.probe_cli import PROBE_STAGES, ProbedPairs
+    from harness.units.probe_plan import ProbePlan, ProbeRequest
 
     request = ProbeRequest(
         models=["m"], pairs=[PairSpec(name="p", prompt_a="a", prompt_b="b")],

@@ -56,12 +56,11 @@ def test_plan_from_python_lists_units_and_writes_nothing(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_harness_plan_is_the_module_and_the_function(tmp_path):
-    """harness/units/plan.py and the API's plan share a name: the module answers the call."""
+def test_harness_plan_is_the_api_function(tmp_path):
+    """The plan module lives in harness/units/plan.py, so `harness.plan` is only the API's."""
     import harness.units.plan
-    from harness.units.plan import plan_run
 
-    assert callable(harness.plan) and harness.units.plan.plan_run is plan_run
+    assert harness.plan is harness.api.plan and harness.units.plan.plan_run
     assert harness.plan(CONFIG | {"suites": [str(DATA / "mini-suite.yaml")]}).units
 
 

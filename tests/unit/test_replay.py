@@ -19,12 +19,12 @@ from harness.engines.scripted import ScriptedEngine
 from harness.errors import UserError
 from harness.pipeline import run_stages
 from harness.policies import ChatFormat, policy_run, run_policies
-from harness.units.replay import LogError, check_replays, logged_records, replay_specs, run_specs
-from harness.units.selection import select_items
 from harness.stages.analyse import AnalyseStage
 from harness.stages.generate import GenerateStage, sampling_settings
 from harness.stages.report import ReportStage
 from harness.stages.score import ScoreStage
+from harness.units.replay import LogError, check_replays, logged_records, replay_specs, run_specs
+from harness.units.selection import select_items
 from tests.scripted_run import scripted_run
 
 LOGS = [

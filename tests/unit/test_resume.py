@@ -20,10 +20,10 @@ from harness.engines import GenerationResult
 from harness.engines.scripted import CharTokenizer
 from harness.models import ResolvedModel
 from harness.pipeline import STAGES, run_stages
-from harness.units.plan import RunPlan, select_items
 from harness.stages.base import Records
 from harness.stages.context import StageContext, run_context
 from harness.store import RunStore
+from harness.units.plan import RunPlan, select_items
 
 EOS = 0  # CharTokenizer.eos_token_id
 LETTERS = "abcdefgh ijklmnop FRENCH qrstuv. "

@@ -13,9 +13,9 @@ from harness.config.run import TaskSuite
 from harness.engines import SamplingSettings
 from harness.engines.scripted import CharTokenizer
 from harness.policies import ChatFormat, NonePolicy, SampleSpec, policy_run, run_policies
-from harness.text.records import GenerationRecord
 from harness.scoring import score_records
 from harness.scoring.turns import score_turns
+from harness.text.records import GenerationRecord
 from tests.unit.test_conversation_turns import ScriptedEngine
 
 # reply 1 ends (EOS), reply 2 is cut at turn_tokens (8 of 10 characters), reply 3 ends

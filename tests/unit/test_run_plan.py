@@ -130,9 +130,9 @@ def test_the_generate_stage_runs_the_plans_units(quickstart_plan, tmp_path):
     """The stage takes its units from the plan (not derived again), except in a sequential
     run, whose looks add batches."""
     from harness.models import resolve_model
-    from harness.units.sequential import SampleBatch
     from harness.stages.context import run_context
     from harness.store import RunStore
+    from harness.units.sequential import SampleBatch
 
     plan = quickstart_plan
     ctx = run_context(plan, RunStore(tmp_path))

@@ -10,13 +10,13 @@ import pytest
 
 from harness.config.run import ScoringConfig, TaskSuite
 from harness.errors import UserError
-from harness.text.records import GenerationRecord
 from harness.scoring import rows_frame, score_records, split_windows, window_fails
 from harness.scoring.adherence import adherence_summary, curve_metrics, first_failures
 from harness.scoring.curves import adherence_curves
 from harness.scoring.passes import window_passes
 from harness.scoring.survival import survival_curves
 from harness.scoring.windows import _STRETCH_TEXTS, response_text, stretch_texts, window_bounds
+from harness.text.records import GenerationRecord
 
 
 class WordTokenizer:

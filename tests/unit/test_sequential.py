@@ -1,6 +1,6 @@
-"""Sampling until decided, the logic alone (harness.units.sequential): the schedule of sample counts,
-which conditions a look keeps open, what the manifest records, and (seeded simulation through
-the project's interval code) that stopping at the first decided look keeps the error rate at
+"""Sampling until decided, the logic alone (harness.units.sequential): the schedule of sample
+counts, which conditions a look keeps open, what the manifest records, and (seeded simulation
+through the project's interval code) that stopping at the first decided look keeps the error rate at
 the level where a fixed-n interval looked at the same way does not."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from harness.config.sampling import SampleRange, schedule
-from harness.units.sequential import DECIDED, MAX_REACHED, NOT_GATED, SamplePlan
 from harness.stats import mean_interval
+from harness.units.sequential import DECIDED, MAX_REACHED, NOT_GATED, SamplePlan
 
 
 @pytest.mark.parametrize(

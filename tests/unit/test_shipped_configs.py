@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from harness.analysis.gates import evaluate_gates
-from harness.config.run import policy_label
 from harness.config.files import load_run_config
 from harness.config.gate_specs import gate_use
+from harness.config.run import policy_label
 from harness.stats import mean_interval
 from harness.stats.sided import one_sided_bounds
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.config.run import policy_label
 from harness.config.files import load_run_config_and_suites
-from harness.units.plan_checks import check_turn_budget
-from harness.units.selection import select_items
+from harness.config.run import policy_label
 from harness.starter.language import asked_language, choose_language
 from harness.starter.requests import starter_items
 from harness.starter.texts import DE, EN, FR
+from harness.units.plan_checks import check_turn_budget
+from harness.units.selection import select_items
 
 NORDWIND = (
     "Du bist der Support-Assistent von Nordwind, einem Fahrradladen in Hamburg. Antworte "

@@ -12,12 +12,12 @@ from pydantic import TypeAdapter
 
 from harness.checks import CheckSpec
 from harness.config.files import load_run_config_and_suites
-from harness.units.plan_checks import check_turn_budget
 from harness.config.policy_specs import policy_label
-from harness.units.selection import select_items
 from harness.starter.budget import budget_for
 from harness.starter.language import choose_language
 from harness.starter.rules import check_entry, sentences, stated_rules
+from harness.units.plan_checks import check_turn_budget
+from harness.units.selection import select_items
 
 NORDBANK = (
     "Du bist Lena, die Support-Assistentin von Nordbank. Antworte immer auf Deutsch. Antworte "
