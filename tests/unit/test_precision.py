@@ -213,7 +213,8 @@ def test_a_floor_that_keeps_too_little_gives_no_alpha_and_the_laws_cannot_tell()
     and laws.csv fits no law there (no verdict, "fewer than 5 usable points"; never `settles`
     from rounding); layer 2 (0.3 t^-0.5, floor 1e-4)
     is cut nowhere and fits as float32 would."""
-    from harness.analysis.law_table import group_sets, law_rows
+    from harness.analysis.law_sets import group_sets
+    from harness.analysis.law_table import law_rows
 
     rng = np.random.default_rng(1)
     t = np.arange(1, 1025, dtype=float)

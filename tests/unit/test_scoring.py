@@ -149,7 +149,8 @@ def test_rows_as_dicts_are_the_models_dumps_in_the_same_order():
     models = score_records(records, SUITE, WordTokenizer(), config)
     dicts = score_records(records, SUITE, WordTokenizer(), config, as_dicts=True)
     assert all(type(d) is dict for d in dicts)
-    assert dicts == [m.model_dump() for m in models]
+    # t_unit is every row's default (model tokens), filled where the rows are framed
+    assert dicts == [m.model_dump(exclude={"t_unit"}) for m in models]
     assert rows_frame(dicts).to_csv() == rows_frame(models).to_csv()
 
 
