@@ -164,7 +164,7 @@ def utf8_bytes(text: str) -> int:
     return len(text.encode())
 
 
-def _policy_rounds(spec, max_tokens: int, continue_on_eos: bool) -> tuple[int, int]:
+def single_reply_rounds(spec, max_tokens: int, continue_on_eos: bool) -> tuple[int, int]:
     """(requests, reminder insertions) of one single reply at most: one request per
     `every` tokens for a reminding policy; a reply that ends early and is continued
     (`continue_on_eos`) can take a request per generated token."""
@@ -202,7 +202,7 @@ def _sample_maxima(config, spec, item, count) -> TokenMaxima:
         base += count(item.restatement or "")
     if not item.is_conversation:
         reply = gen.single_budget
-        rounds, reminders = _policy_rounds(spec, reply, gen.continue_on_eos)
+        rounds, reminders = single_reply_rounds(spec, reply, gen.continue_on_eos)
         per_round = base + reply + reminders * reminder
         return TokenMaxima(rounds, rounds * per_round, reply)
     sim = item.user_simulator

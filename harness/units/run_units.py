@@ -34,6 +34,7 @@ from harness.checks.judge import (
 )
 from harness.config.run import RunConfig, policy_label
 from harness.engines.base import SamplingSettings
+from harness.engines.pricing import single_reply_rounds
 from harness.models import ResolvedModel
 from harness.policies import policy_run
 from harness.policies.base import SampleSpec
@@ -220,13 +221,24 @@ class _Lengths:
             self.requests = [TokenBudget(requests=1, input_tokens=floor + k * reply,
                                          output_tokens=reply) for k in range(n)]  # fmt: skip
             self.record = floor + n * reply
+            self.replies = n
         else:
             reply = gen.single_budget
             extra = policy.injection_budget(chat, spec, reply)
+            # a local engine writes the reply in one call; a chat endpoint takes a request per
+            # reminder round or continuation, each re-sending the text so far (every reminder
+            # counted in each: a bound) and each billed for its share of the reply
+            rounds = 1
+            if gen.engine == "chat":
+                rounds = single_reply_rounds(policy.spec, reply, gen.continue_on_eos)[0]
+            step = -(-reply // rounds)
             self.requests = [
-                TokenBudget(requests=1, input_tokens=self.prompt + extra, output_tokens=reply)
-            ]
+                TokenBudget(requests=1, input_tokens=self.prompt + extra + r * step,
+                            output_tokens=min(step, reply - r * step))
+                for r in range(rounds)
+            ]  # fmt: skip
             self.record = self.prompt + extra + reply
+            self.replies = 1
 
     @property
     def total(self) -> TokenBudget:
@@ -334,12 +346,12 @@ def _judge_units(config, chat: ChatFormat, unit: Unit, pairs) -> list[Unit]:
             # in the run model's tokens: the judge's template is near enough for a budget
             rubric = len(chat.prompt_ids(RUBRIC_SYSTEM, rubric_user_message(check.criterion, "")))
             rubric += len(chat.encode(VERDICT_PREFILL))
-            texts = -(-n.record // shortest) if check.scope == "window" else len(n.requests)
+            texts = -(-n.record // shortest) if check.scope == "window" else n.replies
             text = (3 * window) // 2 if check.scope == "window" else n.record
             calls = TokenBudget(requests=2 * texts, input_tokens=2 * texts * (rubric + text),
                                 output_tokens=2 * texts * JUDGE_MAX_TOKENS)  # fmt: skip
             if spec.conversation and check.scope == "window":  # turns.csv: each reply too
-                k = 2 * len(n.requests)
+                k = 2 * n.replies
                 reply = config.generation.turn_tokens or config.generation.max_tokens
                 calls += TokenBudget(requests=k, input_tokens=k * (rubric + reply),
                                      output_tokens=k * JUDGE_MAX_TOKENS)  # fmt: skip

@@ -212,3 +212,24 @@ def test_shipped_anthropic_example_is_priced_bounded_and_refuses_nothing(monkeyp
     maxima = run_maxima(config, policy_units(config, select_items(config, suites)))
     [bound] = max_cost(maxima, config.pricing).values()
     assert bound.maxima.requests > 0 and bound.usd > 0 and bound.as_of == "2025-10-15"
+
+
+def test_the_plan_counts_every_round_of_an_inline_reminder_on_a_chat_endpoint(monkeypatch):
+    """A chat endpoint takes one request per reminder round, each re-sending the text so far:
+    the dry run's requests, tokens and most cost count them (they were one request)."""
+    from pathlib import Path
+
+    from harness.api import load_config, plan
+
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(root)
+    config = load_config(root / "configs" / "anthropic-example.yaml")
+    [inline] = [p for p in config.policies if getattr(p, "placement", None) == "inline"]
+    the_plan = plan(config)
+    [unit] = [u for u in the_plan.units if u.stage == "generate" and u.policy == inline.label]
+    rounds = -(-config.generation.single_budget // inline.every)
+    replies = unit.samples * len(unit.items)  # samples per item
+    assert unit.budget.requests == replies * rounds
+    assert unit.budget.output_tokens == replies * config.generation.single_budget
+    # round r re-sends r rounds of reply: the input grows with the square of the rounds
+    assert unit.budget.input_tokens >= replies * inline.every * rounds * (rounds - 1) // 2
