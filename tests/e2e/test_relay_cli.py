@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from harness.analysis.relay import csv_positions
+from harness.results.base import MODEL_TOKENS
 
 pytestmark = pytest.mark.e2e
 
@@ -33,7 +34,8 @@ def test_relay_writes_csv_and_prints_table(tmp_path):
     assert "W=0.75" in proc.stdout  # the sweep table
     with open(out / "relay.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
-    assert list(rows[0]) == ["layer", "t", "delta", "local_alpha", "bound_ratio"]
+    assert list(rows[0]) == ["layer", "t", "delta", "local_alpha", "bound_ratio", "t_unit"]
+    assert {r["t_unit"] for r in rows} == {MODEL_TOKENS}  # the relay model's positions are tokens
     positions = csv_positions(20000)
     assert len(rows) == 3 * len(positions)
     assert {r["layer"] for r in rows} == {"1", "2", "3"}
