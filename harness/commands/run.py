@@ -92,7 +92,14 @@ def print_plan(plan) -> None:
     table = Table("stage", "model", "policy", "units", "samples", "requests", "input tokens",
                   "output tokens", "cached units")  # fmt: skip
     groups: dict[tuple, list] = {}
-    order = ("generate", "single-turn", "forks", "probe", "judge")  # the stages' order
+    order = (
+        "generate",
+        "simulated-user",
+        "single-turn",
+        "forks",
+        "probe",
+        "judge",
+    )  # the stages' order
     for unit in sorted(plan.units, key=lambda u: order.index(u.stage)):
         groups.setdefault((unit.stage, unit.model, unit.policy), []).append(unit)
     for (stage, model, policy), units in groups.items():

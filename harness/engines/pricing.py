@@ -1,26 +1,18 @@
-"""What a hosted run costs: the most it can cost before it starts, what it spent, and the
-budget that stops it before a limit is crossed.
+"""What a hosted run costs: what it spent, and the budget that stops it before a limit is
+crossed. The most it can cost before it starts is the plan's (`harness.units.budgets`: every
+unit's requests and tokens, bounded; `harness run --dry-run` prices them with `cost_usd`).
 
-Pure functions over token counts and `ModelPrice`s (USD per million tokens, dated), so the
-dry run (`harness run --dry-run`), the manifest and the budget share one arithmetic:
-
-- `TokenMaxima`: the most input and output tokens one model's requests can take;
-- `conversation_maxima(...)`: those maxima for one sample (a single reply or a conversation
-  that re-sends its whole history with every reply);
-- `max_cost(maxima, pricing)` -> `{model: CostBound}`: the most each model can cost, None
-  where the config gives no price;
-- `cost_usd(price, input, cached_input, output)`: the cost of tokens spent;
+- `cost_usd(price, input, cached_input, output)`: the cost of tokens at a `ModelPrice` (USD
+  per million tokens, dated);
+- `single_reply_rounds(spec, max_tokens, continue_on_eos)`: the requests one single reply
+  takes on a chat endpoint (the plan's budgets count them);
 - `Budget`: the chat engine's guard, which refuses a request whose worst case would cross a
   limit (raising `BudgetReached`) while every answered request stays in the run's cache.
-
-Input maxima count cached input at the full input price (a bound: cache hits only lower it).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from harness.config.run import BudgetConfig, ModelPrice
 from harness.errors import UserError
@@ -35,50 +27,6 @@ class BudgetReached(UserError):
     exit_code = 4
 
 
-@dataclass(frozen=True)
-class TokenMaxima:
-    requests: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-
-    def __add__(self, other: TokenMaxima) -> TokenMaxima:
-        return TokenMaxima(
-            self.requests + other.requests,
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-        )
-
-
-@dataclass(frozen=True)
-class CostBound:
-    maxima: TokenMaxima
-    usd: float | None  # None: no price for the model in the config
-    as_of: str | None  # the price's date
-
-
-def conversation_maxima(
-    prompt_tokens: int,
-    user_tokens: Sequence[int],
-    reply_tokens: int,
-    total_output: int | None = None,
-    reminder_tokens: int = 0,
-) -> TokenMaxima:
-    """The most one sample can send and receive: reply k (1-based) re-sends the prompt, user
-    turns 2..k, the k - 1 replies before it (each at most `reply_tokens`) and a reminder per
-    turn; the output is at most `reply_tokens` per reply and `total_output` in all. A single
-    reply is a conversation of one turn (`user_tokens` empty)."""
-    replies = 1 + len(user_tokens)
-    inputs, history = 0, prompt_tokens
-    for k in range(replies):
-        if k > 0:
-            history += reply_tokens + user_tokens[k - 1] + reminder_tokens
-        inputs += history
-    output = replies * reply_tokens
-    if total_output is not None:
-        output = min(output, total_output)
-    return TokenMaxima(requests=replies, input_tokens=inputs, output_tokens=output)
-
-
 def cost_usd(price: ModelPrice, input_tokens: int, cached_input: int, output_tokens: int) -> float:
     """USD for tokens spent: cached input (a part of `input_tokens`) at its own price."""
     cached_price = price.input if price.cached_input is None else price.cached_input
@@ -86,18 +34,6 @@ def cost_usd(price: ModelPrice, input_tokens: int, cached_input: int, output_tok
     return (fresh * price.input + cached_input * cached_price + output_tokens * price.output) / (
         MILLION
     )
-
-
-def max_cost(
-    maxima: Mapping[str, TokenMaxima], pricing: Mapping[str, ModelPrice] | None
-) -> dict[str, CostBound]:
-    """The most each model's requests can cost (`usd` None where no price is given)."""
-    out = {}
-    for model, bound in maxima.items():
-        price = (pricing or {}).get(model)
-        usd = None if price is None else cost_usd(price, bound.input_tokens, 0, bound.output_tokens)
-        out[model] = CostBound(bound, usd, None if price is None else price.as_of.isoformat())
-    return out
 
 
 class Budget:
@@ -158,12 +94,6 @@ class Budget:
             self._held = (self._held[0] - reserved[0], self._held[1] - reserved[1])
 
 
-def utf8_bytes(text: str) -> int:
-    """A bound on any byte-level tokenizer's token count of `text` (no token is shorter than
-    one byte): the default count of the maxima, so a maximum is never an underestimate."""
-    return len(text.encode())
-
-
 def single_reply_rounds(spec, max_tokens: int, continue_on_eos: bool) -> tuple[int, int]:
     """(requests, reminder insertions) of one single reply at most: one request per
     `every` tokens for a reminding policy; a reply that ends early and is continued
@@ -173,46 +103,3 @@ def single_reply_rounds(spec, max_tokens: int, continue_on_eos: bool) -> tuple[i
     if continue_on_eos:
         rounds = max_tokens
     return rounds, rounds - 1
-
-
-def run_maxima(config, units, count=utf8_bytes) -> dict[str, TokenMaxima]:
-    """The most input and output tokens each model's requests can take in a run of `config`:
-    `units` = `harness.units.selection.policy_units(config, items)` (policy spec, the selected items
-    it runs on; each with `.item`, a suite's TaskItem), every sample of each. Single replies
-    count their reminder rounds and continuations, conversations re-send the whole history
-    with every reply, simulated users' requests are included at their max_tokens. `count`
-    gives a text's tokens (default its UTF-8 bytes: a bound, never an underestimate). Judge
-    checks' requests are not included: one per distinct window text at most, cached."""
-    per_sample = TokenMaxima()
-    for spec, unit_items in units:
-        for sel in unit_items:
-            per_sample = per_sample + _sample_maxima(config, spec, sel.item, count)
-    n = config.sequential.max if config.sequential else config.samples
-    total = TokenMaxima(
-        n * per_sample.requests, n * per_sample.input_tokens, n * per_sample.output_tokens
-    )
-    return dict.fromkeys(config.models, total)
-
-
-def _sample_maxima(config, spec, item, count) -> TokenMaxima:
-    gen = config.generation
-    reminder = count(getattr(spec, "text", None) or item.reminder or "") + 16
-    base = count(item.system) + count(item.user or "") + 16  # + the messages' framing
-    if spec.name == "restate":  # the prefill the reply continues (chat.protocol anthropic)
-        base += count(item.restatement or "")
-    if not item.is_conversation:
-        reply = gen.single_budget
-        rounds, reminders = single_reply_rounds(spec, reply, gen.continue_on_eos)
-        per_round = base + reply + reminders * reminder
-        return TokenMaxima(rounds, rounds * per_round, reply)
-    sim = item.user_simulator
-    users = [count(t.user) + 8 for t in item.turns or []]
-    users += [sim.max_tokens + 8] * sim.turns if sim else []
-    reminded = reminder if spec.name != "none" else 0
-    reply = gen.turn_tokens or gen.max_tokens
-    one = conversation_maxima(base, users, reply, gen.max_tokens, reminded)
-    if sim is None:
-        return one
-    # the simulator sees the whole conversation (roles swapped) under its own system prompt
-    longest = base + sum(users) + one.requests * (reply + reminded) + count(sim.system) + 16
-    return one + TokenMaxima(sim.turns, sim.turns * longest, sim.turns * sim.max_tokens)

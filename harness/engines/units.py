@@ -203,3 +203,27 @@ class PositionUnits:
         if not is_open or role != "assistant":
             raise UserError("chat engine: a request must end with the assistant's turn open")
         return messages, "".join(buf)
+
+
+# The most tokens a provider frames one message with (OpenAI's chat format takes 3 to 4 a
+# message): each chat mark, one per message and one to open the reply, counts as this many.
+FRAMING_TOKENS = 4
+
+
+class ByteBound(PositionUnits):
+    """Counts, never cuts: a bound on any provider's token count of the harness's own text,
+    for the plan's budgets of a hosted model. One position per UTF-8 byte (no token of a
+    byte-level BPE or a byte-fallback SentencePiece is shorter than one byte) and
+    FRAMING_TOKENS per chat mark. Not a unit of t: records are cut by `PositionUnits`."""
+
+    def __init__(self) -> None:
+        super().__init__("chars")
+        self._cut = _byte_pieces
+
+    def encode(self, text: str) -> list[int]:
+        ids = super().encode(text)
+        return [i for i in ids for _ in range(FRAMING_TOKENS if i in self._mark_ids else 1)]
+
+
+def _byte_pieces(text: str) -> list[bytes]:
+    return [bytes([b]) for b in text.encode()]

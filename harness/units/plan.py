@@ -23,6 +23,7 @@ from harness.config.sampling import SampleRange
 from harness.engines import make_engine
 from harness.engines.options import engine_options, model_of
 from harness.engines.refusals import refuse_chat_features
+from harness.engines.units import ByteBound
 from harness.errors import UserError
 from harness.models import EMBEDDED_MODEL, ResolvedModel, resolve_model, untrained_name
 from harness.probes.endpoint import endpoint_settings
@@ -33,6 +34,8 @@ from harness.scoring.logged import check_logs
 from harness.scoring.matching import ItemMatcher
 from harness.scoring.score import item_checks
 from harness.scoring.validation import read_labelled
+from harness.text.chat import ChatFormat
+from harness.units.budgets import with_budgets
 from harness.units.plan_checks import (
     check_generation,
     check_probe_layers,
@@ -48,7 +51,6 @@ from harness.units.run_units import (
     generation_units,
     mark_cached,
     plan_totals,
-    with_budgets,
 )
 from harness.units.selection import Selected, select_items
 from harness.units.sequential import fixed_batches
@@ -194,6 +196,8 @@ def plan_config(
         model_units = generation_units(config, model, items, fixed_batches(config), run_id)
         try:
             chat = check_generation(config, items, model, model_units)
+            if model.source == "hosted":  # a provider's tokens, bounded (harness.units.budgets)
+                chat = ChatFormat(ByteBound())
             units += with_budgets(config, chat, model, model_units, twin_names.get(model.name))
         except LogError:  # names the log's file and line itself
             raise

@@ -1,5 +1,6 @@
-"""The run's units: every generation, fork, probe pair and judge call a run will make, each
-with its cache key (where it can be known before generation) and its token budget.
+"""The run's units: every generation, fork, probe pair, judge call and simulated user's turn
+a run will make, each with its cache key (where it can be known before generation) and its
+token budget (`harness.units.budgets`).
 
 `harness.units.plan.plan_run` builds them once (`RunPlan.units`); the generate stage runs the
 generation units it is given rather than deriving the samples itself, and `harness run
@@ -7,14 +8,15 @@ generation units it is given rather than deriving the samples itself, and `harne
 sees it: `input_tokens` is every prompt token sent (a conversation re-sends its history with
 each reply, a fork arm its record's prompt and first t tokens, a probe pair two full
 forwards), `output_tokens` every token the request may generate. A unit whose inputs are the
-generated records (forks, probe pairs, judge calls) has no key until those records exist
-(`key` None, `cached` None: counted as still to send).
+generated records (forks, probe pairs, judge calls, simulated users) has no key until those
+records exist (`key` None, `cached` None: counted as still to send).
 
 `PlanTotals`, per serving model, is what a cost function takes: tokens planned and tokens
 already cached in the run folder. Not counted: the theory stage's forwards (synthetic
-prompts, no run model's samples), simulated users' turns, and the `Continue.` turns that
-`generation.continue_on_eos` adds after an early end (how many is the model's choice; each
-re-reads the reply so far, which a prefix-caching engine does not recompute).
+prompts, no run model's samples) and the `Continue.` turns that `generation.continue_on_eos`
+adds after an early end of a conversation's reply (how many is the model's choice; each
+re-reads the reply so far, which a prefix-caching engine does not recompute; a single reply
+on a chat endpoint counts a request per token it may be continued at).
 """
 
 from __future__ import annotations
@@ -25,28 +27,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.checks.judge import (
-    JUDGE_MAX_TOKENS,
-    RUBRIC_SYSTEM,
-    VERDICT_PREFILL,
-    JudgeCheck,
-    rubric_user_message,
-)
 from harness.config.run import RunConfig, policy_label
 from harness.engines.base import SamplingSettings
-from harness.engines.pricing import single_reply_rounds
 from harness.models import ResolvedModel
-from harness.policies import policy_run
 from harness.policies.base import SampleSpec
-from harness.policies.conversation import conversation_floor
 from harness.store import unit_key
-from harness.text.chat import TEMPLATE_DEFAULT, ChatFormat
 from harness.units.replay import run_specs
 from harness.units.selection import Selected, batch_units
 from harness.units.sequential import SampleBatch
 
 GENERATE = "generate"  # the generation units' store stage (cache/generate/)
-UnitStage = Literal["generate", "single-turn", "forks", "probe", "judge"]
+UnitStage = Literal["generate", "single-turn", "forks", "probe", "judge", "simulated-user"]
 
 
 class TokenBudget(BaseModel):
@@ -203,170 +194,6 @@ def generation_units(
             )
         )
     return units
-
-
-class _Lengths:
-    """Per sample: its prompt, the tokens its record may hold and each request's budget."""
-
-    def __init__(self, config: RunConfig, chat: ChatFormat, policy, spec: SampleSpec) -> None:
-        gen = config.generation
-        self.prompt = len(chat.prompt_ids(spec.system, spec.user))
-        if spec.conversation:
-            reply = gen.turn_tokens or gen.max_tokens
-            floor = conversation_floor(chat, policy, spec) + sum(
-                len(chat.encode(text)) for text in spec.logged
-            )
-            n = spec.n_turns
-            # reply k re-sends everything before it: the floor and k - 1 replies
-            self.requests = [TokenBudget(requests=1, input_tokens=floor + k * reply,
-                                         output_tokens=reply) for k in range(n)]  # fmt: skip
-            self.record = floor + n * reply
-            self.replies = n
-        else:
-            reply = gen.single_budget
-            extra = policy.injection_budget(chat, spec, reply)
-            # a local engine writes the reply in one call; a chat endpoint takes a request per
-            # reminder round or continuation, each re-sending the text so far (every reminder
-            # counted in each: a bound) and each billed for its share of the reply
-            rounds = 1
-            if gen.engine == "chat":
-                rounds = single_reply_rounds(policy.spec, reply, gen.continue_on_eos)[0]
-            step = -(-reply // rounds)
-            self.requests = [
-                TokenBudget(requests=1, input_tokens=self.prompt + extra + r * step,
-                            output_tokens=min(step, reply - r * step))
-                for r in range(rounds)
-            ]  # fmt: skip
-            self.record = self.prompt + extra + reply
-            self.replies = 1
-
-    @property
-    def total(self) -> TokenBudget:
-        return sum(self.requests, TokenBudget())
-
-
-def with_budgets(
-    config: RunConfig, chat: ChatFormat, model: ResolvedModel, units: list[Unit], twin: str | None
-) -> list[Unit]:
-    """The generation units with their budgets, then the single-turn twins, forks and probe
-    pairs the run makes of their records (`twin`: the untrained twin the probe runs too)."""
-    out, later = [], []
-    for unit in units:
-        policy = policy_run(unit.policy_spec, config.generation.continue_on_eos, lambda *_: False)
-        lengths = [_Lengths(config, chat, policy, spec) for spec in unit.specs]
-        unit.budget = sum((one.total for one in lengths), TokenBudget())
-        out.append(unit)
-        later += _after(config, chat, unit, lengths, [model.name] + ([twin] if twin else []))
-    return out + later
-
-
-def _after(config, chat, unit: Unit, lengths: list[_Lengths], probe_models) -> list[Unit]:
-    """The units made of this generation unit's records, counted per record."""
-    pairs = list(zip(unit.specs, lengths, strict=True))
-    made = []
-
-    def add(stage, model, chosen, budget):
-        if chosen and budget.requests:
-            items = list(dict.fromkeys(spec.meta["item"] for spec, _ in chosen))
-            made.append(Unit(stage=stage, model=model, policy=unit.policy, items=items,
-                             samples=len(chosen), budget=budget))  # fmt: skip
-
-    forks = config.forks
-    if forks is not None and (forks.policies is None or unit.policy in forks.policies):
-        chosen = [(s, n) for s, n in pairs if s.meta["sample"] < forks.records]
-        add("forks", unit.model, chosen, sum((_fork(config, chat, s, n) for s, n in chosen),
-                                             TokenBudget()))  # fmt: skip
-    if config.probe.enabled:
-        limit = config.probe.samples or (config.first_samples if config.sequential else None)
-        chosen = [(s, n) for s, n in pairs if limit is None or s.meta["sample"] < limit]
-        budget = sum((_probe_pair(config, chat, s, n) for s, n in chosen), TokenBudget())
-        for name in probe_models:
-            add("probe", name, chosen, budget)
-    twins = config.conversations is not None and config.conversations.twin
-    if twins and unit.policy == "none":
-        chosen = [(s, n) for s, n in pairs if s.turns and s.history is None]
-        reply = config.generation.turn_tokens or config.generation.max_tokens
-        budget = sum((TokenBudget(requests=len(n.requests) - 1,
-                                  input_tokens=sum(r.input_tokens for r in n.requests[1:]),
-                                  output_tokens=reply * (len(n.requests) - 1))
-                      for _, n in chosen), TokenBudget())  # fmt: skip
-        add("single-turn", unit.model, chosen, budget)
-    return made + _judge_units(config, chat, unit, pairs)
-
-
-def _baseline(chat: ChatFormat, spec: SampleSpec, baseline: str, text: str | None) -> int:
-    system = {"none": None, "default": TEMPLATE_DEFAULT}.get(baseline, text)
-    return len(chat.prompt_ids(system, spec.user))
-
-
-def _fork(config: RunConfig, chat: ChatFormat, spec: SampleSpec, n: _Lengths) -> TokenBudget:
-    """Every position x draw x arm of one record; arm prompts: the record's prompt (or the
-    baseline's, the longer) plus the first t continuation tokens."""
-    forks = config.forks
-    assert forks is not None
-    prompt = max(n.prompt, _baseline(chat, spec, forks.baseline, forks.baseline_text))
-    arms = 2 * forks.draws
-    if forks.at is None:  # at turn boundaries (`at_turns`): each arm re-sends at most the record
-        reply = max(forks.tokens, config.generation.turn_tokens or 0)
-        count = arms * len(forks.at_turns or [])
-        return TokenBudget(requests=count, input_tokens=count * (prompt + n.record),
-                           output_tokens=count * reply)  # fmt: skip
-    draws = TokenBudget(
-        requests=arms * len(forks.at),
-        input_tokens=arms * sum(prompt + t for t in forks.at),
-        output_tokens=arms * len(forks.at) * forks.tokens,
-    )
-    if config.generation.engine != "vllm" or arms * len(forks.at) < 4:
-        return draws
-    # `forks.prime_prefixes`: one 1-token request per arm for a prefix-caching engine
-    primes = TokenBudget(requests=2, input_tokens=2 * (prompt + forks.at[-1]), output_tokens=2)
-    return draws + primes
-
-
-def _probe_pair(config: RunConfig, chat: ChatFormat, spec: SampleSpec, n: _Lengths) -> TokenBudget:
-    """Two forwards: the record, and its continuation after the baseline prompt."""
-    base = _baseline(chat, spec, config.probe.baseline, config.probe.baseline_text)
-    return TokenBudget(requests=2, input_tokens=n.record + (n.record - n.prompt + base))
-
-
-def _judge_units(config, chat: ChatFormat, unit: Unit, pairs) -> list[Unit]:
-    """Judge checks' calls on this unit's records: one per window (at most the record's length
-    over 3/4 of a window, sentence-aligned windows being that short) or per reply, each
-    re-asked once when malformed; a conversation's window checks also judge each reply
-    (turns.csv). On a chat endpoint they count in its model's totals and most cost."""
-    by_item = {sel.item.id: sel.item for sel in unit.selected}
-    window = config.scoring.window
-    shortest = max(1, (3 * window) // 4)
-    budgets: dict[str, TokenBudget] = {}
-    for spec, n in pairs:
-        for check in by_item[spec.meta["item"]].checks:
-            if not isinstance(check, JudgeCheck):
-                continue
-            judge = check.judge.model or config.models[0]
-            # in the run model's tokens: the judge's template is near enough for a budget
-            rubric = len(chat.prompt_ids(RUBRIC_SYSTEM, rubric_user_message(check.criterion, "")))
-            rubric += len(chat.encode(VERDICT_PREFILL))
-            texts = -(-n.record // shortest) if check.scope == "window" else n.replies
-            text = (3 * window) // 2 if check.scope == "window" else n.record
-            calls = TokenBudget(requests=2 * texts, input_tokens=2 * texts * (rubric + text),
-                                output_tokens=2 * texts * JUDGE_MAX_TOKENS)  # fmt: skip
-            if spec.conversation and check.scope == "window":  # turns.csv: each reply too
-                k = 2 * n.replies
-                reply = config.generation.turn_tokens or config.generation.max_tokens
-                calls += TokenBudget(requests=k, input_tokens=k * (rubric + reply),
-                                     output_tokens=k * JUDGE_MAX_TOKENS)  # fmt: skip
-            budgets[judge] = budgets.get(judge, TokenBudget()) + calls
-    return [
-        Unit(
-            stage="judge",
-            model=judge,
-            policy=unit.policy,
-            items=unit.items,
-            samples=len(pairs),
-            budget=budget,
-        )  # fmt: skip
-        for judge, budget in budgets.items()
-    ]
 
 
 def mark_cached(units: list[Unit], out_dir: Path) -> list[Unit]:

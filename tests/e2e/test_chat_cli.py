@@ -207,42 +207,45 @@ def test_run_stops_before_its_budget_and_resumes(tmp_path):
         server.close()
 
 
-def _maxima(path):
-    from harness.config.files import load_run_config_and_suites
-    from harness.engines.pricing import run_maxima
-    from harness.units.plan import select_items
-    from harness.units.selection import policy_units
+def _planned(path):
+    """The config and its plan's totals of the one serving model (what the dry run prints)."""
+    from harness.api import load_config, plan
 
-    config, suites = load_run_config_and_suites(path)
-    return config, run_maxima(config, policy_units(config, select_items(config, suites)))
+    config = load_config(path)
+    the_plan = plan(config)
+    [totals] = the_plan.totals.models
+    return config, the_plan, totals
 
 
 def test_shipped_hosted_example_is_priced_and_bounded(monkeypatch):
-    from harness.engines.pricing import max_cost
+    from harness.commands.run import most_cost
     from harness.engines.refusals import chat_refusals
 
     root = Path(__file__).resolve().parents[2]
     monkeypatch.chdir(root)
-    config, maxima = _maxima(root / "configs" / "hosted-example.yaml")
+    config, the_plan, totals = _planned(root / "configs" / "hosted-example.yaml")
     assert config.generation.engine == "chat" and chat_refusals(config) == []
     assert config.pricing["gpt-4o-mini"].as_of == date(2026, 12, 1)
-    [bound] = max_cost(maxima, config.pricing).values()
-    # 3 items x 3 conversation policies on conversations, 1 single reply x none; 8 samples
-    assert bound.maxima.requests == 8 * (1 + 3 * 6 + 3 * 7) and bound.usd > 0
+    # 3 conversation policies x 2 conversations of 6 and 7 replies, 1 single reply x none;
+    # 8 samples
+    assert totals.planned.requests == 8 * (1 + 3 * 6 + 3 * 7)
+    assert "prices of 2026-12-01" in most_cost(the_plan)["gpt-4o-mini"]
 
 
-def test_maxima_bound_what_a_run_spent(tmp_path):
+def test_the_plan_bounds_what_a_run_spent(tmp_path):
+    """The plan's totals (the dry run's figures and its most cost) bound what the run then
+    spent, as the endpoint counted it: requests, input and output tokens."""
     import json
 
     server = ChatStandIn()
     try:
         path = _config(tmp_path, server.url)
+        _, _, totals = _planned(path)
         assert _run(path, tmp_path / "out").returncode == 0
-        _, maxima = _maxima(path)
         spent = json.loads((tmp_path / "out" / "manifest.json").read_text())["hosted"]
-        bound, used = maxima["stand-in"], spent["stand-in"]
-        assert used["input_tokens"] <= bound.input_tokens
-        assert used["output_tokens"] <= bound.output_tokens
-        assert used["requests"] <= bound.requests
+        used = spent["stand-in"]
+        assert 0 < used["input_tokens"] <= totals.planned.input_tokens
+        assert 0 < used["output_tokens"] <= totals.planned.output_tokens
+        assert 0 < used["requests"] <= totals.planned.requests
     finally:
         server.close()

@@ -199,19 +199,19 @@ def test_config_defaults_of_the_anthropic_protocol():
 def test_shipped_anthropic_example_is_priced_bounded_and_refuses_nothing(monkeypatch):
     from pathlib import Path
 
-    from harness.config.files import load_run_config_and_suites
-    from harness.engines.pricing import max_cost, run_maxima
-    from harness.units.plan import select_items
-    from harness.units.selection import policy_units
+    from harness.api import load_config, plan
+    from harness.commands.run import most_cost
 
     root = Path(__file__).resolve().parents[2]
     monkeypatch.chdir(root)
-    config, suites = load_run_config_and_suites(root / "configs" / "anthropic-example.yaml")
+    config = load_config(root / "configs" / "anthropic-example.yaml")
     assert config.generation.protocol == "anthropic" and chat_refusals(config) == []
     assert {p.name for p in config.policies} >= {"restate", "periodic"}
-    maxima = run_maxima(config, policy_units(config, select_items(config, suites)))
-    [bound] = max_cost(maxima, config.pricing).values()
-    assert bound.maxima.requests > 0 and bound.usd > 0 and bound.as_of == "2025-10-15"
+    the_plan = plan(config)
+    [totals] = the_plan.totals.models
+    assert totals.to_send.requests > 0
+    [cost] = most_cost(the_plan).values()
+    assert float(cost.split()[0].replace(",", "")) > 0 and "prices of 2025-10-15" in cost
 
 
 def test_the_plan_counts_every_round_of_an_inline_reminder_on_a_chat_endpoint(monkeypatch):

@@ -1,6 +1,7 @@
-"""Cost bounds and the budget (harness/engines/pricing.py): the arithmetic by hand and the
-budget's refusal of a request that could cross it. A run stopped by its budget and resumed, and
-the bound over a real run's spending: tests/e2e/test_chat_cli.py."""
+"""Cost and the budget (harness/engines/pricing.py): the arithmetic by hand and the budget's
+refusal of a request that could cross it. The plan's bound on a hosted run
+(harness/units/budgets.py): tests/unit/test_plan_bounds.py; a run stopped by its budget and
+resumed, and the plan's bound over a real run's spending: tests/e2e/test_chat_cli.py."""
 
 from __future__ import annotations
 
@@ -9,32 +10,16 @@ from datetime import date
 import pytest
 
 from harness.config.run import BudgetConfig, ModelPrice
-from harness.engines.pricing import (
-    Budget,
-    BudgetReached,
-    TokenMaxima,
-    conversation_maxima,
-    cost_usd,
-    max_cost,
-)
+from harness.engines.pricing import Budget, BudgetReached, cost_usd
 
 PRICE = ModelPrice(input=2.5, cached_input=1.25, output=10.0, as_of=date(2026, 12, 1))
 
 
-def test_conversation_maxima_resend_the_history():
-    # prompt 100, user turns 10 and 20, replies <= 50: inputs 100, 160, 230
-    bound = conversation_maxima(100, [10, 20], 50)
-    assert bound == TokenMaxima(requests=3, input_tokens=490, output_tokens=150)
-    assert conversation_maxima(100, [], 50, total_output=30).output_tokens == 30
-    assert conversation_maxima(10, [5], 4, reminder_tokens=3) == TokenMaxima(2, 10 + 22, 8)
-
-
-def test_max_cost_and_cost_usd():
-    bounds = max_cost({"gpt": TokenMaxima(3, 1_000_000, 200_000), "free": TokenMaxima(1, 1, 1)},
-                      {"gpt": PRICE})  # fmt: skip
-    assert bounds["gpt"].usd == pytest.approx(2.5 + 2.0) and bounds["gpt"].as_of == "2026-12-01"
-    assert bounds["free"].usd is None
+def test_cost_usd_prices_cached_input_apart():
+    assert cost_usd(PRICE, 1_000_000, 0, 200_000) == pytest.approx(2.5 + 2.0)
     assert cost_usd(PRICE, 1_000_000, 400_000, 0) == pytest.approx(0.6 * 2.5 + 0.4 * 1.25)
+    no_cache_price = ModelPrice(input=2.5, output=10.0, as_of=date(2026, 12, 1))
+    assert cost_usd(no_cache_price, 100, 100, 0) == pytest.approx(100 * 2.5 / 1e6)
 
 
 def test_undated_price_is_refused():
