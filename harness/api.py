@@ -176,7 +176,8 @@ def score_log(
 def probe(out: str | Path, fresh: bool = False, **flags: Any) -> Run:
     """`harness probe` from Python: `flags` are its options by name (`model`, `system_a`,
     `system_b`, `user`, `continuation`, `tokens`, ...: `probe_plan.ProbeFlags`); the pair's
-    divergence, fits and continuations in `out` (a second call resumes from its cache)."""
+    divergence, fits and continuations in `out`, a run's own files (`Run.frame(FitRow)`; a
+    second call resumes from its cache)."""
     try:
         given = ProbeFlags(**flags)
     except ValidationError as exc:

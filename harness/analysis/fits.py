@@ -1,7 +1,8 @@
 """alpha fits of probe curves -> fits.csv: the one writer for `harness run` and `harness probe`.
 
-A fit group is a set of pairs that belong together (a run's condition: model, item, policy; a
-probe command's model and attention-bias lam). For every group the table holds:
+A fit group is a set of pairs that belong together (a run's condition: model, item, policy;
+`harness probe` fits each pair alone and pools a lam sweep's policies itself). For every group
+the table holds:
 - one row per (pair, layer, metric): that pair's own curve, bootstrap over log-t blocks;
 - a pooled row per (layer, metric) with pair = "all" when the group has several pairs: the
   pairs stacked over their common length (the shortest curve), bootstrap over pairs.
@@ -194,13 +195,21 @@ def fit_table(
             fits = _fits(curves, t_min, n_boot_pair, member.seed, member.identical, level, cut)
             rows += _rows(ident, member.pair, fits)
         if len(members) > 1:
-            pooled = _pooled(members, t_min, n_boot_pooled, level)
-            keys = curve_sets(members[0].arrays, t_min).keys()
-            rows += _rows(ident, POOLED, pooled) if pooled else _identical_rows(ident, keys, t_min)
+            rows += pooled_fit_rows(ident, members, t_min, n_boot_pooled, level)
     if pool_models:
         rows += _model_rows(groups, t_min, n_boot_pooled, level)
     names = ident or list(dict.fromkeys(k for group, _ in groups for k in group))
     return pd.DataFrame(rows, columns=[*names, "pair", "layer", "metric", *FIT_FIELDS])
+
+
+def pooled_fit_rows(
+    ident: dict, members: list[FitMember], t_min: int, n_boot: int, level: float = DEFAULT_LEVEL
+) -> list[dict]:
+    """The pair = "all" rows of `members` pooled (bootstrap over pairs); NaN rows with their
+    reason when every member's prompts are identical."""
+    pooled = _pooled(members, t_min, n_boot, level)
+    keys = curve_sets(members[0].arrays, t_min).keys()
+    return _rows(ident, POOLED, pooled) if pooled else _identical_rows(ident, keys, t_min)
 
 
 def _model_rows(groups, t_min: int, n_boot: int, level: float) -> list[dict]:

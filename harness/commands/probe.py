@@ -1,7 +1,8 @@
 """`harness probe`: paired-prompt divergence per layer and position, with alpha fits.
 
-Writes divergence.csv, nexttoken.csv, attention.csv (hf backend: the prompt's attention share)
-and fits.csv into --out and prints alpha by layer.
+Writes a run's own divergence.csv, nexttoken.csv, attention.csv (hf backend: the prompt's
+attention share) and fits.csv into --out (every t; each pair a record of item = its name) and
+prints alpha by layer.
 """
 
 from __future__ import annotations
@@ -54,7 +55,9 @@ def probe_command(
         None, "--compare", help="'untrained': also probe untrained:<model> on the same inputs."
     ),
     attention_bias: str = typer.Option(
-        None, "--attention-bias", help="Comma-separated lam values to sweep (adds a lam column)."
+        None,
+        "--attention-bias",
+        help="Comma-separated lam values to sweep (each a policy attention_bias-<lam>).",
     ),
     backend: str = typer.Option(
         "hf",
@@ -122,7 +125,7 @@ def _run(flags, out: Path | None, fresh: bool = False) -> None:
     from rich.console import Console
 
     from harness.pipeline import run_probe  # lazy: CLI start-up
-    from harness.results import ProbeFitRow  # lazy: CLI start-up
+    from harness.results import FitRow  # lazy: CLI start-up
     from harness.units.probe_plan import plan_probe, probe_request  # lazy: CLI start-up
 
     err = Console(stderr=True)
@@ -138,40 +141,37 @@ def _run(flags, out: Path | None, fresh: bool = False) -> None:
         ctx = run_probe(plan_probe(probe_request(flags), folder, fresh), say)
     for note in ctx.notes:
         err.print(f"[yellow]note:[/yellow] {note}")
-    Console(width=160).print(alpha_table(ctx.artifacts.value(ProbeFitRow)))
+    Console(width=160).print(alpha_table(ctx.artifacts.value(FitRow)))
     csvs = [name for name in FILE_ORDER if name in ctx.artifacts.files()]
     err.print(f"wrote {folder}/{', '.join(csvs)}, continuations.jsonl")
 
 
 def alpha_table(fits):
-    """Rich table: alpha (metric l2; pooled over pairs when there are several) by layer."""
+    """Rich table: alpha (metric l2) by layer, one column per model and policy: each policy's
+    pairs pooled under a lam sweep, every pair pooled without one, or a single pair's own."""
     from rich.table import Table
 
-    pooled = fits[fits["pair"] == "all"]
-    rows = pooled if len(pooled) else fits
-    title = (
-        f"alpha of {TABLE_METRIC} by layer ({'pooled over pairs' if len(pooled) else 'one pair'})"
-    )
-    table = Table(title=title)
-    keys = ["model", "lam"] if "lam" in rows.columns else ["model"]
-    columns = rows[keys].drop_duplicates().itertuples(index=False)
-    columns = [tuple(c) for c in columns]
+    from harness.analysis.fits import POOLED  # lazy: CLI start-up
+
+    pooled = fits[fits["item"] == POOLED]
+    per_policy = pooled[pooled["policy"] != POOLED]
+    several = fits.loc[fits["item"] != POOLED, "item"].nunique() > 1
+    rows = per_policy if len(per_policy) else pooled if several else fits[fits["item"] != POOLED]
+    table = Table(title=f"alpha of {TABLE_METRIC} by layer "
+                        f"({'pooled over pairs' if several else 'one pair'})")  # fmt: skip
+    columns = [tuple(c) for c in rows[["model", "policy"]].drop_duplicates().to_numpy()]
     table.add_column("layer", justify="right")
-    for col in columns:
-        table.add_column(
-            " ".join(f"{k}={v}" if k == "lam" else str(v) for k, v in zip(keys, col, strict=True)),
-            justify="right",
-        )
+    for model, policy in columns:  # the whole model's rows carry policy `all`: the model alone
+        table.add_column(model if policy == POOLED else f"{model}\n{policy}", justify="right")
     pick = rows[
         (rows["metric"] == TABLE_METRIC)
         | (rows["layer"] == -1) & (rows["metric"] == "abs_delta_logp")
     ]
     for layer in sorted(pick["layer"].unique(), key=lambda v: (v < 0, v)):
         cells = []
-        for col in columns:
-            sel = pick[(pick["layer"] == layer)]
-            for k, v in zip(keys, col, strict=True):
-                sel = sel[sel[k] == v]
+        for model, policy in columns:
+            sel = pick[(pick["layer"] == layer) & (pick["model"] == model)
+                       & (pick["policy"] == policy)]  # fmt: skip
             alpha = float(sel["alpha"].iloc[0]) if len(sel) else float("nan")
             cells.append("nan" if alpha != alpha else f"{alpha:.3f}")
         table.add_row("|dlogp|" if layer == -1 else str(layer), *cells)

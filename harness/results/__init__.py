@@ -27,6 +27,7 @@ from harness.results.base import (
     column_kind,
     column_problem,
     frame_columns,
+    pair_id,
     result_frame,
     typed_frame,
 )
@@ -36,13 +37,6 @@ from harness.results.conversations import (
     SingleTurnRow,
     TurnAdherenceRow,
     TurnRow,
-)
-from harness.results.probe_cli import (
-    PROBE_ROWS,
-    ProbeAttentionRow,
-    ProbeDivergenceRow,
-    ProbeFitRow,
-    ProbeNextTokenRow,
 )
 from harness.results.probing import (
     AttentionRow,
@@ -97,13 +91,14 @@ ROWS: tuple[type[ResultRow], ...] = (
     GateRow,
 )
 RESULT_FILES: dict[str, type[ResultRow]] = {row.file: row for row in ROWS}
-# `harness probe`'s files (PROBE_ROWS): a run's names, their own columns
-PROBE_FILES: dict[str, type[ResultRow]] = {row.file: row for row in PROBE_ROWS}
+# the files `harness probe` writes into its folder: a run's own (its rows, every t)
+PROBE_FILES: dict[str, type[ResultRow]] = {
+    row.file: row for row in (DivergenceRow, NextTokenRow, AttentionRow, FitRow)
+}
 
 __all__ = [
     "CONDITION",
     "PROBE_FILES",
-    "PROBE_ROWS",
     "RECORD",
     "RESULT_FILES",
     "ROWS",
@@ -129,10 +124,6 @@ __all__ = [
     "NextTokenRow",
     "PolicyRow",
     "PredictorRow",
-    "ProbeAttentionRow",
-    "ProbeDivergenceRow",
-    "ProbeFitRow",
-    "ProbeNextTokenRow",
     "RelayRow",
     "ResultRow",
     "RuleCurveRow",
@@ -149,6 +140,7 @@ __all__ = [
     "column_kind",
     "column_problem",
     "frame_columns",
+    "pair_id",
     "result_frame",
     "typed_frame",
 ]

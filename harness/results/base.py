@@ -33,6 +33,13 @@ RUN_SAMPLE = ("run_id", "seed", "sample")
 # One generation record of a run: a condition and a sample index.
 RECORD = (*CONDITION, "sample")
 
+
+def pair_id(item: str, policy: str, sample: int) -> str:
+    """The `pair` of a probed record in the probe files (its prompt against the baseline's):
+    `<item>/<policy>/<sample>`."""
+    return f"{item}/{policy}/{sample}"
+
+
 # The doc of a column shared by several files (a field's own docstring takes precedence).
 SHARED_DOCS = {
     "run_id": "the run that produced the row: first 12 hex of the hash of the run's config "
@@ -114,9 +121,6 @@ class ResultRow(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     file: ClassVar[str] = ""
-    # the command whose folder holds the file: `run` (`harness run`, and `harness score` for
-    # the files it shares with a run) or `probe` (`harness probe`: same names, other columns)
-    command: ClassVar[str] = "run"
     written_by: ClassVar[str] = ""  # the stage
     row: ClassVar[str] = ""  # what one row means
     keys: ClassVar[tuple[str, ...]] = ()  # the columns that identify a row

@@ -12,8 +12,8 @@ from harness.results.base import CONDITION, MODEL_TOKENS, RECORD, FieldGroup, Re
 ContinuationRole = Literal["assistant", "user", "markup", "reminder", "restatement", "logged"]
 
 
-# The measurements a run's probe files and `harness probe`'s (results/probe_cli.py) share,
-# declared once: each file places them after its own columns (`ResultRow.place`).
+# The measurements of the probe files, declared once where several files share them: each
+# file places them after its own columns (`ResultRow.place`).
 class HiddenDistances(FieldGroup):
     l2: float
     """L2 distance of the two prompts' hidden states at t"""
@@ -85,11 +85,11 @@ class AlphaFit(FieldGroup):
 
 class DivergenceRow(ResultRow, HiddenDistances):
     file = "divergence.csv"
-    written_by = "probe"
+    written_by = "probe; `harness probe`: tables (not with --backend openai)"
     row = (
-        "one (probe model, pair, hidden-state index, t); only t = 1..16, the fit positions of "
-        "[t_min, T] and (conversations) each reply's first token and the one before; full "
-        "curves stay in the cache"
+        "one (probe model, pair, hidden-state index, t); a run keeps only t = 1..16, the fit "
+        "positions of [t_min, T] and (conversations) each reply's first token and the one "
+        "before (full curves stay in the cache), `harness probe` every t"
     )
     keys = (*RECORD, "layer", "t")
     place: ClassVar = {HiddenDistances: "role"}
@@ -110,7 +110,7 @@ class DivergenceRow(ResultRow, HiddenDistances):
 
 class NextTokenRow(ResultRow, LogpShift, KlBounds, ProbeBackendField):
     file = "nexttoken.csv"
-    written_by = "probe"
+    written_by = "probe; `harness probe`: tables"
     row = "one (probe model, pair, t), every t"
     keys = (*RECORD, "t")
     place: ClassVar = {LogpShift: "t", KlBounds: "delta_logp", ProbeBackendField: "kl_high"}
@@ -146,7 +146,7 @@ class TurnInfluenceRow(ResultRow, KlBounds, LogpShift, ProbeBackendField):
 
 class AttentionRow(ResultRow, AttentionShares):
     file = "attention.csv"
-    written_by = "probe"
+    written_by = "probe; `harness probe`: tables (not with --backend openai)"
     row = (
         "one (probe model, pair, attention layer, t) at divergence.csv's positions: the "
         "prompt's share of the record's own attention (see \"Estimators: attention share\"); "
@@ -203,14 +203,15 @@ class AttentionTurnRow(ResultRow):
 
 class FitRow(ResultRow, AlphaFit):
     file = "fits.csv"
-    written_by = "fits"
+    written_by = "fits; `harness probe`: fits"
     row = 'one alpha fit (see "Estimators: fits table")'
     keys = (*CONDITION, "pair", "layer", "metric")
     place: ClassVar = {AlphaFit: "metric"}
 
     model: str
     item: str
-    """the item, or `all` in a row pooled over a whole model"""
+    """the item, or `all` in a row pooled over a whole model (`harness probe --attention-bias`:
+    also over the pairs of one policy)"""
     policy: str
     """the policy, or `all` in a row pooled over a whole model"""
     pair: str

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.analysis.fits import FitMember, fit_table
-from harness.results import CONDITION, FitRow, result_frame
+from harness.results import CONDITION, FitRow, pair_id, result_frame
 from harness.stages.base import Curves, Records
 from harness.stages.context import RunContext
 from harness.text.records import GenerationRecord
@@ -26,7 +26,7 @@ class FitsStage:
         groups: dict[tuple[str, str, str], list[FitMember]] = {}
         for (model, rkey), arrays in sorted(ctx.read(Curves, {}).items()):
             record = by_key[rkey]
-            pair = f"{record.item}/{record.policy}/{record.sample}"
+            pair = pair_id(record.item, record.policy, record.sample)
             if record.is_conversation:  # fits over the assistant's positions too
                 arrays = {**arrays, "assistant": _assistant_mask(record, arrays)}
             member = FitMember(pair=pair, arrays=arrays, seed=record.sample)

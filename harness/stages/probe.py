@@ -36,6 +36,7 @@ from harness.results import (
     DivergenceRow,
     NextTokenRow,
     TurnInfluenceRow,
+    pair_id,
     result_frame,
 )
 from harness.stages.base import Curves, Records, artifact_name
@@ -256,7 +257,7 @@ def _ident(model: str, record: GenerationRecord) -> dict[str, Any]:
         "item": record.item,
         "policy": record.policy,
         "sample": record.sample,
-        "pair": f"{record.item}/{record.policy}/{record.sample}",
+        "pair": pair_id(record.item, record.policy, record.sample),
     }
 
 

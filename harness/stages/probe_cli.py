@@ -2,7 +2,8 @@
 probe, tables, fits, over one `StageContext` built from a validated `ProbePlan`
 (`harness.units.probe_plan.plan_probe`: every input is checked before the first of them runs). As
 in a run, each stage declares what it reads and writes and returns its files, which
-`pipeline.run_stages` writes, every CSV through its row model (`harness.results.probe_cli`).
+`pipeline.run_stages` writes, every CSV through a run's own row model (`harness.results.probing`:
+a pair is a record of item = the pair's name, policy `none` or `attention_bias-<lam>`).
 
 Units are kept under `<out>/cache/probe-cli` (a RunStore): each pair's generated
 continuation and each (model, lam, pair) curve set, keyed by content (`unit_key`). A killed
@@ -33,12 +34,7 @@ from harness.probes.backend import (
 )
 from harness.probes.pairs import PairSpec, generate_continuation, generate_continuations_vllm
 from harness.probes.precision import key_params
-from harness.results import (
-    ProbeAttentionRow,
-    ProbeDivergenceRow,
-    ProbeFitRow,
-    ProbeNextTokenRow,
-)
+from harness.results import AttentionRow, DivergenceRow, FitRow, NextTokenRow
 from harness.stages.base import Output, Product, Stage, artifact_name, check_order
 from harness.stages.context import StageContext
 from harness.store import unit_key
@@ -175,30 +171,29 @@ class ProbeTablesStage:
 
     name = "tables"
     reads = (ProbedPairs,)
-    writes = (ProbeDivergenceRow, ProbeNextTokenRow, ProbeAttentionRow)
+    writes = (DivergenceRow, NextTokenRow, AttentionRow)
 
     def run(self, ctx: ProbeContext) -> dict[str, Output]:
         req = ctx.plan.request
-        with_lam = req.lams is not None
         curves = ctx.read(ProbedPairs)
-        files = {"nexttoken.csv": nexttoken_frame(curves, with_lam, req.backend)}
+        files = {"nexttoken.csv": nexttoken_frame(curves, req.backend)}
         if req.backend != "openai":
-            files["divergence.csv"] = divergence_frame(curves, with_lam)
-            files["attention.csv"] = attention_frame(curves, with_lam)
+            files["divergence.csv"] = divergence_frame(curves)
+            files["attention.csv"] = attention_frame(curves)
         return files
 
 
 class ProbeFitsStage:
-    """fits.csv: alpha of every curve set, and pooled over the pairs."""
+    """fits.csv: alpha of every curve set, and pooled over the pairs (per model, and per
+    policy of a lam sweep)."""
 
     name = "fits"
     reads = (ProbedPairs,)
-    writes = (ProbeFitRow,)
+    writes = (FitRow,)
 
     def run(self, ctx: ProbeContext) -> dict[str, Output]:
         req = ctx.plan.request
-        fits = probe_fits(ctx.read(ProbedPairs), req.lams is not None, req.t_min, req.n_boot)
-        return {"fits.csv": fits}
+        return {"fits.csv": probe_fits(ctx.read(ProbedPairs), req.t_min, req.n_boot)}
 
 
 PROBE_STAGES: list[Stage] = [

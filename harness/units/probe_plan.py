@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from harness.analysis.probe_tables import probe_policy
 from harness.config.endpoint import BaseUrl, ServedModel, endpoint_of
 from harness.config.run import Precision
 from harness.engines.device import PRECISIONS
@@ -48,7 +49,7 @@ class ProbeRequest(BaseModel):
     tokens: int = Field(gt=0)
     layers: str | list[int] = "all"
     t_min: int = Field(16, gt=0)
-    lams: list[float] | None = None  # None: plain model, no lam column
+    lams: list[float] | None = None  # None: plain model (policy `none`)
     chunk: int | None = Field(None, gt=0)  # None: one whole-sequence forward per pair
     generator: Literal["vllm", "hf"] = "vllm"  # engine of --continuation generate
     seed: int = 0
@@ -191,9 +192,14 @@ def _parse_lams(value: str | None) -> list[float] | None:
         raise UserError(
             f"--attention-bias must be comma-separated numbers, got '{value}'"
         ) from None
-    if not lams or not all(math.isfinite(lam) for lam in lams):
-        raise UserError(f"--attention-bias needs finite numbers, got '{value}'")
-    return sorted(set(lams))
+    if not lams or not all(math.isfinite(lam) and lam >= 0 for lam in lams):
+        # each lam is an attention-bias policy, whose strength is >= 0 (config.policy_specs)
+        raise UserError(f"--attention-bias needs finite numbers >= 0, got '{value}'")
+    lams = sorted(set(lams))
+    labels = [probe_policy(lam) for lam in lams]
+    if len(set(labels)) < len(labels):  # the files name a lam by its policy label alone
+        raise UserError(f"--attention-bias: two values label as one policy ({', '.join(labels)})")
+    return lams
 
 
 @dataclass

@@ -10,6 +10,8 @@ import sys
 import pandas as pd
 import pytest
 
+from harness.results import PROBE_FILES
+
 # whole runs (the module's fixtures count against its first test's limit)
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -64,60 +66,60 @@ def test_probe_writes_tables_for_both_models_and_lams(inputs, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "alpha of l2 by layer (pooled over pairs)" in proc.stdout
-    assert "untrained:tiny-random-llama lam=1.0" in proc.stdout
-    div = pd.read_csv(out / "divergence.csv")
-    assert list(div.columns) == [
-        "model",
-        "lam",
-        "pair",
-        "layer",
-        "t",
-        "l2",
-        "rel_l2",
-        "cos_dist",
-        "below_floor",
-        "t_unit",
-    ]
+    head = proc.stdout.split("┡")[0]  # a column per model and policy, the policy below
+    assert head.count("untrained:tiny-random-llama") == 2 and head.count("attention_bias-1") == 2
+    assert "lam=" not in proc.stdout  # the lam sweep shows as policies
+    # a run's own files: its row models' columns, each pair a record (item = its name, policy
+    # = the run's label of the attention-bias policy, sample 0), every t of the reply
+    files = {name: pd.read_csv(out / name) for name in PROBE_FILES}
+    for name, row in PROBE_FILES.items():
+        assert list(files[name].columns) == row.columns(), name
+    div = files["divergence.csv"]
     # 2 models x 2 lams x 2 pairs x 3 layers x 120 positions
     assert len(div) == 2 * 2 * 2 * 3 * 120 and set(div.t_unit) == {"tokens"}
     assert set(div.model) == {"tiny-random-llama", "untrained:tiny-random-llama"}
+    assert set(div.item) == {"chat", "raw"} and set(div["sample"]) == {0}
+    assert set(div.policy) == {"attention_bias-0", "attention_bias-1"}
+    assert set(div.pair) == {f"{i}/{p}/0" for i in div.item.unique() for p in div.policy.unique()}
+    assert set(div.turn) == {1} and set(div.role) == {"assistant"}
     assert (div[div.layer == 0].l2 == 0).all() and (div[div.layer == 4].l2 > 0).all()
-    nxt = pd.read_csv(out / "nexttoken.csv")
-    assert list(nxt.columns) == [
-        "model", "lam", "pair", "t", "delta_logp", "kl", "kl_low", "kl_high", "backend", "t_unit",
-    ]  # fmt: skip
+    nxt = files["nexttoken.csv"]
     assert len(nxt) == 2 * 2 * 2 * 120 and (nxt.kl >= 0).all()
     assert (nxt.kl_low == nxt.kl).all() and (nxt.kl_high == nxt.kl).all()  # exact on hf
     assert set(nxt.backend) == {"hf"}
-    fits = pd.read_csv(out / "fits.csv")
-    assert list(fits.columns) == [
-        "model", "lam", "pair", "layer", "metric", "alpha", "alpha_low", "alpha_high", "n",
-        "method", "r2", "t_min", "t_max", "reason", "t_unit",
-    ]  # fmt: skip
-    assert set(fits.pair) == {"chat", "raw", "all"}
+    fits = files["fits.csv"]
+    assert set(fits.item) == {"chat", "raw", "all"}
+    assert set(fits[fits.item != "all"].pair) == set(div.pair)
+    pooled = fits[fits.pair == "all"][["model", "item", "policy"]].drop_duplicates()
+    # each policy's pairs pooled (the sweep), then each model whole, as a run pools one
+    assert sorted(map(tuple, pooled.values)) == sorted(
+        (m, "all", p)
+        for m in div.model.unique()
+        for p in ("attention_bias-0", "attention_bias-1", "all")
+    )
     good = fits[(fits.layer == 4) & (fits.metric == "l2")]
     assert good.alpha.notna().all() and (good.t_max == 120).all()
     assert fits[fits.layer == 0].alpha.isna().all()
     # lam changes the curves of the biased run, and lam = 0 is the plain model
     l4 = div[(div.layer == 4) & (div.model == "tiny-random-llama")]
-    assert (
-        not l4[l4.lam == 0]
-        .l2.reset_index(drop=True)
-        .equals(l4[l4.lam == 1].l2.reset_index(drop=True))
-    )
-    att = pd.read_csv(out / "attention.csv")  # layers 2 and 4 of the kept 0, 2, 4
-    assert list(att.columns) == [
-        "model", "lam", "pair", "layer", "t", "prompt_len", "share_prompt_mean",
-        "share_prompt_max_head", "share_sink_mean", "share_sink_max_head", "uniform", "t_unit",
-    ]  # fmt: skip
+    plain, biased = (l4[l4.policy == p].l2.reset_index(drop=True) for p in (
+        "attention_bias-0", "attention_bias-1"))  # fmt: skip
+    assert not plain.equals(biased)
+    att = files["attention.csv"]  # layers 2 and 4 of the kept 0, 2, 4
     assert len(att) == 2 * 2 * 2 * 2 * 120 and set(att.layer) == {2, 4}
     trained = att[(att.model == "tiny-random-llama") & (att.t == 120)]
-    assert (
-        trained.groupby("lam").share_prompt_mean.mean()[1.0]
-        > trained.groupby("lam").share_prompt_mean.mean()[0.0]
-    )  # the bias holds the prompt's share up
+    shares = trained.groupby("policy").share_prompt_mean.mean()
+    assert shares["attention_bias-1"] > shares["attention_bias-0"]  # the bias holds the share up
     rows = [json.loads(line) for line in (out / "continuations.jsonl").read_text().splitlines()]
     assert [r["pair"] for r in rows] == ["chat", "raw"] and len(rows[0]["continuation_ids"]) == 120
+    # `harness report DIR` reads the probe folder as a run's: its mechanism sections are drawn
+    report = subprocess.run([sys.executable, "-m", "harness", "report", str(out)],
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert "is not usable" not in page
+    for figure in ("fig-divergence", "fig-alpha", "fig-attention-share"):
+        assert f'id="{figure}"' in page, figure
 
 
 @pytest.mark.parametrize(

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
 import torch
 
 from harness.analysis.fits import REASON_ZERO
-from harness.analysis.probe_tables import probe_fits
+from harness.analysis.probe_tables import attention_frame, probe_fits, probe_policy
+from harness.config.policy_specs import AttentionBiasPolicy, policy_label
 from harness.engines.attention_bias import prompt_bias
 from harness.errors import UserError
+from harness.probes.arrays import SHARE_METRICS
 from harness.probes.divergence import PairDivergence, check_inputs
 from harness.probes.head import next_token_gaps, vocab_sliced
 from harness.probes.hooks import StateReducer, resolve_layers
 from harness.probes.pairs import PairSpec, file_continuation, load_pairs, read_text_arg
-from harness.results import ProbeFitRow, result_frame
+from harness.results import FitRow, result_frame
 
 
 def test_pair_spec_needs_one_complete_kind():
@@ -172,68 +175,131 @@ def test_prompt_bias_values_with_left_padding():
     assert torch.allclose(half, bias / 2)
 
 
-def _fake(identical: bool, scale: float) -> PairDivergence:
+def _fake(identical: bool, scale: float, shares: bool = False) -> PairDivergence:
     t = np.arange(1, 257, dtype=np.float64)
     curve = 0.0 * t if identical else scale * t**-0.6
     stack = np.stack([0.0 * t, curve])  # layer 0 is all zero by construction
+    share = {m: np.stack([0.5 * t**-0.3]) for m in SHARE_METRICS}  # hidden-state index 1
     return PairDivergence(
         layers=[0, 1], l2=stack, rel_l2=stack, cos_dist=stack, delta_logp=curve, kl=curve,
         prompt_lens=(3, 3), identical_prompts=identical,
+        attention={"attn_layers": np.array([1]), **share} if shares else {},
     )  # fmt: skip
 
 
 def test_fit_table_reasons_and_pooled_row():
     curves = [("m", None, "p1", _fake(False, 1.0)), ("m", None, "p2", _fake(False, 2.0)),
               ("m", None, "same", _fake(True, 0.0))]  # fmt: skip
-    fits = probe_fits(curves, with_lam=False, t_min=16, n_boot=50)
-    row = fits[(fits.pair == "p1") & (fits.layer == 1) & (fits.metric == "l2")].iloc[0]
+    fits = result_frame(FitRow, probe_fits(curves, t_min=16, n_boot=50))
+    assert list(fits.columns) == FitRow.columns()
+    row = fits[(fits.pair == "p1/none/0") & (fits.layer == 1) & (fits.metric == "l2")].iloc[0]
     assert row.alpha == pytest.approx(0.6, abs=1e-9) and row.reason == ""
-    same = fits[(fits.pair == "same") & (fits.layer == 1) & (fits.metric == "l2")].iloc[0]
+    assert (row["item"], row["policy"]) == ("p1", "none")  # a pair is a run's record of item = name
+    same = fits[(fits.item == "same") & (fits.layer == 1) & (fits.metric == "l2")].iloc[0]
     assert math.isnan(same.alpha) and same.reason == "identical prompts"
-    zero = fits[(fits.pair == "p1") & (fits.layer == 0) & (fits.metric == "l2")].iloc[0]
+    zero = fits[(fits.item == "p1") & (fits.layer == 0) & (fits.metric == "l2")].iloc[0]
     assert math.isnan(zero.alpha) and zero.reason == REASON_ZERO
-    pooled = fits[(fits.pair == "all") & (fits.layer == 1) & (fits.metric == "l2")].iloc[0]
-    assert pooled.alpha == pytest.approx(0.6, abs=1e-9)  # the identical pair is left out
+    # pooled over the pairs as a run pools a whole model: item = policy = pair = all
+    pooled = fits[(fits.pair == "all") & (fits.layer == 1) & (fits.metric == "l2")]
+    assert list(pooled[["item", "policy"]].iloc[0]) == ["all", "all"] and len(pooled) == 1
+    assert pooled.alpha.iloc[0] == pytest.approx(0.6, abs=1e-9)  # the identical pair left out
     assert set(fits[fits.layer == -1].metric) == {"abs_delta_logp", "kl"}
-    assert "lam" not in fits.columns
-    assert list(result_frame(ProbeFitRow, fits).columns) == ProbeFitRow.columns()
 
 
-def test_probe_files_take_a_lam_column_after_model_and_nothing_else():
-    """--attention-bias adds `lam` after `model` in harness probe's files; any other column
-    the row model does not declare is refused when the file is written."""
-    curves = [("m", lam, "p", _fake(False, 1.0)) for lam in (0.0, 1.0)]
-    fits = result_frame(ProbeFitRow, probe_fits(curves, with_lam=True, t_min=16, n_boot=20))
-    assert list(fits.columns) == ["model", "lam", *ProbeFitRow.columns()[1:]]
+def test_a_lam_sweep_is_a_policy_per_lam_pooled_per_policy():
+    """--attention-bias: each lam is the run's attention-bias policy (its label, no `lam`
+    column); each policy's pairs are pooled, then the whole model, whose rows come last."""
+    curves = [("m", lam, pair, _fake(False, scale)) for lam in (0.0, 1.5)
+              for pair, scale in (("p", 1.0), ("q", 2.0))]  # fmt: skip
+    fits = result_frame(FitRow, probe_fits(curves, t_min=16, n_boot=20))
+    assert probe_policy(None) == "none" and probe_policy(1.5) == "attention_bias-1.5"
+    assert probe_policy(1.0) == policy_label(AttentionBiasPolicy(lam=1))  # the run's label
+    assert set(fits.policy) == {"attention_bias-0", "attention_bias-1.5", "all"}
+    pooled = fits[fits.pair == "all"].drop_duplicates(["item", "policy"])
+    assert pooled[["item", "policy"]].values.tolist() == [
+        ["all", "attention_bias-0"], ["all", "attention_bias-1.5"], ["all", "all"],
+    ]  # fmt: skip
+    assert set(fits[fits.item == "p"].pair) == {"p/attention_bias-0/0", "p/attention_bias-1.5/0"}
     with pytest.raises(ValueError, match="undeclared column"):
-        result_frame(ProbeFitRow, fits.assign(item="x"))
+        result_frame(FitRow, fits.assign(lam=1.0))
 
 
-def test_probe_tables_and_fits_stages_write_their_declared_files(tmp_path):
-    """harness probe's last two stages over two curve sets: every file they write has its row
-    model's columns (`lam` after `model` with a sweep), floats in the schema's format."""
-    import pandas as pd
-
+def _probe_folder(tmp_path, lams=(0.0, 1.0)):
+    """harness probe's last two stages over fake curve sets, written into tmp_path."""
     from harness.pipeline import run_stages
-    from harness.results import PROBE_FILES, frame_columns
     from harness.stages.context import StageContext
     from harness.stages.probe_cli import PROBE_STAGES, ProbedPairs
     from harness.units.probe_plan import ProbePlan, ProbeRequest
 
     request = ProbeRequest(
         models=["m"], pairs=[PairSpec(name="p", prompt_a="a", prompt_b="b")],
-        continuation="x", tokens=256, n_boot=20, lams=[0.0, 1.0],
+        continuation="x", tokens=256, n_boot=20, lams=list(lams) if lams else None,
     )  # fmt: skip
     plan = ProbePlan(request, [], tmp_path, ids={}, given={})
     ctx = StageContext(plan, None, tmp_path)
-    ctx.artifacts.set(ProbedPairs, [("m", lam, "p", _fake(False, 1.0)) for lam in (0.0, 1.0)])
+    curves = [(model, lam, pair, _fake(False, scale, shares=True))
+              for model in ("m", "untrained:m") for lam in (lams or [None])
+              for pair, scale in (("p", 1.0), ("q", 2.0))]  # fmt: skip
+    ctx.artifacts.set(ProbedPairs, curves)
     run_stages(ctx, PROBE_STAGES[2:], show_progress=False)
+    return ctx
+
+
+def test_probe_tables_and_fits_stages_write_a_runs_own_files(tmp_path):
+    """harness probe's last two stages: every file they write has exactly the columns of the
+    run's row model (a pair a record, sample 0, turn 1, role assistant), floats in the
+    schema's format."""
+    import pandas as pd
+
+    from harness.results import PROBE_FILES, AttentionRow, DivergenceRow, NextTokenRow
+
+    ctx = _probe_folder(tmp_path)
     assert sorted(ctx.artifacts.files()) == sorted(PROBE_FILES)
+    want = {"divergence.csv": DivergenceRow, "nexttoken.csv": NextTokenRow,
+            "attention.csv": AttentionRow, "fits.csv": FitRow}  # fmt: skip
+    assert want == PROBE_FILES
     for name, row in PROBE_FILES.items():
-        frame = pd.read_csv(tmp_path / name)
-        assert list(frame.columns) == frame_columns(row, frame.columns), name
-        assert list(frame.columns)[:2] == ["model", "lam"], name
-    assert len(pd.read_csv(tmp_path / "attention.csv")) == 0  # no shares in these curves
+        frame = pd.read_csv(tmp_path / name, keep_default_na=False)
+        assert list(frame.columns) == row.columns(), name
+        if "sample" in frame:
+            assert set(frame["sample"]) == {0}, name
+            assert (frame.pair == frame.item + "/" + frame.policy + "/0").all(), name
+        if "role" in frame:
+            assert set(frame.turn) == {1} and set(frame.role) == {"assistant"}, name
+    div = pd.read_csv(tmp_path / "divergence.csv")
+    assert len(div) == 2 * 2 * 2 * 2 * 256  # models x lams x pairs x layers x every t
+    assert set(div.policy) == {"attention_bias-0", "attention_bias-1"}
+    assert len(pd.read_csv(tmp_path / "attention.csv")) == 2 * 2 * 2 * 256
     line = (tmp_path / "divergence.csv").read_text().splitlines()[-1]
-    cos_dist = f"{_fake(False, 1.0).cos_dist[1, -1]:.9g}"
+    cos_dist = f"{_fake(False, 2.0).cos_dist[1, -1]:.9g}"
     assert line.split(",")[-3:] == [cos_dist, "False", "tokens"]  # the probe counts model tokens
+    bare = attention_frame([("m", None, "p", _fake(False, 1.0))])  # no shares: header only
+    assert bare.empty and list(bare.columns) == AttentionRow.columns()
+
+
+def test_the_report_reads_a_probe_folder_as_a_runs(tmp_path):
+    """`harness report DIR` on a probe folder: its divergence, alpha and attention sections
+    draw from the probe's files (not "not usable"), alpha from the model's pooled rows."""
+    from harness.report import render_report
+
+    _probe_folder(tmp_path, lams=None)
+    page = render_report(tmp_path).read_text(encoding="utf-8")
+    assert "is not usable" not in page
+    for figure in ("fig-divergence", "fig-alpha", "fig-attention-share"):
+        assert f'id="{figure}"' in page, figure
+    assert "decays like t^-α: α = 0.6" in page  # the fakes' exponent, read from fits.csv
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("-1", "finite numbers >= 0"),  # no attention-bias policy has a negative strength
+        ("0.1234567,0.1234568", "two values label as one policy (attention_bias-0.123457, "),
+    ],
+)
+def test_lams_the_files_could_not_tell_apart_are_refused(value, message):
+    from harness.units.probe_plan import _parse_lams
+
+    assert _parse_lams("1,0,1.0,0.25") == [0.0, 0.25, 1.0]
+    with pytest.raises(UserError, match=re.escape(message)):
+        _parse_lams(value)

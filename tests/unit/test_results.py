@@ -175,7 +175,7 @@ def test_fork_arms_are_scored_through_the_routine():
 
 
 # The probe files' columns as they were before the field groups (results/probing.py): sharing
-# the measurements must not move a column of either command's files.
+# the measurements must not move a column of a file (`harness probe` writes these same files).
 PROBE_COLUMNS = {
     "DivergenceRow": (
         "model item policy sample pair layer t turn role l2 rel_l2 cos_dist below_floor"
@@ -186,30 +186,25 @@ PROBE_COLUMNS = {
     "share_prompt_max_head share_sink_mean share_sink_max_head uniform",
     "FitRow": "model item policy pair layer metric alpha alpha_low alpha_high n method r2 t_min "
     "t_max reason",
-    "ProbeDivergenceRow": "model pair layer t l2 rel_l2 cos_dist below_floor",
-    "ProbeNextTokenRow": "model pair t delta_logp kl kl_low kl_high backend",
-    "ProbeAttentionRow": "model pair layer t prompt_len share_prompt_mean share_prompt_max_head "
-    "share_sink_mean share_sink_max_head uniform",
-    "ProbeFitRow": "model pair layer metric alpha alpha_low alpha_high n method r2 t_min t_max "
-    "reason",
 }
 
 
 def test_the_shared_measurement_fields_keep_each_files_column_order():
-    import harness.results.probe_cli as probe_cli
     import harness.results.probing as probing
 
     for name, columns in PROBE_COLUMNS.items():
-        row = getattr(probing, name, None) or getattr(probe_cli, name)
+        row = getattr(probing, name)
         # every file with positions ends with the unit they are in
         assert row.columns() == [*columns.split(), "t_unit"], name
-    # one declaration: both commands' nexttoken.csv document kl alike
-    assert probing.NextTokenRow.column_doc("kl") == probe_cli.ProbeNextTokenRow.column_doc("kl")
-    frame = result_frame(probe_cli.ProbeNextTokenRow, [
-        {"backend": "hf", "kl_high": 0.2, "kl_low": 0.1, "kl": 0.1, "delta_logp": -1.0, "t": 1,
-         "pair": "p", "model": "m", "lam": 0.5}])  # fmt: skip
-    columns = PROBE_COLUMNS["ProbeNextTokenRow"].split()[1:]
-    assert list(frame.columns) == ["model", "lam", *columns, "t_unit"]
+    # one declaration: both files with the next-token influence document kl alike
+    assert probing.NextTokenRow.column_doc("kl") == probing.TurnInfluenceRow.column_doc("kl")
+    frame = result_frame(probing.NextTokenRow, [
+        {"backend": "hf", "kl_high": 0.2, "kl_low": 0.1, "kl": 0.1, "delta_logp": -1.0,
+         "t": 1, "pair": "p/none/0", "sample": 0, "policy": "none", "item": "p", "model": "m"},
+    ])  # fmt: skip
+    assert list(frame.columns) == [*PROBE_COLUMNS["NextTokenRow"].split(), "t_unit"]
+    with pytest.raises(ValueError, match="undeclared column"):  # no `lam` column any more
+        result_frame(probing.NextTokenRow, frame.assign(lam=0.5))
 
 
 def test_a_field_group_without_a_place_fails_when_the_model_is_defined():
