@@ -21,6 +21,7 @@ from harness.analysis.gates import evaluate_gates, read_summary
 from harness.config.files import load_run_config
 from harness.config.gate_specs import GateSpec
 from harness.errors import UserError
+from harness.report.load import run_files
 from harness.stats import mean_interval
 from harness.stats.sided import one_sided_bounds
 from harness.store import write_csv
@@ -446,7 +447,7 @@ def test_no_gates_give_an_empty_suite(tmp_path):
     from harness.stages.gates import gate_outputs
 
     config = load_run_config(_write_config(tmp_path, []))
-    out = gate_outputs(config, _task_items(), tmp_path)  # no summary.csv needed
+    out = gate_outputs(config, _task_items(), {})  # no summary.csv needed
     assert out["gates.csv"].empty and list(out["gates.csv"].columns)[:3] == [
         "gate", "metric", "policy",
     ]  # fmt: skip
@@ -582,7 +583,7 @@ def test_samples_needed_uses_the_configs_interval_level(tmp_path):
     for level in (0.9, 0.99):
         config = load_run_config(_write_config(tmp_path, gate, stats={"level": level}))
         write_csv(_summary().assign(model=config.models[0]), tmp_path / "summary.csv")
-        frame = gate_outputs(config, _task_items(), tmp_path)["gates.csv"]
+        frame = gate_outputs(config, _task_items(), run_files(tmp_path))["gates.csv"]
         needed[level] = frame["samples_needed"][0]
     assert needed[0.99] > needed[0.9] > 4
 
@@ -602,7 +603,7 @@ def test_family_bonferroni_tests_each_bound_at_level_over_m_and_says_the_family_
     for family, level in (("none", 0.95), ("bonferroni", 1 - 0.05 / 4)):
         config = load_run_config(_write_config(tmp_path, gates, stats={"family": family}))
         write_csv(_summary().assign(model=config.models[0]), tmp_path / "summary.csv")
-        frame = gate_outputs(config, _task_items(), tmp_path)["gates.csv"]
+        frame = gate_outputs(config, _task_items(), run_files(tmp_path))["gates.csv"]
         assert frame["level"].tolist() == pytest.approx([level] * 4)
         write_csv(frame, tmp_path / "gates.csv")
         console = Console(record=True, width=300)
