@@ -467,6 +467,22 @@ def _finished_run(tmp_path: Path, gates: list[dict], summary: pd.DataFrame | Non
     return run_dir, config_path
 
 
+def test_harness_gate_reads_only_the_files_the_run_wrote(tmp_path, run_cli):
+    """A rules.csv an earlier run left in the folder (here no readable CSV) is not one the
+    manifest lists, so `harness gate` never opens it; the verdicts are the run's."""
+    gate = {"metric": "token_overhead", "policy": "periodic-64-user", "max": 0.1}
+    run_dir, config = _finished_run(tmp_path, [gate])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    (run_dir / "manifest.json").write_text(json.dumps({**manifest, "files": ["summary.csv"]}))
+    (run_dir / "rules.csv").write_bytes(b"model,item\n\x80\xff an earlier run's\n")
+    code, stdout, stderr = run_cli(["gate", str(run_dir), str(config)])
+    assert code == 1, stderr
+    assert "Gates: 0 of 2 gate checks passed, 2 failed" in stdout
+    (run_dir / "manifest.json").write_text(json.dumps({**manifest, "files": []}))
+    code, _, stderr = run_cli(["gate", str(run_dir), str(config)])
+    assert code == 2 and "its run wrote no summary.csv" in stderr
+
+
 def test_harness_gate_rewrites_the_verdicts_and_exits_0_or_1(tmp_path, run_cli):
     gate = {"metric": "token_overhead", "policy": "periodic-64-user", "max": 0.1}
     run_dir, config = _finished_run(tmp_path, [gate])
