@@ -90,19 +90,19 @@ def score_command(
         paths = score_files(generations, suites, out, config, model)
         for path in paths:
             typer.echo(str(path))
-        written = [Path(path).name for path in paths]
+        scored = [Path(path).name for path in paths]
     else:
         plan = plan_score(
             generations, suites, out, config, model, item, worst, not no_text, log_format
         )
         ctx = run_score(plan)
-        written = ctx.artifacts.files()
-        for name in [*written, "report.html"]:
+        scored = ctx.artifacts.files()
+        for name in [*scored, "report.html"]:
             typer.echo(str(out / name))
         scores = ctx.read(LogDigests)
         typer.echo(f"{scores.conversations} logged conversations scored", err=True)
     verdicts = score_gates(
-        out, suites, gates, name=generations.name, rules=not chat, written=written
+        out, suites, gates, name=generations.name, rules=not chat, written=scored
     )
     written = ("rules.csv", "rule_curves.csv") if not chat else ()
     for name in (*written, *(("gates.csv", "junit.xml") if gates else ())):

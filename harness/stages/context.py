@@ -3,9 +3,11 @@ its plan, its unit store, the typed map of what the stages before produced (`Art
 timings, the progress bars and the engines open.
 
 A stage reads an earlier stage's artifact only through the map (`ctx.read(Records)`,
-`ctx.frame(WindowRow)`, `ctx.frames`, `ctx.path`), and only what it declares in `reads` (or
-`reads_if_written`): an undeclared read raises `UndeclaredRead`, so a stage cannot lean on
-something its declaration hides from `check_order`. What it produces it returns, and the
+`ctx.frame(WindowRow)`, `ctx.frames`, `ctx.path`, `ctx.written`), and only what it declares
+in `reads` (or `reads_if_written`): an undeclared read raises `UndeclaredRead`, so a stage
+cannot lean on something its declaration hides from `check_order`. A stage that reads the run
+folder as written (gates, report) reads only the files this run wrote (`ctx.written`), never
+one an earlier run left in a reused folder. What it produces it returns, and the
 pipeline puts it in the map.
 """
 
