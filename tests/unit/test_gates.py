@@ -483,6 +483,30 @@ def test_harness_gate_reads_only_the_files_the_run_wrote(tmp_path, run_cli):
     assert code == 2 and "its run wrote no summary.csv" in stderr
 
 
+def test_harness_score_s_gates_read_only_the_files_it_wrote(tmp_path, run_cli, monkeypatch):
+    """Texts scored into a folder where a chat log's scoring left turns.csv and
+    turn_adherence.csv (here no readable CSV): the rules and the gates come from this
+    command's files alone, the stale ones are never opened."""
+    from harness.engines.scripted import CharTokenizer
+
+    monkeypatch.setattr("harness.scoring.io.load_tokenizer", lambda name=None: CharTokenizer())
+    monkeypatch.chdir(tmp_path)
+    text = {"item": "fmt-nocomma-story", "text": "The raft drifted on and on. It went far."}
+    (tmp_path / "texts.jsonl").write_text(json.dumps(text) + "\n")
+    (tmp_path / "gates.yaml").write_text("gates: [{metric: auc, policy: none, min: 0}]\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("turns.csv", "turn_adherence.csv"):
+        (out / name).write_bytes(b"model,item\n\x80\xff an earlier score's\n")
+    suite = str(Path(__file__).parents[2] / "tasks" / "formats.yaml")
+    argv = ["score", "texts.jsonl", "--suite", suite, "--out", "out", "--gates", "gates.yaml"]
+    code, stdout, stderr = run_cli(argv)
+    assert code == 1, stderr  # the gate's verdict (this text has no model's summary row)
+    assert pd.read_csv(out / "gates.csv")["metric"].tolist() == ["auc"]
+    rules = pd.read_csv(out / "rules.csv")
+    assert rules["item"].tolist() == ["fmt-nocomma-story"] and rules["turns"].isna().all()
+
+
 def test_harness_gate_rewrites_the_verdicts_and_exits_0_or_1(tmp_path, run_cli):
     gate = {"metric": "token_overhead", "policy": "periodic-64-user", "max": 0.1}
     run_dir, config = _finished_run(tmp_path, [gate])
