@@ -118,6 +118,7 @@ class RunManifest(BaseModel):
     started: str
     finished: str
     sequential: dict | None = None
+    files: list[str] = []  # the files the run wrote before it ([]: a folder from before)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ conversations.csv), their columns named as the metric's (harness.analysis.gates 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -34,13 +35,14 @@ def gate_source(gate: GateSpec) -> str:
     return "conversations.csv" if gate.metric == "first_fail_turn" else "summary.csv"
 
 
-def read_gate_tables(run_dir: Path) -> dict[str, pd.DataFrame]:
-    """The GATE_TABLES a folder has, read as written (conditions and rules as strings)."""
+def read_gate_tables(files: Mapping[str, Path]) -> dict[str, pd.DataFrame]:
+    """The GATE_TABLES among `files` (name -> path: what the run wrote, never every file a
+    folder holds), read as written (conditions and rules as strings)."""
     out = {}
     for name in GATE_TABLES:
-        if (Path(run_dir) / name).is_file():
+        if name in files:
             out[name] = pd.read_csv(
-                Path(run_dir) / name, dtype={c: str for c in (*CONDITION, "rule", "history")},
+                files[name], dtype={c: str for c in (*CONDITION, "rule", "history")},
                 keep_default_na=False, na_values=[""],
             )  # fmt: skip
     return out

@@ -1,9 +1,9 @@
 """`harness gate DIR CONFIG`: re-evaluate CONFIG's gates on a finished run folder.
 
-Reads DIR/summary.csv only (nothing is recomputed, no model is loaded), rewrites gates.csv and
-junit.xml (and report.html when the folder has one, so its gates section agrees), prints the
-verdicts. Exit code 0 when every check passed, 1 when one failed or is undecided, 2 on bad
-input.
+Reads DIR/summary.csv and the rule and turn files the run wrote, as its manifest.json lists
+them (nothing is recomputed, no model is loaded), rewrites gates.csv and junit.xml (and
+report.html when the folder has one, so its gates section agrees), prints the verdicts. Exit
+code 0 when every check passed, 1 when one failed or is undecided, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ def gate_command(
 ) -> None:
     """Check CONFIG's gates against DIR/summary.csv; exit 1 when one fails or is undecided."""
     from harness.config.files import load_run_config_and_suites  # lazy: CLI start-up
+    from harness.report.load import run_files  # lazy: CLI start-up
     from harness.report.terminal import gates_failed, print_gates  # lazy: CLI start-up
     from harness.stages.base import write_output  # lazy: CLI start-up
     from harness.stages.gates import gate_outputs  # lazy: CLI start-up
@@ -49,7 +50,10 @@ def gate_command(
         raise UserError(f"{config}: no `gates:` to evaluate")
     _check_same_run(run_dir, spec)
     items = [sel.item for sel in select_items(spec, suites)]
-    outputs = gate_outputs(spec, items, run_dir)  # every check before the first write
+    files = run_files(run_dir)  # what the run wrote: the files its gate stage read
+    if "summary.csv" not in files:
+        raise UserError(f"{run_dir}: its run wrote no summary.csv (manifest.json's files)")
+    outputs = gate_outputs(spec, items, files)  # every check before the first write
     for name, value in outputs.items():
         write_output(run_dir / name, value)
     if (run_dir / "report.html").is_file():

@@ -87,18 +87,23 @@ def score_command(
     if not chat:
         if item is not None:
             raise UserError("--item: only for chat logs (lines with 'messages')")
-        for path in score_files(generations, suites, out, config, model):
+        paths = score_files(generations, suites, out, config, model)
+        for path in paths:
             typer.echo(str(path))
+        scored = [Path(path).name for path in paths]
     else:
         plan = plan_score(
             generations, suites, out, config, model, item, worst, not no_text, log_format
         )
         ctx = run_score(plan)
-        for name in [*ctx.artifacts.files(), "report.html"]:
+        scored = ctx.artifacts.files()
+        for name in [*scored, "report.html"]:
             typer.echo(str(out / name))
         scores = ctx.read(LogDigests)
         typer.echo(f"{scores.conversations} logged conversations scored", err=True)
-    verdicts = score_gates(out, suites, gates, name=generations.name, rules=not chat)
+    verdicts = score_gates(
+        out, suites, gates, name=generations.name, rules=not chat, written=scored
+    )
     written = ("rules.csv", "rule_curves.csv") if not chat else ()
     for name in (*written, *(("gates.csv", "junit.xml") if gates else ())):
         typer.echo(str(out / name))

@@ -1,15 +1,18 @@
 """Read a run folder's stored files into one `RunData`, validating before anything is written.
 
 The report never re-runs a stage: it reads generations.jsonl, the CSVs and manifest.json as
-stored, each CSV checked against its row model (`harness.results`). Every file is optional
-(its section then says it is missing or why it is not usable), but a folder with none of them,
-or a file that cannot be parsed, is a `UserError` naming the file.
+stored, each CSV checked against its row model (`harness.results`). It reads the files the
+run wrote, never whatever a folder holds: the report stage names them (what this run wrote,
+through its checked context), a finished folder's manifest.json lists them (`run_files`), so
+a file an earlier run with another config left in a reused --out folder is not read. Every
+file is optional (its section then says it is missing or why it is not usable), but a folder
+with none of them, or a file that cannot be parsed, is a `UserError` naming the file.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,40 +136,65 @@ def _read_manifest(path: Path) -> dict[str, Any]:
     return manifest
 
 
+def run_files(run_dir: Path) -> dict[str, Path]:
+    """name -> path of the files of a finished run folder that its run wrote, for the commands
+    that re-read it (`harness report`, `harness gate`): manifest.json and the KNOWN_FILES its
+    `files` lists, where they are there, so a file an earlier run with another config left in
+    a reused folder is not one of them. A folder whose manifest predates that list (or that
+    has none): every known file present."""
+    run_dir = Path(run_dir)
+    manifest = run_dir / "manifest.json"
+    listed = _read_manifest(manifest).get("files") if manifest.is_file() else None
+    if listed is not None and not (
+        isinstance(listed, list) and all(isinstance(name, str) for name in listed)
+    ):
+        raise UserError(f"{manifest}: `files` must be a list of file names")
+    names = KNOWN_FILES if listed is None else ["manifest.json", *listed]
+    # known names only: a hand-edited list cannot point the reader outside the folder
+    return {n: run_dir / n for n in KNOWN_FILES if n in names and (run_dir / n).is_file()}
+
+
 def load_run(
-    run_dir: Path, worst: int = 20, with_text: bool = True, chunked: bool = False
+    run_dir: Path,
+    worst: int = 20,
+    with_text: bool = True,
+    chunked: bool = False,
+    files: Mapping[str, Path] | None = None,
 ) -> RunData:
-    """Read every known file of `run_dir`. Raises UserError on a missing folder, a folder with
-    no run files, or a file that cannot be parsed. chunked: a scored log's CHUNKED files are
-    checked on their first rows and kept as paths, read later a chunk at a time (`chunks`)."""
+    """Read the run's files in `run_dir`: `files` (name -> path; the report stage gives those
+    this run wrote), else `run_files(run_dir)`. Raises UserError on a missing folder, a folder
+    with no run files, or a file that cannot be parsed. chunked: a scored log's CHUNKED files
+    are checked on their first rows and kept as paths, read later a chunk at a time
+    (`chunks`)."""
     run_dir = Path(run_dir)
     if not run_dir.exists():
         raise UserError(f"{run_dir}: no such run folder")
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: is not a folder")
-    present = [name for name in KNOWN_FILES if (run_dir / name).is_file()]
+    files = run_files(run_dir) if files is None else files
+    present = {name: Path(files[name]) for name in KNOWN_FILES if name in files}
     if not present:
         raise UserError(
             f"{run_dir}: not a run folder (no generations.jsonl, manifest.json or result CSV)"
         )
     data = RunData(run_dir=run_dir, worst=worst, with_text=with_text)
     if "manifest.json" in present:
-        data.manifest = _read_manifest(run_dir / "manifest.json")
+        data.manifest = _read_manifest(present["manifest.json"])
     by_chunks = chunked and (data.manifest or {}).get("command") == "score"
     for name, row in RESULT_FILES.items():
         if name not in present:
             continue
         lazy = by_chunks and name in CHUNKED
-        frame, problem = next(read_chunks(run_dir / name, row, CHUNK_ROWS if lazy else None))
+        frame, problem = next(read_chunks(present[name], row, CHUNK_ROWS if lazy else None))
         if problem:
             data.problems[name] = problem
         elif lazy:
-            data.paths[name] = run_dir / name
+            data.paths[name] = present[name]
         else:
             data.frames[name] = frame
         del frame
     if "generations.jsonl" in present:
-        data.generations = _read_generations(run_dir / "generations.jsonl")
+        data.generations = _read_generations(present["generations.jsonl"])
     if "forks.jsonl" in present:
-        data.forks = _read_generations(run_dir / "forks.jsonl")
+        data.forks = _read_generations(present["forks.jsonl"])
     return data

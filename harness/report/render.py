@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -216,10 +217,17 @@ def _log_page(data) -> str:
     return page(f"Logged conversations: {log}", subtitle, sections, figs, anchors)
 
 
-def render_report(run_dir: Path, worst: int | None = None, with_text: bool = True) -> Path:
+def render_report(
+    run_dir: Path,
+    worst: int | None = None,
+    with_text: bool = True,
+    files: Mapping[str, Path] | None = None,
+) -> Path:
     """Read the run folder's stored files and write `report.html` there atomically. `worst`:
-    the logged conversations shown; `with_text=False`: no text of a log in the page."""
-    data = load_run(Path(run_dir), worst or WORST, with_text, chunked=True)
+    the logged conversations shown; `with_text=False`: no text of a log in the page; `files`:
+    the files to read, name -> path (the report stage's: what this run wrote), else those the
+    folder's run wrote (`harness.report.load.run_files`)."""
+    data = load_run(Path(run_dir), worst or WORST, with_text, chunked=True, files=files)
     if is_log_folder(data):
         text = _log_page(data)
     else:

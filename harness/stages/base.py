@@ -92,6 +92,14 @@ class Sequential(Product[dict[str, Any]]):
     """A sequential run's record of its looks (given by the pipeline; empty otherwise)."""
 
 
+class RunFiles(Product[list[str]]):
+    """The files this run has written into its folder so far, in the order first written
+    (given by the pipeline: `Artifacts.files()`). A stage that reads the folder as written
+    (gates, report) reads these and no other file, so a file an earlier run with another
+    config left in a reused folder is never read; manifest.json records them (`files`) for
+    the commands that re-read a finished folder."""
+
+
 class Manifest(Product[dict[str, Any]]):
     file = "manifest.json"
 
@@ -113,8 +121,13 @@ Artifact = type[ResultRow] | type[Product[Any]]
 # where it is there: each result file and the fork arms.
 FILES_OF_A_RUN: tuple[Artifact, ...] = (*RESULT_FILES.values(), ForkArms)
 
-# What every pipeline gives its stages before the first runs (pipeline.run_stages).
-GIVEN: tuple[Artifact, ...] = (Timings, Sequential)
+# What every pipeline gives its stages before the first runs (pipeline.run_stages; RunFiles
+# is kept by the map itself as files are written).
+GIVEN: tuple[Artifact, ...] = (Timings, Sequential, RunFiles)
+
+# The artifact of each file a run folder may hold, by file name (`StageContext.written`).
+_FILED: tuple[type[Product[Any]], ...] = (Records, ForkArms, Manifest, JUnit, Report)
+FOLDER_FILES: dict[str, Artifact] = {**RESULT_FILES, **{p.file: p for p in _FILED}}
 
 
 def artifact_name(artifact: Artifact) -> str:

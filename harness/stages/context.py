@@ -3,16 +3,18 @@ its plan, its unit store, the typed map of what the stages before produced (`Art
 timings, the progress bars and the engines open.
 
 A stage reads an earlier stage's artifact only through the map (`ctx.read(Records)`,
-`ctx.frame(WindowRow)`, `ctx.frames`, `ctx.path`), and only what it declares in `reads` (or
-`reads_if_written`): an undeclared read raises `UndeclaredRead`, so a stage cannot lean on
-something its declaration hides from `check_order`. What it produces it returns, and the
+`ctx.frame(WindowRow)`, `ctx.frames`, `ctx.path`, `ctx.written`), and only what it declares
+in `reads` (or `reads_if_written`): an undeclared read raises `UndeclaredRead`, so a stage
+cannot lean on something its declaration hides from `check_order`. A stage that reads the run
+folder as written (gates, report) reads only the files this run wrote (`ctx.written`), never
+one an earlier run left in a reused folder. What it produces it returns, and the
 pipeline puts it in the map.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,9 +28,11 @@ from harness.probes.backend import Backend, backend_dtype, open_backend
 from harness.results import ResultRow
 from harness.results.base import MODEL_TOKENS
 from harness.stages.base import (
+    FOLDER_FILES,
     Artifact,
     Product,
     Records,
+    RunFiles,
     Stage,
     artifact_name,
     optional_reads,
@@ -59,16 +63,19 @@ class Artifacts:
     """The one map of what the stages produced, by artifact name (`artifact_name`): a result
     file's frame (or its path in the run folder, once released), a Product's value. Typed
     reads go through the context (`StageContext.read`, `.frame`), which check the running
-    stage's declaration; the pipeline puts, and reads after the run (`value`)."""
+    stage's declaration; the pipeline puts, and reads after the run (`value`). The files
+    written so far are themselves an artifact (`RunFiles`), kept here as they are written."""
 
     def __init__(self) -> None:
         self._values: dict[str, object] = {}
         self._files: list[str] = []  # the run-folder files written, in order
+        self._values[artifact_name(RunFiles)] = []
 
     def put(self, name: str, value: object, written: bool = False) -> None:
         self._values[name] = value
         if written and name not in self._files:
             self._files.append(name)
+            self._values[artifact_name(RunFiles)] = self.files()
 
     def set(self, artifact: Artifact, value: object) -> None:
         """Put an artifact's value (what the pipeline gives, or a test's input)."""
@@ -87,6 +94,7 @@ class Artifacts:
     def clear(self) -> None:
         self._values.clear()
         self._files.clear()
+        self._values[artifact_name(RunFiles)] = []
 
 
 @dataclass
@@ -218,6 +226,14 @@ class StageContext(Generic[PlanT]):
         written, as a command re-reading the folder would)."""
         self._declared(artifact)
         return self.out_dir / artifact.file
+
+    def written(self, names: Collection[str]) -> dict[str, Path]:
+        """name -> path of each of `names` that a stage before wrote into the run folder in
+        this run (`RunFiles`, which the stage declares), in the order written, each through
+        `path`: a file written but not declared raises UndeclaredRead. What a stage reading
+        the folder as written reads, never a file an earlier run left there."""
+        files = self.read(RunFiles, [])
+        return {name: self.path(FOLDER_FILES[name]) for name in files if name in names}
 
     @property
     def cache(self) -> RunStore:

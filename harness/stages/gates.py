@@ -2,21 +2,23 @@
 metrics, rules.csv, rule_curves.csv, turn_adherence.csv, conversations.csv) -> gates.csv and
 junit.xml.
 
-It reads summary.csv as written (not the frame in memory), so `harness gate DIR CONFIG`, which
-re-evaluates a finished run folder, writes byte for byte what the run wrote. A run without
-gates writes a header-only gates.csv and an empty junit.xml, so no stale verdict of an earlier
-config stays in the folder.
+It reads summary.csv as written (not the frame in memory), and of the other files only those
+this run wrote (through its checked context), so `harness gate DIR CONFIG`, which re-evaluates
+a finished run folder on the files its manifest lists, writes byte for byte what the run
+wrote. A run without gates writes a header-only gates.csv and an empty junit.xml, so no stale
+verdict of an earlier config stays in the folder.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from harness.analysis.gate_junit import junit_xml
-from harness.analysis.gate_sources import read_gate_tables
+from harness.analysis.gate_sources import GATE_TABLES, read_gate_tables
 from harness.analysis.gates import GATE_COLUMNS, evaluate_gates, read_summary
 from harness.analysis.rules import rule_frames, rule_sentences
 from harness.atomic import atomic_write_text
@@ -35,17 +37,20 @@ from harness.results import (
     WindowRow,
     typed_frame,
 )
-from harness.stages.base import JUnit
+from harness.stages.base import JUnit, RunFiles
 from harness.stages.context import RunContext
 from harness.store import write_csv
 
 
-def gate_outputs(config: RunConfig, items: list[TaskItem], run_dir: Path) -> dict[str, Any]:
-    """{"gates.csv": frame, "junit.xml": text} of `config`'s gates on run_dir/summary.csv,
-    each judging the run's `items` that hold a unit of it
+def gate_outputs(
+    config: RunConfig, items: list[TaskItem], files: Mapping[str, Path]
+) -> dict[str, Any]:
+    """{"gates.csv": frame, "junit.xml": text} of `config`'s gates on the run's summary.csv and
+    the GATE_TABLES among `files` (name -> path: the files the run wrote, never every file its
+    folder holds), each judging the run's `items` that hold a unit of it
     (`harness.config.gate_specs.gate_units`)."""
     if config.gates:
-        summary = read_summary(Path(run_dir) / "summary.csv")
+        summary = read_summary(files["summary.csv"])
         # the level each bound is tested at (harness.config.gate_specs.gate_level)
         st = config.stats
         # a sequential run's auc/final gates: the group-sequential test at its looks
@@ -60,7 +65,7 @@ def gate_outputs(config: RunConfig, items: list[TaskItem], run_dir: Path) -> dic
         }  # fmt: skip
         frame = evaluate_gates(
             config.gates, summary, list(by_id), list(config.models), st.level, st.family,
-            tables=read_gate_tables(Path(run_dir)), units=units, looks=looks,
+            tables=read_gate_tables(files), units=units, looks=looks,
         )  # fmt: skip
     else:
         frame = pd.DataFrame(columns=GATE_COLUMNS)
@@ -69,46 +74,48 @@ def gate_outputs(config: RunConfig, items: list[TaskItem], run_dir: Path) -> dic
 
 class GateStage:
     """summary.csv, on disk -> gates.csv, junit.xml; rule gates and turn metrics read
-    rules.csv, rule_curves.csv, turn_adherence.csv and conversations.csv where the folder has
-    them (`reads_if_written`: a sequential run's loop looks at summary.csv alone, and these
-    gates are decided after it, on the final analysis)."""
+    rules.csv, rule_curves.csv, turn_adherence.csv and conversations.csv where a stage of this
+    run wrote them (`reads_if_written`, through `ctx.written`: a sequential run's loop looks at
+    summary.csv alone, and these gates are decided after it, on the final analysis)."""
 
     name = "gates"
-    reads = (SummaryRow,)
+    reads = (SummaryRow, RunFiles)
     reads_if_written = (RuleRow, RuleCurveRow, TurnAdherenceRow, ConversationRow)
     writes = (GateRow, JUnit)
 
     def run(self, ctx: RunContext) -> dict[str, object]:
-        folder = ctx.path(SummaryRow).parent
-        return gate_outputs(ctx.config, [sel.item for sel in ctx.items], folder)
+        files = {"summary.csv": ctx.path(SummaryRow), **ctx.written(GATE_TABLES)}
+        return gate_outputs(ctx.config, [sel.item for sel in ctx.items], files)
 
 
 def score_gates(
     out: Path, suites: list[Any], gates: list[Any], level: float = 0.95, name: str = "score",
-    rules: bool = True,
+    rules: bool = True, written: Collection[str] = (),
 ) -> pd.DataFrame:  # fmt: skip
-    """`harness score`'s per-rule files and gates, from the files it wrote into `out`:
-    rules.csv and rule_curves.csv from windows.csv (and turns.csv; `rules` False: a chat
-    log's stages wrote them), then `gates` checked on adherence.csv (what summary.csv is to
-    a run) and those files -> gates.csv, junit.xml. Returns gates.csv's frame (empty without
-    gates)."""
+    """`harness score`'s per-rule files and gates, from the files it wrote into `out`
+    (`written`, by name: a file an earlier command left there is not read): rules.csv and
+    rule_curves.csv from windows.csv (and turns.csv; `rules` False: a chat log's stages wrote
+    them), then `gates` checked on adherence.csv (what summary.csv is to a run) and those
+    files -> gates.csv, junit.xml. Returns gates.csv's frame (empty without gates)."""
     windows = typed_frame(WindowRow, _read_strings(out / "windows.csv"))
     turns = None
-    if (out / "turns.csv").is_file():
+    if "turns.csv" in written:
         turns = typed_frame(TurnRow, _read_strings(out / "turns.csv"))
     items = list(dict.fromkeys(windows["item"].astype(str)))
     models = list(dict.fromkeys(windows["model"].astype(str)))
     checked = gate_level(gates, models, items, level, "none")
     sentences = rule_sentences((i.id, c) for suite in suites for i in suite.items for c in i.checks)
+    written = list(written)
     if rules:
         frames = rule_frames(windows, turns, sentences=sentences, level=level, gate_level=checked)
         for file, frame in frames.items():
             write_csv(frame, out / file)
+        written += frames
     if not gates:
         return pd.DataFrame(columns=GATE_COLUMNS)
     summary = read_summary(out / "adherence.csv")
     units = {index: _scored_items(windows, gate) for index, gate in enumerate(gates)}
-    tables = read_gate_tables(out)
+    tables = read_gate_tables({n: out / n for n in GATE_TABLES if n in written})
     frame = evaluate_gates(gates, summary, items, models, level, tables=tables, units=units)
     write_csv(frame, out / "gates.csv")
     atomic_write_text(out / "junit.xml", junit_xml(frame, name))

@@ -22,6 +22,7 @@ from harness.analysis.conversations import (
 )
 from harness.analysis.rules import rule_frames, rule_sentences
 from harness.report import render_report
+from harness.report.load import KNOWN_FILES
 from harness.results import (
     AdherenceCurveRow,
     AdherenceRow,
@@ -43,6 +44,7 @@ from harness.stages.base import (
     Output,
     Product,
     Report,
+    RunFiles,
     Stage,
     Timings,
     WrittenFile,
@@ -121,10 +123,10 @@ class LogAnalyseStage:
 
 class LogManifestStage:
     """manifest.json: `command: score`, its run id, the log, the model, the counts, the
-    matching notes."""
+    matching notes, the files written before it (`files`, as a run's manifest)."""
 
     name = "manifest"
-    reads = (LoggedRow, Timings)
+    reads = (LoggedRow, Timings, RunFiles)
     writes = (Manifest,)
 
     def run(self, ctx: ScoreContext) -> dict[str, Output]:
@@ -142,20 +144,23 @@ class LogManifestStage:
                 "timings": dict(timings),
                 "started": ctx.started,
                 "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+                "files": ctx.read(RunFiles, []),
             }
         }
 
 
 class LogReportStage:
-    """report.html: the report of a log (`harness.report.logs`)."""
+    """report.html: the report of a log (`harness.report.logs`), from the files this
+    command wrote (`ctx.written`, checked against this declaration)."""
 
     name = "report"
-    reads = (TurnRow, LoggedRow, Manifest)
+    reads = (TurnRow, LoggedRow, Manifest, RunFiles)
     reads_if_written = FILES_OF_A_RUN  # as a run's report, from the folder as written
     writes = (Report,)
 
     def run(self, ctx: ScoreContext) -> dict[str, Output]:
-        render_report(ctx.path(Manifest).parent, ctx.plan.worst, ctx.plan.with_text)
+        files = ctx.written(KNOWN_FILES)
+        render_report(ctx.out_dir, ctx.plan.worst, ctx.plan.with_text, files=files)
         return {}
 
 

@@ -13,6 +13,7 @@ from harness.engines.pricing import cost_usd
 from harness.models import ResolvedModel
 from harness.probes.backend import backend_dtype
 from harness.report import render_report
+from harness.report.load import KNOWN_FILES
 from harness.scoring.judge import JudgeDefaults, JudgeRunner, judge_checks_of, judge_spend
 from harness.scoring.score import record_jobs
 from harness.scoring.turns import turn_jobs
@@ -22,6 +23,7 @@ from harness.stages.base import (
     Manifest,
     Records,
     Report,
+    RunFiles,
     Sequential,
     Timings,
 )
@@ -55,10 +57,12 @@ def _engine_runtime() -> dict[str, Any]:
 
 class ManifestStage:
     """manifest.json: resolved config, policies, versions, model hashes, seeds, timings (the
-    pipeline's), the chat engines' usage and a sequential run's looks."""
+    pipeline's), the files the run wrote before it (`files`: what `harness report` and
+    `harness gate` read of the folder), the chat engines' usage and a sequential run's
+    looks."""
 
     name = "manifest"
-    reads = (Records, Timings, Sequential, Hosted)
+    reads = (Records, Timings, Sequential, Hosted, RunFiles)
     writes = (Manifest,)
 
     def run(self, ctx: RunContext) -> dict[str, object]:
@@ -87,6 +91,8 @@ class ManifestStage:
             "timings": dict(timings),
             "started": ctx.started,
             "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+            # the files this run wrote (a reused folder may hold others, of an earlier run)
+            "files": ctx.read(RunFiles, []),
         }
         # the unit every position t of the run's files is counted in
         manifest["t_unit"] = {m.name: t_unit(config, m) for m in ctx.models}
@@ -196,15 +202,17 @@ def _samples(config: RunConfig) -> int | dict[str, Any]:
 class ReportStage:
     """report.html from the files written so far (the report never re-runs a stage). It reads
     them as written in the run folder (harness.report.load, as `harness report DIR` does):
-    the records and the manifest, and every other file of a run where a stage wrote it."""
+    the records and the manifest, and every other file of a run where a stage of this run
+    wrote it (`ctx.written`: checked against this declaration; a file an earlier run left in
+    the folder is not read)."""
 
     name = "report"
-    reads = (Records, Manifest)
+    reads = (Records, Manifest, RunFiles)
     reads_if_written = FILES_OF_A_RUN
     writes = (Report,)
 
     def run(self, ctx: RunContext) -> dict[str, object]:
         bar = ctx.progress.bar("report", 1)
-        render_report(ctx.path(Manifest).parent)
+        render_report(ctx.out_dir, files=ctx.written(KNOWN_FILES))
         bar.finish()
         return {}

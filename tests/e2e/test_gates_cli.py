@@ -101,6 +101,7 @@ def test_harness_gate_rejudges_the_folder_without_recomputing(gated_run):
     folder, run, _ = gated_run
     cache = sorted(p.relative_to(run) for p in (run / "cache").rglob("*"))
     summary = (run / "summary.csv").read_bytes()
+    written = {name: (run / name).read_bytes() for name in ("gates.csv", "junit.xml")}
     config = yaml.safe_load((folder / "tiny-gates.yaml").read_text())
     config["gates"][1]["max"] = 5.0  # every reminder-heavy run passes now
     del config["gates"][3]  # and the undecided check is gone
@@ -115,8 +116,9 @@ def test_harness_gate_rejudges_the_folder_without_recomputing(gated_run):
     assert (run / "summary.csv").read_bytes() == summary
     assert "All 5 gate checks passed." in (run / "report.html").read_text()
     assert "verdict" in pd.read_csv(run / "gates.csv").columns
-    # the original thresholds again: the same verdicts as the run wrote
+    # the original thresholds again: byte for byte what the run wrote
     assert _harness("gate", "run", "tiny-gates.yaml", cwd=folder).returncode == 1
+    assert {name: (run / name).read_bytes() for name in written} == written
 
 
 def test_restate_without_a_restatement_is_one_line_before_anything_runs(tmp_path, tiny_model_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -127,6 +128,72 @@ def test_run_writes_every_output(uninterrupted):
         "transformers" in manifest["versions"]
         and "generate tiny-random-llama" in manifest["timings"]
     )
+
+
+# tiny-kill without forks, probe or theory, with gates (one on a rule alone): an "other config"
+REUSED_CONFIG = """\
+name: tiny-reused
+models: [tiny-random-llama]
+suites: [mini-suite.yaml]
+items: [mini-fr, mini-lower]
+policies: [none, {name: periodic, every: 16, placement: user}]
+samples: 2
+generation: {engine: hf, max_tokens: 48, temperature: 0.8, continue_on_eos: true}
+scoring: {window: 16}
+probe: {enabled: false}
+theory: {relay: null, bias_lams: []}
+gates:
+  - {metric: auc, policy: none, min: 0}
+  - {metric: auc, policy: none, rule: "language:fr", min: 0, items: [mini-fr]}
+"""
+# what tiny-kill wrote and tiny-reused does not: the earlier config's stale files
+STALE = ("forks.csv", "forks.jsonl", "carried.csv", "relay.csv", "bias.csv")
+
+
+def test_a_reused_folder_s_report_and_gates_read_only_this_run_s_files(uninterrupted, tmp_path):
+    """`harness run` into a folder an earlier run with another config (forks, theory) left its
+    files in: manifest.json lists what this run wrote; its report, `harness report` and
+    `harness gate` read those only (no forks or relay section from stale files), and
+    `harness gate` writes the run's gates.csv byte for byte. A stale conversations.csv that is
+    no readable CSV proves that neither gates nor report opens a file this run did not
+    write."""
+    out = tmp_path / "reused"
+    shutil.copytree(uninterrupted, out)
+    earlier = (out / "report.html").read_text(encoding="utf-8")
+    assert 'id="fig-carried"' in earlier and "relay.csv is not in" not in earlier
+    (out / "conversations.csv").write_bytes(b"model,item\n\x80\xff an earlier run's\n")
+    shutil.copy(CONFIGS / "mini-suite.yaml", tmp_path / "mini-suite.yaml")
+    config = tmp_path / "reused.yaml"
+    config.write_text(REUSED_CONFIG)
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "run", str(config), "--out", str(out)],
+        capture_output=True, text=True, timeout=1200,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    files = json.loads((out / "manifest.json").read_text())["files"]
+    assert {"generations.jsonl", "summary.csv", "rules.csv", "gates.csv"} <= set(files)
+    assert not set(files) & {*STALE, "conversations.csv"}
+    assert all((out / name).is_file() for name in STALE)  # left in place, never read
+    for report in ("run", "harness report"):
+        if report == "harness report":
+            (out / "report.html").unlink()
+            again = subprocess.run(
+                [sys.executable, "-m", "harness", "report", str(out)],
+                capture_output=True, text=True, timeout=600,
+            )  # fmt: skip
+            assert again.returncode == 0, again.stderr[-2000:]
+        html = (out / "report.html").read_text(encoding="utf-8")
+        for name in ("carried.csv", "relay.csv", "bias.csv"):
+            assert f"{name} is not in this run folder" in html, (report, name)
+        assert 'id="fig-carried"' not in html, report
+    gates = (out / "gates.csv").read_bytes()
+    assert pd.read_csv(out / "gates.csv")["verdict"].tolist() == ["pass"] * 3
+    regated = subprocess.run(
+        [sys.executable, "-m", "harness", "gate", str(out), str(config)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert regated.returncode == 0, regated.stderr[-2000:]
+    assert (out / "gates.csv").read_bytes() == gates
 
 
 def test_forks_share_the_records_prefix_and_carried_notes_the_skip(uninterrupted):

@@ -11,6 +11,7 @@ import yaml
 
 from harness.config.gate_specs import GateSpec, gate_unit_problem, gate_units
 from harness.config.run import RunConfig, TaskSuite
+from harness.report.load import run_files
 from harness.stages.gates import gate_outputs
 
 SUITE = {
@@ -88,7 +89,7 @@ def test_a_policy_that_runs_on_some_items_is_judged_there_and_passes(run_dir):
         {"metric": "auc", "policy": "adaptive-turn-system", "min": 0.75, "use": "value"},
         {"metric": "auc", "policy": "none", "min": 0.75, "use": "value"},
     ]
-    out = gate_outputs(_config(run_dir, gates), list(ITEMS), run_dir)["gates.csv"]
+    out = gate_outputs(_config(run_dir, gates), list(ITEMS), run_files(run_dir))["gates.csv"]
     got = list(zip(out["gate"], out["item"], out["verdict"], strict=True))
     # gates 0 and 1 judge the one item where their policy runs (they used to fail the other:
     # "no summary.csv row"); gate 2 runs on both and fails on the conversation

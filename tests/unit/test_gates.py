@@ -21,6 +21,7 @@ from harness.analysis.gates import evaluate_gates, read_summary
 from harness.config.files import load_run_config
 from harness.config.gate_specs import GateSpec
 from harness.errors import UserError
+from harness.report.load import run_files
 from harness.stats import mean_interval
 from harness.stats.sided import one_sided_bounds
 from harness.store import write_csv
@@ -446,7 +447,7 @@ def test_no_gates_give_an_empty_suite(tmp_path):
     from harness.stages.gates import gate_outputs
 
     config = load_run_config(_write_config(tmp_path, []))
-    out = gate_outputs(config, _task_items(), tmp_path)  # no summary.csv needed
+    out = gate_outputs(config, _task_items(), {})  # no summary.csv needed
     assert out["gates.csv"].empty and list(out["gates.csv"].columns)[:3] == [
         "gate", "metric", "policy",
     ]  # fmt: skip
@@ -464,6 +465,46 @@ def _finished_run(tmp_path: Path, gates: list[dict], summary: pd.DataFrame | Non
     config = json.loads(load_run_config(config_path).model_dump_json())
     (run_dir / "manifest.json").write_text(json.dumps({"name": "valid-mini", "config": config}))
     return run_dir, config_path
+
+
+def test_harness_gate_reads_only_the_files_the_run_wrote(tmp_path, run_cli):
+    """A rules.csv an earlier run left in the folder (here no readable CSV) is not one the
+    manifest lists, so `harness gate` never opens it; the verdicts are the run's."""
+    gate = {"metric": "token_overhead", "policy": "periodic-64-user", "max": 0.1}
+    run_dir, config = _finished_run(tmp_path, [gate])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    (run_dir / "manifest.json").write_text(json.dumps({**manifest, "files": ["summary.csv"]}))
+    (run_dir / "rules.csv").write_bytes(b"model,item\n\x80\xff an earlier run's\n")
+    code, stdout, stderr = run_cli(["gate", str(run_dir), str(config)])
+    assert code == 1, stderr
+    assert "Gates: 0 of 2 gate checks passed, 2 failed" in stdout
+    (run_dir / "manifest.json").write_text(json.dumps({**manifest, "files": []}))
+    code, _, stderr = run_cli(["gate", str(run_dir), str(config)])
+    assert code == 2 and "its run wrote no summary.csv" in stderr
+
+
+def test_harness_score_s_gates_read_only_the_files_it_wrote(tmp_path, run_cli, monkeypatch):
+    """Texts scored into a folder where a chat log's scoring left turns.csv and
+    turn_adherence.csv (here no readable CSV): the rules and the gates come from this
+    command's files alone, the stale ones are never opened."""
+    from harness.engines.scripted import CharTokenizer
+
+    monkeypatch.setattr("harness.scoring.io.load_tokenizer", lambda name=None: CharTokenizer())
+    monkeypatch.chdir(tmp_path)
+    text = {"item": "fmt-nocomma-story", "text": "The raft drifted on and on. It went far."}
+    (tmp_path / "texts.jsonl").write_text(json.dumps(text) + "\n")
+    (tmp_path / "gates.yaml").write_text("gates: [{metric: auc, policy: none, min: 0}]\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("turns.csv", "turn_adherence.csv"):
+        (out / name).write_bytes(b"model,item\n\x80\xff an earlier score's\n")
+    suite = str(Path(__file__).parents[2] / "tasks" / "formats.yaml")
+    argv = ["score", "texts.jsonl", "--suite", suite, "--out", "out", "--gates", "gates.yaml"]
+    code, stdout, stderr = run_cli(argv)
+    assert code == 1, stderr  # the gate's verdict (this text has no model's summary row)
+    assert pd.read_csv(out / "gates.csv")["metric"].tolist() == ["auc"]
+    rules = pd.read_csv(out / "rules.csv")
+    assert rules["item"].tolist() == ["fmt-nocomma-story"] and rules["turns"].isna().all()
 
 
 def test_harness_gate_rewrites_the_verdicts_and_exits_0_or_1(tmp_path, run_cli):
@@ -582,7 +623,7 @@ def test_samples_needed_uses_the_configs_interval_level(tmp_path):
     for level in (0.9, 0.99):
         config = load_run_config(_write_config(tmp_path, gate, stats={"level": level}))
         write_csv(_summary().assign(model=config.models[0]), tmp_path / "summary.csv")
-        frame = gate_outputs(config, _task_items(), tmp_path)["gates.csv"]
+        frame = gate_outputs(config, _task_items(), run_files(tmp_path))["gates.csv"]
         needed[level] = frame["samples_needed"][0]
     assert needed[0.99] > needed[0.9] > 4
 
@@ -602,7 +643,7 @@ def test_family_bonferroni_tests_each_bound_at_level_over_m_and_says_the_family_
     for family, level in (("none", 0.95), ("bonferroni", 1 - 0.05 / 4)):
         config = load_run_config(_write_config(tmp_path, gates, stats={"family": family}))
         write_csv(_summary().assign(model=config.models[0]), tmp_path / "summary.csv")
-        frame = gate_outputs(config, _task_items(), tmp_path)["gates.csv"]
+        frame = gate_outputs(config, _task_items(), run_files(tmp_path))["gates.csv"]
         assert frame["level"].tolist() == pytest.approx([level] * 4)
         write_csv(frame, tmp_path / "gates.csv")
         console = Console(record=True, width=300)

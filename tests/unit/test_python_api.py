@@ -122,4 +122,5 @@ def test_a_run_folder_reads_as_typed_frames_records_and_manifest(tmp_path):
     assert {r.item for r in run.records} == {"plain", "talk"}
     assert run.manifest.name == "scripted" and run.manifest.timings["generate"] >= 0
     assert run.manifest.models["tiny-random-llama"].content_key == "scripted-1"
+    assert {"generations.jsonl", "summary.csv", "gates.csv"} <= set(run.manifest.files)
     assert harness.Run(tmp_path / "nothing").frame(SummaryRow).empty

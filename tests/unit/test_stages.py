@@ -244,12 +244,17 @@ theory: {relay: null, bias_lams: []}
 @pytest.mark.parametrize(
     ("stage_name", "hidden"),
     [("score", "generations.jsonl"), ("analyse", "windows.csv"), ("laws", "Curves"),
-     ("manifest", "Timings"), ("gates", "summary.csv")],
+     ("manifest", "Timings"), ("manifest", "RunFiles"), ("gates", "summary.csv"),
+     ("gates", "rules.csv"), ("gates", "rule_curves.csv"), ("gates", "RunFiles"),
+     ("report", "summary.csv"), ("report", "windows.csv"), ("report", "gates.csv"),
+     ("report", "generations.jsonl"), ("report", "manifest.json"), ("report", "RunFiles")],
 )  # fmt: skip
 def test_the_run_s_own_stages_fail_on_a_read_they_do_not_declare(tmp_path, stage_name, hidden):
     """The check is on in the pipeline's own stage list: a real stage whose declaration
-    leaves out one artifact it reads fails the run at that stage (here over the scripted
-    engine), so no stage can lean on an undeclared artifact and pass its tests."""
+    leaves out one artifact it reads (in `reads` or `reads_if_written`) fails the run at that
+    stage (here over the scripted engine), so no stage can lean on an undeclared artifact and
+    pass its tests. Gates and report read the folder's files only through the check: what
+    this run wrote (`RunFiles`), each by its declared artifact."""
     from harness.engines.scripted import ScriptedEngine
     from harness.pipeline import STAGES, run_stages
     from harness.stages.base import artifact_name, optional_reads
@@ -258,10 +263,11 @@ def test_the_run_s_own_stages_fail_on_a_read_they_do_not_declare(tmp_path, stage
     class Stripped:
         def __init__(self, stage) -> None:
             self.stage, self.name, self.writes = stage, stage.name, stage.writes
-            keep = [a for a in stage.reads if artifact_name(a) != hidden]
-            assert len(keep) == len(stage.reads) - 1, f"{stage.name} does not declare {hidden}"
-            self.reads = tuple(keep)
-            self.reads_if_written = optional_reads(stage)
+            self.reads = tuple(a for a in stage.reads if artifact_name(a) != hidden)
+            optional = optional_reads(stage)
+            self.reads_if_written = tuple(a for a in optional if artifact_name(a) != hidden)
+            dropped = len(stage.reads) + len(optional) - len(self.reads)
+            assert dropped - len(self.reads_if_written) == 1, f"{stage.name} lacks {hidden}"
 
         def run(self, ctx):
             return self.stage.run(ctx)
@@ -274,3 +280,37 @@ def test_the_run_s_own_stages_fail_on_a_read_they_do_not_declare(tmp_path, stage
     refused = pytest.raises(UndeclaredRead, match=f"stage {stage_name} reads {hidden} without")
     with scripted_run(tmp_path / "run.yaml", tmp_path / "out", engine) as ctx, refused:
         run_stages(ctx, stages, show_progress=False)
+
+
+def test_a_run_into_a_reused_folder_reads_none_of_an_earlier_run_s_files(tmp_path):
+    """An earlier run with another config (conversations, forks) left its files in the --out
+    folder: this run's gates and report, and `harness report DIR` after it, read only what
+    this run wrote (manifest.json lists it). The stale files here are no readable CSV, so a
+    reader that opened one would fail the run."""
+    from harness.engines.scripted import ScriptedEngine
+    from harness.pipeline import STAGES, run_stages
+    from harness.report import render_report
+    from tests.scripted_run import scripted_run
+
+    (tmp_path / "suite.yaml").write_text(STRIPPED_SUITE)
+    (tmp_path / "run.yaml").write_text(
+        STRIPPED_CONFIG + "gates: [{metric: auc, policy: none, min: 0}]\n"
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+    stale = ("conversations.csv", "turn_adherence.csv", "carried.csv", "forks.jsonl")
+    for name in stale:
+        (out / name).write_bytes(b"model,item\n\x80\xff stale\n")
+    with scripted_run(tmp_path / "run.yaml", out, ScriptedEngine({"SYS": 1.0})) as ctx:
+        run_stages(ctx, STAGES, show_progress=False)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["files"] == ctx.artifacts.files()[: len(manifest["files"])]
+    assert {"summary.csv", "rules.csv", "gates.csv"} <= set(manifest["files"])
+    assert not set(stale) & set(manifest["files"])
+    assert pd.read_csv(out / "gates.csv")["verdict"].tolist() == ["pass"]
+    run_report = (out / "report.html").read_text(encoding="utf-8")
+    assert "carried.csv is not in this run folder" in run_report
+    (out / "report.html").unlink()
+    again = render_report(out).read_text(encoding="utf-8")  # `harness report DIR`
+    assert "carried.csv is not in this run folder" in again
+    assert all((out / name).is_file() for name in stale)  # left alone, never read
