@@ -27,6 +27,7 @@ from harness.config.files import check_run_config, load_run_config_and_suites, l
 from harness.config.run import RunConfig, ScoringConfig
 from harness.errors import UserError
 from harness.pipeline import run_plan, run_probe, run_score
+from harness.report.load import run_files
 from harness.results import ResultRow
 from harness.results.base import column_kind
 from harness.stages.base import output_frame
@@ -130,9 +131,9 @@ class Run:
 
     def frame(self, row: type[ResultRow]) -> pd.DataFrame:
         """`row.file` of the run, its columns typed by the row model (booleans as booleans);
-        an empty frame when the run wrote none."""
-        path = self.folder / row.file
-        frame = output_frame(row, path if path.is_file() else None)
+        an empty frame when the run wrote none (a file an earlier run left in the folder is
+        not the run's: `run_files`)."""
+        frame = output_frame(row, run_files(self.folder).get(row.file))
         # a float column whose cells all read as whole numbers stays float (auc 0, not int 0)
         floats = [c for c in frame.columns if column_kind(row, c)[0] == "float"]
         return frame.astype(dict.fromkeys(floats, "float64")) if floats else frame
@@ -140,8 +141,8 @@ class Run:
     @cached_property
     def records(self) -> list[GenerationRecord]:
         """generations.jsonl: every record generated (and logged, for replays)."""
-        path = self.folder / "generations.jsonl"
-        if not path.is_file():
+        path = run_files(self.folder).get("generations.jsonl")
+        if path is None:
             return []
         with path.open() as lines:
             return [GenerationRecord.model_validate_json(line) for line in lines if line.strip()]

@@ -124,3 +124,11 @@ def test_a_run_folder_reads_as_typed_frames_records_and_manifest(tmp_path):
     assert run.manifest.models["tiny-random-llama"].content_key == "scripted-1"
     assert {"generations.jsonl", "summary.csv", "gates.csv"} <= set(run.manifest.files)
     assert harness.Run(tmp_path / "nothing").frame(SummaryRow).empty
+    # a file the manifest does not list is not this run's (an earlier run's, in a reused
+    # folder): not read, though it is there
+    import json
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["files"].remove("summary.csv")
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    assert (out / "summary.csv").is_file() and harness.Run(out).frame(SummaryRow).empty
