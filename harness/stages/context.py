@@ -59,6 +59,9 @@ class UndeclaredRead(RuntimeError):
     """A stage read an artifact it does not declare in `reads` (or `reads_if_written`)."""
 
 
+_RUN_FILES = artifact_name(RunFiles)
+
+
 class Artifacts:
     """The one map of what the stages produced, by artifact name (`artifact_name`): a result
     file's frame (or its path in the run folder, once released), a Product's value. Typed
@@ -67,15 +70,14 @@ class Artifacts:
     written so far are themselves an artifact (`RunFiles`), kept here as they are written."""
 
     def __init__(self) -> None:
-        self._values: dict[str, object] = {}
-        self._files: list[str] = []  # the run-folder files written, in order
-        self._values[artifact_name(RunFiles)] = []
+        self._values: dict[str, object] = {_RUN_FILES: []}
 
     def put(self, name: str, value: object, written: bool = False) -> None:
         self._values[name] = value
-        if written and name not in self._files:
-            self._files.append(name)
-            self._values[artifact_name(RunFiles)] = self.files()
+        files = self.files()
+        if written and name not in files:
+            # a new list each time: a stage that read the files before keeps what it read
+            self._values[_RUN_FILES] = [*files, name]
 
     def set(self, artifact: Artifact, value: object) -> None:
         """Put an artifact's value (what the pipeline gives, or a test's input)."""
@@ -86,15 +88,13 @@ class Artifacts:
 
     def files(self) -> list[str]:
         """The files written into the run folder so far, in the order first written."""
-        return list(self._files)
+        return cast("list[str]", self._values[_RUN_FILES])
 
     def names(self) -> list[str]:
         return list(self._values)
 
     def clear(self) -> None:
-        self._values.clear()
-        self._files.clear()
-        self._values[artifact_name(RunFiles)] = []
+        self._values = {_RUN_FILES: []}
 
 
 @dataclass
