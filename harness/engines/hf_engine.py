@@ -9,10 +9,31 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
+from harness.capabilities import Capability
+from harness.config.run import GenerationConfig
 from harness.engines.base import GenerationRequest, GenerationResult
 from harness.engines.device import input_device, load_causal_lm
+from harness.engines.kinds import register_engine
 
 
+def hf_options(gen: GenerationConfig, model: str | None, cache_dir: Path | None) -> dict:
+    return {"max_model_len": gen.max_model_len, "dtype": gen.dtype}
+
+
+@register_engine(
+    "hf",
+    {
+        Capability.PREFILL,
+        Capability.LATER_SYSTEM_MESSAGES,
+        Capability.TOKEN_IDS,
+        Capability.HIDDEN_STATES,
+        Capability.PROMPT_LOGPROBS,
+        Capability.ATTENTION_HOOKS,
+        Capability.LOGITS_PROCESSORS,
+        Capability.LOCAL_WEIGHTS,
+    },
+    hf_options,
+)
 class HfEngine:
     name = "hf"
 
