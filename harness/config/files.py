@@ -104,7 +104,7 @@ def check_run_config(data: Any, path: Path) -> tuple[RunConfig, list[TaskSuite]]
             raise UserError(f"{path}: field 'suites': {suite_path}: file not found")
         suites.append(load_suite(resolved))
         suite_files.append(resolved)
-    hosted = config.generation.engine == "chat"  # its models are names the endpoint knows
+    hosted = config.generation.hosted  # its models are names the endpoint knows
     for model in [] if hosted else config.models:
         try:
             parse_model_name(model)

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from harness.capabilities import Capability
 from harness.config.endpoint import (
     ANTHROPIC_KEY_ENV,
     DEFAULT_KEY_ENV,
@@ -139,6 +140,19 @@ class GenerationConfig(Strict):
         if protocol == "anthropic" and "api_key_env" not in data:
             data = {**data, "api_key_env": ANTHROPIC_KEY_ENV}
         return data
+
+    @property
+    def metered(self) -> bool:
+        """Whether the engine bills its requests (a run's `budget` applies): what its registered
+        kind declares (`harness.engines.kinds`)."""
+        kind = ENGINES.lookup(self.engine)
+        return Capability.METERED in kind.can(self)
+
+    @property
+    def hosted(self) -> bool:
+        """Whether the engine asks an endpoint for a model by name (no local weights)."""
+        kind = ENGINES.lookup(self.engine)
+        return Capability.LOCAL_WEIGHTS not in kind.can(self)
 
     @property
     def protocol(self) -> str:

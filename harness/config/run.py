@@ -280,8 +280,8 @@ class RunConfig(Strict):
 
     @model_validator(mode="after")
     def _priced(self) -> RunConfig:
-        if self.budget is not None and self.generation.engine != "chat":
-            raise ValueError("budget: limits the requests of generation.engine: chat")
+        if self.budget is not None and not self.generation.metered:
+            raise ValueError("budget: limits the requests of an engine that bills them (chat)")
         if self.budget is not None and self.budget.usd is not None:
             missing = [m for m in self.models if m not in (self.pricing or {})]
             if missing:

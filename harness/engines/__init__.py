@@ -11,7 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.engines.base import Engine, GenerationRequest, GenerationResult, SamplingSettings
-from harness.engines.kinds import EngineKind, engine_can, engine_kind, register_engine
+from harness.engines.kinds import (
+    EngineKind,
+    engine_can,
+    engine_kind,
+    kind_can,
+    register_engine,
+)
 from harness.registry import ENGINES
 
 __all__ = [
@@ -23,6 +29,7 @@ __all__ = [
     "SamplingSettings",
     "engine_can",
     "engine_kind",
+    "kind_can",
     "make_engine",
     "register_engine",
 ]

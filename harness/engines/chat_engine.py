@@ -110,7 +110,16 @@ def chat_capabilities(gen: GenerationConfig) -> Capabilities:
 
 
 # whole messages in, text out, billed per request
-@register_engine("chat", {Capability.METERED}, chat_options, chat_capabilities)
+@register_engine(
+    "chat",
+    {Capability.METERED},
+    chat_options,
+    chat_capabilities,
+    {
+        Capability.PREFILL: "chat.protocol: anthropic (an Anthropic Messages endpoint)",
+        Capability.LATER_SYSTEM_MESSAGES: "chat.protocol: openai",
+    },
+)
 class ChatEngine:
     name = "chat"
 

@@ -6,8 +6,8 @@ through a `harness.engines` entry point (docs/architecture.md, "Adding an engine
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,6 +35,11 @@ class EngineKind:
     # settings (a chat endpoint's protocol), when that depends on them
     capabilities: Capabilities = frozenset()
     capabilities_under: Callable[[GenerationConfig], Capabilities] | None = None
+    # the settings under which it has a capability it lacks by default (for refusals' "use")
+    hints: Mapping[Capability, str] = field(default_factory=dict)
+    # checks a run makes before it writes anything, with the options of a generation config
+    # and a model folder (an endpoint is reachable and serves the model); None: none
+    preflight: Callable[[GenerationConfig, Path], None] | None = None
 
     def can(self, gen: GenerationConfig) -> Capabilities:
         """The capabilities of this engine kind under `gen`'s settings."""
@@ -50,12 +55,22 @@ def register_engine(
     capabilities: Capabilities | set[Capability],
     options: Options = context_options,
     capabilities_under: Callable[[GenerationConfig], Capabilities] | None = None,
+    hints: Mapping[Capability, str] | None = None,
+    preflight: Callable[[GenerationConfig, Path], None] | None = None,
 ) -> Callable[[Build], Build]:
     """Decorator on what builds an engine (its class, or a function): configs may name it as
     `generation.engine: <name>`."""
 
     def decorate(build: Build) -> Build:
-        kind = EngineKind(name, build, options, frozenset(capabilities), capabilities_under)
+        kind = EngineKind(
+            name,
+            build,
+            options,
+            frozenset(capabilities),
+            capabilities_under,
+            hints or {},
+            preflight,
+        )
         ENGINES.add(name, kind)
         return build
 
@@ -71,3 +86,16 @@ def engine_kind(gen: GenerationConfig) -> EngineKind:
 def engine_can(gen: GenerationConfig, capability: Capability) -> bool:
     """Whether the engine of `gen` has `capability` under `gen`'s settings."""
     return capability in engine_kind(gen).can(gen)
+
+
+def preflight(gen: GenerationConfig, model_path: Path) -> None:
+    """The checks the engine of `gen` makes before a run writes anything (UserError)."""
+    kind = engine_kind(gen)
+    if kind.preflight is not None:
+        kind.preflight(gen, model_path)
+
+
+def kind_can(name: str, capability: Capability) -> bool:
+    """Whether the engine kind `name` has `capability` whatever its settings."""
+    kind: EngineKind = ENGINES.lookup(name)
+    return capability in kind.capabilities

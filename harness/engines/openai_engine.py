@@ -18,6 +18,7 @@ from harness.config.run import GenerationConfig
 from harness.engines.base import GenerationRequest, GenerationResult, refuse_prompt_bias
 from harness.engines.kinds import register_engine
 from harness.errors import UserError
+from harness.registry import ENGINES
 
 # an OpenAI-protocol finish reason -> the harness's (anything else: the reply ended, `stop`)
 _FINISHES = {"length": "length", "content_filter": "content_filter"}
@@ -75,6 +76,12 @@ def openai_options(gen: GenerationConfig, model: str | None, cache_dir: Path | N
     return {**endpoint_of(gen).options(), "max_model_len": gen.max_model_len}
 
 
+def reachable(gen: GenerationConfig, model_path: Path) -> None:
+    """The endpoint answers and serves the model (`OpenAIEngine` checks when it starts); built
+    through the registry, which a test may have given a stand-in."""
+    ENGINES.lookup(gen.engine).build(model_path, **openai_options(gen, None, None)).close()
+
+
 # a completions endpoint continues any token ids; the model's folder gives its tokenizer
 @register_engine(
     "openai",
@@ -85,6 +92,7 @@ def openai_options(gen: GenerationConfig, model: str | None, cache_dir: Path | N
         Capability.LOCAL_WEIGHTS,
     },
     openai_options,
+    preflight=reachable,
 )
 class OpenAIEngine:
     name = "openai"

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.capabilities import Capability
 from harness.engines import make_engine
 from harness.engines.base import Engine
+from harness.engines.kinds import engine_can
 from harness.engines.options import engine_options, run_budget
 
 
@@ -36,7 +38,7 @@ class EnginePool:
         if model.name not in self._open or getattr(self._open[model.name], "closed", False):
             gen = config.generation
             options = engine_options(gen, model.name, self.request_cache)
-            if gen.engine == "chat":
+            if engine_can(gen, Capability.METERED):
                 options["budget"] = self.budget(config, model.name)
             self._open[model.name] = make_engine(gen.engine, model.path, **options)
         return self._open[model.name]

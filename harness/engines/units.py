@@ -27,7 +27,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from harness.capabilities import Capability
 from harness.config.endpoint import parse_units
+from harness.engines.kinds import kind_can
 from harness.errors import UserError
 from harness.models import resolve_model
 from harness.results.base import MODEL_TOKENS
@@ -44,7 +46,7 @@ def t_unit_name(engine: str, positions: str | None = None, tokenizer: str | None
     chat endpoint its positions setting (`chars`, `tiktoken:<encoding>`, `hf:<model>`), and
     for `logprobs` `logprobs+<unit>`: the endpoint's tokens for what the model wrote, <unit>
     (`chat.tokenizer`, default chars) for the text the harness writes."""
-    if engine != "chat":
+    if kind_can(engine, Capability.TOKEN_IDS):
         return MODEL_TOKENS
     positions = positions or "logprobs"
     if parse_units(positions)[0] == "logprobs":

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar, get_args
+from typing import Any, TypeVar, get_args
 
 from harness.config.policy_specs import PolicySpec, PolicySpecBase
 from harness.engines.base import (
@@ -144,6 +144,11 @@ class Policy:
     def injection_budget(self, chat: ChatFormat, spec: SampleSpec, max_tokens: int) -> int:
         """Upper bound of tokens this policy may add besides generated ones (context check)."""
         return 0
+
+    def item_problem(self, item: Any) -> str | None:
+        """Why this policy cannot run a task item (`harness.config.suites.TaskItem`), checked
+        when the run is planned; None: it can."""
+        return None
 
     def opening_tokens(self, chat: ChatFormat, spec: SampleSpec) -> int:
         """Tokens the policy starts the assistant turn with (a restatement)."""

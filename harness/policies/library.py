@@ -128,6 +128,16 @@ class RestateRun(Policy):
     def injection_budget(self, chat: ChatFormat, spec: SampleSpec, max_tokens: int) -> int:
         return self.opening_tokens(chat, spec)
 
+    def item_problem(self, item: Any) -> str | None:
+        if item.is_replay:
+            return (
+                "a replay's first reply is answered from the log's history, not prefilled: "
+                "drop the policy"
+            )
+        if not item.restatement:
+            return "the item has no `restatement` (add one to the suite, or drop the policy)"
+        return None
+
     def opening_tokens(self, chat: ChatFormat, spec: SampleSpec) -> int:
         return len(chat.encode(spec.restatement))
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.capabilities import Capability
 from harness.checks.base import CheckResult
 from harness.checks.judge import (
     JUDGE_MAX_TOKENS,
@@ -39,7 +40,14 @@ from harness.checks.judge import (
 )
 from harness.config.endpoint import endpoint_of, server_url
 from harness.config.run import GenerationConfig
-from harness.engines import GenerationRequest, SamplingSettings, make_engine
+from harness.engines import (
+    ENGINES,
+    GenerationRequest,
+    SamplingSettings,
+    engine_can,
+    kind_can,
+    make_engine,
+)
 from harness.engines.options import engine_options, model_of
 from harness.errors import UserError
 from harness.models import ResolvedModel, resolve_model
@@ -82,18 +90,19 @@ def judge_target(spec: JudgeSpec, defaults: JudgeDefaults, resolve: Resolve) -> 
         endpoint = endpoint_of(spec).over(endpoint_of(gen), same_model=same_model)
         gen = gen.model_copy(update={"engine": spec.engine, **endpoint.model_dump()})
     name = spec.model or defaults.model
-    model = model_of(name, gen) if gen.engine == "chat" else resolve(name)
+    hosted = not engine_can(gen, Capability.LOCAL_WEIGHTS)
+    model = model_of(name, gen) if hosted else resolve(name)
     options = engine_options(gen, name)
-    if gen.engine == "chat":  # the endpoint and the model it is asked for
+    if hosted:  # the endpoint and the model it is asked for
         # hashable (a target is a dict key): the extra body as its JSON text
         options = {k: v for k, v in options.items() if k != "cache_dir"}
         options["extra_body"] = json.dumps(options["extra_body"], sort_keys=True)
-        identity = ("chat", server_url(gen.base_url, gen.protocol) or "", str(options["model"]))
+        identity = (gen.engine, server_url(gen.base_url, gen.protocol) or "", str(options["model"]))
         if gen.protocol != "openai":  # another protocol asks otherwise (a verdict prefill)
             identity += (gen.protocol,)
-    elif gen.engine == "openai":
+    elif "base_url" in options:  # an endpoint serving a local model's tokens
         url = options.get("base_url") or os.environ.get("OPENAI_BASE_URL", "")
-        identity = ("openai", url, gen.served_model or "", model.content_key)
+        identity = (gen.engine, url, gen.served_model or "", model.content_key)
     else:
         identity = (gen.engine, model.content_key)
     return JudgeTarget(gen.engine, model.name, tuple(sorted(options.items())), identity)
@@ -205,9 +214,10 @@ class JudgeRunner:
     def _engine(self, target: JudgeTarget):
         if target not in self._engines:
             factory = self._engine_factory or make_engine
-            path = None if target.engine == "chat" else self._resolve(target.model).path
+            hosted = not kind_can(target.engine, Capability.LOCAL_WEIGHTS)
+            path = None if hosted else self._resolve(target.model).path
             options = dict(target.options)
-            if target.engine == "chat":
+            if kind_can(target.engine, Capability.METERED):
                 options["cache_dir"] = self._request_cache
                 options["budget"] = self._budget_of(target.model) if self._budget_of else None
             engine = factory(target.engine, path, **options)
@@ -314,11 +324,11 @@ def check_judges(
             if target in seen:
                 continue
             seen.add(target)
-            if target.engine == "chat":  # no folder to read; nothing is sent before the run
-                continue
+            if not kind_can(target.engine, Capability.LOCAL_WEIGHTS):
+                continue  # a hosted model: no folder to read; nothing is sent before the run
             model = resolve(target.model)
-            if target.engine == "openai":
-                engine = make_engine("openai", model.path, **dict(target.options))
+            if ENGINES.lookup(target.engine).preflight is not None:  # an endpoint: reachable?
+                engine = make_engine(target.engine, model.path, **dict(target.options))
                 try:
                     ChatFormat(engine.tokenizer)
                 finally:

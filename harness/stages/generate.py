@@ -11,9 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
+from harness.capabilities import Capability
 from harness.config.endpoint import endpoint_of
 from harness.config.run import PolicySpec, RunConfig
-from harness.engines import make_engine
+from harness.engines import engine_can, make_engine
 from harness.engines.options import engine_options, run_budget
 from harness.engines.pool import EnginePool
 from harness.models import ResolvedModel, resolve_model
@@ -81,7 +82,7 @@ def generate_stage(
             engine = engines.get(config, model)
         else:
             options = engine_options(gen, model.name, request_cache(store))
-            if gen.engine == "chat":
+            if engine_can(gen, Capability.METERED):
                 options["budget"] = budget or run_budget(config, model.name)
             engine = make_engine(gen.engine, model.path, **options)
         chat = ChatFormat(engine.tokenizer)
@@ -181,22 +182,16 @@ def _simulator_factory(
     def factory(key: str) -> tuple[Any, ChatFormat]:
         sim = sims[key]
         kind: str = sim.engine or ("openai" if sim.base_url else config.generation.engine)
-        if kind == "chat":  # the run's endpoint (its own base_url, model, key where given)
-            same_model = sim.model is None or sim.model == config.models[0]
-            endpoint = endpoint_of(sim).over(endpoint_of(config.generation), same_model)
-            gen = config.generation.model_copy(update=endpoint.model_dump())
-            name = sim.model or config.models[0]
-            chat_options = engine_options(gen, name, cache)
-            # no model folder: the endpoint serves the model (make_engine's path is for the rest)
-            engine = make_engine(kind, None, **chat_options, budget=budget)  # type: ignore[arg-type]
-            return engine, ChatFormat(engine.tokenizer)
-        path = resolve_model(sim.model or config.models[0]).path
-        options: dict[str, Any] = {"max_model_len": config.generation.max_model_len}
-        if kind == "openai":
-            same_model = sim.model is None or sim.model == config.models[0]
-            endpoint = endpoint_of(sim).over(endpoint_of(config.generation), same_model)
-            options |= endpoint.options()
-        engine = make_engine(kind, path, **options)
+        same_model = sim.model is None or sim.model == config.models[0]
+        endpoint = endpoint_of(sim).over(endpoint_of(config.generation), same_model)
+        gen = config.generation.model_copy(update={"engine": kind, **endpoint.model_dump()})
+        name = sim.model or config.models[0]
+        options = engine_options(gen, name, cache)
+        if engine_can(gen, Capability.METERED):  # simulated users spend from the run's budget
+            options["budget"] = budget
+        # a hosted model has no folder: the endpoint serves it (make_engine's path is for the rest)
+        hosted = not engine_can(gen, Capability.LOCAL_WEIGHTS)
+        engine = make_engine(kind, None if hosted else resolve_model(name).path, **options)  # type: ignore[arg-type]
         return engine, ChatFormat(engine.tokenizer)
 
     return factory

@@ -7,8 +7,11 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from harness.capabilities import Capability
 from harness.config.run import RunConfig
 from harness.engines.device import resolve_dtype
+from harness.engines.kinds import kind_can
+from harness.engines.options import engine_options
 from harness.engines.pricing import cost_usd
 from harness.models import ResolvedModel
 from harness.probes.backend import backend_dtype
@@ -155,7 +158,8 @@ def judge_costs(ctx: RunContext) -> dict[Any, Any]:
     config = ctx.config
     runner = JudgeRunner(ctx.cache, JudgeDefaults(config.models[0], config.generation))
     checks = judge_checks_of(sel.item for sel in ctx.items)
-    if not any(runner.target(check.judge).engine == "chat" for _, check in checks):
+    targets = [runner.target(check.judge) for _, check in checks]
+    if not any(kind_can(target.engine, Capability.METERED) for target in targets):
         return {}
     jobs: list[Any] = []
     for model in ctx.models:
@@ -182,7 +186,7 @@ def _dtypes(ctx: RunContext) -> dict[str, Any]:
     """{"generation": {model: dtype}} on the hf engine, {"probe": {model: dtype}}: the hf
     backend's resolved dtype, float32 for the engines' and endpoints' curves."""
     config, out = ctx.config, {}
-    if config.generation.engine == "hf":
+    if "dtype" in engine_options(config.generation):  # the engine loads in generation.dtype
         out["generation"] = {
             m.name: resolve_dtype(config.generation.dtype, m.path) for m in ctx.models
         }

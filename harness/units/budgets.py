@@ -11,6 +11,7 @@ dry run, its most cost and the pricing tests read them.
 
 from __future__ import annotations
 
+from harness.capabilities import Capability
 from harness.checks.judge import (
     JUDGE_MAX_TOKENS,
     RUBRIC_SYSTEM,
@@ -19,6 +20,7 @@ from harness.checks.judge import (
     rubric_user_message,
 )
 from harness.config.run import RunConfig
+from harness.engines.kinds import engine_can
 from harness.engines.pricing import single_reply_rounds
 from harness.models import ResolvedModel
 from harness.policies import policy_run
@@ -54,7 +56,7 @@ class SampleLengths:
             # reminder round or continuation, each re-sending the text so far (every reminder
             # counted in each: a bound) and each billed for its share of the reply
             rounds = 1
-            if gen.engine == "chat":
+            if engine_can(gen, Capability.METERED):
                 rounds = single_reply_rounds(policy.spec, reply, gen.continue_on_eos)[0]
             step = -(-reply // rounds)
             self.requests = [
@@ -141,7 +143,7 @@ def _fork(config: RunConfig, chat: ChatFormat, spec: SampleSpec, n: SampleLength
         input_tokens=arms * sum(prompt + t for t in forks.at),
         output_tokens=arms * len(forks.at) * forks.tokens,
     )
-    if config.generation.engine != "vllm" or arms * len(forks.at) < 4:
+    if not engine_can(config.generation, Capability.PREFIX_CACHE) or arms * len(forks.at) < 4:
         return draws
     # `forks.prime_prefixes`: one 1-token request per arm for a prefix-caching engine
     primes = TokenBudget(requests=2, input_tokens=2 * (prompt + forks.at[-1]), output_tokens=2)

@@ -20,9 +20,9 @@ from harness.config.run import (
     TaskSuite,
 )
 from harness.config.sampling import SampleRange
-from harness.engines import make_engine
-from harness.engines.options import engine_options, model_of
-from harness.engines.refusals import refuse_chat_features
+from harness.engines.kinds import preflight
+from harness.engines.options import model_of
+from harness.engines.refusals import refuse_unsupported
 from harness.engines.units import ByteBound
 from harness.errors import UserError
 from harness.models import EMBEDDED_MODEL, ResolvedModel, resolve_model, untrained_name
@@ -183,11 +183,10 @@ def plan_config(
     out_dir = Path(out or config.out or Path("reports") / config.name)
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out {out_dir}: exists and is not a folder")
-    if config.generation.engine == "chat":  # before anything else is sent or loaded
-        try:
-            refuse_chat_features(config)
-        except UserError as exc:
-            raise UserError(f"{config_path}: {exc}") from None
+    try:  # before anything else is sent or loaded
+        refuse_unsupported(config)
+    except UserError as exc:
+        raise UserError(f"{config_path}: {exc}") from None
     models = [model_of(name, config.generation) for name in config.models]
     twin_names = _twin_names(config, models)
     run_id = config.run_id()
@@ -203,8 +202,7 @@ def plan_config(
             raise
         except UserError as exc:  # name the config: the policy, item and field are in exc
             raise UserError(f"{config_path}: {exc}") from None
-        if config.generation.engine == "openai":  # unreachable endpoint: fail before writing
-            make_engine("openai", model.path, **engine_options(config.generation)).close()
+        preflight(config.generation, model.path)  # e.g. an unreachable endpoint: before writing
     check_run_judges(config, items)
     if config.scoring.validation is not None:
         config = labelled_file(config_path, config)

@@ -94,9 +94,9 @@ def check_generation(
         first = {s.meta["item"]: s for s in reversed(unit.specs)}  # each item's first sample
         for sel in unit.selected:
             where = f"item '{sel.item.id}', policy '{spec.label}'"
-            if spec.name == "restate" and not sel.item.restatement:
-                fix = "add one to the suite, or drop the policy"
-                raise UserError(f"{where}: the item has no `restatement` ({fix})")
+            problem = policy.item_problem(sel.item)
+            if problem:
+                raise UserError(f"{where}: {problem}")
             if sel.item.is_replay:  # its conversations: check_replays, below
                 _check_rhythm(config, spec, where)
                 continue
@@ -120,9 +120,6 @@ def check_generation(
                     f"+{len(prompt)} prompt) "
                     f"exceeds the model's context of {context} tokens"
                 )
-    specs = [*config.policies, *(config.conversation_policies or [])]
-    if any(s.name == "attention_bias" for s in specs) and config.generation.engine != "hf":
-        raise UserError("policy attention_bias needs generation.engine: hf")
     check_replays(config, chat, items, context)
     return chat
 

@@ -187,11 +187,9 @@ def check_replays(config: RunConfig, chat: ChatFormat, items: list[Selected], co
         for sel in unit_items:
             if not sel.item.is_replay:
                 continue
-            if spec.name == "restate":
-                raise UserError(
-                    f"item '{sel.item.id}', policy 'restate': a replay's first reply is "
-                    "answered from the log's history, not prefilled: drop the policy"
-                )
+            problem = policy.item_problem(sel.item)  # restate: nothing to prefill
+            if problem:
+                raise UserError(f"item '{sel.item.id}', policy '{spec.label}': {problem}")
             for talk in logged_talks(sel.item):
                 _check_talk(config, chat, policy, sel, talk, context)
 

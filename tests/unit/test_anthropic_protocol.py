@@ -11,7 +11,7 @@ import pytest
 
 from harness.config.run import ChatOptions, GenerationConfig, RunConfig
 from harness.engines import GenerationRequest, SamplingSettings, make_engine
-from harness.engines.refusals import chat_refusals
+from harness.engines.refusals import refusals as chat_refusals
 from harness.errors import UserError
 from harness.scoring.judge import _takes_prefill
 from harness.text.chat import ChatFormat
@@ -168,7 +168,7 @@ def test_prefill_features_run_on_anthropic_and_stay_refused_on_chat_completions(
     assert [f for f, _ in refused] == [
         "assistant prefill (policy restate)",
         "assistant prefill (policy periodic, placement inline)",
-        "token-level forks (forks.at continues a reply mid-message: assistant prefill)",
+        "assistant prefill (token-level forks: forks.at continues a reply mid-message)",
     ]
     assert all("chat.protocol: anthropic" in alternative for _, alternative in refused)
 
@@ -179,9 +179,10 @@ def test_what_the_messages_api_lacks_is_refused():
                                              "placement": "system"}],
     )  # fmt: skip
     [(feature, alternative)] = chat_refusals(system)
-    assert "one system prompt" in feature and "placement user" in alternative
+    assert "a system message after the first (policy periodic" in feature
+    assert "placement user" in alternative and "chat.protocol: openai" in alternative
     probe = _run_config("anthropic", probe={"enabled": True})
-    assert "hidden states" in chat_refusals(probe)[0][0]
+    assert "the probe: hidden states" in chat_refusals(probe)[0][0]
 
 
 def test_config_defaults_of_the_anthropic_protocol():
