@@ -2,7 +2,8 @@
 engines), filled by decorators and found by discovery.
 
 Discovery, on the first look-up: every module of the extension point's own package is imported
-(so defining and decorating a class in a new module of that package is all it takes), then
+(engines: every `*_engine.py`), so defining and decorating a class in a new module of that
+package is all it takes; then
 every Python entry point of its group (`harness.checks`, `harness.policies`,
 `harness.engines`), so a check, policy or engine of a package installed beside the harness is
 found too. An entry point names a module (its decorators register on import) or an object (it
@@ -31,8 +32,10 @@ Obj = TypeVar("Obj")
 class Registry(Mapping[str, T], Generic[T]):
     """Name -> registered object of one extension point; reading it discovers first."""
 
-    def __init__(self, kind: str, package: str, group: str) -> None:
-        self.kind, self.package, self.group = kind, package, group
+    def __init__(self, kind: str, package: str, group: str, suffix: str = "") -> None:
+        # `suffix`: only the package's modules named so are scanned (the engines' package
+        # also holds modules that import torch at their top, which a config check must not load)
+        self.kind, self.package, self.group, self.suffix = kind, package, group, suffix
         self._entries: dict[str, T] = {}
         self._discovered = False
 
@@ -63,7 +66,8 @@ class Registry(Mapping[str, T], Generic[T]):
         self._discovered = True  # first: the modules imported below read the registry too
         package = importlib.import_module(self.package)
         for module in pkgutil.iter_modules(package.__path__):
-            importlib.import_module(f"{self.package}.{module.name}")
+            if module.name.endswith(self.suffix):
+                importlib.import_module(f"{self.package}.{module.name}")
         for point in entry_points(group=self.group):
             try:
                 loaded = point.load()
@@ -181,4 +185,4 @@ def registered_name(registry: Registry[Any]) -> Any:
 # `harness.engines.kinds.register_engine`.
 CHECKS: Registry[Any] = Registry("check type", "harness.checks", "harness.checks")
 POLICIES: Registry[Any] = Registry("policy", "harness.policies", "harness.policies")
-ENGINES: Registry[Any] = Registry("engine", "harness.engines", "harness.engines")
+ENGINES: Registry[Any] = Registry("engine", "harness.engines", "harness.engines", "_engine")
