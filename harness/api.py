@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.config.files import check_run_config, load_run_config_and_suites, load_suite
-from harness.config.run import RunConfig, ScoringConfig
+from harness.config.run import RunConfig, ScoringConfig, TaskSuite
 from harness.errors import UserError
 from harness.pipeline import run_plan, run_probe, run_score
 from harness.report.load import run_files
@@ -48,18 +48,31 @@ def load_config(source: ConfigSource, base: str | Path | None = None) -> RunConf
     Its relative suite paths are made absolute: against the working directory, else the
     file's folder (a file), else `base` (a mapping or a model; default: the working
     directory). So the config plans and runs from wherever it is passed."""
+    config, _, path = _load(source, base)
+    suites = [_absolute(path, suite) for suite in config.suites]
+    update: dict[str, Any] = {"suites": suites}
+    if config.scoring.validation is not None:  # resolved as `harness run` resolves it
+        validation = _absolute(path, config.scoring.validation)
+        update["scoring"] = config.scoring.model_copy(update={"validation": validation})
+    return config.model_copy(update=update)
+
+
+def _load(
+    source: ConfigSource, base: str | Path | None = None
+) -> tuple[RunConfig, list[TaskSuite], Path]:
+    """The config, its suites (each file parsed once) and the path its relative paths resolve
+    against: the file, or `<config>` in `base` (a mapping or a model)."""
     if isinstance(source, str | Path):
         path = Path(source)
-        config, _ = load_run_config_and_suites(path)
-    else:
-        data = source.model_dump() if isinstance(source, RunConfig) else dict(source)
-        path = Path(base or ".") / _GIVEN
-        if isinstance(data.get("suites"), list):  # errors name the config as <config>
-            data["suites"] = [_absolute(path, Path(s)) if isinstance(s, str | Path) else s
-                              for s in data["suites"]]  # fmt: skip
-        config, _ = check_run_config(data, _GIVEN)
-    suites = [_absolute(path, suite) for suite in config.suites]
-    return config.model_copy(update={"suites": suites})
+        config, suites = load_run_config_and_suites(path)
+        return config, suites, path
+    data = source.model_dump() if isinstance(source, RunConfig) else dict(source)
+    path = Path(base or ".") / _GIVEN
+    if isinstance(data.get("suites"), list):  # errors name the config as <config>
+        data["suites"] = [_absolute(path, Path(s)) if isinstance(s, str | Path) else s
+                          for s in data["suites"]]  # fmt: skip
+    config, suites = check_run_config(data, _GIVEN)
+    return config, suites, path
 
 
 def _absolute(config_path: Path, suite: Path) -> Path:
@@ -73,13 +86,21 @@ def _absolute(config_path: Path, suite: Path) -> Path:
     return suite
 
 
-def plan(config: ConfigSource, out: str | Path | None = None) -> RunPlan:
+def plan(
+    config: ConfigSource,
+    out: str | Path | None = None,
+    until_decided: bool = False,
+    max_samples: int | None = None,
+) -> RunPlan:
     """The run's plan: its units (`.units`: every generation, fork, probe pair and judge
     call with its cache key and token budget) and `.totals` per serving model; checks every
-    input and writes nothing (`out`: the run folder, default reports/<name>)."""
-    config = load_config(config)
-    _, suites = check_run_config(config, _GIVEN)
-    return plan_config(config, suites, _GIVEN, Path(out) if out else None)
+    input and writes nothing (`out`: the run folder, default reports/<name>). `harness run`
+    plans through here: a file's relative paths (suites, `scoring.validation`) resolve against
+    its folder, a mapping's against `<config>` in the working directory. `until_decided`,
+    `max_samples`: as `harness run --until-decided --max-samples`."""
+    loaded, suites, path = _load(config)
+    target = Path(out) if out else None
+    return plan_config(loaded, suites, path, target, until_decided, max_samples)
 
 
 def run(
@@ -87,10 +108,15 @@ def run(
     out: str | Path | None = None,
     fresh: bool = False,
     progress: bool = False,
+    until_decided: bool = False,
+    max_samples: int | None = None,
 ) -> Run:
     """Run every stage (resumable: a second call with the same folder reuses every unit);
-    returns the run folder as a `Run`."""
-    the_plan = config if isinstance(config, RunPlan) else plan(config, out)
+    returns the run folder as a `Run`. `harness run` runs through here."""
+    if isinstance(config, RunPlan):
+        the_plan = config
+    else:
+        the_plan = plan(config, out, until_decided, max_samples)
     return Run(run_plan(the_plan, fresh=fresh, show_progress=progress))
 
 

@@ -47,9 +47,9 @@ def run_command(
     one of the config's gate checks failed or is undecided (see gates.csv and junit.xml in the
     run folder)."""
     if dry_run:
-        from harness.units.plan import plan_run  # lazy: CLI start-up
+        from harness.api import plan as plan_of  # lazy: CLI start-up
 
-        plan = plan_run(config, out, until_decided, max_samples)
+        plan = plan_of(config, out, until_decided, max_samples)
         if as_json:
             typer.echo(plan_json(plan))
         else:
@@ -57,12 +57,10 @@ def run_command(
         return
     if as_json:
         raise UserError("--json needs --dry-run")
-    from harness.pipeline import run_pipeline  # lazy: CLI start-up
+    from harness.api import run  # lazy: CLI start-up
     from harness.report.terminal import gates_failed, print_summary  # lazy: CLI start-up
 
-    folder = run_pipeline(
-        config, out=out, fresh=fresh, until_decided=until_decided, max_samples=max_samples
-    )
+    folder = run(config, out, fresh, True, until_decided, max_samples).folder
     print_summary(folder)
     if gates_failed(folder):
         raise typer.Exit(code=VERDICT_NOT_PASSED)

@@ -57,13 +57,6 @@ def logged_chunks(data: RunData) -> Iterator[pd.DataFrame]:
         yield _marked(held)
 
 
-def logged_turns(data: RunData) -> pd.DataFrame | None:
-    """turns.csv's logged replies (history `logged`), with `failed` and `decided`; None when
-    the folder has none."""
-    chunks = list(logged_chunks(data))
-    return pd.concat(chunks, ignore_index=True) if chunks else None
-
-
 @dataclass
 class TurnTallies:
     """What the log's sections show of its logged replies, tallied a chunk at a time."""

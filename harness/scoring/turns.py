@@ -14,8 +14,6 @@ from harness.scoring.score import item_checks, item_index, row_key, score_checks
 from harness.scoring.windows import reply_text
 from harness.text.records import GenerationRecord
 
-TURN_COLUMNS = TurnRow.columns()
-
 
 def pressure_turns(item: TaskItem) -> set[int]:
     """Turn indices whose user message is a pressure turn (scripted turns are 2..K)."""

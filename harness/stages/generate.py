@@ -27,9 +27,9 @@ from harness.store import RunStore, unit_key
 from harness.text.chat import ChatFormat
 from harness.text.records import GenerationRecord
 from harness.units.replay import logged_records
-from harness.units.run_units import Unit, generation_units, sampling_settings
+from harness.units.run_units import Unit, sampling_settings
 from harness.units.selection import Selected, simulator_key
-from harness.units.sequential import SampleBatch, fixed_batches
+from harness.units.sequential import SampleBatch
 
 STAGE = "generate"
 
@@ -57,25 +57,22 @@ def generate_stage(
     model: ResolvedModel,
     items: list[Selected],
     run_id: str,
+    units: list[Unit],
     progress: Callable[[int], None] | None = None,
     engines: EnginePool | None = None,
     batches: list[SampleBatch] | None = None,
     hosted: dict[str, Any] | None = None,
-    units: list[Unit] | None = None,
     budget: Any = None,  # the run's chat Budget for this model (EnginePool.budget)
 ) -> list[GenerationRecord]:
-    """Records of every (policy, item, sample) for one model, from cache or freshly made.
-    With `engines`, the engine comes from (and stays open in) that pool for a later stage;
-    without, it is closed when generation ends. `batches`: the samples of a sequential run
-    (default: the config's fixed count); each batch's (model, policy) is a unit of its own.
-    `hosted`: where a chat engine's usage and the served model's identity go, by model.
-    `units`: the plan's generation units of this model (`harness.units.run_units`); without, they
-    are built here from `batches`. `budget`: the run's spending guard for this model (engine
-    chat; default: one of its own)."""
+    """Records of every (policy, item, sample) for one model, from cache or freshly made:
+    `units`, the plan's generation units of this model (`harness.units.run_units`; a sequential
+    run's batches each make units of their own, listed by `batches`). With `engines`, the engine
+    comes from (and stays open in) that pool for a later stage; without, it is closed when
+    generation ends. `hosted`: where a chat engine's usage and the served model's identity go,
+    by model. `budget`: the run's spending guard for this model (a metered engine; default: one
+    of its own)."""
     gen = config.generation
     sampling = sampling_settings(config)
-    if units is None:
-        units = generation_units(config, model, items, batches or fixed_batches(config), run_id)
     missing = [i for i, unit in enumerate(units) if not store.has(STAGE, _key(unit))]
     if missing:
         if engines is not None:

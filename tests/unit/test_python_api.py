@@ -132,3 +132,22 @@ def test_a_run_folder_reads_as_typed_frames_records_and_manifest(tmp_path):
     manifest["files"].remove("summary.csv")
     (out / "manifest.json").write_text(json.dumps(manifest))
     assert (out / "summary.csv").is_file() and harness.Run(out).frame(SummaryRow).empty
+
+
+def test_a_file_plans_through_the_api_as_the_cli_plans_it(tmp_path, monkeypatch):
+    """One planning path: `harness.plan(file)` resolves the file's relative paths against its
+    folder, as `harness run` does (it plans through it), whatever the working directory; a
+    config loaded first and planned from elsewhere keeps them too."""
+    from .test_gates import _write_config
+
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    good = '{"text": "Bonjour à vous.", "check": {"type": "language", "target": "fr"}, '
+    (folder / "labels.jsonl").write_text(good + '"expected": true}\n')
+    path = _write_config(folder, [], scoring={"window": 64, "validation": "labels.jsonl"})
+    monkeypatch.chdir(tmp_path)  # not the config's folder
+    labels = (folder / "labels.jsonl").resolve()
+    assert harness.plan(path, tmp_path / "out").config.scoring.validation == labels
+    loaded = harness.load_config(path)
+    monkeypatch.chdir(ROOT)
+    assert harness.plan(loaded, tmp_path / "out").config.scoring.validation == labels
