@@ -21,7 +21,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from harness.config.files import check_run_config, load_run_config_and_suites, load_suite
 from harness.config.run import RunConfig, ScoringConfig, TaskSuite
@@ -30,6 +30,7 @@ from harness.pipeline import run_plan, run_probe, run_score
 from harness.report.load import run_files
 from harness.results import ResultRow
 from harness.results.base import column_kind
+from harness.results.manifest import RunManifest
 from harness.stages.base import output_frame
 from harness.text.records import GenerationRecord
 from harness.units.plan import RunPlan, plan_config, plan_score
@@ -118,34 +119,6 @@ def run(
     else:
         the_plan = plan(config, out, until_decided, max_samples)
     return Run(run_plan(the_plan, fresh=fresh, show_progress=progress))
-
-
-class ModelEntry(BaseModel):
-    path: str
-    content_key: str
-    source: str
-
-
-class RunManifest(BaseModel):
-    """manifest.json, typed (what ran, with which versions, seeds and timings)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    run_id: str
-    name: str
-    config: dict
-    policies: list[str]
-    stats: dict
-    versions: dict[str, str | None]
-    models: dict[str, ModelEntry]
-    probe_backends: dict[str, str]
-    seeds: dict
-    engine_runtime: dict
-    timings: dict[str, float]
-    started: str
-    finished: str
-    sequential: dict | None = None
-    files: list[str] = []  # the files the run wrote before it ([]: a folder from before)
 
 
 @dataclass(frozen=True)

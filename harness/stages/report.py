@@ -17,6 +17,7 @@ from harness.models import ResolvedModel
 from harness.probes.backend import backend_dtype
 from harness.report import render_report
 from harness.report.load import KNOWN_FILES
+from harness.results.manifest import ModelEntry, RunManifest
 from harness.scoring.judge import JudgeDefaults, JudgeRunner, judge_checks_of, judge_spend
 from harness.scoring.score import record_jobs
 from harness.scoring.turns import turn_jobs
@@ -72,39 +73,33 @@ class ManifestStage:
         config = ctx.config
         hosted, looks = ctx.read(Hosted, {}), ctx.read(Sequential, {})
         timings = ctx.read(Timings, {})
-        manifest = {
-            "run_id": ctx.run_id,
-            "name": config.name,
-            "config": json.loads(config.model_dump_json()),
-            "policies": config.policy_labels(),
-            # the level and draws of every interval written (docs/architecture.md, "Statistics")
-            "stats": config.stats.model_dump(),
-            "versions": package_versions(),
-            "models": {
-                m.name: {"path": str(m.path), "content_key": m.content_key, "source": m.source}
+        manifest = RunManifest(
+            run_id=ctx.run_id,
+            name=config.name,
+            config=json.loads(config.model_dump_json()),
+            policies=config.policy_labels(),
+            stats=config.stats.model_dump(),
+            versions=package_versions(),
+            models={
+                m.name: ModelEntry(path=str(m.path), content_key=m.content_key, source=m.source)
                 for m in ctx.probe_models
             },
-            # the backend that computed each probe model's curves (auto resolved)
-            "probe_backends": dict(ctx.probe_backends) if config.probe.enabled else {},
-            # the precision each transformers model ran in (`auto` resolved on this machine)
-            "dtypes": _dtypes(ctx),
-            "seeds": {"generation": config.generation.seed, "samples": _samples(config)},
-            # LD_PRELOAD and thread binding of the vLLM CPU engine processes (empty otherwise)
-            "engine_runtime": _engine_runtime(),
-            "timings": dict(timings),
-            "started": ctx.started,
-            "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-            # the files this run wrote (a reused folder may hold others, of an earlier run)
-            "files": ctx.read(RunFiles, []),
-        }
-        # the unit every position t of the run's files is counted in
-        manifest["t_unit"] = {m.name: t_unit(config, m) for m in ctx.models}
-        if hosted:  # engine chat: requests, tokens, failures and the served model's identity
-            manifest["hosted"] = hosted
-            manifest["hosted_conditions"] = condition_costs(config, ctx.records(), judge_costs(ctx))
-        if looks:  # the samples each condition took and why it stopped
-            manifest["sequential"] = looks
-        return {"manifest.json": manifest}
+            probe_backends=dict(ctx.probe_backends) if config.probe.enabled else {},
+            dtypes=_dtypes(ctx),
+            seeds={"generation": config.generation.seed, "samples": _samples(config)},
+            engine_runtime=_engine_runtime(),
+            timings=dict(timings),
+            started=ctx.started,
+            finished=datetime.now(UTC).isoformat(timespec="seconds"),
+            files=ctx.read(RunFiles, []),
+            t_unit={m.name: t_unit(config, m) for m in ctx.models},
+            hosted=hosted or None,
+            hosted_conditions=(
+                condition_costs(config, ctx.records(), judge_costs(ctx)) if hosted else None
+            ),
+            sequential=looks or None,
+        )
+        return {"manifest.json": manifest.model_dump(mode="json")}
 
 
 def condition_costs(

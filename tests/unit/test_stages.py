@@ -314,3 +314,25 @@ def test_a_run_into_a_reused_folder_reads_none_of_an_earlier_run_s_files(tmp_pat
     again = render_report(out).read_text(encoding="utf-8")  # `harness report DIR`
     assert "carried.csv is not in this run folder" in again
     assert all((out / name).is_file() for name in stale)  # left alone, never read
+
+
+def test_the_manifest_is_written_and_read_by_one_model(tmp_path):
+    """manifest.json is the dump of `RunManifest`: every key it holds is a declared field
+    (none rides along untyped), and reading it back through the model gives it unchanged."""
+    from harness import Run
+    from harness.engines.scripted import ScriptedEngine
+    from harness.pipeline import STAGES, run_stages
+    from harness.results.manifest import RunManifest
+    from tests.scripted_run import scripted_run
+
+    (tmp_path / "suite.yaml").write_text(STRIPPED_SUITE)
+    (tmp_path / "run.yaml").write_text(STRIPPED_CONFIG)
+    out = tmp_path / "out"
+    with scripted_run(tmp_path / "run.yaml", out, ScriptedEngine({"SYS": 1.0})) as ctx:
+        run_stages(ctx, STAGES, show_progress=False)
+    written = json.loads((out / "manifest.json").read_text())
+    assert set(written) <= set(RunManifest.model_fields)
+    manifest = Run(out).manifest
+    assert isinstance(manifest, RunManifest) and manifest.model_extra == {}
+    assert manifest.model_dump(mode="json") == written
+    assert manifest.t_unit and manifest.policies == ctx.config.policy_labels()
