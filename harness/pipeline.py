@@ -35,9 +35,20 @@ from harness.stages.forks import ForksStage
 from harness.stages.gates import GateStage
 from harness.stages.generate import GenerateStage
 from harness.stages.laws import LawsStage
-from harness.stages.logs import LOG_STAGES
+from harness.stages.logs import (
+    LogAnalyseStage,
+    LogManifestStage,
+    LogReportStage,
+    LogRulesStage,
+    LogScoreStage,
+)
 from harness.stages.probe import ProbeStage
-from harness.stages.probe_cli import PROBE_STAGES
+from harness.stages.probe_cli import (
+    ContinuationStage,
+    PairCurvesStage,
+    ProbeFitsStage,
+    ProbeTablesStage,
+)
 from harness.stages.report import ManifestStage, ReportStage
 from harness.stages.score import ScoreStage
 from harness.stages.single_turn import SingleTurnStage
@@ -65,8 +76,19 @@ STAGES: list[Stage] = [
 
 # What a sequential run repeats after each batch of samples: the stages from samples to verdicts.
 LOOP: list[Stage] = [GenerateStage(), ScoreStage(), AnalyseStage(summary_only=True), GateStage()]
-check_order(STAGES)  # at import: a stage list that reads before it writes never runs
-check_order(LOOP)
+
+# `harness score` on a chat log
+LOG_STAGES: list[Stage] = [
+    LogScoreStage(), LogAnalyseStage(), LogRulesStage(), LogManifestStage(), LogReportStage()
+]  # fmt: skip
+
+# `harness probe`: continuations, pair curves, their tables and fits
+PROBE_STAGES: list[Stage] = [
+    ContinuationStage(), PairCurvesStage(), ProbeTablesStage(), ProbeFitsStage()
+]  # fmt: skip
+
+for _stages in (STAGES, LOOP, LOG_STAGES, PROBE_STAGES):
+    check_order(_stages)  # at import: a stage list that reads before it writes never runs
 
 
 def run_score(plan: ScorePlan, show_progress: bool = False) -> StageContext[ScorePlan]:

@@ -45,11 +45,9 @@ from harness.stages.base import (
     Product,
     Report,
     RunFiles,
-    Stage,
     Timings,
     WrittenFile,
     artifact_name,
-    check_order,
 )
 from harness.stages.context import StageContext
 from harness.store import RunStore
@@ -177,9 +175,3 @@ class LogRulesStage:
         suites = ctx.plan.suites
         sentences = rule_sentences((i.id, c) for s in suites for i in s.items for c in i.checks)
         return rule_frames(ctx.frame(WindowRow), ctx.frame(TurnRow), sentences=sentences)
-
-
-LOG_STAGES: list[Stage] = [
-    LogScoreStage(), LogAnalyseStage(), LogRulesStage(), LogManifestStage(), LogReportStage()
-]  # fmt: skip
-check_order(LOG_STAGES)  # at import, as the run's stage lists

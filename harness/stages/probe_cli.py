@@ -35,7 +35,7 @@ from harness.probes.backend import (
 from harness.probes.pairs import PairSpec, generate_continuation, generate_continuations_vllm
 from harness.probes.precision import key_params
 from harness.results import AttentionRow, DivergenceRow, FitRow, NextTokenRow
-from harness.stages.base import Output, Product, Stage, artifact_name, check_order
+from harness.stages.base import Output, Product, artifact_name
 from harness.stages.context import StageContext
 from harness.store import unit_key
 from harness.units.probe_plan import ProbePlan, fit_continuation
@@ -194,12 +194,3 @@ class ProbeFitsStage:
     def run(self, ctx: ProbeContext) -> dict[str, Output]:
         req = ctx.plan.request
         return {"fits.csv": probe_fits(ctx.read(ProbedPairs), req.t_min, req.n_boot)}
-
-
-PROBE_STAGES: list[Stage] = [
-    ContinuationStage(),
-    PairCurvesStage(),
-    ProbeTablesStage(),
-    ProbeFitsStage(),
-]
-check_order(PROBE_STAGES)  # at import, as the run's stage lists

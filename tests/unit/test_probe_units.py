@@ -227,9 +227,9 @@ def test_a_lam_sweep_is_a_policy_per_lam_pooled_per_policy():
 
 def _probe_folder(tmp_path, lams=(0.0, 1.0)):
     """harness probe's last two stages over fake curve sets, written into tmp_path."""
-    from harness.pipeline import run_stages
+    from harness.pipeline import PROBE_STAGES, run_stages
     from harness.stages.context import StageContext
-    from harness.stages.probe_cli import PROBE_STAGES, ProbedPairs
+    from harness.stages.probe_cli import ProbedPairs
     from harness.units.probe_plan import ProbePlan, ProbeRequest
 
     request = ProbeRequest(

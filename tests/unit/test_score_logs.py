@@ -280,9 +280,9 @@ def test_a_tool_calling_log_scores_its_text_replies_and_counts_the_rest(
 def test_every_file_harness_score_writes_is_declared_by_a_log_stage(scored):
     """`harness score` on a chat log is LOG_STAGES over a plan: each stage declares what it
     reads and writes (row models, in docs/results.md), in order, and writes nothing else."""
+    from harness.pipeline import LOG_STAGES
     from harness.results import RESULT_FILES
     from harness.stages.base import check_order
-    from harness.stages.logs import LOG_STAGES
 
     check_order(LOG_STAGES)
     _, stdout = scored
