@@ -33,8 +33,8 @@ from harness.errors import (
     exit_with_error,
 )
 
-# harness.logs quiets the libraries at import, before any engine process is spawned
-from harness.logs import configure_logging
+# harness.verbosity quiets the libraries at import, before any engine process is spawned
+from harness.verbosity import configure_logging
 
 app = typer.Typer(
     name="harness",

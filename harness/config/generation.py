@@ -36,7 +36,7 @@ class ChatOptions(Strict):
     # assistant prefill (restate, inline reminders, token-level forks); no logprobs there, so
     # positions default to chars. Left out of the run id's hash where openai (the default).
     protocol: Literal["openai", "anthropic"] = Field("openai", exclude_if=_is_openai)
-    # the unit of t (harness/engines/units.py): logprobs | chars | tiktoken:<enc> | hf:<model>
+    # the unit of t (harness/engines/positions.py): logprobs | chars | tiktoken:<enc> | hf:<model>
     positions: str = "logprobs"
     # under `logprobs`: what cuts the text the harness writes (prompts, user turns, reminders)
     tokenizer: str | None = None

@@ -4,7 +4,7 @@ Mistral, Together, Groq, OpenRouter) through the official `openai` SDK, or Anthr
 Messages API through the official `anthropic` SDK where assistant prefill is needed
 (`chat.protocol`, `harness.engines.chat_protocols`).
 
-The rest of the harness speaks position ids (`harness.engines.units`): a request's ids are
+The rest of the harness speaks position ids (`harness.engines.positions`): a request's ids are
 read back into chat messages, the reply comes back as text and is cut into pieces of the run's
 unit (the endpoint's logprobs tokens where asked and returned). Every answered request is kept
 in the run's request cache under the hash of what was sent (`request_key`: endpoint, model,
@@ -33,9 +33,9 @@ from harness.config.run import ChatOptions, GenerationConfig
 from harness.engines.base import GenerationRequest, GenerationResult, refuse_prompt_bias
 from harness.engines.chat_protocols import PROTOCOLS, Reply
 from harness.engines.kinds import register_engine
+from harness.engines.positions import PositionUnits, piece_id
 from harness.engines.pricing import Budget
 from harness.engines.ratelimit import RateLimiter
-from harness.engines.units import PositionUnits, piece_id
 from harness.errors import UserError
 
 # statuses no retry changes and every request would get: the config is wrong

@@ -32,7 +32,7 @@ from harness.engines.kinds import register_engine
 from harness.engines.lifetime import engine_children_bound
 from harness.engines.memory import check_engine_memory
 from harness.errors import raise_if_stopped
-from harness.logs import is_verbose
+from harness.verbosity import is_verbose
 
 _ENGINES: dict[tuple, VllmEngine] = {}
 _RUNNING: list[Any] = []  # every vllm.LLM started and not yet shut down

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from harness.config.run import ChatOptions, RunConfig, TaskSuite
 from harness.engines.pool import EnginePool
-from harness.engines.units import PositionUnits, t_unit_name
+from harness.engines.positions import PositionUnits, t_unit_name
 from harness.models import ResolvedModel
 from harness.probes.backend import Backend, backend_dtype, open_backend
 from harness.results import ResultRow

@@ -166,7 +166,7 @@ def judge_costs(ctx: RunContext) -> dict[Any, Any]:
 
 def t_unit(config: RunConfig, model: ResolvedModel) -> str:
     """What one position t is: a token of the model's tokenizer, or on a chat endpoint a piece
-    of the configured unit (harness/engines/units.py)."""
+    of the configured unit (harness/engines/positions.py)."""
     if model.source != "hosted":
         return "token (the model's tokenizer)"
     chat = config.generation.chat

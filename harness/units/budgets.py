@@ -4,7 +4,7 @@ twins, forks, probe pairs, judge calls and simulated users' turns.
 
 Budgets are counted in the `ChatFormat` the plan gives: the model's tokenizer for a local
 model; for a hosted one (`harness.units.plan`) a bound on any provider's count of the
-harness's own text (`harness.engines.units.ByteBound`), with what the model writes counted at
+harness's own text (`harness.engines.positions.ByteBound`), with what the model writes counted at
 its `max_tokens`. So the plan's totals are the one bound of a run's requests and tokens: the
 dry run, its most cost and the pricing tests read them.
 """

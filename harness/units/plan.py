@@ -22,8 +22,8 @@ from harness.config.run import (
 from harness.config.sampling import SampleRange
 from harness.engines.kinds import preflight
 from harness.engines.options import model_of
+from harness.engines.positions import ByteBound
 from harness.engines.refusals import refuse_unsupported
-from harness.engines.units import ByteBound
 from harness.errors import UserError
 from harness.models import EMBEDDED_MODEL, ResolvedModel, resolve_model, untrained_name
 from harness.probes.endpoint import endpoint_settings

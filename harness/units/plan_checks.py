@@ -10,7 +10,7 @@ import json
 
 from harness.config.run import ChatOptions, RunConfig, policy_label
 from harness.engines.chat_engine import HOSTED_CONTEXT
-from harness.engines.units import PositionUnits
+from harness.engines.positions import PositionUnits
 from harness.errors import UserError
 from harness.models import ResolvedModel
 from harness.policies import policy_run

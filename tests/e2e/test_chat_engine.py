@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from harness.engines.units import END_MARK, piece_id
+from harness.engines.positions import END_MARK, piece_id
 from tests.chat_server import FaultProxy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from harness.engines import GenerationRequest, SamplingSettings, make_engine
-from harness.engines.units import PositionUnits, piece_bytes, piece_id
+from harness.engines.positions import PositionUnits, piece_bytes, piece_id
 from harness.errors import UserError
 from harness.text.chat import ChatFormat
 from tests.chat_server import ChatStandIn, FaultProxy

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.engines.units import FRAMING_TOKENS, ByteBound
+from harness.engines.positions import FRAMING_TOKENS, ByteBound
 from harness.text.chat import ChatFormat
 
 ROOT = Path(__file__).parent.parent.parent

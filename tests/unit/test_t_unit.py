@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from harness.engines.units import t_unit_name
+from harness.engines.positions import t_unit_name
 from harness.errors import UserError
 from harness.report.render import label_t_axes
 from harness.results import AdherenceCurveRow, GateRow, WindowRow
