@@ -219,12 +219,12 @@ def _planned(path):
 
 def test_shipped_hosted_example_is_priced_and_bounded(monkeypatch):
     from harness.commands.run import most_cost
-    from harness.engines.refusals import chat_refusals
+    from harness.engines.refusals import refusals
 
     root = Path(__file__).resolve().parents[2]
     monkeypatch.chdir(root)
     config, the_plan, totals = _planned(root / "configs" / "hosted-example.yaml")
-    assert config.generation.engine == "chat" and chat_refusals(config) == []
+    assert config.generation.engine == "chat" and refusals(config) == []
     assert config.pricing["gpt-4o-mini"].as_of == date(2026, 12, 1)
     # 3 conversation policies x 2 conversations of 6 and 7 replies, 1 single reply x none;
     # 8 samples
