@@ -186,9 +186,10 @@ class PolicyRow(ResultRow):
     metric: str
     """`auc`, `half_life_capped` or `final`"""
     value: float
-    """the metric under the policy"""
+    """the metric under the policy, over the samples (pooled: the items) it shares with `none`
+    (the baseline's own rows: all of its samples and items)"""
     none_value: float
-    """the metric under `none`"""
+    """the metric under `none` over the same samples and items as `value`"""
     delta: float
     """value - none_value"""
     delta_low: float
@@ -199,7 +200,8 @@ class PolicyRow(ResultRow):
     """the interval's method (docs/architecture.md, "Statistics")"""
     token_overhead: float
     pareto: bool
-    """on the Pareto front of (auc, token overhead)"""
+    """on the Pareto front of (paired auc gain `delta`, token overhead) among the policies of
+    the (model, item): no other policy gains more for fewer tokens"""
 
 
 class CalibrationRow(ResultRow):
