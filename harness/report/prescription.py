@@ -22,9 +22,10 @@ LEGEND = (
     "Per rule of each item, under the prompt as written (the baseline policy): does it hold "
     "(its gates, else its adherence AUC's one-sided bound against the target), where half the "
     "samples have broken it (turn k of a conversation or position t of a reply, with its 95 % "
-    "interval), and the cheapest of the run's other policies that passes the same test, with "
-    "the tokens it adds and its AUC gain over the baseline on the same samples (all rules, "
-    "paired). The evidence follows below; prescription.csv holds these rows."
+    "interval; never: fewer than half ever break it), and the cheapest of the run's other "
+    "policies that passes the same test, with the tokens it adds and its AUC gain over the "
+    "baseline on the same samples (all rules, paired). The evidence follows below; "
+    "prescription.csv holds these rows."
 )
 
 
@@ -55,8 +56,8 @@ def holds_text(row: PrescriptionRow) -> str:
     """`no (gates[0])`, `cannot tell: about 40 samples would tell`, `yes (AUC vs 0.8)`."""
     if row.holds == "cannot tell":
         tell = row.samples_to_tell
-        more = f": about {int(tell)} samples would tell" if math.isfinite(tell) else ""
-        return f"cannot tell at n = {row.n}{more}"
+        more = f"; about {int(tell)} would tell" if math.isfinite(tell) else ""
+        return f"cannot tell (n = {row.n}{more})"
     return f"{row.holds} ({row.basis})"
 
 
@@ -65,7 +66,7 @@ def breaks_text(row: PrescriptionRow) -> str:
         return "no verdict"
     unit = "turn" if row.breaks_axis == "turn" else "t ="
     if math.isinf(row.breaks_at):
-        return "never (fewer than half break it)"
+        return "never"
     interval = ""
     if not (math.isnan(row.breaks_low) or math.isnan(row.breaks_high)):
         interval = f" [{_num(row.breaks_low)}, {_num(row.breaks_high)}]"

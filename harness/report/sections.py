@@ -10,7 +10,8 @@ import re
 from harness.report import derive, plots, theory
 from harness.report.attention import attention_section
 from harness.report.calibration import calibration_section
-from harness.report.carried import carried_cards, forks_section, linkage_sentences
+from harness.report.cards import verdicts
+from harness.report.carried import forks_section, linkage_sentences
 from harness.report.conversations import conversations_section
 from harness.report.gates import gates_section
 from harness.report.html import esc, figure, fold, note, section, table
@@ -18,10 +19,9 @@ from harness.report.instrument import corrected_auc_part, undecided_windows_note
 from harness.report.laws import laws_section
 from harness.report.load import RunData
 from harness.report.logs import logs_part
-from harness.report.mechanism_cards import correlation_card, mechanism_card, predictor_card
 from harness.report.prescription import prescription_section
 from harness.report.rules import rules_section
-from harness.report.verdicts import Card, adherence_cards, ci_cell, n_cell
+from harness.report.verdicts import ci_cell, n_cell
 from harness.report.viewer import viewer_html
 
 TITLES = {
@@ -45,35 +45,6 @@ TITLES = {
     "theory": "Theory",
     "manifest": "Manifest",
 }
-
-
-def _card_html(card: Card) -> str:
-    body = "".join(f"<p>{esc(s)}</p>" for s in card.sentences)
-    return f'<div class="card card-{esc(card.kind)}"><h3>{esc(card.title)}</h3>{body}</div>'
-
-
-def verdicts(data: RunData) -> tuple[str, dict]:
-    cards: list[Card] = []
-    curve, _ = derive.adherence_curve(data)
-    if curve is not None and len(curve):
-        cards += adherence_cards(curve, derive.token_overhead(data), data.frame("summary.csv"))
-    within = linkage_sentences(data.frame("linkage.csv"), with_across=False)
-    for card in (
-        mechanism_card(data.frame("summary.csv"), data.frame("fits.csv")),
-        correlation_card(data.frame("correlation.csv"), within),
-        predictor_card(data.frame("predictor.csv")),
-    ):
-        if card is not None:
-            cards.append(card)
-    cards += carried_cards(data.frame("carried.csv"))
-    if not cards:
-        return note("No adherence or divergence results in this run folder yet."), {}
-    intro = note(
-        "“Holds 90 % to t = X”: a(t) >= 90 % at every window of the adherence curve up to "
-        "t = X (the windows' t as stored, in continuation positions, injected tokens "
-        "included); +N % tokens: the policy's injected and restated tokens over generated ones."
-    )
-    return intro + '<div class="cards">' + "".join(map(_card_html, cards)) + "</div>", {}
 
 
 def divergence(data: RunData) -> tuple[str, dict]:

@@ -1,6 +1,7 @@
-"""The terminal summary that ends `harness run`: the gate verdicts first (what CI acts on),
-then how a sequential run sampled, one row per (model, item, policy) with adherence AUC and its
-CI, half-life, token overhead and alpha, then the report's path."""
+"""The terminal summary that ends `harness run`: the prescription first (per rule: does it
+hold, where it breaks, what fixes it), the gate verdicts (what CI acts on), then how a
+sequential run sampled, one row per (model, item, policy) with adherence AUC and its CI,
+half-life, token overhead and alpha, then the report's path."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.analysis.gate_rows import gate_name, verdicts_of
+from harness.errors import UserError
 from harness.report.instrument import UNDECIDED_SHARE
 from harness.report.truncation import read_truncation_line
 from harness.stats.text import interval_text
@@ -145,6 +147,48 @@ def print_gates(run_dir: Path, console=None) -> None:
         console.print(f"  {mark} {escape(gate_name(row) + where)}: {escape(row['detail'])}")
 
 
+def read_prescription(run_dir: Path) -> list:
+    """The rows of the run folder's prescription.csv (the report writes it), else computed
+    from its files; [] where there is nothing to judge."""
+    from harness.report.load import load_run
+    from harness.report.prescription import prescription_rows
+    from harness.results import PrescriptionRow
+
+    path = Path(run_dir) / "prescription.csv"
+    if path.is_file() and path.stat().st_size:
+        frame = pd.read_csv(path, dtype={"model": str, "item": str, "rule": str},
+                            keep_default_na=False, na_values=[""])  # fmt: skip
+        text = ("sentence", "basis", "fix", "rejected", "breaks_axis")
+        frame[list(text)] = frame[list(text)].fillna("")
+        return [PrescriptionRow(**row) for row in frame.to_dict("records")]
+    try:
+        return prescription_rows(load_run(Path(run_dir)))
+    except UserError:
+        return []
+
+
+def print_prescription(run_dir: Path, console=None) -> None:
+    """The prescription first: per rule of each item, does it hold, where it breaks, what
+    fixes it at what cost (harness.report.prescription); nothing where no rule was judged."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from harness.report.prescription import HEADERS, cells, headline
+
+    rows = read_prescription(run_dir)
+    if not rows:
+        return
+    console = _console(console)
+    several = len({r.model for r in rows}) > 1
+    table = Table(title=f"What breaks and what fixes it: {escape(headline(rows))}",
+                  title_justify="left")  # fmt: skip
+    for header in HEADERS:
+        table.add_column(header)
+    for row in rows:
+        table.add_row(*(escape(c) for c in cells(row, several)))
+    console.print(table)
+
+
 def sampling_line(run_dir: Path) -> str:
     """How a sequential run sampled (manifest.json `sequential`): "" for a fixed count."""
     path = Path(run_dir) / "manifest.json"
@@ -192,6 +236,7 @@ def print_summary(run_dir: Path, console=None) -> None:
     from rich.table import Table
 
     console = _console(console)
+    print_prescription(run_dir, console)
     print_gates(run_dir, console)
     if line := sampling_line(run_dir):
         console.print(line, markup=False)
@@ -222,5 +267,6 @@ def print_summary(run_dir: Path, console=None) -> None:
 
 
 __all__ = [
-    "gates_failed", "print_gates", "print_summary", "read_gates", "sampling_line", "summary_rows",
+    "gates_failed", "print_gates", "print_prescription", "print_summary", "read_gates",
+    "sampling_line", "summary_rows",
 ]  # fmt: skip

@@ -38,6 +38,7 @@ from harness.results.conversations import (
     TurnAdherenceRow,
     TurnRow,
 )
+from harness.results.prescription import PrescriptionRow
 from harness.results.probing import (
     AttentionRow,
     AttentionTurnRow,
@@ -49,7 +50,6 @@ from harness.results.probing import (
     RelayRow,
     TurnInfluenceRow,
 )
-from harness.results.prescription import PrescriptionRow
 from harness.results.rules import RuleCurveRow, RuleRow
 from harness.results.scoring import (
     AdherenceCurveRow,

@@ -1,8 +1,9 @@
-"""Build the run folder of a chat run of a five-rule prompt, without a model (~10 s): the
-Nordbank support prompt of issue 44/56 (German, <= 80 words, no competitor banks, the sign-off,
-the persona; tests/data/configs/lena-suite.yaml) as a six-turn conversation under three
-between-turn policies (none, periodic every 2 turns, adaptive) and as a single reply under
-none and periodic every 64 tokens, 8 samples each, with per-rule gates, through every stage of `harness run` (probe off, as on a chat endpoint).
+"""Build the run folder of a chat run of a five-rule prompt, without a model (~20 s): the
+Nordbank support prompt of issues 44/56 (German, <= 80 words, no competitor banks, the
+sign-off, the persona; tests/data/configs/lena-suite.yaml) as a six-turn conversation under
+three between-turn policies (none, periodic every 2 turns, adaptive) and as a single reply
+under none and periodic every 64 tokens, 8 samples each, with per-rule gates, through every
+stage of `harness run` (probe off, as on a chat endpoint).
 
     python tests/data/chat_run/make_run.py OUT_DIR
 
