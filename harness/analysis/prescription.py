@@ -177,7 +177,7 @@ def _prescribe_rule(
         auc_high=_f(base.get("auc_high")),
         n=int(_f(base.get("auc_n", base.get("n_samples"))) if not math.isnan(
             _f(base.get("auc_n", base.get("n_samples")))) else 0),
-        breaks_axis=axis, breaks_at=at, breaks_low=low, breaks_high=high,  # type: ignore[arg-type]
+        breaks_axis=axis, breaks=at, breaks_low=low, breaks_high=high,  # type: ignore[arg-type]
         samples_to_tell=tell, fix=fix,
         fix_delta=_f((paired or {}).get("delta")),
         fix_delta_low=_f((paired or {}).get("delta_low")),

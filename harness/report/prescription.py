@@ -62,15 +62,15 @@ def holds_text(row: PrescriptionRow) -> str:
 
 
 def breaks_text(row: PrescriptionRow) -> str:
-    if not row.breaks_axis or math.isnan(row.breaks_at):
+    if not row.breaks_axis or math.isnan(row.breaks):
         return "no verdict"
     unit = "turn" if row.breaks_axis == "turn" else "t ="
-    if math.isinf(row.breaks_at):
+    if math.isinf(row.breaks):
         return "never"
     interval = ""
     if not (math.isnan(row.breaks_low) or math.isnan(row.breaks_high)):
         interval = f" [{_num(row.breaks_low)}, {_num(row.breaks_high)}]"
-    return f"{unit} {_num(row.breaks_at)}{interval}"
+    return f"{unit} {_num(row.breaks)}{interval}"
 
 
 def cost_text(row: PrescriptionRow) -> str:

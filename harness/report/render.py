@@ -238,12 +238,13 @@ def render_report(
     the logged conversations shown; `with_text=False`: no text of a log in the page; `files`:
     the files to read, name -> path (the report stage's: what this run wrote), else those the
     folder's run wrote (`harness.report.load.run_files`). A run's page (not a log's) also
-    writes prescription.csv, the rows of its first table."""
+    writes prescription.csv, the rows of its first table, where some rule was judged."""
     data = load_run(Path(run_dir), worst or WORST, with_text, chunked=True, files=files)
     if is_log_folder(data):
         text = _log_page(data)
     else:
-        write_prescription(data.run_dir, prescription_rows(data))
+        if rows := prescription_rows(data):
+            write_prescription(data.run_dir, rows)
         sections, figs, anchors = build_sections(data)
         label_t_axes(figs, t_unit_of(data))
         title, subtitle = _title(data)

@@ -109,7 +109,9 @@ def survival(data: RunData) -> tuple[str, dict]:
         "sample's first violation."
     )
     fig = plots.curve_figure(surv, "survival", "S(t)", step=True)
-    return figure("fig-survival", caption, fig.layout.height), {"fig-survival": fig}
+    # a(t) above carries the headline; the time to a first failure is its companion
+    html = fold("S(t) per item and policy", figure("fig-survival", caption, fig.layout.height))
+    return html, {"fig-survival": fig}
 
 
 def policies(data: RunData) -> tuple[str, dict]:

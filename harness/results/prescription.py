@@ -38,9 +38,9 @@ class PrescriptionRow(ResultRow):
     n: int
     """the samples the baseline's interval rests on"""
     breaks_axis: Literal["turn", "t", ""]
-    """where `breaks_at` is counted: a conversation's turn, or position t in a single reply;
+    """where `breaks` is counted: a conversation's turn, or position t in a single reply;
     empty where nothing was decided"""
-    breaks_at: float
+    breaks: float
     """the median first failing turn (rules.csv `first_fail_turn`) or position t
     (`survival_median`) under the baseline; inf: fewer than half the samples ever break it;
     NaN: nothing decided"""

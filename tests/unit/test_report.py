@@ -308,7 +308,7 @@ def test_untrusted_item_policy_and_model_names(tmp_path):
 
     curve = pd.DataFrame({"model": evil, "item": evil, "policy": ["none"] * 2, "t": [1, 2],
                           "a": [1.0, 1.0]})  # fmt: skip
-    from harness.report.sections import _card_html
+    from harness.report.cards import _card_html
 
     html = _card_html(adherence_cards(curve, {})[0])
     assert "<script>" not in html and "&lt;script&gt;" in html
