@@ -207,7 +207,7 @@ def test_tables_show_each_interval_with_its_n_and_flag_degenerate_ones(synthetic
     for row in pd.read_csv(synthetic_run / "policies.csv").to_dict("records"):
         bounds = f"[{row['delta_low']:.3g}, {row['delta_high']:.3g}]"
         assert f"<td>{bounds}</td><td>{_stored_n(row, 'delta')}</td>" in policies, bounds
-    forks = text[text.index("<h3>carried.csv</h3>") :]
+    forks = text[text.index("<summary>Every fork (") :]
     assert "<th>dependence</th><th>95 % CI</th><th>n</th>" in forks
     carried = pd.read_csv(synthetic_run / "carried.csv")
     last = carried[(carried["item"] == "pirate") & (carried["policy"] == "restate")].iloc[-1]
