@@ -172,12 +172,12 @@ def _prescribe_rule(
     return PrescriptionRow(
         model=model, item=item, rule=rule,
         sentence="" if sentence is None or pd.isna(sentence) else str(sentence),
-        baseline=baseline, holds=holds, basis=basis, target=target,  # type: ignore[arg-type]
+        baseline=baseline, holds=holds, basis=basis, target=target,
         auc=_f(base.get("auc")), auc_low=_f(base.get("auc_low")),
         auc_high=_f(base.get("auc_high")),
         n=int(_f(base.get("auc_n", base.get("n_samples"))) if not math.isnan(
             _f(base.get("auc_n", base.get("n_samples")))) else 0),
-        breaks_axis=axis, breaks=at, breaks_low=low, breaks_high=high,  # type: ignore[arg-type]
+        breaks_axis=axis, breaks=at, breaks_low=low, breaks_high=high,
         samples_to_tell=tell, fix=fix,
         fix_delta=_f((paired or {}).get("delta")),
         fix_delta_low=_f((paired or {}).get("delta_low")),

@@ -66,13 +66,20 @@ AUCS = {"none": (0.1, 0.0, 0.3), "restate": (0.95, 0.85, 1.0), "periodic": (0.9,
         "adaptive": (0.4, 0.2, 0.6)}  # fmt: skip
 GATES = {"none": "fail", "restate": "pass", "periodic": "pass", "adaptive": "fail"}
 TOKENS = {"none": 0, "restate": 400, "periodic": 100, "adaptive": 50}
-COSTS = [dict(model="m", item="conv", policy=p, cost_usd=c)
-         for p, c in (("none", 0.10), ("restate", 0.50), ("periodic", 0.30), ("adaptive", 0.2))]
+COSTS = [
+    dict(model="m", item="conv", policy=p, cost_usd=c)
+    for p, c in (("none", 0.10), ("restate", 0.50), ("periodic", 0.30), ("adaptive", 0.2))
+]
 
 
 def test_a_broken_rule_gets_the_cheapest_policy_whose_gates_pass_with_its_paired_gain():
-    (row,) = prescribe(_rules(AUCS), _summary(TOKENS), _gates(GATES),
-                       _policies({"restate": 0.8, "periodic": 0.7, "adaptive": 0.0}), COSTS)
+    (row,) = prescribe(
+        _rules(AUCS),
+        _summary(TOKENS),
+        _gates(GATES),
+        _policies({"restate": 0.8, "periodic": 0.7, "adaptive": 0.0}),
+        COSTS,
+    )
     assert (row.rule, row.holds, row.basis) == ("sign-off", "no", "gates[0]")
     assert (row.breaks_axis, row.breaks, row.breaks_low, row.breaks_high) == ("turn", 2, 1, 3)
     assert row.fix == "periodic" and row.fix_tokens == 100 and row.fix_overhead == 0.1
