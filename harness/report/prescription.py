@@ -40,8 +40,13 @@ def prescription_rows(data: RunData) -> list[PrescriptionRow]:
     )  # fmt: skip
 
 
-def write_prescription(run_dir: Path, rows: list[PrescriptionRow]) -> Path:
+def write_prescription(run_dir: Path, rows: list[PrescriptionRow]) -> Path | None:
+    """prescription.csv in the run folder; where no rule was judged none is written, and one
+    an earlier run left in a reused folder is removed (it would speak for another run)."""
     out = Path(run_dir) / "prescription.csv"
+    if not rows:
+        out.unlink(missing_ok=True)
+        return None
     atomic_write_text(out, prescription_frame(rows).to_csv(index=False))
     return out
 

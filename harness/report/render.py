@@ -243,8 +243,7 @@ def render_report(
     if is_log_folder(data):
         text = _log_page(data)
     else:
-        if rows := prescription_rows(data):
-            write_prescription(data.run_dir, rows)
+        write_prescription(data.run_dir, prescription_rows(data))
         sections, figs, anchors = build_sections(data)
         label_t_axes(figs, t_unit_of(data))
         title, subtitle = _title(data)
