@@ -7,9 +7,10 @@ It reads what the run already decided, never re-deciding it: a rule's gate check
 gates' level) against `target` (rules.csv's `below`, the level the report orders rules by).
 A policy fixes a rule when the same test passes for it and, where the run measured the
 policy's output quality (QUALITY_COLUMNS of summary.csv), its quality holds; the cheapest such
-policy (fewest added tokens) is picked. Its gain is policies.csv's paired AUC difference (the
-same samples of the item under both policies), so a fix is never credited with another item's
-adherence.
+policy (fewest added tokens) is picked. Its gain is the paired AUC difference of the rule
+alone (`rule_gains`: policies.csv's comparison on the rule's own windows and replies, the
+same samples of the item under both policies; all rules where no windows.csv is there), so a
+fix is never credited with another item's or another rule's adherence.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.policies import compare_policies
 from harness.results import PrescriptionRow
 from harness.stats import DEFAULT_LEVEL
 from harness.stats.sided import samples_to_decide
@@ -110,7 +112,9 @@ class _Tables:
     def __init__(self, summary, gates, policies, costs: list[dict] | None) -> None:
         self.summary = _by(summary, ("model", "item", "policy"))
         auc = None if policies is None or policies.empty else policies[policies["metric"] == "auc"]
-        self.paired = _by(auc, ("model", "item", "policy"))
+        self.by_rule = auc is not None and "rule" in auc.columns
+        keys = ("model", "item", "policy", "rule") if self.by_rule else ("model", "item", "policy")
+        self.paired = _by(auc, keys)
         self.costs = {(str(c["model"]), str(c["item"]), str(c["policy"])): _f(c.get("cost_usd"))
                       for c in costs or []}  # fmt: skip
         self.gates: dict[tuple, list[dict]] = {}
@@ -118,6 +122,10 @@ class _Tables:
             rule = "" if pd.isna(g.get("rule", "")) else str(g.get("rule", ""))
             key = (str(g["model"]), str(g["item"]), str(g["policy"]), rule or ALL_RULES)
             self.gates.setdefault(key, []).append(g)
+
+    def gain(self, model: str, item: str, policy: str, rule: str) -> dict:
+        key = (model, item, policy, rule) if self.by_rule else (model, item, policy)
+        return self.paired.get(key) or {}
 
     def tokens(self, model: str, item: str, policy: str) -> tuple[float, float]:
         s = self.summary.get((model, item, policy)) or {}
@@ -161,7 +169,7 @@ def _prescribe_rule(
     holds, basis, tell = judged(baseline)
     axis, at, low, high = _breaks(base)
     fix, rejected, chosen = _pick_fix(model, item, baseline, holds, by_policy, tables, judged)
-    paired = tables.paired.get((model, item, chosen)) if chosen else None
+    paired = tables.gain(model, item, chosen, rule) if chosen else None
     tokens, overhead = tables.tokens(model, item, chosen) if chosen else (math.nan, math.nan)
     usd = math.nan
     if chosen:
@@ -210,6 +218,20 @@ def _pick_fix(model, item, baseline, holds, by_policy, tables: _Tables, judged):
     chosen = min(passing)[2]
     rejected += [f"{p}: passes, costs more" for _, _, p in sorted(passing) if p != chosen]
     return chosen, rejected, chosen
+
+
+def rule_gains(windows: pd.DataFrame | None, level: float = DEFAULT_LEVEL) -> pd.DataFrame | None:
+    """policies.csv's paired AUC comparison for each rule alone (a `rule` column added): each
+    policy against the baseline on the same samples of the item, over the rule's own windows
+    and replies. None without windows.csv's `rule` column."""
+    if windows is None or windows.empty or "rule" not in windows.columns:
+        return None
+    rules = windows["rule"].fillna("").astype(str)
+    frames = []
+    for rule in sorted(set(rules) - {""}):
+        out = compare_policies(windows[rules == rule], None, baseline=BASELINE, level=level)
+        frames.append(out[(out["metric"] == "auc") & (out["item"] != "all")].assign(rule=rule))
+    return pd.concat(frames, ignore_index=True) if frames else None
 
 
 def prescription_frame(rows: list[PrescriptionRow]) -> pd.DataFrame:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis.prescription import NOT_NEEDED, prescribe, prescription_frame
+from harness.analysis.prescription import NOT_NEEDED, prescribe, prescription_frame, rule_gains
 from harness.atomic import atomic_write_text
 from harness.report.html import esc, note
 from harness.report.load import RunData
@@ -23,8 +23,8 @@ LEGEND = (
     "(its gates, else its adherence AUC's one-sided bound against the target), where half the "
     "samples have broken it (turn k of a conversation or position t of a reply, with its 95 % "
     "interval; never: fewer than half ever break it), and the cheapest of the run's other "
-    "policies that passes the same test, with the tokens it adds and its AUC gain over the "
-    "baseline on the same samples (all rules, paired). The evidence follows below; "
+    "policies that passes the same test, with the tokens it adds and the rule's AUC gain "
+    "over the baseline on the same samples (paired). The evidence follows below; "
     "prescription.csv holds these rows."
 )
 
@@ -34,9 +34,13 @@ def prescription_rows(data: RunData) -> list[PrescriptionRow]:
     stats = ((manifest.get("config") or {}).get("stats") or {}) if isinstance(
         manifest.get("config"), dict) else {}  # fmt: skip
     level = float(stats.get("level", DEFAULT_LEVEL)) if isinstance(stats, dict) else DEFAULT_LEVEL
+    rules = data.frame("rules.csv")
+    # each rule's own paired gain where the windows are there, else the all-rules one
+    gains = rule_gains(data.frame("windows.csv"), level) if rules is not None else None
     return prescribe(
-        data.frame("rules.csv"), data.frame("summary.csv"), data.frame("gates.csv"),
-        data.frame("policies.csv"), manifest.get("hosted_conditions"), level=level,
+        rules, data.frame("summary.csv"), data.frame("gates.csv"),
+        gains if gains is not None else data.frame("policies.csv"),
+        manifest.get("hosted_conditions"), level=level,
     )  # fmt: skip
 
 

@@ -55,8 +55,9 @@ class PrescriptionRow(ResultRow):
     against `target`; and its quality, where the run measured it); `not needed` where the
     rule holds; `none of the tried policies passes`; `no other policy tried`"""
     fix_delta: float
-    """the fix's adherence AUC (all rules) minus the baseline's on the same samples of this
-    item (policies.csv, paired); NaN without a fix or a pairing"""
+    """the fix's AUC of this rule minus the baseline's, on the same samples of this item
+    (paired, as policies.csv, over the rule's own windows and replies; all rules where the
+    run has no windows.csv); NaN without a fix or a pairing"""
     fix_delta_low: float
     fix_delta_high: float
     fix_tokens: float

@@ -165,3 +165,25 @@ def test_the_terminal_summary_prints_the_prescription_before_the_gates(synthetic
     frame = pd.read_csv(synthetic_run / "prescription.csv", keep_default_na=False)
     for item in frame["item"]:
         assert item in text
+
+
+def test_the_fix_s_gain_is_the_rule_s_own_paired_difference():
+    """restate fixes the sign-off (0 -> 1 in every window) and leaves the language as it was:
+    the gain the prescription shows for each is that rule's alone, on the same samples."""
+    from harness.analysis.prescription import rule_gains
+
+    from .test_analysis_frames import windows_frame
+
+    conds = [("m", "conv", p) for p in ("none", "restate")]
+    sign_off = windows_frame(conds, n_samples=8, passed=lambda m, i, p, s, w: p == "restate")
+    language = windows_frame(conds, n_samples=8, passed=lambda m, i, p, s, w: w < 4)
+    windows = pd.concat([sign_off.assign(rule="sign-off"), language.assign(rule="german")])
+    gains = rule_gains(windows).set_index(["rule", "policy"])
+    assert gains.loc[("sign-off", "restate"), "delta"] == 1.0
+    assert gains.loc[("sign-off", "restate"), "delta_low"] > 0  # 8 pairs decide it
+    assert gains.loc[("german", "restate"), "delta"] == 0.0
+    aucs = {"none": (0.0, 0.0, 0.3), "restate": (1.0, 0.85, 1.0)}
+    rules = pd.concat([_rules(aucs, rule="sign-off"), _rules(aucs, rule="german")])
+    rows = {r.rule: r for r in prescribe(rules, _summary({"none": 0, "restate": 10}),
+                                         policies=rule_gains(windows))}  # fmt: skip
+    assert rows["sign-off"].fix_delta == 1.0 and rows["german"].fix_delta == 0.0
