@@ -13,7 +13,6 @@ from pathlib import Path
 import pandas as pd
 
 from harness.analysis.gate_rows import gate_name, verdicts_of
-from harness.errors import UserError
 from harness.report.instrument import UNDECIDED_SHARE
 from harness.report.truncation import read_truncation_line
 from harness.stats.text import interval_text
@@ -148,23 +147,18 @@ def print_gates(run_dir: Path, console=None) -> None:
 
 
 def read_prescription(run_dir: Path) -> list:
-    """The rows of the run folder's prescription.csv (the report writes it), else computed
-    from its files; [] where there is nothing to judge."""
-    from harness.report.load import load_run
-    from harness.report.prescription import prescription_rows
+    """The rows of the run folder's prescription.csv, which the report writes ([] where there
+    is none: no rule was judged, or the folder predates it)."""
     from harness.results import PrescriptionRow
 
     path = Path(run_dir) / "prescription.csv"
-    if path.is_file() and path.stat().st_size:
-        frame = pd.read_csv(path, dtype={"model": str, "item": str, "rule": str},
-                            keep_default_na=False, na_values=[""])  # fmt: skip
-        text = ("sentence", "basis", "fix", "rejected", "breaks_axis")
-        frame[list(text)] = frame[list(text)].fillna("")
-        return [PrescriptionRow(**row) for row in frame.to_dict("records")]
-    try:
-        return prescription_rows(load_run(Path(run_dir)))
-    except UserError:
+    if not path.is_file() or not path.stat().st_size:
         return []
+    frame = pd.read_csv(path, dtype={"model": str, "item": str, "rule": str},
+                        keep_default_na=False, na_values=[""])  # fmt: skip
+    text = ["sentence", "basis", "fix", "rejected", "breaks_axis"]
+    frame[text] = frame[text].fillna("")
+    return [PrescriptionRow(**row) for row in frame.to_dict("records")]
 
 
 def print_prescription(run_dir: Path, console=None) -> None:
