@@ -76,6 +76,10 @@ def _judge(row: dict, gates: list[dict], target: float, level: float) -> tuple[s
         return "cannot tell", basis, max(needed) if needed else math.nan
     auc, n = _f(row.get("auc")), _f(row.get("auc_n", row.get("n_samples")))
     low, high = _f(row.get("auc_lcb")), _f(row.get("auc_ucb"))
+    if math.isnan(auc):  # nothing decided: say why rather than read it as a verdict
+        cut = _f(row.get("cut_off"))
+        cut_text = f": {int(cut)} replies cut at the token limit" if cut > 0 else ""
+        return "cannot tell", f"no verdict{cut_text}", math.nan
     basis = f"AUC vs {target:g}"
     if low >= target:
         return "yes", basis, math.nan

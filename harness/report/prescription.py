@@ -63,6 +63,8 @@ def _num(x: float) -> str:
 
 def holds_text(row: PrescriptionRow) -> str:
     """`no (gates[0])`, `cannot tell: about 40 samples would tell`, `yes (AUC vs 0.8)`."""
+    if row.basis.startswith("no verdict"):
+        return row.basis
     if row.holds == "cannot tell":
         tell = row.samples_to_tell
         more = f"; about {int(tell)} would tell" if math.isfinite(tell) else ""

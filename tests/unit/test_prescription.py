@@ -187,3 +187,12 @@ def test_the_fix_s_gain_is_the_rule_s_own_paired_difference():
     rows = {r.rule: r for r in prescribe(rules, _summary({"none": 0, "restate": 10}),
                                          policies=rule_gains(windows))}  # fmt: skip
     assert rows["sign-off"].fix_delta == 1.0 and rows["german"].fix_delta == 0.0
+
+
+def test_a_rule_every_reply_of_which_was_cut_says_so_and_is_no_pass():
+    from harness.report.prescription import holds_text
+
+    rules = _rules({"none": (math.nan, math.nan, math.nan)}).assign(cut_off=16)
+    (row,) = prescribe(rules, None)
+    assert row.holds == "cannot tell" and row.fix != NOT_NEEDED
+    assert holds_text(row) == "no verdict: 16 replies cut at the token limit"
