@@ -286,10 +286,15 @@ def adherence_summary(
         conditions = {key: condition_values(cond, horizon) for key, cond in groups}
     abstain = instrument.window_abstentions(windows) if abstain is None else abstain
     args = (level, anytime, level if gate_level is None else gate_level)
+    # a condition whose rules all judge whole replies has no window-scope row to abstain on
     return [
-        _condition_summary(key, values, *args, abstain.loc[key].to_dict(), rates)
+        _condition_summary(key, values, *args, _abstentions(abstain, key), rates)
         for key, values in conditions.items()
     ]
+
+
+def _abstentions(abstain: pd.DataFrame, key: tuple) -> dict:
+    return abstain.loc[key].to_dict() if key in abstain.index else {}
 
 
 def summary_frame(summaries: list[AdherenceRow]) -> pd.DataFrame:
