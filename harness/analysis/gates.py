@@ -35,6 +35,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.analysis.gate_causes import cut_off_cause, left_out_note
 from harness.analysis.gate_rows import bound_text
 from harness.analysis.gate_sequential import sequential_check
 from harness.analysis.gate_sources import GATE_TABLES as GATE_TABLES
@@ -237,9 +238,13 @@ def _read_as(gate: GateSpec) -> GateSpec:
 def _check(
     index: int, spec: GateSpec, model: str, item: str, row: dict | None, levels: tuple,
     source: str = "summary.csv", looks: tuple[int, ...] | None = None,
+    rules: pd.DataFrame | None = None,
 ) -> dict:  # fmt: skip
     use, gate = gate_use(spec), _read_as(spec)
     value, low, high, n, why = _reading(gate, row, source)
+    cause = cut_off_cause(rules, spec, (model, item, spec.policy))
+    if math.isnan(value) and row is not None and cause:
+        why = f"undetermined: {cause}"
     needed, tested = math.nan, _test_level(gate, use, *levels)
     method = (row or {}).get(f"{gate.metric}_method")
     method = method if isinstance(method, str) else ""  # NaN: summary.csv has none
@@ -281,6 +286,8 @@ def _check(
             )
     if why:
         detail += f" ({gate.metric} {why})"
+    if not math.isnan(value) and (note := left_out_note(rules, spec, (model, item, spec.policy))):
+        detail += f" ({note})"
     return {
         "gate": index, "metric": gate.metric, "policy": gate.policy,
         "rule": spec.rule or "", "turn": spec.turn, "item": item, "model": model, "use": use,
@@ -328,6 +335,7 @@ def evaluate_gates(
         keys = zip(*(summary[c].astype(str) for c in CONDITION), strict=True)
         rows = dict(zip(keys, summary.to_dict("records"), strict=True))
     out = []
+    rules = (tables or {}).get("rules.csv")  # what a check without a verdict lacked
     for index, gate in enumerate(gates):
         source = gate_source(gate)
         found = rows
@@ -342,5 +350,7 @@ def evaluate_gates(
         for model in [gate.model] if gate.model else models:
             for item in (units or {}).get(index) or gate.items or items:
                 row = found.get((model, item, gate.policy))
-                out.append(_check(index, gate, model, item, row, levels, source, looks))
+                out.append(
+                    _check(index, gate, model, item, row, levels, source, looks, rules)
+                )
     return result_frame(GateRow, pd.DataFrame(out, columns=GATE_COLUMNS).astype({"passed": bool}))

@@ -25,8 +25,10 @@ def window_passes(windows: pd.DataFrame) -> pd.DataFrame:
 
     Every rule counts (all rules): a window passes when its window-scope checks and the
     whole-reply checks of its reply (windows.csv's window -1 rows: the response of a single
-    reply, each reply of a conversation) that decided all pass. A reply with whole-reply
-    verdicts and no window row is one window of its own (its span)."""
+    reply, each reply of a conversation) that decided all pass, and fails when one of them
+    failed. A window whose reply lacks a whole-reply rule's verdict (cut at the token limit)
+    and failed nothing is undecided: left out, never a pass. A reply with whole-reply rows and
+    no window row is one window of its own (its span)."""
     keep = (windows["scope"] == "window") & (windows["window"] >= 0)
     whole = windows["window"] < 0
     # the columns read here, not the whole frame: a chat log's windows are ~100 MiB at 10,000
@@ -80,8 +82,10 @@ REPLY = TASK_CONDITION + RUN_SAMPLE + ["turn"]
 
 def _with_whole_replies(out: pd.DataFrame, whole: pd.DataFrame) -> pd.DataFrame:
     """`out`'s windows with their reply's whole-reply verdicts joined in (a window passes
-    when its reply's decided whole-reply checks pass too; it is decided when any of either
-    decided), plus one window for each reply that has no window row."""
+    when its reply's decided whole-reply checks pass too; it is decided when it fails, or
+    when every whole-reply check of its reply and some check of either decided: a whole-reply
+    rule with no verdict, a sign-off cut at the token limit, is missing evidence for all
+    rules, never a pass), plus one window for each reply that has no window row."""
     r = whole.loc[
         :, [c for c in whole.columns if c in [*REPLY, "t_start", "t_end", "t_gen_start", "passed"]]
     ]
@@ -91,7 +95,7 @@ def _with_whole_replies(out: pd.DataFrame, whole: pd.DataFrame) -> pd.DataFrame:
     r = r.assign(ok=cells_are(r["passed"], True) | ~decided, decided=decided)
     per = r.groupby(REPLY, sort=False, dropna=False).agg(
         reply_ok=("ok", "all"),
-        reply_decided=("decided", "any"),
+        reply_decided=("decided", "all"),
         t_start=("t_start", "first"),
         t_end=("t_end", "first"),
         g_start=("t_gen_start", "first"),
@@ -99,11 +103,13 @@ def _with_whole_replies(out: pd.DataFrame, whole: pd.DataFrame) -> pd.DataFrame:
     per = per.reset_index()
     joined = out.merge(per[[*REPLY, "reply_ok", "reply_decided"]], on=REPLY, how="left")
     ok = joined["reply_ok"].astype("boolean").fillna(True).to_numpy(bool)
-    reply_decided = joined["reply_decided"].astype("boolean").fillna(False).to_numpy(bool)
-    out = out.assign(
-        passed=out["passed"].to_numpy(bool) & ok,
-        decided=out["decided"].to_numpy(bool) | reply_decided,
-    )
+    has_reply = joined["reply_decided"].notna().to_numpy(bool)
+    complete = joined["reply_decided"].astype("boolean").fillna(True).to_numpy(bool)
+    passed = out["passed"].to_numpy(bool) & ok
+    # a failure decides; a pass needs a verdict of every whole-reply rule of the reply (a
+    # sign-off cut at the token limit is missing evidence, never a pass)
+    decided = ~passed | (complete & (out["decided"].to_numpy(bool) | has_reply))
+    out = out.assign(passed=passed, decided=decided)
     seen = out[REPLY].drop_duplicates()
     alone = per.merge(seen, on=REPLY, how="left", indicator=True)
     alone = alone[alone["_merge"] == "left_only"]
@@ -111,7 +117,9 @@ def _with_whole_replies(out: pd.DataFrame, whole: pd.DataFrame) -> pd.DataFrame:
         return out
     # a reply no window-scope check scored: its whole-reply verdict covers its span
     extra = alone.assign(
-        window=-alone["turn"], passed=alone["reply_ok"], decided=alone["reply_decided"]
+        window=-alone["turn"],
+        passed=alone["reply_ok"],
+        decided=~alone["reply_ok"].astype(bool) | alone["reply_decided"].astype(bool),
     )
     extra = extra[[*out.columns]].astype(
         {c: out[c].dtype for c in out.columns if c in ("passed", "decided")}
