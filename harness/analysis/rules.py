@@ -176,9 +176,11 @@ def _turn_figures(turn_rows: pd.DataFrame | None, talks: pd.DataFrame | None, be
     t = turn_rows[turn_rows["history"] == history].sort_values("turn")
     talk = talks[talks["history"] == history].iloc[0]
     ks, a = t["turn"].to_numpy(), t["a"].to_numpy(float)
+    at = dict(zip(ks.tolist(), a.tolist(), strict=True))
     return {
         "turns": int(ks.max()),
-        "a_turn_first": float(a[0]),
+        # a turn no sample has a verdict on has no a(k): NaN, never the next turn's value
+        "a_turn_first": at.get(1, nan),
         "a_turn_last": float(a[-1]),
         "a_turn_mean": float(np.nanmean(a)) if (~np.isnan(a)).any() else nan,
         "first_below_turn": _first_below(ks, a, below),

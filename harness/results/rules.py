@@ -80,7 +80,7 @@ class RuleRow(ResultRow):
     """the last turn scored (conversations; empty for single replies)"""
     a_turn_first: float
     """a(k) at turn 1: share of samples whose first reply keeps the rule (NaN without
-    conversations)"""
+    conversations, and where no first reply has a verdict on the rule)"""
     a_turn_last: float
     """a(k) at the last turn"""
     a_turn_mean: float

@@ -1,8 +1,8 @@
 """Adherence metrics per condition (model, task, item, policy) from `windows.csv` rows.
 
-Definitions (docs/architecture.md, "Adherence"): a window passes when every window-scope
-check that could decide passed (undetermined checks are ignored; a window where none decided
-is left out). a(t) = share of samples whose window covering t passes, at the window starts seen
+Definitions (docs/architecture.md, "Adherence"): a window's all-rules verdict is
+`harness.scoring.all_rules`' (the one definition a(k) shares; an undecided window is left
+out). a(t) = share of samples whose window covering t passes, at the window starts seen
 in the condition (a picture; no per-sample metric uses that grid). Over a fixed t-range [1, T]
 (T = the run's max_tokens, fixed before the data; else each sample's own span), in generated
 positions (reminders and user turns do not count): each sample's

@@ -12,6 +12,9 @@ import pandas as pd
 import pytest
 import yaml
 
+from harness.analysis.conversations import turn_curves
+from harness.analysis.rules import rule_frames
+from harness.checks import CUT_OFF_REASON
 from harness.engines.scripted import ScriptedEngine
 from harness.pipeline import STAGES, run_stages
 from harness.scoring.passes import window_passes
@@ -97,7 +100,8 @@ def _frame(sign_off_passed):
         for w in (0, 1)
     ]  # fmt: skip
     reply = {**base, "window": -1, "t_start": 1, "t_end": 16, "scope": "response",
-             "check": "sign-off", "passed": sign_off_passed}  # fmt: skip
+             "check": "sign-off", "passed": sign_off_passed,
+             "reason": CUT_OFF_REASON if sign_off_passed is None else "followed"}  # fmt: skip
     for row in windows:
         row["t_gen_start"] = row["t_start"]
     return pd.DataFrame([*windows, reply])
@@ -111,3 +115,42 @@ def test_a_window_whose_reply_lacks_a_verdict_is_left_out_not_passed(sign_off, e
     assert passes["passed"].tolist() == expected
     if not expected:  # the AUC over no decided window: undetermined
         assert math.isnan(float(passes["passed"].mean()))
+
+
+def _turn_rows():
+    """Two conversations of three replies: reply 1 cut before its sign-off (the language
+    rule kept), reply 2 breaks the sign-off, reply 3 keeps both."""
+    rows = []
+    for sample in (0, 1):
+        for turn, sign_off in ((1, None), (2, False), (3, True)):
+            base = dict(model="m", task="t", item="conv-login", policy="none", run_id="r",
+                        seed=sample, sample=sample, turn=turn, pressure=False,
+                        t_start=1 + 100 * (turn - 1), t_end=90 + 100 * (turn - 1),
+                        finish_reason="length" if sign_off is None else "stop")  # fmt: skip
+            rows.append({**base, "check": "language:de", "rule": "german", "value": 1.0,
+                         "passed": True, "reason": "de"})  # fmt: skip
+            rows.append({**base, "check": "end_checker", "rule": "sign-off",
+                         "value": math.nan if sign_off is None else float(sign_off),
+                         "passed": sign_off,
+                         "reason": CUT_OFF_REASON if sign_off is None else "judged"})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_a_reply_cut_before_a_rule_could_judge_it_has_no_a_k():
+    curves = turn_curves(_turn_rows()).set_index("turn")
+    # reply 1 kept the language and lost its end: missing evidence, not a pass (a(1) read 1.0)
+    assert 1 not in curves.index or math.isnan(curves.loc[1, "a"])
+    assert curves.loc[2, "a"] == 0.0 and curves.loc[3, "a"] == 1.0
+    if 1 in curves.index:
+        assert curves.loc[1, "undecided"] == 2
+
+
+def test_a_rule_with_no_verdict_at_turn_1_has_a_turn_first_nan_not_0():
+    turns = _turn_rows()
+    windows = turns.assign(window=-1, scope="response", t_gen_start=turns["t_start"])
+    frames = rule_frames(windows, turns)
+    rules = frames["rules.csv"].set_index("rule")
+    # conv-login's sign-off: no verdict at turn 1, broken at turn 2 (it read a_turn_first 0.0)
+    assert math.isnan(rules.loc["sign-off", "a_turn_first"])
+    assert rules.loc["sign-off", "a_turn_last"] == 1.0
+    assert rules.loc["german", "a_turn_first"] == 1.0
