@@ -10,10 +10,10 @@ import pandas as pd
 from harness.config.gate_specs import GateSpec
 
 
-def _cut_rules(rules: pd.DataFrame | None, gate: GateSpec, key: tuple) -> pd.DataFrame:
+def _cut_rules(rules: pd.DataFrame | None, gate: GateSpec, key: tuple) -> pd.DataFrame | None:
     """rules.csv's rows of the check's condition (and its rule) with replies cut off."""
     if rules is None or rules.empty or "cut_off" not in rules.columns:
-        return pd.DataFrame()
+        return None
     model, item, policy = key
     rows = rules[
         (rules["model"].astype(str) == model)
@@ -39,7 +39,7 @@ def cut_off_cause(rules: pd.DataFrame | None, gate: GateSpec, key: tuple) -> str
     raise generation.single_reply_tokens` for the check of `gate` on condition `key` (model,
     item, policy); "" where no reply of it was cut before a rule's verdict."""
     rows = _cut_rules(rules, gate, key)
-    if rows.empty:
+    if rows is None or rows.empty:
         return ""
     replies = rows[["judged", "cut_off", "undecided"]].fillna(0).sum(axis=1).astype(int)
     cut, total = int(rows["cut_off"].max()), int(replies.max())

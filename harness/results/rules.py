@@ -55,6 +55,10 @@ class RuleRow(ResultRow):
     """one-sided lower bound of final at the gates' level"""
     final_ucb: float
     """one-sided upper bound of final at the gates' level"""
+    holm_bounds: str | None
+    """under `stats.family: holm`, the one-sided bounds at Holm's later levels, as JSON:
+    {"levels": [...], "auc": [[lcb, ucb], ...], "final": [...]} (null: no bound); empty
+    otherwise"""
     survival_median: float
     """Kaplan-Meier median t of the rule's first failing unit; inf when fewer than half fail"""
     survival_median_low: float
