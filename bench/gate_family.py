@@ -93,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     rates = family_error(reps, args.seed)
     mc = math.sqrt((1 - LEVEL) * LEVEL / reps)
     print(f"cpu: {platform.processor() or platform.machine()}; {reps} runs of 8 gate checks")
-    print(f"family-wise error, holm:      {100 * rates['holm']:.1f} % (budget {100 * (1 - LEVEL):.0f} %)")
+    budget = f"budget {100 * (1 - LEVEL):.0f} %"
+    print(f"family-wise error, holm:      {100 * rates['holm']:.1f} % ({budget})")
     print(f"family-wise error, per check: {100 * rates['none']:.1f} % (bound: 8 x 5 % = 40 %)")
     print(f"checks decided under holm:    {100 * rates['decided']:.1f} %")
     print(f"Monte-Carlo error at 5 %: {100 * mc:.1f} points; {time.perf_counter() - start:.0f} s")

@@ -94,13 +94,20 @@ def turn_verdicts(turns: pd.DataFrame) -> pd.DataFrame:
 def turn_abstentions(turns: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     """Per (condition, history, turn): replies (samples with that reply scored) and those whose
     all-rules verdict is undecided (no check decided, or a verdict is missing:
-    `harness.scoring.all_rules`); and per (condition, history) the set of check ids that decided a reply."""
+    `harness.scoring.all_rules`); and per (condition, history) the set of check ids that
+    decided a reply."""
     turns = _labelled(turns)
     decided = turns["passed"].notna() & (turns["passed"].astype(str) != "")
     keys = [*CONDITION_HISTORY, *SAMPLE, "turn"]
-    flags = turns.assign(
-        decided=decided, missing=missing_verdicts(turns), failed=cells_are(turns["passed"], False)
-    ).groupby(keys, sort=True)[["failed", "decided", "missing"]].any()
+    flags = (
+        turns.assign(
+            decided=decided,
+            missing=missing_verdicts(turns),
+            failed=cells_are(turns["passed"], False),
+        )
+        .groupby(keys, sort=True)[["failed", "decided", "missing"]]
+        .any()
+    )
     judged = unit_verdict(*(flags[c].to_numpy(bool) for c in ("failed", "decided", "missing")))[1]
     per_reply = pd.Series(judged, index=flags.index)
     counts = per_reply.groupby([*CONDITION_HISTORY, "turn"], sort=True).agg(["size", "sum"])

@@ -36,7 +36,8 @@ _SUMMARY = [
     "n_samples", "a_first",
     "auc", "auc_low", "auc_high", "auc_n", "auc_method", "auc_lcb", "auc_ucb",
     "final", "final_low", "final_high", "final_n", "final_method", "final_lcb", "final_ucb",
-    "holm_bounds", "survival_median", "survival_median_low", "survival_median_high", "survival_median_n",
+    "holm_bounds",
+    "survival_median", "survival_median_low", "survival_median_high", "survival_median_n",
     "survival_median_method",
 ]  # fmt: skip
 
