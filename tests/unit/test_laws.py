@@ -242,13 +242,14 @@ def test_the_floor_p_value_is_no_finer_than_the_draws():
     assert floor_p(1.0, np.linspace(-1, 9, 200)) == pytest.approx(21 / 201)
 
 
-def test_the_bench_counts_whole_run_settles_as_law_rows_reads_them():
+def test_the_bench_counts_whole_run_settles_as_law_rows_reads_them(monkeypatch):
     """bench/laws.py --runs skips the bootstrap of sets that cannot settle: on a small run with
     floors and decays it counts what law_rows' verdicts say."""
     import importlib.util
     from pathlib import Path
 
     path = Path(__file__).parents[2] / "bench" / "laws.py"
+    monkeypatch.syspath_prepend(str(path.parent))  # its helpers: bench/_law_truths.py
     spec = importlib.util.spec_from_file_location("bench_laws", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

@@ -30,8 +30,17 @@ def test_its_level_holds_under_skewed_heavy_tailed_differences():
 
 def test_a_clear_shift_is_found_and_random_draws_stay_valid_above_the_exact_range():
     rng = np.random.default_rng(1)
-    p = sign_flip_p(rng.normal(1.0, 0.5, EXACT_MAX_UNITS + 8))
+    p = sign_flip_p(rng.normal(1.0, 0.5, EXACT_MAX_UNITS + 4))
     assert 1 / (1 + 2**16) <= p < 1e-3
     # random draws under the null: P(p <= 0.1) near 0.1, never below the draws' resolution
     null = np.array([sign_flip_p(rng.normal(0, 1, EXACT_MAX_UNITS + 2), seed=i) for i in range(60)])
     assert null.min() >= 1 / (1 + 2**16) and np.mean(null <= 0.1) <= 0.25
+
+
+def test_meeting_in_the_middle_counts_as_enumerating_every_assignment():
+    rng = np.random.default_rng(2)
+    for n in (1, 5, 9):
+        d = np.round(rng.normal(0.2, 1.0, n), 1)  # rounded: ties on the observed mean occur
+        signs = 1 - 2 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)
+        brute = np.mean(signs @ d >= d.sum() - 1e-9)
+        assert sign_flip_p(d) == pytest.approx(brute)
