@@ -280,7 +280,11 @@ class RunConfig(Strict):
                         f"gates[{index}]: {gate.metric} {side} {bound:g} cannot pass by samples "
                         f"max {samples.max} (even every sample on its side leaves the bound "
                         f"inside the {self.stats.level:g} interval): "
-                        + (f"it needs max >= {needed}" if needed else "no max reaches it")
+                        + (
+                            f"it needs max >= {needed[0]} ({needed[1]} surely reaches it)"
+                            if needed[0]
+                            else "no max reaches it"
+                        )  # fmt: skip
                     )
         return self
 

@@ -73,16 +73,19 @@ def _least_n(bound: float, alpha: float) -> float:
     return math.inf if bound >= 1 else 0.0 if bound <= 0 else math.log(alpha) / math.log(bound)
 
 
-def max_needed(bound: float, side: str, samples: SampleRange, alpha: float) -> int | None:
+def max_needed(
+    bound: float, side: str, samples: SampleRange, alpha: float
+) -> tuple[int, int] | None:
     """None when a one-sided gate's bound can be decided in its favour by `samples.max`; else
-    the max that makes it reachable (0: none does). Even every sample passing (a `min` gate;
-    failing, a `max` gate) passes only once the design's last look crosses the bound: at the
-    full alpha that needs n >= ln alpha / ln b (necessary); at alpha / looks, where the
-    group-sequential design's nominal levels start (harness.stats.group_sequential), it is
-    sufficient. In between the design itself is asked (~2 s, only for such a gate)."""
+    (at least, surely) the max it needs ((0, 0): none does). Even every sample passing (a `min`
+    gate; failing, a `max` gate) passes only once the design's last look crosses the bound: at
+    the full alpha that needs n >= ln alpha / ln b (necessary: `at least`); at alpha / looks,
+    where the group-sequential design's nominal levels start (harness.stats.group_sequential),
+    it is sufficient (`surely`). In between the design itself is asked (~2-30 s, only for such
+    a gate); the exact max between the two would take a design per candidate."""
     wall = bound if side == "min" else 1.0 - bound
     if wall >= 1:
-        return 0
+        return (0, 0)
     looks = schedule(samples)
     if samples.max >= _least_n(wall, alpha / len(looks)):
         return None
@@ -93,7 +96,9 @@ def max_needed(bound: float, side: str, samples: SampleRange, alpha: float) -> i
         passes, fails = test.boundaries[-1]
         if passes[-1] if side == "min" else fails[0]:
             return None
-    needed = samples.max
-    while needed < _least_n(wall, alpha / len(schedule(samples.model_copy(update={"max": needed})))):
-        needed = max(needed + 1, math.ceil(needed * 1.02))
-    return needed
+    surely = samples.max
+    while surely < _least_n(
+        wall, alpha / len(schedule(samples.model_copy(update={"max": surely})))
+    ):
+        surely = max(surely + 1, math.ceil(surely * 1.02))
+    return max(samples.max + 1, math.ceil(_least_n(wall, alpha))), surely

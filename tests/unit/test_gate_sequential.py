@@ -75,7 +75,8 @@ def test_with_samples_missing_a_value_each_side_still_errs_at_most_alpha_at_the_
     runner looks (stopping once decided): the share passing a `min: 0.8` gate stays <= 0.05."""
     from harness.analysis.gate_sequential import sequential_check
 
-    rng, gate, passes, paths = np.random.default_rng(4), GateSpec(metric="auc", policy="none", min=0.8), 0, 600
+    gate = GateSpec(metric="auc", policy="none", min=0.8)
+    rng, passes, paths = np.random.default_rng(4), 0, 600
     for _ in range(paths):
         values = np.where(rng.random(LOOKS[-1]) < 0.1, np.nan, rng.random(LOOKS[-1]) < 0.8)
         for at in LOOKS:
