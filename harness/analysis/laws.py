@@ -129,10 +129,10 @@ def _solve(law: str, w: np.ndarray, y0: np.ndarray, g: np.ndarray):
     s1 = w.sum(axis=1)[:, None]
     sy = wy.sum(axis=1)[:, None]
     det = s1 * sgg - sg * sg
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):  # det 0: a rate collinear with the floor
         floor = (sgg * sy - sg * sgy) / det
         scale = (s1 * sgy - sg * sy) / det
-    sse = syy - floor * sy - scale * sgy
+        sse = syy - floor * sy - scale * sgy
     return floor, scale, np.where(np.abs(det) > 1e-12 * np.maximum(s1 * sgg, _EPS), sse, np.inf)
 
 
