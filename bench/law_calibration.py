@@ -2,7 +2,7 @@
 the laws stage's own code (`law_table.set_choice` for `law_p`, `law_table.law_rows` for the
 verdicts), in one run:
 
-    .venv/bin/python bench/law_calibration.py [--reps 200] [--recovery-reps 100] [--seed S]
+    .venv/bin/python bench/law_calibration.py [--reps 100] [--recovery-reps 50] [--seed S]
 
 1. Calibration (`--reps` sets per cell): under the null, decay to zero, P(law_p < q) at q = 0.05,
    0.01 and 0.05/300 (a Holm budget over 300 sets), per cell and pooled over all cells. Cells:
@@ -146,8 +146,8 @@ def recovery(reps: int, seed: int) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=200)
-    parser.add_argument("--recovery-reps", type=int, default=100)
+    parser.add_argument("--reps", type=int, default=100)  # ~10 min with the recovery table
+    parser.add_argument("--recovery-reps", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-calibration", action="store_true")
     args = parser.parse_args()
