@@ -4,8 +4,9 @@
 The curve sets (units, groups, the curves): `harness.analysis.law_sets`.
 Per set, each law's out-of-sample error, the chosen law, every parameter with a percentile
 bootstrap interval over the units (>= 3 units; fewer: no interval, "cannot tell"), `law_p`: the
-chooser's comparison as a test (a paired t-test over the units left out that a floored law
-predicts better than decay to zero, Bonferroni over the two floored laws) Holm-adjusted over
+chooser's comparison as a test (a sign-flip test over the units left out that a floored law
+predicts better than both decays to zero, power and exponential; Bonferroni over the two
+floored laws) Holm-adjusted over
 every set of the run that has one, before any choice (the run's one false-`settles` budget,
 1 - level: bench/laws.py --runs), the floor's one-sided bootstrap p-value (floor <= 0, no finer
 than 1 / (draws + 1)), and the floor's difference from policy `none` in the same group.

@@ -17,14 +17,15 @@ law to zero, so they always fit at least as well in sample):
 - `tail`: fit the first half of the curve (x <= x_min + (x_max - x_min) / 2) and predict the rest;
   the error is the RMS residual over the tail, in the fit's space.
 - `leave-one-unit-out` (behaviour with >= 3 samples): fit the mean curve of the other units,
-  predict the held-out unit's curve; the error is the RMS residual over all held-out points.
-  A floored law replaces the power law to zero only when its error is below (1 - MARGIN) times
-  the power law's: a tie goes to the law with fewer parameters.
+  predict the held-out unit's 0/1 curve; each unit's error is its mean binomial deviance. A
+  floored law replaces the power law to zero only when it predicts the held-out units better in
+  a sign-flip test over them at PAIRED_LEVEL (a fixed 5 % of squared error never cleared 0/1
+  noise: issue 54).
 - `leave-one-pair-out` (mechanism curves with >= PAIRED_MIN_UNITS pairs): fit the mean curve of
   the other pairs, predict the held-out pair's log curve after removing its own level (pairs
   differ in level by ~25 %: bench/laws.py); each pair's error is its mean squared log residual.
   A floored law replaces the power law to zero only when it predicts the held-out pairs better
-  in a one-sided paired t-test over the pairs at PAIRED_LEVEL: the per-pair differences carry
+  in a one-sided sign-flip test over the pairs at PAIRED_LEVEL: the per-pair differences carry
   the curve's noise, so the margin scales with it (a fixed 5 % margin on errors dominated by a
   pair's own noise let few floors through; docs/performance.md, "Which law?").
 Positive curves (relative space) take a floored law only with a positive floor: a divergence
