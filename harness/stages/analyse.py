@@ -15,7 +15,7 @@ from harness.analysis.policies import compare_policies
 from harness.analysis.predictor import predict_violations, window_features
 from harness.analysis.rules import rule_frames, rule_sentences
 from harness.analysis.summary import default_layers, summarise_conditions, token_frame
-from harness.config.gate_specs import gate_level
+from harness.config.gate_specs import gate_levels
 from harness.results import (
     AdherenceCurveRow,
     AdherenceRow,
@@ -91,7 +91,7 @@ class AnalyseStage:
         calibration = judge_calibration(windows, level=st.level, draws=st.draws)
         rates = {**self.measured(ctx), **measured_judges(calibration)}
         items = [sel.item.id for sel in ctx.items]  # the gates' checks, for their level
-        checked = gate_level(ctx.config.gates, list(ctx.config.models), items, st.level, st.family)
+        checked = gate_levels(ctx.config.gates, list(ctx.config.models), items, st.level, st.family)
         summary = summarise_conditions(
             fits if not fits.empty else None, windows, tokens, layers,
             level=st.level, anytime=anytime, horizon=horizon, rates=rates, gate_level=checked,

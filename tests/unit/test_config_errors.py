@@ -182,6 +182,13 @@ CASES = {
         ),
         "every_turns reminds between turns: placement system or user",
     ),
+    "a sequential gate out of reach of max": (
+        lambda config, suite: config.update(
+            samples={"min": 4, "max": 157},
+            gates=[{"metric": "auc", "policy": "none", "min": 0.99}],
+        ),
+        "gates[0]: auc min 0.99 cannot pass by samples max 157",
+    ),
     "duplicate item ids": (
         lambda config, suite: suite["items"].append(copy.deepcopy(suite["items"][0])),
         "duplicate item id 'mini-fr'",
