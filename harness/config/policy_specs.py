@@ -27,7 +27,7 @@ class PolicySpecBase(Strict):
     # the engine capabilities every instance needs (`needs` adds those its settings need)
     requires: ClassVar[frozenset[Capability]] = frozenset()
     # True when the items' checks decide what the policy does (it reminds on failing
-    # windows), so they enter its generation units' cache key
+    # windows), so they enter its generation units' cache key (`key_params`: anything else)
     reads_checks: ClassVar[bool] = False
 
     @property
@@ -38,6 +38,11 @@ class PolicySpecBase(Strict):
     def between_turns(self) -> bool:
         """True when the policy reminds between the turns of a conversation."""
         return False
+
+    def key_params(self) -> dict[str, str]:
+        """Parameters its generation units' cache key holds besides its fields (a change of
+        what the policy does that its settings do not show); {}: none."""
+        return {}
 
     def needs(self) -> dict[Capability, str]:
         """The engine capabilities this policy needs -> what needs each (for the refusal)."""

@@ -96,6 +96,13 @@ class AdaptivePolicy(_Reminding):
         self._check_rhythm(self.on, "on: turn")
         return self
 
+    def key_params(self) -> dict[str, str]:
+        if not self.between_turns:
+            return {}
+        # since adaptive judged ended replies on every code-checkable rule (not only the
+        # window-scope ones), its conversations differ: records made before are not reused
+        return {"reminds_on": "every code-checkable rule of the ended reply"}
+
     @property
     def between_turns(self) -> bool:
         return self.on is not None
