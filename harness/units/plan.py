@@ -25,7 +25,7 @@ from harness.engines.options import engine_options, model_of
 from harness.engines.refusals import refuse_chat_features
 from harness.engines.units import ByteBound
 from harness.errors import UserError
-from harness.models import EMBEDDED_MODEL, ResolvedModel, resolve_model, untrained_name
+from harness.models import EMBEDDED_MODEL, ResolvedModel, locate_model, untrained_name
 from harness.probes.endpoint import endpoint_settings
 from harness.scoring.inputs import score_run_id
 from harness.scoring.io import load_tokenizer
@@ -211,9 +211,12 @@ def plan_config(
     if config.probe.enabled:
         for model in models:
             check_probe_layers(config, model)
-    twins = {name: resolve_model(twin) for name, twin in twin_names.items()}
+    # located, not built: the probe stage builds a twin when it needs its weights
+    twins = {name: locate_model(twin) for name, twin in twin_names.items()}
     backends = (
-        probe_backends(config.probe.backend, [*models, *twins.values()], endpoint_settings(config))
+        probe_backends(
+            config.probe.backend, _backend_models(models, twins), endpoint_settings(config)
+        )
         if config.probe.enabled
         else {}
     )
@@ -226,6 +229,15 @@ def _twin_names(config: RunConfig, models: list[ResolvedModel]) -> dict[str, str
     if not (config.probe.enabled and config.probe.untrained_twin):
         return {}
     return {m.name: untrained_name(m.name) for m in models if m.source != "untrained"}
+
+
+def _backend_models(
+    models: list[ResolvedModel], twins: dict[str, ResolvedModel]
+) -> list[ResolvedModel]:
+    """The probed models for the backend checks, each twin at its trained model's folder: a
+    twin has its base's architecture and tokenizer, and its own folder is not built yet."""
+    paths = {m.name: m.path for m in models}
+    return [*models, *(t.model_copy(update={"path": paths[name]}) for name, t in twins.items())]
 
 
 def labelled_file(path: Path, config: RunConfig) -> RunConfig:
