@@ -67,6 +67,12 @@ DUPLICATE = {"id": "ok", "messages": _talk(FR_SYSTEM, FRENCH)}
     ("line", "args", "problem"),
     [
         ('{"messages": [{"role": "user"', [], "not valid JSON"),
+        # a raw tab inside a string: json's message ends in "at", the line and column follow
+        (
+            '{"messages": [{"role": "user", "content": "a\tb"}]}',
+            [],
+            "not valid JSON at line 2, column 45: Invalid control character (found '\\t')",
+        ),
         ({"messages": _talk(FR_SYSTEM)}, [], "no assistant turn to score"),
         (
             {"messages": [_msg("user", "a"), _msg("user", "b"), _msg("assistant", "c")]},
