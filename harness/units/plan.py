@@ -93,12 +93,15 @@ class ScorePlan:
     with_text: bool = True
     log_format: str = "auto"  # chat, inspect or otel (`harness.interop.FORMATS`)
     run_id: str = ""  # the rows' run_id (`scoring.inputs.score_run_id`)
+    # the gates checked on what is scored (the suites' and `--gates`'), already checked
+    # against the log (`commands.score.check_score_gates`): gates.csv, junit.xml
+    gates: list = field(default_factory=list)
 
 
 def plan_score(
     logs: Path, suites: list[TaskSuite], out: Path, config: ScoringConfig, model: str | None = None,
     item: str | None = None, worst: int | None = None, with_text: bool = True,
-    log_format: str = "auto",
+    log_format: str = "auto", gates: list | None = None,
 ) -> ScorePlan:  # fmt: skip
     """Every check before anything is written: `--item`, the items' checks, the output
     folder, the judges, every line of the log parsed and matched (one `file:line` UserError),
@@ -117,7 +120,7 @@ def plan_score(
     run_id = score_run_id(Path(logs), suites, config, model=name, item=item, format=log_format)
     return ScorePlan(
         Path(logs), list(suites), config, Path(out), name, matcher, judges, load_tokenizer(name),
-        judge_checks, item, worst, with_text, log_format, run_id,
+        judge_checks, item, worst, with_text, log_format, run_id, list(gates or []),
     )  # fmt: skip
 
 
