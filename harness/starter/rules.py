@@ -244,9 +244,7 @@ def _term_pattern(term: str) -> str:
     """The term's words; an inner word ending in -e may take a German adjective ending ("bei
     der Deutschen Bank"), the last an -s or 's ("ING's") or, after -e, an -n ("Sparkassen")."""
     words = term.split()
-    parts = [
-        re.escape(word) + ("[nrsm]?" if word.endswith("e") else "") for word in words[:-1]
-    ]
+    parts = [re.escape(word) + ("[nrsm]?" if word.endswith("e") else "") for word in words[:-1]]
     plural = "n|" if words[-1].endswith("e") else ""  # "die Sparkassen"
     parts.append(re.escape(words[-1]) + rf"(?:{plural}s|['’]s)?")
     return r"\s+".join(parts)
