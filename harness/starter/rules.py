@@ -240,13 +240,23 @@ def bare_term(term: str, quoted: bool = False) -> str:
     return term if quoted and not bare[:1].isupper() else bare
 
 
+def _letters(word: str) -> str:
+    """The word escaped, an accented letter also matching its plain one ("Hôtel" matches
+    "Hotel": replies drop accents)."""
+    return "".join(
+        f"[{ch}{fold(ch)}]" if len(fold(ch)) == 1 and fold(ch) != ch.lower() else re.escape(ch)
+        for ch in word
+    )
+
+
 def _term_pattern(term: str) -> str:
     """The term's words; an inner word ending in -e may take a German adjective ending ("bei
-    der Deutschen Bank"), the last an -s or 's ("ING's") or, after -e, an -n ("Sparkassen")."""
+    der Deutschen Bank"), the last an -s or 's ("ING's") or, after -e, an -n ("Sparkassen");
+    accents optional."""
     words = term.split()
-    parts = [re.escape(word) + ("[nrsm]?" if word.endswith("e") else "") for word in words[:-1]]
+    parts = [_letters(word) + ("[nrsm]?" if word.endswith("e") else "") for word in words[:-1]]
     plural = "n|" if words[-1].endswith("e") else ""  # "die Sparkassen"
-    parts.append(re.escape(words[-1]) + rf"(?:{plural}s|['’]s)?")
+    parts.append(_letters(words[-1]) + rf"(?:{plural}s|['’]s)?")
     return r"\s+".join(parts)
 
 

@@ -54,6 +54,7 @@ CASES = {
             "Vous pouvez aussi ouvrir un compte à la Société Générale.",
             "Les clients de l'ING paient moins de frais.",
             "C'est moins cher qu'à la société générale.",
+            "La Societe Generale propose la même chose.",
             "Chez ING, ce service est gratuit.",
             "Les tarifs d'ING sont différents.",
         ],
