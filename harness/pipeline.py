@@ -37,6 +37,7 @@ from harness.stages.generate import GenerateStage
 from harness.stages.laws import LawsStage
 from harness.stages.logs import (
     LogAnalyseStage,
+    LogGateStage,
     LogManifestStage,
     LogReportStage,
     LogRulesStage,
@@ -79,7 +80,8 @@ LOOP: list[Stage] = [GenerateStage(), ScoreStage(), AnalyseStage(summary_only=Tr
 
 # `harness score` on a chat log
 LOG_STAGES: list[Stage] = [
-    LogScoreStage(), LogAnalyseStage(), LogRulesStage(), LogManifestStage(), LogReportStage()
+    LogScoreStage(), LogAnalyseStage(), LogRulesStage(), LogGateStage(), LogManifestStage(),
+    LogReportStage(),
 ]  # fmt: skip
 
 # `harness probe`: continuations, pair curves, their tables and fits
