@@ -18,6 +18,7 @@ from harness.config.run import RunConfig
 from harness.config.suites import TaskSuite
 from harness.errors import UserError
 from harness.models import parse_model_name
+from harness.registry import Registered
 from harness.userfiles import read_user_text
 
 
@@ -73,7 +74,10 @@ def _keys_at(model: type[BaseModel], loc: tuple) -> set[str]:
 
 
 def _models_in(annotation: Any) -> list[type[BaseModel]]:
-    """The pydantic models an annotation can hold (through Optional, list, dict, unions)."""
+    """The pydantic models an annotation can hold (through Optional, list, dict, unions, and
+    the registered models of a registry-backed field)."""
+    if isinstance(annotation, Registered):
+        return annotation.classes()
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [annotation]
     return [m for arg in get_args(annotation) for m in _models_in(arg)]
