@@ -93,15 +93,55 @@ class AdaptivePolicy(_Reminding):
 
 
 class AttentionBiasPolicy(_Spec):
+    """lam * log((P + t) / P) on the system turn's attention logits (schedule log, dilution
+    compensation), or lam at every t (constant, InstABoost)."""
+
     name: Literal["attention_bias"] = "attention_bias"
     lam: float = Field(ge=0)
+    schedule: Literal["log", "constant"] = "log"
+
+
+class GuidancePolicy(_Spec):
+    """Classifier-free guidance on the system prompt: uncond + gamma * (cond - uncond).
+    gamma 1.5: the strength Sanchez et al. 2023 found best across their tasks."""
+
+    name: Literal["guidance"] = "guidance"
+    gamma: float = Field(1.5, ge=0)
+
+
+class SplitSoftmaxPolicy(_Spec):
+    """Split-softmax (Li et al. 2024): the system turn's attention mass pi becomes pi^k in
+    every head of `layers` (None: all)."""
+
+    name: Literal["split_softmax"] = "split_softmax"
+    k: float = Field(0.5, gt=0, le=1)
+    layers: list[int] | None = None
+
+
+class SpotlightPolicy(_Spec):
+    """SpotLight (2025): where the system turn's attention share is below `target`, raise it
+    to `target`, in every head of `layers` (None: all)."""
+
+    name: Literal["spotlight"] = "spotlight"
+    target: float = Field(0.1, gt=0, lt=1)
+    layers: list[int] | None = None
 
 
 PolicySpec = Annotated[
-    NonePolicy | RestatePolicy | PeriodicPolicy | AdaptivePolicy | AttentionBiasPolicy,
+    NonePolicy
+    | RestatePolicy
+    | PeriodicPolicy
+    | AdaptivePolicy
+    | AttentionBiasPolicy
+    | GuidancePolicy
+    | SplitSoftmaxPolicy
+    | SpotlightPolicy,
     Field(discriminator="name"),
 ]
-POLICY_NAMES = ("none", "restate", "periodic", "adaptive", "attention_bias")
+POLICY_NAMES = (
+    "none", "restate", "periodic", "adaptive", "attention_bias", "guidance", "split_softmax",
+    "spotlight",
+)  # fmt: skip
 
 
 def policy_label(policy: _Spec) -> str:
@@ -113,15 +153,25 @@ def policy_label(policy: _Spec) -> str:
     a policy on the items' own reminders keeps the short label that gates and caches name."""
     data = policy.model_dump(exclude_none=True)
     name = data.pop("name")
+    if data.get("schedule") == "log":  # the bias's first schedule keeps its first labels
+        data.pop("schedule")
     text = data.pop("text", None)
     if "every_turns" in data:
         data = {"every": f"turns{data.pop('every_turns')}", **data}
     if "on" in data:
         data = {"on": data.pop("on"), **data}
-    values = [f"{v:g}" if isinstance(v, float) else str(v) for v in data.values()]
+    values = [_label_value(v) for v in data.values()]
     if text is not None:
         values += ["text", hashlib.sha256(text.encode()).hexdigest()[:8]]
     return "-".join([name, *values])
+
+
+def _label_value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list):  # layers [3, 4] -> L3.4
+        return "L" + ".".join(str(v) for v in value)
+    return str(value)
 
 
 # the label of NonePolicy: the baseline every comparison is made against, in the result files

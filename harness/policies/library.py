@@ -13,15 +13,22 @@ from collections.abc import Callable
 from harness.config.policy_specs import (
     AdaptivePolicy,
     AttentionBiasPolicy,
+    GuidancePolicy,
     NonePolicy,
     PeriodicPolicy,
     PolicySpec,
     RestatePolicy,
+    SplitSoftmaxPolicy,
+    SpotlightPolicy,
 )
 from harness.engines.base import Engine, PromptBias
 from harness.errors import UserError
 from harness.policies.base import Policy, SampleSpec, SampleState, reminder_ids
 from harness.policies.conversation import reply_text
+from harness.policies.guidance import GuidanceRun
+from harness.policies.split_softmax import SplitSoftmaxRun
+from harness.policies.spotlight import SpotlightRun
+from harness.policies.steering import check_steerable
 from harness.text.chat import ChatFormat
 
 # (sample state, text of the last window) -> True when the window violates the task's checks
@@ -146,20 +153,18 @@ class AdaptiveRun(_RemindingRun):
 
 
 class AttentionBiasRun(Policy):
-    """Adds lam * log((P + t) / P) to the attention logits of the system-prompt keys."""
+    """Adds lam * log((P + t) / P) (schedule log) or lam (constant) to the attention logits of
+    the system-prompt keys."""
 
     spec: AttentionBiasPolicy
 
     def prepare(self, chat: ChatFormat, engine: Engine, states: list[SampleState]) -> None:
-        if engine.name != "hf":
-            raise UserError(
-                "policy attention_bias needs generation.engine: hf (vLLM kernels take no bias)"
-            )
+        check_steerable("attention_bias", engine, states)
         for state in states:
-            if not state.spec.system:
-                raise UserError("policy attention_bias needs a system prompt to bias toward")
-            prefix = chat.system_prefix_len(state.spec.system, state.spec.user)
-            state.bias = PromptBias(lam=self.spec.lam, prefix_len=prefix)
+            prefix = chat.system_prefix_len(state.spec.system or "", state.spec.user)
+            state.steering = PromptBias(
+                lam=self.spec.lam, schedule=self.spec.schedule, prefix_len=prefix
+            )
 
 
 _RUNS: dict[type, type[Policy]] = {
@@ -167,6 +172,9 @@ _RUNS: dict[type, type[Policy]] = {
     RestatePolicy: RestateRun,
     PeriodicPolicy: PeriodicRun,
     AttentionBiasPolicy: AttentionBiasRun,
+    GuidancePolicy: GuidanceRun,
+    SplitSoftmaxPolicy: SplitSoftmaxRun,
+    SpotlightPolicy: SpotlightRun,
 }
 
 
