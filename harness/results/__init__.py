@@ -49,6 +49,7 @@ from harness.results.probing import (
     RelayRow,
     TurnInfluenceRow,
 )
+from harness.results.quality import QualityRow
 from harness.results.rules import RuleCurveRow, RuleRow
 from harness.results.scoring import (
     AdherenceCurveRow,
@@ -76,6 +77,7 @@ ROWS: tuple[type[ResultRow], ...] = (
     CorrelationRow,
     PredictorRow,
     PolicyRow,
+    QualityRow,
     CalibrationRow,
     ForkRow,
     CarriedRow,
@@ -124,6 +126,7 @@ __all__ = [
     "NextTokenRow",
     "PolicyRow",
     "PredictorRow",
+    "QualityRow",
     "RelayRow",
     "ResultRow",
     "RuleCurveRow",
