@@ -18,7 +18,8 @@ import pandas as pd
 
 from harness.analysis.attention import uniform_share
 from harness.analysis.fits import POOLED, FitMember, fit_table, pooled_fit_rows
-from harness.config.policy_specs import BASELINE, AttentionBiasPolicy, policy_label
+from harness.config.policy_specs import BASELINE, policy_label
+from harness.policies import AttentionBiasPolicy
 from harness.probes.arrays import SHARE_METRICS
 from harness.probes.precision import hidden_below_floor
 from harness.results import CONDITION, AttentionRow, pair_id

@@ -15,6 +15,8 @@ from typing import Annotated, ClassVar, Literal, Self, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from harness.registry import CHECKS
+
 Scope = Literal["window", "response"]
 NAN = float("nan")
 
@@ -118,8 +120,9 @@ class Check(BaseModel):
         return None if math.isnan(result.value) else result.value >= 1.0
 
 
-# type name -> check class; a suite's `checks:` entries validate against these classes.
-CHECK_TYPES: dict[str, type[Check]] = {}
+# type name -> check class; a suite's `checks:` entries validate against these classes (the
+# package's modules and the `harness.checks` entry points: `harness.registry`).
+CHECK_TYPES = CHECKS
 
 CheckClass = TypeVar("CheckClass", bound=type[Check])
 
@@ -130,12 +133,13 @@ def register(cls: CheckClass) -> CheckClass:
     if not names or not all(isinstance(name, str) for name in names):
         raise TypeError(f"{cls.__name__}.type must be a Literal of the check's type name(s)")
     for name in names:
-        known = CHECK_TYPES.get(name)
+        known = CHECKS.peek(name)
         if known is not None and known is not cls:
             raise TypeError(
                 f"check type {name!r} is registered twice ({known.__name__}, {cls.__name__})"
             )
-    CHECK_TYPES.update(dict.fromkeys(names, cls))
+    for name in names:
+        CHECKS.add(name, cls)
     return cls
 
 

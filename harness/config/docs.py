@@ -28,6 +28,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from harness.config.run import RunConfig, TaskSuite
+from harness.registry import Registered, RegisteredName
 
 ROOTS: tuple[tuple[str, type[BaseModel]], ...] = (
     ("run config", RunConfig),
@@ -79,10 +80,22 @@ def _is_model(value: Any) -> bool:
 
 
 def _strip(annotation: Any) -> Any:
-    """The type without its `Annotated` metadata."""
+    """The type without its `Annotated` metadata; a field that takes what a registry holds
+    (`harness.registry`) as the union of the registered models, or of the registered names."""
     while get_origin(annotation) is typing.Annotated:
+        for mark in annotation.__metadata__:
+            if isinstance(mark, Registered):
+                return Union[tuple(mark.classes())]  # noqa: UP007 (a union built at run time)
+            if isinstance(mark, RegisteredName):
+                return Literal[tuple(sorted(mark.registry))]
         annotation = get_args(annotation)[0]
     return annotation
+
+
+def _field_type(info: FieldInfo) -> Any:
+    """The field's type, with the registry mark pydantic moved into its metadata."""
+    marks = [m for m in info.metadata if isinstance(m, Registered | RegisteredName)]
+    return typing.Annotated[info.annotation, *marks] if marks else info.annotation
 
 
 def type_text(annotation: Any) -> str:
@@ -161,7 +174,7 @@ def model_section(model: type[BaseModel], where: str) -> list[str]:
     lines += ["| Field | Type | Default | Bounds | Description |", "|---|---|---|---|---|"]
     for name, info in model.model_fields.items():
         text = info.description or comments.get(name) or _model_summary(info.annotation)
-        cells = [f"`{info.alias or name}`", type_text(info.annotation), default_text(info),
+        cells = [f"`{info.alias or name}`", type_text(_field_type(info)), default_text(info),
                  constraints(info), text]  # fmt: skip
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return [*lines, ""]

@@ -20,6 +20,7 @@ from harness.config.endpoint import (
 )
 from harness.config.schema import Strict
 from harness.errors import UserError
+from harness.registry import ENGINES, registered_name
 
 
 def _is_openai(value: str) -> bool:
@@ -96,9 +97,13 @@ class BudgetConfig(Strict):
 # the weights fit the GPUs in float32, else bfloat16 (float16 without bf16 units)
 Precision = Literal["auto", "float32", "bfloat16", "float16"]
 
+# the name of a registered engine kind
+EngineName = registered_name(ENGINES)
+
 
 class GenerationConfig(Strict):
-    engine: Literal["vllm", "hf", "openai", "chat"] = "vllm"
+    # a registered engine kind (`harness.engines.kinds`)
+    engine: EngineName = "vllm"
     max_tokens: int = Field(512, gt=0)
     temperature: float = Field(0.7, ge=0)
     top_p: float = Field(0.95, gt=0, le=1)

@@ -1,24 +1,34 @@
-"""The policy specs of a run config (`policies:` and `conversation_policies:`): each policy's
-settings, validated here and only here, and `label`, the one name of a policy everywhere
-(records, manifest, reports). `harness.policies.run_policy_of(spec, ...)` builds the running
-policy (`harness.policies.library`), which reads its settings from the spec; `harness.config.run`
-re-exports these models."""
+"""What a run config's policies (`policies:` and `conversation_policies:`) are: `PolicySpec`,
+any registered policy's spec (`harness.registry.POLICIES`: each policy's module defines its spec
+and its running class together, `harness.policies.library` for the built-in ones), and `label`,
+the one name of a policy everywhere (records, manifest, reports)."""
 
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated, Any, Literal
+from typing import ClassVar, Literal
 
-from pydantic import Field, model_validator
-
-from harness.checks.base import NonEmptyText
+from harness.capabilities import Capability
 from harness.config.schema import Strict
+from harness.registry import POLICIES, registered
 
 Placement = Literal["system", "user", "inline"]
 
 
-class _Spec(Strict):
+class PolicySpecBase(Strict):
+    """What every policy spec is: its `name` (a Literal of one name, the registry's key), the
+    engine capabilities it needs, and what enters its cache key besides its own fields.
+
+    A policy is one module (`harness.policies.library` for the built-in ones, or a plugin's):
+    a subclass of this with its settings, and its running class decorated with
+    `@register_policy(TheSpec)` (docs/architecture.md, "Adding a policy")."""
+
     name: str
+    # the engine capabilities every instance needs (`needs` adds those its settings need)
+    requires: ClassVar[frozenset[Capability]] = frozenset()
+    # True when the items' checks decide what the policy does (it reminds on failing
+    # windows), so they enter its generation units' cache key
+    reads_checks: ClassVar[bool] = False
 
     @property
     def label(self) -> str:
@@ -29,122 +39,20 @@ class _Spec(Strict):
         """True when the policy reminds between the turns of a conversation."""
         return False
 
-
-class NonePolicy(_Spec):
-    name: Literal["none"] = "none"
-
-
-class RestatePolicy(_Spec):
-    name: Literal["restate"] = "restate"
+    def needs(self) -> dict[Capability, str]:
+        """The engine capabilities this policy needs -> what needs each (for the refusal)."""
+        return dict.fromkeys(self.requires, f"policy {self.name}")
 
 
-class _Reminding(_Spec):
-    every: int | None = Field(None, gt=0)
-    placement: Placement = "user"
-    text: NonEmptyText | None = None  # None: the task item's reminder
+# any registered policy spec, told apart by its `name`
+PolicySpec = registered(POLICIES, "name", PolicySpecBase)
 
-    def _check_rhythm(self, turn_rhythm: Any, what: str) -> None:
-        if (self.every is None) == (turn_rhythm is None):
-            raise ValueError(f"{self.name} needs exactly one of every (tokens) or {what}")
-        if turn_rhythm is not None and self.placement == "inline":
-            raise ValueError(f"{what} reminds between turns: placement system or user")
+# the label of the `none` policy: the baseline every comparison is made against, in the
+# result files
+BASELINE = "none"
 
 
-class PeriodicPolicy(_Reminding):
-    """Within one reply: a reminder every `every` generated tokens. In a conversation: before
-    every `every_turns`-th user turn (turns 2..K; turn 1 is the prompt)."""
-
-    name: Literal["periodic"] = "periodic"
-    every_turns: int | None = Field(None, gt=0)
-
-    @model_validator(mode="after")
-    def _one_rhythm(self) -> PeriodicPolicy:
-        self._check_rhythm(self.every_turns, "every_turns")
-        return self
-
-    @property
-    def between_turns(self) -> bool:
-        return self.every_turns is not None
-
-
-class AdaptivePolicy(_Reminding):
-    """Within one reply: every `every` tokens, remind when the last `every` tokens fail. In a
-    conversation (`on: turn`): remind before the user turn that follows a failing reply."""
-
-    name: Literal["adaptive"] = "adaptive"
-    on: Literal["turn"] | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _yaml_on(cls, data: Any) -> Any:
-        # YAML 1.1 reads the bare key `on` as the boolean true
-        if isinstance(data, dict) and True in data:
-            data = {("on" if k is True else k): v for k, v in data.items()}
-        return data
-
-    @model_validator(mode="after")
-    def _one_rhythm(self) -> AdaptivePolicy:
-        self._check_rhythm(self.on, "on: turn")
-        return self
-
-    @property
-    def between_turns(self) -> bool:
-        return self.on is not None
-
-
-class AttentionBiasPolicy(_Spec):
-    """lam * log((P + t) / P) on the system turn's attention logits (schedule log, dilution
-    compensation), or lam at every t (constant, InstABoost)."""
-
-    name: Literal["attention_bias"] = "attention_bias"
-    lam: float = Field(ge=0)
-    schedule: Literal["log", "constant"] = "log"
-
-
-class GuidancePolicy(_Spec):
-    """Classifier-free guidance on the system prompt: uncond + gamma * (cond - uncond).
-    gamma 1.5: the strength Sanchez et al. 2023 found best across their tasks."""
-
-    name: Literal["guidance"] = "guidance"
-    gamma: float = Field(1.5, ge=0)
-
-
-class SplitSoftmaxPolicy(_Spec):
-    """Split-softmax (Li et al. 2024): the system turn's attention mass pi becomes pi^k in
-    every head of `layers` (None: all)."""
-
-    name: Literal["split_softmax"] = "split_softmax"
-    k: float = Field(0.5, gt=0, le=1)
-    layers: list[int] | None = None
-
-
-class SpotlightPolicy(_Spec):
-    """SpotLight (2025): where the system turn's attention share is below `target`, raise it
-    to `target`, in every head of `layers` (None: all)."""
-
-    name: Literal["spotlight"] = "spotlight"
-    target: float = Field(0.1, gt=0, lt=1)
-    layers: list[int] | None = None
-
-
-PolicySpec = Annotated[
-    NonePolicy
-    | RestatePolicy
-    | PeriodicPolicy
-    | AdaptivePolicy
-    | AttentionBiasPolicy
-    | GuidancePolicy
-    | SplitSoftmaxPolicy
-    | SpotlightPolicy,
-    Field(discriminator="name"),
-]
-POLICY_NAMES = (
-    "none", "restate", "periodic", "adaptive", "attention_bias", "guidance", "split_softmax",
-    "spotlight",
-)  # fmt: skip
-
-
-def policy_label(policy: _Spec) -> str:
+def policy_label(policy: PolicySpecBase) -> str:
     """Short stable label used in records and reports, derived from every field that changes
     what the policy does, e.g. `periodic-128-user`, `attention_bias-1` (numbers as `:g` writes
     them, so lam 1.0 and 1 label alike); between turns `periodic-turns2-user`,
@@ -166,7 +74,7 @@ def policy_label(policy: _Spec) -> str:
     return "-".join([name, *values])
 
 
-def _label_value(value: Any) -> str:
+def _label_value(value: object) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, list):  # layers [3, 4] -> L3.4
@@ -174,11 +82,7 @@ def _label_value(value: Any) -> str:
     return str(value)
 
 
-# the label of NonePolicy: the baseline every comparison is made against, in the result files
-BASELINE = policy_label(NonePolicy())
-
-
-def repeated_policy(specs: list[_Spec], field: str) -> str | None:
+def repeated_policy(specs: list[PolicySpecBase], field: str) -> str | None:
     """Why `specs` (one list of a config) holds one policy twice, or None: two identical
     specs would run as one policy and merge in every table."""
     first: dict[str, int] = {}

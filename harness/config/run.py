@@ -32,14 +32,9 @@ from harness.config.generation import (
 )
 from harness.config.policy_specs import (
     BASELINE,
-    POLICY_NAMES,
-    AdaptivePolicy,
-    AttentionBiasPolicy,
-    NonePolicy,
-    PeriodicPolicy,
     Placement,
     PolicySpec,
-    RestatePolicy,
+    PolicySpecBase,
     policy_label,
     repeated_policy,
 )
@@ -50,8 +45,7 @@ from harness.config.suites import TaskItem, TaskSuite, UserSimulator, UserTurn
 # re-exported: the suite models (harness.config.suites), the policy specs
 # (harness.config.policy_specs) and the generation section (harness.config.generation)
 __all__ = [
-    "BASELINE", "POLICY_NAMES", "AdaptivePolicy", "AttentionBiasPolicy", "NonePolicy",
-    "PeriodicPolicy", "Placement", "PolicySpec", "RestatePolicy", "TaskItem", "TaskSuite",
+    "BASELINE", "Placement", "PolicySpec", "PolicySpecBase", "TaskItem", "TaskSuite",
     "UserSimulator", "UserTurn", "policy_label", "BudgetConfig", "ChatOptions",
     "GenerationConfig", "ModelPrice", "Precision",
 ]  # fmt: skip

@@ -27,9 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.atomic import atomic_write_text
+from harness.capabilities import Capabilities, Capability
 from harness.config.endpoint import DEFAULT_KEY_ENV, server_url
+from harness.config.run import ChatOptions, GenerationConfig
 from harness.engines.base import GenerationRequest, GenerationResult, refuse_prompt_bias
 from harness.engines.chat_protocols import PROTOCOLS, Reply
+from harness.engines.kinds import register_engine
 from harness.engines.pricing import Budget
 from harness.engines.ratelimit import RateLimiter
 from harness.engines.units import PositionUnits, piece_id
@@ -87,6 +90,27 @@ class ChatUsage:
         return {k: v for k, v in vars(self).items() if not k.startswith("_")}
 
 
+def chat_options(gen: GenerationConfig, model: str | None, cache_dir: Path | None) -> dict:
+    return {
+        "model": gen.served_model or model,
+        "base_url": gen.base_url,
+        "api_key_env": gen.api_key_env,
+        "max_model_len": gen.max_model_len,
+        "cache_dir": cache_dir,
+        **(gen.chat or ChatOptions()).model_dump(),
+    }
+
+
+def chat_capabilities(gen: GenerationConfig) -> Capabilities:
+    """Anthropic's Messages API continues an assistant message the harness started but takes
+    one system prompt; chat completions take system messages anywhere but no prefill."""
+    if gen.protocol == "anthropic":
+        return frozenset({Capability.PREFILL})
+    return frozenset({Capability.LATER_SYSTEM_MESSAGES})
+
+
+# whole messages in, text out, billed per request
+@register_engine("chat", {Capability.METERED}, chat_options, chat_capabilities)
 class ChatEngine:
     name = "chat"
 

@@ -12,6 +12,8 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from harness.capabilities import Capability
+from harness.config.run import GenerationConfig
 from harness.engines.base import (
     GenerationRequest,
     GenerationResult,
@@ -19,8 +21,28 @@ from harness.engines.base import (
     steering_key,
 )
 from harness.engines.device import input_device, load_causal_lm
+from harness.engines.kinds import register_engine
 
 
+def hf_options(gen: GenerationConfig, model: str | None, cache_dir: Path | None) -> dict:
+    return {"max_model_len": gen.max_model_len, "dtype": gen.dtype}
+
+
+@register_engine(
+    "hf",
+    {
+        Capability.PREFILL,
+        Capability.LATER_SYSTEM_MESSAGES,
+        Capability.TOKEN_IDS,
+        Capability.HIDDEN_STATES,
+        Capability.PROMPT_LOGPROBS,
+        Capability.ATTENTION_HOOKS,
+        Capability.LOGITS_PROCESSORS,
+        Capability.PAIRED_ROWS,
+        Capability.LOCAL_WEIGHTS,
+    },
+    hf_options,
+)
 class HfEngine:
     name = "hf"
 

@@ -12,8 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from harness.config.endpoint import DEFAULT_KEY_ENV, api_key, server_url
+from harness.capabilities import Capability
+from harness.config.endpoint import DEFAULT_KEY_ENV, api_key, endpoint_of, server_url
+from harness.config.run import GenerationConfig
 from harness.engines.base import GenerationRequest, GenerationResult, refuse_prompt_bias
+from harness.engines.kinds import register_engine
 from harness.errors import UserError
 
 # an OpenAI-protocol finish reason -> the harness's (anything else: the reply ended, `stop`)
@@ -68,6 +71,21 @@ class CompletionsApi:
         self._client.close()
 
 
+def openai_options(gen: GenerationConfig, model: str | None, cache_dir: Path | None) -> dict:
+    return {**endpoint_of(gen).options(), "max_model_len": gen.max_model_len}
+
+
+# a completions endpoint continues any token ids; the model's folder gives its tokenizer
+@register_engine(
+    "openai",
+    {
+        Capability.PREFILL,
+        Capability.LATER_SYSTEM_MESSAGES,
+        Capability.TOKEN_IDS,
+        Capability.LOCAL_WEIGHTS,
+    },
+    openai_options,
+)
 class OpenAIEngine:
     name = "openai"
 

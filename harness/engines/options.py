@@ -7,8 +7,10 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from harness.config.endpoint import endpoint_of, server_url
-from harness.config.run import ChatOptions, GenerationConfig
+from harness.capabilities import Capability
+from harness.config.endpoint import server_url
+from harness.config.run import GenerationConfig
+from harness.engines.kinds import engine_can, engine_kind
 from harness.engines.pricing import Budget
 from harness.models import ResolvedModel, resolve_model
 
@@ -18,40 +20,26 @@ def engine_options(
 ) -> dict:
     """`make_engine(gen.engine, path, **engine_options(gen, name))` for this generation config
     (`model`: the config's name of the model, which a chat endpoint is asked for; `cache_dir`:
-    where a chat engine keeps the answers it was paid for, the run's request cache)."""
-    if gen.engine == "vllm":
-        return {
-            "max_model_len": gen.max_model_len,
-            "tensor_parallel_size": gen.tensor_parallel_size,
-            "pipeline_parallel_size": gen.pipeline_parallel_size,
-        }
-    if gen.engine == "openai":
-        return {**endpoint_of(gen).options(), "max_model_len": gen.max_model_len}
-    if gen.engine == "chat":
-        return {
-            "model": gen.served_model or model,
-            "base_url": gen.base_url,
-            "api_key_env": gen.api_key_env,
-            "max_model_len": gen.max_model_len,
-            "cache_dir": cache_dir,
-            **(gen.chat or ChatOptions()).model_dump(),
-        }
-    return {"max_model_len": gen.max_model_len, "dtype": gen.dtype}
+    where a chat engine keeps the answers it was paid for, the run's request cache): what the
+    engine's kind takes (`EngineKind.options`)."""
+    return engine_kind(gen).options(gen, model, cache_dir)
 
 
 def model_of(name: str, gen: GenerationConfig) -> ResolvedModel:
-    """The model `name` stands for: on the chat engine a hosted model, known by its endpoint
-    and name (no folder, nothing to load); else the zoo's (`resolve_model`)."""
-    if gen.engine != "chat":
+    """The model `name` stands for: the zoo's (`resolve_model`) on an engine that loads local
+    weights; else a hosted model, known by its endpoint and name (no folder, nothing to
+    load)."""
+    if engine_can(gen, Capability.LOCAL_WEIGHTS):
         return resolve_model(name)
     served = gen.served_model or name
-    identity = f"chat\n{server_url(gen.base_url, gen.protocol) or ''}\n{served}"
+    identity = f"{gen.engine}\n{server_url(gen.base_url, gen.protocol) or ''}\n{served}"
     key = hashlib.sha256(identity.encode()).hexdigest()[:16]
     return ResolvedModel(name=name, source="hosted", path=Path("."), content_key=key)
 
 
 def run_budget(config, model: str):
-    """The chat engine's spending guard for `model` under `config.budget` (None elsewhere)."""
-    if config.generation.engine != "chat":
+    """The spending guard for `model` under `config.budget` on an engine whose requests are
+    billed (None elsewhere)."""
+    if not engine_can(config.generation, Capability.METERED):
         return None
     return Budget(config.budget, (config.pricing or {}).get(model))

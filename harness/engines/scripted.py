@@ -13,26 +13,26 @@ as the embedded model does, with a per-sample pass rate the caller knows.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from harness.engines import ENGINES
 from harness.engines.base import GenerationRequest, GenerationResult
+from harness.registry import ENGINES
 
 
 def replace_every_engine(engine: Any) -> Callable[[], None]:
     """From now on every engine the harness makes, whatever the kind and model, is `engine`
-    (a ScriptedEngine or another stand-in). Returns what puts the real engines back."""
-    saved = dict(ENGINES)
-    ENGINES.update(dict.fromkeys(saved, lambda model_path, **options: engine))
-
-    def restore() -> None:
-        ENGINES.clear()
-        ENGINES.update(saved)
-
-    return restore
+    (a ScriptedEngine or another stand-in); each kind keeps its capabilities and options.
+    Returns what puts the real engines back."""
+    return ENGINES.swap(
+        {
+            name: dataclasses.replace(kind, build=lambda model_path, **options: engine)
+            for name, kind in ENGINES.items()
+        }
+    )
 
 
 @contextmanager

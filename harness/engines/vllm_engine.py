@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.capabilities import Capability
+from harness.config.run import GenerationConfig
 from harness.engines.base import (
     FollowUp,
     GenerationRequest,
@@ -26,6 +28,7 @@ from harness.engines.base import (
     refuse_prompt_bias,
 )
 from harness.engines.cpu_runtime import configure_cpu_runtime
+from harness.engines.kinds import register_engine
 from harness.engines.lifetime import engine_children_bound
 from harness.engines.memory import check_engine_memory
 from harness.errors import raise_if_stopped
@@ -290,6 +293,28 @@ def config_context(model_path: Path) -> int:
     return int(config.get("max_position_embeddings") or 2048)
 
 
+def vllm_options(gen: GenerationConfig, model: str | None, cache_dir: Path | None) -> dict:
+    return {
+        "max_model_len": gen.max_model_len,
+        "tensor_parallel_size": gen.tensor_parallel_size,
+        "pipeline_parallel_size": gen.pipeline_parallel_size,
+    }
+
+
+@register_engine(
+    "vllm",
+    {
+        Capability.PREFILL,
+        Capability.LATER_SYSTEM_MESSAGES,
+        Capability.TOKEN_IDS,
+        Capability.HIDDEN_STATES,
+        Capability.PROMPT_LOGPROBS,
+        Capability.LOGITS_PROCESSORS,
+        Capability.LOCAL_WEIGHTS,
+        Capability.PREFIX_CACHE,
+    },
+    vllm_options,
+)
 def get_vllm_engine(model_path: Path, **options) -> VllmEngine:
     """The process-wide engine for these options (created on first use)."""
     key = (str(model_path), tuple(sorted(options.items())))

@@ -1,26 +1,31 @@
-"""Restatement and re-injection policies that drive an Engine in segments: the running policy
-of a config spec (`harness.config.policy_specs`, re-exported here) is `policy_run(spec, ...)`."""
+"""Restatement and re-injection policies that drive an Engine in segments. A policy is a spec
+and a running class registered together (`register_policy`); `policy_run(spec, ...)` builds the
+running policy of a config's spec. The built-in ones are `harness.policies.library`'s."""
 
 from __future__ import annotations
 
-from harness.config.policy_specs import (
-    AdaptivePolicy,
-    AttentionBiasPolicy,
-    NonePolicy,
-    PeriodicPolicy,
-    RestatePolicy,
-    policy_label,
-)
-from harness.policies.base import Policy, SampleSpec, SampleState
-from harness.policies.driver import run_policies, run_policy
-from harness.policies.library import (
-    AdaptiveRun,
-    AttentionBiasRun,
-    NoneRun,
-    PeriodicRun,
-    RestateRun,
+from harness.config.policy_specs import PolicySpecBase, policy_label
+from harness.policies.base import (
+    Policy,
+    PolicyKind,
+    SampleSpec,
+    SampleState,
     ViolationHook,
     policy_run,
+    register_policy,
+)
+from harness.policies.driver import run_policies, run_policy
+from harness.policies.library import (
+    AdaptivePolicy,
+    AdaptiveRun,
+    AttentionBiasPolicy,
+    AttentionBiasRun,
+    NonePolicy,
+    NoneRun,
+    PeriodicPolicy,
+    PeriodicRun,
+    RestatePolicy,
+    RestateRun,
 )
 from harness.text.chat import ChatFormat
 
@@ -35,6 +40,8 @@ __all__ = [
     "PeriodicPolicy",
     "PeriodicRun",
     "Policy",
+    "PolicyKind",
+    "PolicySpecBase",
     "RestatePolicy",
     "RestateRun",
     "SampleSpec",
@@ -42,6 +49,7 @@ __all__ = [
     "ViolationHook",
     "policy_label",
     "policy_run",
+    "register_policy",
     "run_policies",
     "run_policy",
 ]

@@ -7,10 +7,11 @@ run rounds are `driver.run_policies` and, on continuously batching engines, `con
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar, get_args
 
-from harness.config.policy_specs import PolicySpec
+from harness.config.policy_specs import PolicySpec, PolicySpecBase
 from harness.engines.base import (
     Engine,
     GenerationRequest,
@@ -18,6 +19,7 @@ from harness.engines.base import (
     Steering,
 )
 from harness.errors import UserError
+from harness.registry import POLICIES
 from harness.text.chat import ChatFormat
 from harness.text.records import Segment, TokenCounts
 
@@ -101,16 +103,26 @@ class SampleState:
         )
 
 
+# (sample state, text of the last window) -> True when the window violates the task's checks
+ViolationHook = Callable[[SampleState, str], bool]
+
+
 class Policy:
-    """A running policy: its `spec` (`harness.config.policy_specs`: the settings, validated when the
-    config loaded, and the label) with the run's `continue_on_eos` (a `Continue.` turn at EOS
-    until the budget is spent). Base: generate to the budget in one round; the policies of
+    """A running policy: its `spec` (the settings, validated when the config loaded, and the
+    label) with the run's `continue_on_eos` (a `Continue.` turn at EOS until the budget is
+    spent) and `violates`, the items' window check (for the policies whose spec
+    `reads_checks`). Base: generate to the budget in one round; the policies of
     `harness.policies.library` change the round length, the start of the assistant turn, and
     what is injected between rounds."""
 
     placement = "user"  # where a reminder goes; the reminding policies take their spec's
 
-    def __init__(self, spec: PolicySpec, continue_on_eos: bool = False) -> None:
+    def __init__(
+        self,
+        spec: PolicySpec,
+        continue_on_eos: bool = False,
+        violates: ViolationHook | None = None,
+    ) -> None:
         self.spec, self.continue_on_eos = spec, continue_on_eos
 
     @property
@@ -135,10 +147,47 @@ class Policy:
         """Upper bound of tokens this policy may add besides generated ones (context check)."""
         return 0
 
+    def opening_tokens(self, chat: ChatFormat, spec: SampleSpec) -> int:
+        """Tokens the policy starts the assistant turn with (a restatement)."""
+        return 0
+
     def turn_reminder(self, chat: ChatFormat, state: SampleState) -> str | None:
         """Conversations: the reminder to add before user turn `state.turn + 1` (None: none),
         at `placement`. Called once per turn, after the reply to `state.turn` ended."""
         return None
+
+
+@dataclass(frozen=True)
+class PolicyKind:
+    """One registered policy: the spec a config names it by, and the class that runs it."""
+
+    spec: type[PolicySpecBase]
+    run: type[Policy]
+
+
+RunClass = TypeVar("RunClass", bound=type[Policy])
+
+
+def register_policy(spec: type[PolicySpecBase]) -> Callable[[RunClass], RunClass]:
+    """Class decorator on a running policy: configs may name `spec` (by its `name` Literal),
+    and `policy_run` builds the decorated class for it."""
+    names = get_args(spec.model_fields["name"].annotation)
+    if len(names) != 1 or not isinstance(names[0], str):
+        raise TypeError(f"{spec.__name__}.name must be a Literal of the policy's one name")
+
+    def decorate(run: RunClass) -> RunClass:
+        POLICIES.add(names[0], PolicyKind(spec, run))
+        return run
+
+    return decorate
+
+
+def policy_run(
+    spec: PolicySpec, continue_on_eos: bool = False, violates: ViolationHook | None = None
+) -> Policy:
+    """The running policy of a spec, with the run's settings: `continue_on_eos`, and
+    `violates`, the items' window check (the policies whose spec `reads_checks` remind on)."""
+    return POLICIES.lookup(spec.name).run(spec, continue_on_eos, violates)
 
 
 def reminder_ids(chat: ChatFormat, placement: str, text: str, last: int | None) -> list[int]:

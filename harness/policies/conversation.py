@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness.config.policy_specs import RestatePolicy
 from harness.engines.base import Engine, GenerationRequest, SamplingSettings
 from harness.policies.base import CONTINUE_TEXT, Policy, SampleState
 from harness.text.chat import ChatFormat
@@ -205,8 +204,7 @@ def conversation_floor(chat: ChatFormat, policy: Policy, spec) -> int:
     turn cannot be rendered (e.g. placement system without a system role)."""
     reminder = policy.reminder_text(spec) if policy.between_turns else None
     size = len(chat.prompt_ids(spec.system, spec.user)) + spec.n_turns
-    if isinstance(policy.spec, RestatePolicy):
-        size += len(chat.encode(spec.restatement))
+    size += policy.opening_tokens(chat, spec)
     texts = [text for text, _ in spec.turns]
     texts += ["x"] * (spec.simulator.turns if spec.simulator else 0)
     for text in texts:

@@ -1,44 +1,122 @@
-"""The running policies: none, restate, periodic, adaptive, attention_bias.
+"""The built-in policies: none, restate, periodic, adaptive, attention_bias.
 
-Each runs one spec of `harness.config.policy_specs` (`NoneRun` runs a `NonePolicy`, ...) and reads
-its settings from it: the spec validated them when the config loaded and names the policy
-(`label`), so nothing here checks or labels again. `policy_run(spec, continue_on_eos,
-violates)` builds the one for a spec.
+Each is a spec (its settings, validated when the config loads, and its label) and the running
+class that reads them, registered together by `@register_policy(Spec)`; a new policy is one
+such module (docs/architecture.md, "Adding a policy"). `policy_run(spec, ...)` builds the
+running policy of a spec.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Any, Literal
 
-from harness.config.policy_specs import (
-    AdaptivePolicy,
-    AttentionBiasPolicy,
-    GuidancePolicy,
-    NonePolicy,
-    PeriodicPolicy,
-    PolicySpec,
-    RestatePolicy,
-    SplitSoftmaxPolicy,
-    SpotlightPolicy,
-)
+from pydantic import Field, model_validator
+
+from harness.capabilities import Capability
+from harness.checks.base import NonEmptyText
+from harness.config.policy_specs import Placement, PolicySpecBase
 from harness.engines.base import Engine, PromptBias
 from harness.errors import UserError
-from harness.policies.base import Policy, SampleSpec, SampleState, reminder_ids
+from harness.policies.base import (
+    Policy,
+    SampleSpec,
+    SampleState,
+    ViolationHook,
+    register_policy,
+    reminder_ids,
+)
 from harness.policies.conversation import reply_text
-from harness.policies.guidance import GuidanceRun
-from harness.policies.split_softmax import SplitSoftmaxRun
-from harness.policies.spotlight import SpotlightRun
-from harness.policies.steering import check_steerable
 from harness.text.chat import ChatFormat
 
-# (sample state, text of the last window) -> True when the window violates the task's checks
-ViolationHook = Callable[[SampleState, str], bool]
+
+class NonePolicy(PolicySpecBase):
+    name: Literal["none"] = "none"
 
 
+class RestatePolicy(PolicySpecBase):
+    name: Literal["restate"] = "restate"
+    requires = frozenset({Capability.PREFILL})  # the assistant turn starts with its text
+
+
+class _Reminding(PolicySpecBase):
+    every: int | None = Field(None, gt=0)
+    placement: Placement = "user"
+    text: NonEmptyText | None = None  # None: the task item's reminder
+
+    def needs(self) -> dict[Capability, str]:
+        where = f"policy {self.name}, placement {self.placement}"
+        if self.placement == "inline":  # a reminder inside the assistant's own message
+            return {Capability.PREFILL: where}
+        if self.placement == "system":
+            return {Capability.LATER_SYSTEM_MESSAGES: where}
+        return {}
+
+    def _check_rhythm(self, turn_rhythm: Any, what: str) -> None:
+        if (self.every is None) == (turn_rhythm is None):
+            raise ValueError(f"{self.name} needs exactly one of every (tokens) or {what}")
+        if turn_rhythm is not None and self.placement == "inline":
+            raise ValueError(f"{what} reminds between turns: placement system or user")
+
+
+class PeriodicPolicy(_Reminding):
+    """Within one reply: a reminder every `every` generated tokens. In a conversation: before
+    every `every_turns`-th user turn (turns 2..K; turn 1 is the prompt)."""
+
+    name: Literal["periodic"] = "periodic"
+    every_turns: int | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _one_rhythm(self) -> PeriodicPolicy:
+        self._check_rhythm(self.every_turns, "every_turns")
+        return self
+
+    @property
+    def between_turns(self) -> bool:
+        return self.every_turns is not None
+
+
+class AdaptivePolicy(_Reminding):
+    """Within one reply: every `every` tokens, remind when the last `every` tokens fail. In a
+    conversation (`on: turn`): remind before the user turn that follows a failing reply."""
+
+    name: Literal["adaptive"] = "adaptive"
+    on: Literal["turn"] | None = None
+    reads_checks = True  # the items' checks decide when it reminds
+
+    @model_validator(mode="before")
+    @classmethod
+    def _yaml_on(cls, data: Any) -> Any:
+        # YAML 1.1 reads the bare key `on` as the boolean true
+        if isinstance(data, dict) and True in data:
+            data = {("on" if k is True else k): v for k, v in data.items()}
+        return data
+
+    @model_validator(mode="after")
+    def _one_rhythm(self) -> AdaptivePolicy:
+        self._check_rhythm(self.on, "on: turn")
+        return self
+
+    @property
+    def between_turns(self) -> bool:
+        return self.on is not None
+
+
+class AttentionBiasPolicy(PolicySpecBase):
+    """lam * log((P + t) / P) on the system turn's attention logits (schedule log, dilution
+    compensation), or lam at every t (schedule constant, InstABoost's fixed boost)."""
+
+    name: Literal["attention_bias"] = "attention_bias"
+    requires = frozenset({Capability.ATTENTION_HOOKS})  # vLLM kernels take no bias
+    lam: float = Field(ge=0)
+    schedule: Literal["log", "constant"] = "log"
+
+
+@register_policy(NonePolicy)
 class NoneRun(Policy):
     """One round to the budget (`Continue.` turns at EOS with continue_on_eos)."""
 
 
+@register_policy(RestatePolicy)
 class RestateRun(Policy):
     """The assistant turn starts with the item's restatement, which the model continues."""
 
@@ -52,6 +130,9 @@ class RestateRun(Policy):
             state.counts.restated = 0  # counted from segments when the record is built
 
     def injection_budget(self, chat: ChatFormat, spec: SampleSpec, max_tokens: int) -> int:
+        return self.opening_tokens(chat, spec)
+
+    def opening_tokens(self, chat: ChatFormat, spec: SampleSpec) -> int:
         return len(chat.encode(spec.restatement))
 
 
@@ -106,6 +187,7 @@ class _RemindingRun(Policy):
         return per * (max_tokens // self.spec.every)
 
 
+@register_policy(PeriodicPolicy)
 class PeriodicRun(_RemindingRun):
     """Every `every` generated tokens, the reminder into every unfinished sample; in a
     conversation (`every_turns`), before every `every_turns`-th user turn."""
@@ -120,6 +202,7 @@ class PeriodicRun(_RemindingRun):
         return {i: self._reminder_ids(chat, s) for i, s in enumerate(states) if self.due(s)}
 
 
+@register_policy(AdaptivePolicy)
 class AdaptiveRun(_RemindingRun):
     """Every `every` tokens score the last `every` generated tokens (`violates`), and remind
     only the samples that violate; in a conversation (`on: turn`), score each reply whole and
@@ -128,13 +211,18 @@ class AdaptiveRun(_RemindingRun):
     spec: AdaptivePolicy
 
     def __init__(
-        self, spec: AdaptivePolicy, continue_on_eos: bool, violates: ViolationHook
+        self,
+        spec: AdaptivePolicy,
+        continue_on_eos: bool = False,
+        violates: ViolationHook | None = None,
     ) -> None:
-        super().__init__(spec, continue_on_eos)
-        self.violates = violates
+        if violates is None:
+            raise UserError("policy adaptive needs the task's checks to score windows")
+        super().__init__(spec, continue_on_eos, violates)
+        self.check_window: ViolationHook = violates
 
     def turn_due(self, chat: ChatFormat, state: SampleState) -> bool:
-        return self.violates(state, reply_text(state, chat))
+        return self.check_window(state, reply_text(state, chat))
 
     def inject(self, chat: ChatFormat, states: list[SampleState]) -> dict[int, list[int]]:
         out = {}
@@ -147,11 +235,12 @@ class AdaptiveRun(_RemindingRun):
                 if seg.kind == "generated"
                 for tok in state.continuation[seg.start : seg.end]
             ][-self.spec.every :]
-            if self.violates(state, chat.tokenizer.decode(window, skip_special_tokens=True)):
+            if self.check_window(state, chat.tokenizer.decode(window, skip_special_tokens=True)):
                 out[i] = self._reminder_ids(chat, state)
         return out
 
 
+@register_policy(AttentionBiasPolicy)
 class AttentionBiasRun(Policy):
     """Adds lam * log((P + t) / P) (schedule log) or lam (constant) to the attention logits of
     the system-prompt keys."""
@@ -159,32 +248,10 @@ class AttentionBiasRun(Policy):
     spec: AttentionBiasPolicy
 
     def prepare(self, chat: ChatFormat, engine: Engine, states: list[SampleState]) -> None:
-        check_steerable("attention_bias", engine, states)
         for state in states:
-            prefix = chat.system_prefix_len(state.spec.system or "", state.spec.user)
+            if not state.spec.system:
+                raise UserError("policy attention_bias needs a system prompt to bias toward")
+            prefix = chat.system_prefix_len(state.spec.system, state.spec.user)
             state.steering = PromptBias(
                 lam=self.spec.lam, schedule=self.spec.schedule, prefix_len=prefix
             )
-
-
-_RUNS: dict[type, type[Policy]] = {
-    NonePolicy: NoneRun,
-    RestatePolicy: RestateRun,
-    PeriodicPolicy: PeriodicRun,
-    AttentionBiasPolicy: AttentionBiasRun,
-    GuidancePolicy: GuidanceRun,
-    SplitSoftmaxPolicy: SplitSoftmaxRun,
-    SpotlightPolicy: SpotlightRun,
-}
-
-
-def policy_run(
-    spec: PolicySpec, continue_on_eos: bool = False, violates: ViolationHook | None = None
-) -> Policy:
-    """The running policy of a spec, with the run's settings: `continue_on_eos`, and for
-    adaptive `violates`, the items' window check it reminds on."""
-    if isinstance(spec, AdaptivePolicy):
-        if violates is None:
-            raise UserError("policy adaptive needs the task's checks to score windows")
-        return AdaptiveRun(spec, continue_on_eos, violates)
-    return _RUNS[type(spec)](spec, continue_on_eos)

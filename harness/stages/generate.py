@@ -193,7 +193,7 @@ def _simulator_factory(
 
     def factory(key: str) -> tuple[Any, ChatFormat]:
         sim = sims[key]
-        kind = sim.engine or ("openai" if sim.base_url else config.generation.engine)
+        kind: str = sim.engine or ("openai" if sim.base_url else config.generation.engine)
         if kind == "chat":  # the run's endpoint (its own base_url, model, key where given)
             same_model = sim.model is None or sim.model == config.models[0]
             endpoint = endpoint_of(sim).over(endpoint_of(config.generation), same_model)

@@ -15,8 +15,9 @@ import numpy as np
 
 from harness.analysis.powerlaw import fit_alpha
 from harness.analysis.relay import relay_csv_text, solve_relay
-from harness.config.run import NonePolicy, RunConfig
+from harness.config.run import RunConfig
 from harness.models import ResolvedModel
+from harness.policies import NonePolicy
 from harness.probes.backend import HfBackend, backend_dtype
 from harness.probes.precision import key_params, resolved
 from harness.results import BiasRow, RelayRow, result_frame

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.config.run import NonePolicy, RunConfig, TaskItem
+from harness.config.run import RunConfig, TaskItem
 from harness.errors import UserError, notice
-from harness.policies import policy_run
+from harness.policies import NonePolicy, policy_run
 from harness.policies.base import Policy, SampleSpec, SampleState
 from harness.policies.conversation import conversation_floor, prefill_history
 from harness.policies.driver import state_record

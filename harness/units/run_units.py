@@ -120,9 +120,10 @@ def sampling_settings(config: RunConfig) -> SamplingSettings:
 
 
 def generation_key(config: RunConfig, model: ResolvedModel, policy, specs, items) -> str:
-    """One (model, policy) unit: everything its records depend on. The adaptive policy also
-    depends on the items' checks (they decide when it injects), and conversations on
-    `turn_tokens`; where a part does not apply it is None, so the key keeps its shape."""
+    """One (model, policy) unit: everything its records depend on. A policy whose spec
+    `reads_checks` (adaptive) also depends on the items' checks (they decide when it injects),
+    and conversations on `turn_tokens`; where a part does not apply it is None, so the key
+    keeps its shape."""
     gen = config.generation
     samples = [
         {
@@ -146,7 +147,7 @@ def generation_key(config: RunConfig, model: ResolvedModel, policy, specs, items
         "engine": gen.engine,
         "continue_on_eos": gen.continue_on_eos,
         "languages": config.scoring.languages,
-        "checks": checks if policy.name == "adaptive" else None,
+        "checks": checks if policy.reads_checks else None,
         "turn_tokens": gen.turn_tokens if talks else None,
     }
     if gen.single_reply_tokens is not None and not all(s.conversation for s in specs):

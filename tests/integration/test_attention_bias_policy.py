@@ -56,20 +56,16 @@ def test_system_prefix_is_the_system_turn(tiny_hf_engine):
     assert head == "<|im_start|>system\nAlways answer in French.<|im_end|>\n"
 
 
-def test_attention_bias_needs_the_hf_engine(tiny_hf_engine):
-    class NotHf:
-        name = "vllm"
-        max_model_len = 4096
+def test_an_engine_without_attention_hooks_refuses_a_biased_request():
+    from harness.engines.base import GenerationRequest, PromptBias, refuse_prompt_bias
 
-    chat = ChatFormat(tiny_hf_engine.tokenizer)
+    request = GenerationRequest(
+        prompt_ids=[1, 2],
+        sampling=SamplingSettings(max_tokens=4),
+        prompt_bias=PromptBias(lam=1.0, prefix_len=1),
+    )
     with pytest.raises(UserError, match="needs generation.engine: hf"):
-        run_policy(
-            policy_run(AttentionBiasPolicy(lam=1.0)),
-            NotHf(),
-            chat,
-            _specs(),
-            SamplingSettings(max_tokens=4),
-        )
+        refuse_prompt_bias("vllm", [request])
 
 
 def test_biased_and_plain_groups_share_one_run(tiny_hf_engine):

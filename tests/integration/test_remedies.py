@@ -8,18 +8,17 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.config.policy_specs import (
-    AttentionBiasPolicy,
-    GuidancePolicy,
-    NonePolicy,
-    SplitSoftmaxPolicy,
-    SpotlightPolicy,
-)
+from harness.capabilities import Capability
 from harness.engines import SamplingSettings
 from harness.engines.attention_bias import BiasSpec, _biased_attention, attention_modules, steered
 from harness.engines.guidance import guided_scores, left_padded
 from harness.errors import UserError
 from harness.policies import ChatFormat, SampleSpec, policy_run, run_policy
+from harness.policies.guidance import GuidancePolicy
+from harness.policies.library import AttentionBiasPolicy, NonePolicy
+from harness.policies.split_softmax import SplitSoftmaxPolicy
+from harness.policies.spotlight import SpotlightPolicy
+from harness.registry import ENGINES
 
 pytestmark = pytest.mark.integration
 
@@ -171,19 +170,20 @@ def test_sampled_guidance_is_reproducible_from_its_seed(tiny_hf_engine):
 
 
 @pytest.mark.parametrize("spec", [GuidancePolicy(), SplitSoftmaxPolicy(), SpotlightPolicy()])
-def test_other_engines_are_refused_before_generating(spec, tiny_hf_engine):
-    class NotHf:
-        name = "vllm"
-        max_model_len = 4096
+def test_only_hf_has_what_the_remedies_need(spec, tiny_hf_engine):
+    """The planner refuses a policy whose needs the engine lacks: hf has them, vLLM and chat
+    endpoints do not; a sample without a system prompt is refused before the first round."""
+    from harness.config.run import GenerationConfig
 
-        def generate(self, requests):  # pragma: no cover - must not be reached
-            raise AssertionError("generated")
-
+    needs = set(spec.needs())
+    assert needs & {Capability.ATTENTION_HOOKS, Capability.PAIRED_ROWS}
+    gen = GenerationConfig(max_tokens=8)
+    assert needs <= ENGINES["hf"].can(gen)
+    for other in ("vllm", "chat"):
+        assert not needs <= ENGINES[other].can(gen), other
     chat = ChatFormat(tiny_hf_engine.tokenizer)
-    with pytest.raises(UserError, match=f"policy {spec.label} needs generation.engine: hf"):
-        run_policy(policy_run(spec), NotHf(), chat, _specs(), SamplingSettings(max_tokens=4))
     no_system = [SampleSpec(system=None, user="Hi.", seed=1)]
-    with pytest.raises(UserError, match="needs a system prompt"):
+    with pytest.raises(UserError, match=f"policy {spec.label} needs a system prompt"):
         run_policy(
             policy_run(spec), tiny_hf_engine, chat, no_system, SamplingSettings(max_tokens=4)
         )

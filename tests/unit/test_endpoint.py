@@ -4,6 +4,8 @@ base URL is another server, whose served model the generation's name does not de
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from harness.config.endpoint import Endpoint, endpoint_of
@@ -89,9 +91,13 @@ def _simulator_options(tmp_path, monkeypatch, simulator: dict) -> dict:
         seen.append(options)
         raise Stop  # the options are what this test reads; no engine is needed
 
-    monkeypatch.setitem(ENGINES, "openai", record)
-    with pytest.raises(Stop):
-        generate._simulator_factory(config, items)(simulator_key(items[0].item.user_simulator))
+    restore = ENGINES.swap({"openai": dataclasses.replace(ENGINES["openai"], build=record)})
+    try:
+        with pytest.raises(Stop):
+            factory = generate._simulator_factory(config, items)
+            factory(simulator_key(items[0].item.user_simulator))
+    finally:
+        restore()
     return seen[0]
 
 

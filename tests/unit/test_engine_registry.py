@@ -15,7 +15,7 @@ def test_inside_the_block_every_kind_makes_the_stand_in_and_the_real_ones_come_b
     engine = ScriptedEngine({"x": 1.0})
     with every_engine(engine):
         assert all(make_engine(kind, Path("/nowhere")) is engine for kind in real)
-        with pytest.raises(UserError, match="unknown engine 'scripted'"):
+        with pytest.raises(UserError, match="unknown engine: 'scripted'"):
             make_engine("scripted", Path("/nowhere"))
     assert real == ENGINES
 
@@ -26,4 +26,4 @@ def test_the_fixture_swaps_the_engines_for_one_test(scripted_engine):
 
 
 def test_after_the_fixture_the_registry_builds_real_engines_again():
-    assert ENGINES["hf"].__name__ == "HfEngine"
+    assert ENGINES["hf"].build.__name__ == "HfEngine"

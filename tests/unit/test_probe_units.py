@@ -12,9 +12,10 @@ import torch
 
 from harness.analysis.fits import REASON_ZERO
 from harness.analysis.probe_tables import attention_frame, probe_fits, probe_policy
-from harness.config.policy_specs import AttentionBiasPolicy, policy_label
+from harness.config.policy_specs import policy_label
 from harness.engines.attention_bias import prompt_bias
 from harness.errors import UserError
+from harness.policies import AttentionBiasPolicy
 from harness.probes.arrays import SHARE_METRICS
 from harness.probes.divergence import PairDivergence, check_inputs
 from harness.probes.head import next_token_gaps, vocab_sliced
