@@ -35,25 +35,27 @@ QUICKSTART = {
 OWN = ROOT / "bench" / "remedies_items.yaml"
 SEED = 11
 MODEL = "smollm2-135m-instruct"
+# One thread by default: on the shared 2-core machine two OpenMP threads spin against the other
+# processes (measured: 0.5 tok/s with 2 threads against 6.6 with 1, same batch, same load).
+THREADS = 1
 
 
 def policies():
     from harness.policies.guidance import GuidancePolicy
-    from harness.policies.library import AttentionBiasPolicy, NonePolicy, PeriodicPolicy
+    from harness.policies.library import NonePolicy
     from harness.policies.split_softmax import SplitSoftmaxPolicy
     from harness.policies.spotlight import SpotlightPolicy
 
+    # periodic is not rerun here (time): the quickstart measured it at AUC 0.00 on the French
+    # and lowercase items, as under none (issue 53)
     return [
         NonePolicy(),
-        PeriodicPolicy(every=128, placement="user"),
         GuidancePolicy(gamma=1.5),
         GuidancePolicy(gamma=3.0),
         SplitSoftmaxPolicy(k=0.5),
         SplitSoftmaxPolicy(k=0.25),
         SpotlightPolicy(target=0.1),
         SpotlightPolicy(target=0.3),
-        AttentionBiasPolicy(lam=1.0),
-        AttentionBiasPolicy(lam=1.0, schedule="constant"),
     ]
 
 
@@ -97,12 +99,17 @@ def generate(engine, specs, tokens: int) -> dict:
 
     chat = ChatFormat(engine.tokenizer)
     sampling = SamplingSettings(temperature=0.7, top_p=0.95, max_tokens=tokens, seed=SEED)
+    # warm-up: the first generate call pays one-off costs that no policy should carry
+    run_policies(
+        [(policy_run(policies()[0]), specs[:2])],
+        engine,
+        chat,
+        sampling.model_copy(update={"max_tokens": 4}),
+    )
     out = {}
     for spec in policies():
         start = time.perf_counter()
-        records = run_policies(
-            [(policy_run(spec, continue_on_eos=True), specs)], engine, chat, sampling
-        )[0]
+        records = run_policies([(policy_run(spec), specs)], engine, chat, sampling)[0]
         ppl = reply_perplexities(engine.model, records, engine._pad_id)
         out[spec.label] = [
             r.model_copy(update={"perplexity": p}) for r, p in zip(records, ppl, strict=True)
@@ -111,7 +118,7 @@ def generate(engine, specs, tokens: int) -> dict:
     return out
 
 
-def behaviour(records: list, suites, tokenizer, tokens: int):
+def behaviour(records: list, suites, tokenizer, tokens: int, window: int):
     """(windows frame, {(item, rule): policies.csv frame of that rule's window checks})."""
     from harness.analysis.policies import compare_policies
     from harness.analysis.summary import token_frame
@@ -119,7 +126,7 @@ def behaviour(records: list, suites, tokenizer, tokens: int):
     from harness.results import WindowRow, result_frame
     from harness.scoring import score_records
 
-    rows = score_records(records, suites, tokenizer, ScoringConfig(window=64))
+    rows = score_records(records, suites, tokenizer, ScoringConfig(window=window))
     windows = result_frame(WindowRow, rows)
     tokens_frame = token_frame(records)
     per_rule = {}
@@ -233,6 +240,16 @@ def tables(per_rule: dict, quality, mech: dict) -> str:
     return "\n".join(lines)
 
 
+def _stops(fit, none_fit) -> str:
+    """Does the decay stop? Only where `none` decays (its alpha interval above 0): yes when
+    the remedy's interval reaches 0, "slower" when it lies below none's alpha, else no."""
+    if not none_fit.ci_low > 0:
+        return "n/a (none: no decay)"
+    if fit.ci_low <= 0:
+        return "yes"
+    return "slower" if fit.ci_high < none_fit.alpha else "no"
+
+
 def goal(per_rule: dict, quality) -> list[str]:
     """The issue's goal, item by item: where none and periodic read AUC <= 0.1, the remedies
     whose gain interval excludes 0 at <= 1.5x time per token and perplexity within 1.5x."""
@@ -240,25 +257,28 @@ def goal(per_rule: dict, quality) -> list[str]:
     out = []
     for (item, rule), frame in per_rule.items():
         auc = frame[(frame["metric"] == "auc") & (frame["item"] == item)].set_index("policy")
-        if not {"none", "periodic-128-user"} <= set(auc.index):
-            continue
-        if max(auc.loc["none", "value"], auc.loc["periodic-128-user", "value"]) > 0.1:
+        if "none" not in auc.index or auc.loc["none", "value"] > 0.1:
             continue
         met = [
             p for p in auc.index
             if auc.loc[p, "delta_low"] > 0 and q.loc[(item, p), "time_ratio"] <= 1.5
             and q.loc[(item, p), "perplexity_ratio"] <= 1.5
         ]  # fmt: skip
-        out.append(f"{item} ({rule}): none/periodic AUC <= 0.1; met by {', '.join(met) or 'none'}")
+        found = ", ".join(met) or "no remedy"
+        out.append(f"{item} ({rule}): none's AUC <= 0.1; goal met by: {found}")
     return out
 
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # 6 pairs all passing is the fewest whose paired interval excludes 0 (clopper-pearson)
     parser.add_argument("--samples", type=int, default=6)
-    parser.add_argument("--tokens", type=int, default=192)
-    parser.add_argument("--probe-samples", type=int, default=2)
+    parser.add_argument("--tokens", type=int, default=48)
+    parser.add_argument("--window", type=int, default=24, help="scoring window (tokens)")
+    parser.add_argument("--probe-samples", type=int, default=1)
     parser.add_argument("--out", type=Path, default=None, help="write the CSVs here")
+    parser.add_argument("--threads", type=int, default=THREADS, help="torch threads")
+    parser.add_argument("--model", default=MODEL, help="a zoo name (tiny-random-llama: smoke)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "bench"))
     import torch
@@ -268,8 +288,9 @@ def main(argv: list[str]) -> None:
     from harness.engines import make_engine
     from harness.models import resolve_model
 
+    torch.set_num_threads(args.threads)
     start = time.perf_counter()
-    engine = make_engine("hf", resolve_model(MODEL).path)
+    engine = make_engine("hf", resolve_model(args.model).path)
     suites, chosen = items()
     print(f"{cpu_description()}; torch threads {torch.get_num_threads()}", flush=True)
     print(
@@ -278,7 +299,7 @@ def main(argv: list[str]) -> None:
     )
     by_policy = generate(engine, sample_specs(chosen, args.samples), args.tokens)
     records = [r for rs in by_policy.values() for r in rs]
-    windows, per_rule = behaviour(records, suites, engine.tokenizer, args.tokens)
+    windows, per_rule = behaviour(records, suites, engine.tokenizer, args.tokens, args.window)
     quality = quality_frame(records, windows)
     mech = mechanism(engine, by_policy, args.probe_samples)
     print(tables(per_rule, quality, mech))

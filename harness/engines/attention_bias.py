@@ -33,6 +33,8 @@ from typing import Any
 
 import torch
 
+from harness.engines.share_steering import key_geometry, share_bias
+
 ATTENTION_NAME = "harness_prompt_bias"
 _SPEC_ATTR = "_harness_prompt_bias"
 
@@ -47,23 +49,6 @@ class BiasSpec:
     schedule: str = "log"
     kind: str = "bias"
     strength: float = 0.0  # k of split_softmax, the target share of spotlight
-
-
-def key_geometry(
-    q_positions: torch.Tensor, kv_length: int, prompt_len: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(k_positions (B, kv), p (B, 1), t (B, q)): each cache slot's position in its row (left
-    padding negative), the row's P, and each query's continuation position (0 in the prompt).
-
-    q_positions: (B, q) absolute positions of the queries (0 = first prompt token); the last
-    query of each row sits in cache slot kv_length - 1.
-    """
-    batch = q_positions.shape[0]
-    p = prompt_len.to(q_positions.device).reshape(-1, 1).expand(batch, 1)  # (B, 1)
-    pad = (kv_length - 1) - q_positions[:, -1:]  # (B, 1) left-padding width per row
-    k_positions = torch.arange(kv_length, device=q_positions.device).view(1, -1) - pad  # (B, kv)
-    t = (q_positions - p + 1).clamp_min(0)  # (B, q); 0 inside the prompt
-    return k_positions, p, t
 
 
 def prompt_bias(
@@ -108,8 +93,6 @@ def bias_logits(
     if spec.kind == "bias":
         bias = prompt_bias(positions, kv_len, spec.prompt_len, spec.lam, spec.schedule)
         return bias.to(query.dtype).unsqueeze(1)
-    from harness.engines.share_steering import share_bias  # the share-driven kinds
-
     scores = plain_scores(module, query, key, additive_mask(attention_mask, query, kv_len), kwargs)
     return share_bias(scores, positions, spec).to(query.dtype)
 

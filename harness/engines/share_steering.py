@@ -25,6 +25,23 @@ from typing import Any
 import torch
 
 
+def key_geometry(
+    q_positions: torch.Tensor, kv_length: int, prompt_len: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(k_positions (B, kv), p (B, 1), t (B, q)): each cache slot's position in its row (left
+    padding negative), the row's P, and each query's continuation position (0 in the prompt).
+
+    q_positions: (B, q) absolute positions of the queries (0 = first prompt token); the last
+    query of each row sits in cache slot kv_length - 1.
+    """
+    batch = q_positions.shape[0]
+    p = prompt_len.to(q_positions.device).reshape(-1, 1).expand(batch, 1)  # (B, 1)
+    pad = (kv_length - 1) - q_positions[:, -1:]  # (B, 1) left-padding width per row
+    k_positions = torch.arange(kv_length, device=q_positions.device).view(1, -1) - pad  # (B, kv)
+    t = (q_positions - p + 1).clamp_min(0)  # (B, q); 0 inside the prompt
+    return k_positions, p, t
+
+
 def steered_set(k_positions: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     """(B, kv) bool: the row's system-turn keys after its first (the sink)."""
     return (k_positions >= 1) & (k_positions < p)
@@ -52,8 +69,6 @@ def share_bias(scores: torch.Tensor, q_positions: torch.Tensor, spec: Any) -> to
     """(B, H, q, kv) additive logits of split-softmax (spec.kind split_softmax, spec.strength
     = k) or SpotLight (spotlight, strength = the target share) over the plain `scores`
     (B, H, q, kv, mask included); queries inside the prompt and rows with P <= 1 get none."""
-    from harness.engines.attention_bias import key_geometry
-
     kv_len = scores.shape[-1]
     k_positions, p, t = key_geometry(q_positions, kv_len, spec.prompt_len)
     in_set = steered_set(k_positions, p)[:, None, None, :]  # (B, 1, 1, kv)

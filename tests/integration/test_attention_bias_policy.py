@@ -56,18 +56,6 @@ def test_system_prefix_is_the_system_turn(tiny_hf_engine):
     assert head == "<|im_start|>system\nAlways answer in French.<|im_end|>\n"
 
 
-def test_an_engine_without_attention_hooks_refuses_a_biased_request():
-    from harness.engines.base import GenerationRequest, PromptBias, refuse_prompt_bias
-
-    request = GenerationRequest(
-        prompt_ids=[1, 2],
-        sampling=SamplingSettings(max_tokens=4),
-        prompt_bias=PromptBias(lam=1.0, prefix_len=1),
-    )
-    with pytest.raises(UserError, match="needs generation.engine: hf"):
-        refuse_prompt_bias("vllm", [request])
-
-
 def test_biased_and_plain_groups_share_one_run(tiny_hf_engine):
     """A run with `none` and `attention_bias` side by side: the bias applies to its own
     samples only."""
