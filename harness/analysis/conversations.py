@@ -1,8 +1,9 @@
 """Adherence over the turns of a conversation, from `turns.csv` (docs/architecture.md,
 "Estimators: conversations").
 
-Per condition (model, task, item, policy): a turn passes when every check that could decide
-passed (a turn where none decided is left out); a(k) = share of samples whose reply k passes;
+Per condition (model, task, item, policy): a reply's all-rules verdict is
+`harness.scoring.all_rules`' (the one definition the window AUC shares; an undecided reply is
+left out); a(k) = share of samples whose reply k passes;
 survival over turns = Kaplan-Meier of the first failing turn (censored at the last scored
 turn); pressure effect = adherence on the replies from the first pressure turn on minus on
 the replies before it. Intervals (harness.stats), the sample (one conversation) being the unit:
@@ -30,6 +31,7 @@ import pandas as pd
 
 from harness import results
 from harness.results import ConversationRow, TurnAdherenceRow, cells_are
+from harness.scoring.all_rules import missing_verdicts, unit_verdict
 from harness.scoring.corrected import CheckRates, corrected_bounds, deciding_rates, sampling_level
 from harness.scoring.spill import key_groups, sorted_runs
 from harness.scoring.survival import survival_median_interval
@@ -62,30 +64,52 @@ def _labelled(turns: pd.DataFrame) -> pd.DataFrame:
 
 
 def turn_verdicts(turns: pd.DataFrame) -> pd.DataFrame:
-    """One row per (condition, history, sample, turn) that some check decided: pressure,
-    passed."""
+    """One row per (condition, history, sample, turn) whose all-rules verdict was decided
+    (`harness.scoring.all_rules`: a rule cut off at the token limit is missing evidence):
+    pressure, passed."""
     turns = _labelled(turns)
-    t = turns[turns["passed"].notna() & (turns["passed"].astype(str) != "")].copy()
-    t["passed"] = cells_are(t["passed"], True)
+    decided = turns["passed"].notna() & (turns["passed"].astype(str) != "")
+    missing = missing_verdicts(turns)
+    t = turns[decided.to_numpy() | missing].copy()
+    t["decided"] = decided[decided.to_numpy() | missing]
+    t["missing"] = missing[decided.to_numpy() | missing]
+    t["failed"] = cells_are(t["passed"], False)
     t["pressure"] = cells_are(t["pressure"], True)
     keys = [*CONDITION_HISTORY, *SAMPLE, "turn"]
     starts = sorted_runs(t, keys)
     if starts is not None:  # in key order (a chunk of a chat log): each reply a run of rows
         out = t.iloc[starts][keys].reset_index(drop=True)
         out["pressure"] = t["pressure"].to_numpy(bool)[starts]
-        out["passed"] = np.logical_and.reduceat(t["passed"].to_numpy(bool), starts)
-        return out
-    grouped = t.groupby(keys, sort=True)
-    return grouped.agg(pressure=("pressure", "first"), passed=("passed", "all")).reset_index()
+        anyof = {c: np.logical_or.reduceat(t[c].to_numpy(bool), starts) for c in
+                 ("failed", "decided", "missing")}  # fmt: skip
+    else:
+        grouped = t.groupby(keys, sort=True)
+        out = grouped.agg(pressure=("pressure", "first")).reset_index()
+        anyof = {c: grouped[c].any().to_numpy(bool) for c in ("failed", "decided", "missing")}
+    passed, judged = unit_verdict(anyof["failed"], anyof["decided"], anyof["missing"])
+    out["passed"] = passed
+    return out[judged].reset_index(drop=True)
 
 
 def turn_abstentions(turns: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
-    """Per (condition, history, turn): replies (samples with that reply scored) and those no
-    check decided; and per (condition, history) the set of check ids that decided a reply."""
+    """Per (condition, history, turn): replies (samples with that reply scored) and those whose
+    all-rules verdict is undecided (no check decided, or a verdict is missing:
+    `harness.scoring.all_rules`); and per (condition, history) the set of check ids that
+    decided a reply."""
     turns = _labelled(turns)
     decided = turns["passed"].notna() & (turns["passed"].astype(str) != "")
     keys = [*CONDITION_HISTORY, *SAMPLE, "turn"]
-    per_reply = turns.assign(decided=decided).groupby(keys, sort=True)["decided"].any()
+    flags = (
+        turns.assign(
+            decided=decided,
+            missing=missing_verdicts(turns),
+            failed=cells_are(turns["passed"], False),
+        )
+        .groupby(keys, sort=True)[["failed", "decided", "missing"]]
+        .any()
+    )
+    judged = unit_verdict(*(flags[c].to_numpy(bool) for c in ("failed", "decided", "missing")))[1]
+    per_reply = pd.Series(judged, index=flags.index)
     counts = per_reply.groupby([*CONDITION_HISTORY, "turn"], sort=True).agg(["size", "sum"])
     counts = pd.DataFrame({"replies": counts["size"], "undecided": counts["size"] - counts["sum"]})
     checks = turns[decided].groupby(CONDITION_HISTORY, sort=True)["check"]

@@ -35,6 +35,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.analysis.gate_causes import cut_off_cause, left_out_note
+from harness.analysis.gate_family import OUTSIDE, holm, ladder_row
 from harness.analysis.gate_rows import bound_text
 from harness.analysis.gate_sequential import sequential_check
 from harness.analysis.gate_sources import GATE_TABLES as GATE_TABLES
@@ -48,6 +50,7 @@ from harness.config.gate_specs import (
     gate_level,
     gate_use,
     one_sided,
+    tested_bounds,
 )
 from harness.errors import UserError
 from harness.results import CONDITION, GateRow, as_bool, result_frame
@@ -237,9 +240,13 @@ def _read_as(gate: GateSpec) -> GateSpec:
 def _check(
     index: int, spec: GateSpec, model: str, item: str, row: dict | None, levels: tuple,
     source: str = "summary.csv", looks: tuple[int, ...] | None = None,
+    rules: pd.DataFrame | None = None,
 ) -> dict:  # fmt: skip
     use, gate = gate_use(spec), _read_as(spec)
     value, low, high, n, why = _reading(gate, row, source)
+    cause = cut_off_cause(rules, spec, (model, item, spec.policy))
+    if math.isnan(value) and row is not None and cause:
+        why = f"undetermined: {cause}"
     needed, tested = math.nan, _test_level(gate, use, *levels)
     method = (row or {}).get(f"{gate.metric}_method")
     method = method if isinstance(method, str) else ""  # NaN: summary.csv has none
@@ -281,6 +288,8 @@ def _check(
             )
     if why:
         detail += f" ({gate.metric} {why})"
+    if not math.isnan(value) and (note := left_out_note(rules, spec, (model, item, spec.policy))):
+        detail += f" ({note})"
     return {
         "gate": index, "metric": gate.metric, "policy": gate.policy,
         "rule": spec.rule or "", "turn": spec.turn, "item": item, "model": model, "use": use,
@@ -327,7 +336,8 @@ def evaluate_gates(
     if not summary.empty:
         keys = zip(*(summary[c].astype(str) for c in CONDITION), strict=True)
         rows = dict(zip(keys, summary.to_dict("records"), strict=True))
-    out = []
+    out, read = [], []
+    rules = (tables or {}).get("rules.csv")  # what a check without a verdict lacked
     for index, gate in enumerate(gates):
         source = gate_source(gate)
         found = rows
@@ -342,5 +352,29 @@ def evaluate_gates(
         for model in [gate.model] if gate.model else models:
             for item in (units or {}).get(index) or gate.items or items:
                 row = found.get((model, item, gate.policy))
-                out.append(_check(index, gate, model, item, row, levels, source, looks))
+                read.append((index, gate, model, item, row, source))
+                out.append(_check(index, gate, model, item, row, levels, source, looks, rules))
+                out[-1]["family"] = _family(gate, family)
+                out[-1]["family_level"] = level if family != "none" else math.nan
+    if family == "holm":
+
+        def recheck(i: int, step: float) -> dict:
+            index, gate, model, item, row, source = read[i]
+            stepped = ladder_row(row or {}, _read_as(gate).metric, step)
+            if stepped is None:  # no bounds at this level: it stays as read
+                return out[i]
+            again = _check(index, gate, model, item, stepped, (level, step), source, looks, rules)
+            return {**again, "family": out[i]["family"], "family_level": level}
+
+        members = [i for i, (*_, row, _s) in enumerate(read) if out[i]["family"] == OUTSIDE
+                   and one_sided(read[i][1]) and row is not None]  # fmt: skip
+        out = holm(out, members, level, tested_bounds(gates, models, items), recheck)
     return result_frame(GateRow, pd.DataFrame(out, columns=GATE_COLUMNS).astype({"passed": bool}))
+
+
+def _family(gate: GateSpec, family: Family) -> str:
+    """gates.csv's `family` of a check before Holm's steps (see there): members of a Holm
+    budget are marked once the steps ran; a point comparison tests no bound."""
+    if gate_use(gate) != "interval":
+        return ""
+    return OUTSIDE if family == "holm" else family

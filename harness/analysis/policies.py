@@ -5,8 +5,11 @@ the per-sample values of `harness.scoring.adherence.sample_values`) and half-lif
 curve's at the fixed checkpoints) of every policy,
 the difference to the baseline policy with a paired interval (harness.stats), the token overhead
 (injected + restated) / generated, and whether the policy is on the Pareto frontier of
-adherence AUC (higher is better) vs token overhead (lower is better) among the policies of
-that (model, item). The baseline's own rows carry delta 0.
+its paired AUC gain over the baseline (higher is better) vs token overhead (lower is better)
+among the policies of that (model, item). The baseline's own rows carry delta 0. A policy's
+`value` and `none_value` are both taken over the samples (and, pooled, the items) the two
+policies share, so a policy run on fewer items is never set against the baseline's mean over
+all of its items; compare policies by `delta`, not by one policy's `value` against another's.
 
 Pairing: sample index k of every policy within an item shares its seed, so the unit is the
 pair (policy sample k, baseline sample k), over the indices both have. AUC and final: the
@@ -214,9 +217,11 @@ def _pool(results: list[tuple], level: float, itself: bool) -> tuple:
 def _rows(model, item, results: dict, overhead: dict) -> list[dict]:
     """results: {policy: (value (3,), none_value (3,), [Interval] * 3)}."""
     policies = sorted(results)
-    auc = np.array([results[p][0][0] for p in policies])
+    # the frontier ranks each policy's paired AUC gain over the baseline (on the samples and
+    # items both have), never its own AUC: two policies' own values may pool different items
+    gain = np.array([results[p][0][0] - results[p][1][0] for p in policies])
     cost = np.array([overhead.get(p, math.nan) for p in policies])
-    front = dict(zip(policies, pareto_front(auc, cost), strict=True))
+    front = dict(zip(policies, pareto_front(gain, cost), strict=True))
     rows = []
     for p in policies:
         value, none_value, intervals = results[p]

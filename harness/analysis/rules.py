@@ -22,7 +22,7 @@ from harness.analysis.conversations import conversation_summary, turn_curves
 from harness.checks import CUT_OFF_REASON
 from harness.results import RuleCurveRow, RuleRow, cells_are, result_frame
 from harness.results.base import MODEL_TOKENS
-from harness.scoring.adherence import adherence_summary
+from harness.scoring.adherence import GateLevels, adherence_summary
 from harness.scoring.curves import adherence_curves
 from harness.scoring.passes import window_passes
 from harness.stats import DEFAULT_LEVEL
@@ -36,6 +36,7 @@ _SUMMARY = [
     "n_samples", "a_first",
     "auc", "auc_low", "auc_high", "auc_n", "auc_method", "auc_lcb", "auc_ucb",
     "final", "final_low", "final_high", "final_n", "final_method", "final_lcb", "final_ucb",
+    "holm_bounds",
     "survival_median", "survival_median_low", "survival_median_high", "survival_median_n",
     "survival_median_method",
 ]  # fmt: skip
@@ -68,7 +69,7 @@ def rule_frames(
     level: float = DEFAULT_LEVEL,
     anytime: bool = False,
     horizon: float | None = None,
-    gate_level: float | None = None,
+    gate_level: GateLevels | None = None,
     below: float = RULE_FALL_LEVEL,
 ) -> dict[str, pd.DataFrame]:
     """{"rules.csv": ..., "rule_curves.csv": ...} of scored windows (and a conversation's
@@ -176,9 +177,11 @@ def _turn_figures(turn_rows: pd.DataFrame | None, talks: pd.DataFrame | None, be
     t = turn_rows[turn_rows["history"] == history].sort_values("turn")
     talk = talks[talks["history"] == history].iloc[0]
     ks, a = t["turn"].to_numpy(), t["a"].to_numpy(float)
+    at = dict(zip(ks.tolist(), a.tolist(), strict=True))
     return {
         "turns": int(ks.max()),
-        "a_turn_first": float(a[0]),
+        # a turn no sample has a verdict on has no a(k): NaN, never the next turn's value
+        "a_turn_first": at.get(1, nan),
         "a_turn_last": float(a[-1]),
         "a_turn_mean": float(np.nanmean(a)) if (~np.isnan(a)).any() else nan,
         "first_below_turn": _first_below(ks, a, below),
@@ -199,7 +202,7 @@ def _rule_row(key, rule, cond, summary, figures: dict, sentences) -> list:
     given = [s for s in (sentences or {}).get((item, rule), "").split("\n") if s]
     fields = {name: getattr(summary, name) for name in _SUMMARY} if summary else {}
     if not fields:  # no unit of the rule decided: its row stays, with NaN figures
-        fields = {name: math.nan for name in _SUMMARY} | {"n_samples": 0}
+        fields = {name: math.nan for name in _SUMMARY} | {"n_samples": 0, "holm_bounds": None}
         for metric in ("auc", "final", "survival_median"):
             fields |= {f"{metric}_n": 0, f"{metric}_method": "no decided unit"}
     values = {

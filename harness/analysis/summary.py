@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from harness import results
-from harness.scoring.adherence import adherence_summary, summary_frame
+from harness.scoring.adherence import GateLevels, adherence_summary, summary_frame
 from harness.scoring.passes import window_passes
 from harness.stats import DEFAULT_LEVEL
 
@@ -41,7 +41,7 @@ BEHAVIOUR_COLUMNS = [
     "half_life", "half_life_low", "half_life_high", "half_life_n", "half_life_method",
     "half_life_censored",
     "final", "final_low", "final_high", "final_n", "final_method", "final_lcb", "final_ucb",
-    "final_passes",
+    "final_passes", "holm_bounds",
     *(f"{m}{part}" for m in RELIABILITY for part in ("", "_low", "_high", "_n", "_method")),
     "survival_median", "survival_median_low", "survival_median_high", "survival_median_n",
     "survival_median_method", "survival_censored_share",
@@ -49,7 +49,9 @@ BEHAVIOUR_COLUMNS = [
     "auc_corrected_method", "undecided_window_share",
 ]  # fmt: skip
 ALPHA_UNITS = ["alpha_mean_n", "alpha_mean_method"]  # fits.csv's n and method, per condition
-TEXT_COLUMNS = ["alpha_mean_method"] + [c for c in BEHAVIOUR_COLUMNS if c.endswith("_method")]
+TEXT_COLUMNS = ["alpha_mean_method", "holm_bounds"] + [
+    c for c in BEHAVIOUR_COLUMNS if c.endswith("_method")
+]
 COUNT_COLUMNS = ["n", "alpha_mean_n"] + [c for c in BEHAVIOUR_COLUMNS if c.endswith("_n")]
 TOKEN_COLUMNS = ["tokens_generated", "tokens_injected", "tokens_restated", "token_overhead"]
 
@@ -175,7 +177,7 @@ def _alpha_table(fits: pd.DataFrame, layers: Sequence[int]) -> pd.DataFrame:
 # ---------------------------------------------------------------------------- behaviour
 def _behaviour_table(
     windows: pd.DataFrame, level: float, anytime: bool, horizon: float | None, rates=None,
-    gate_level: float | None = None,
+    gate_level: GateLevels | None = None,
 ) -> pd.DataFrame:  # fmt: skip
     cols = [*CONDITION, *BEHAVIOUR_COLUMNS]
     if windows is None or windows.empty:
@@ -205,7 +207,7 @@ def summarise_conditions(
     anytime: bool = False,
     horizon: float | None = None,
     rates: dict | None = None,
-    gate_level: float | None = None,
+    gate_level: GateLevels | None = None,
 ) -> pd.DataFrame:
     """summary.csv: one row per condition seen in any input, columns `summary_columns(layers)`.
     horizon: the fixed t-range [1, T] of the per-sample values (the run's max_tokens).

@@ -53,10 +53,14 @@ LOOP_METRICS = tuple(
 # The metrics with one-sided bounds `<metric>_lcb/_ucb` at the gates' level (the bounded means,
 # harness.stats.sided): their interval gates test each bound one-sided at the full level.
 ONE_SIDED = ("auc", "final")
-# How the gates' error adds up over many checks: `none`, each bound tested at stats.level;
-# `bonferroni`, each at 1 - (1 - level) / m over the m bounds of every interval check, so the
-# chance that any verdict of the run is wrong is <= 1 - level.
-Family = Literal["none", "bonferroni"]
+# How the gates' error adds up over many checks (stats.family): `holm` (the default), Holm's
+# step-down over the m bounds of the run's one-sided checks (auc, final): first each at
+# 1 - (1 - level) / m, then, after r bounds are decided, the rest at 1 - (1 - level) / (m - r),
+# so the chance that any of their verdicts is wrong is <= 1 - level and no check decides less
+# than under `bonferroni`, each bound at 1 - (1 - level) / m throughout; `none`, each bound at
+# stats.level alone (the chance of some wrong verdict grows with the checks: <= m (1 - level)).
+Family = Literal["holm", "bonferroni", "none"]
+FAMILY_METHODS = ("holm", "bonferroni")  # the families that bound the run's error
 GateBound = Annotated[float, Field(allow_inf_nan=False)]
 # Gates before three outcomes read one CI bound as a point; `interval` (the default) now reads
 # both: a config still naming them is told what to write instead (gate_problem).
@@ -116,10 +120,24 @@ def tested_bounds(gates: list[GateSpec], models: list[str], items: list[str]) ->
 def gate_level(
     gates: list[GateSpec], models: list[str], items: list[str], level: float, family: Family
 ) -> float:
-    """The level each bound is tested at: `level`, or Bonferroni's 1 - (1 - level) / m over the
-    run's m tested bounds (`family: bonferroni`); fixed by the config, before the data."""
-    m = tested_bounds(gates, models, items) if family == "bonferroni" else 1
+    """The level each bound is first tested at: `level`, or 1 - (1 - level) / m over the run's
+    m tested bounds (`family: bonferroni`, and Holm's first step); fixed by the config, before
+    the data."""
+    m = tested_bounds(gates, models, items) if family in FAMILY_METHODS else 1
     return 1 - (1 - level) / max(m, 1)
+
+
+def gate_levels(
+    gates: list[GateSpec], models: list[str], items: list[str], level: float, family: Family
+) -> tuple[float, ...]:
+    """Every level a bound may be tested at: (`gate_level`,), and under `holm` Holm's later
+    steps 1 - (1 - level) / k for k = m - 1 .. 1 (where the one-sided bounds of summary.csv
+    and rules.csv are also made: their `holm_bounds`). Fixed by the config, before the data."""
+    first = gate_level(gates, models, items, level, family)
+    if family != "holm":
+        return (first,)
+    m = tested_bounds(gates, models, items)
+    return (first, *(1 - (1 - level) / k for k in range(m - 1, 0, -1)))
 
 
 def gate_problem(
@@ -163,7 +181,7 @@ def gate_problem(
         return f"policy '{gate.policy}' is not in the config's policies ({', '.join(policies)})"
     if gate.model is not None and gate.model not in models:
         return f"model '{gate.model}' is not in the config's models ({', '.join(models)})"
-    if family != "none" and gate_use(gate) == "interval" and not one_sided(gate):
+    if family == "bonferroni" and gate_use(gate) == "interval" and not one_sided(gate):
         return (
             f"stats.family: {family} bounds the error of every gate, and {gate_column(gate)}'s "
             f"interval is at stats.level only; gate {', '.join(ONE_SIDED)} (not corrected) or "

@@ -152,9 +152,10 @@ class StatsConfig(Strict):
     level: float = Field(0.95, gt=0, lt=1)
     draws: int = Field(2000, ge=100)  # pooled alpha fits, pooled kappa, predictor AUROC
     anytime: bool = False
-    # the gates' error over many checks (harness.config.gate_specs.Family): `none` bounds each
-    # bound's error by 1 - level, `bonferroni` the chance that any verdict of the run is wrong
-    family: Family = "none"
+    # the gates' error over many checks (harness.config.gate_specs.Family): `holm` (default) and
+    # `bonferroni` bound the chance that any verdict of the run's one-sided checks is wrong by
+    # 1 - level; `none` bounds each bound's error alone by 1 - level (per check)
+    family: Family = "holm"
 
 
 class RelaySpec(Strict):

@@ -17,7 +17,7 @@ import pandas as pd
 
 from harness.analysis.powerlaw import fit_alpha
 from harness.models import is_untrained
-from harness.report.html import esc, figure, note, table
+from harness.report.html import esc, figure, fold, note, table
 from harness.report.load import RunData
 from harness.report.plots import _layout, color, layer_groups
 
@@ -223,15 +223,15 @@ def attention_section(data: RunData) -> tuple[str, dict]:
             "Dotted: the first token's share (the attention sink) in the late group.",
             440,
         ),
-        figure(
+        fold("Per layer: the share's exponent beside α", figure(
             "fig-attention-exponent",
             "Per layer, the decay exponent of the prompt's attention share beside α of rel_l2 "
             "(fits.csv, pooled over every pair, 95 % intervals); solid: trained, dashed: "
             "untrained twin; dotted: the uniform reference's exponent over the same positions. "
             "Dilution predicts the share follows the reference and α follows the share.",
             420,
-        ),
-    ]
+        )),
+    ]  # fmt: skip
     uniform = {m: uniform_exponent(att, m, t_min) for m in _model_order(att["model"])}
     figs = {
         "fig-attention-share": share_figure(att),
@@ -241,7 +241,9 @@ def attention_section(data: RunData) -> tuple[str, dict]:
     body.append("<ul>" + "".join(f"<li>{esc(s)}</li>" for s in sentences) + "</ul>")
     headers = ["model", "layer group", "share exponent", "α (rel_l2)", "uniform exponent",
                "first token's share at the end"]  # fmt: skip
-    body.append(table(headers, groups.itertuples(index=False)))
+    body.append(
+        fold("Per layer group (attention.csv)", table(headers, groups.itertuples(index=False)))
+    )
     body.append(turns_part(data.frame("attention_turns.csv")))
     return "".join(body), figs
 

@@ -9,7 +9,8 @@ import math
 import pandas as pd
 
 from harness.analysis.carried import BAND, fork_verdict, settled_from
-from harness.report.html import esc, figure, fmt_pct, fmt_t, note, table
+from harness.report.folding import fold_cards
+from harness.report.html import esc, figure, fmt_pct, fmt_t, fold, note, table
 from harness.report.plots import _layout, color, first_entry
 from harness.report.plots import label as lbl
 from harness.report.verdicts import Card, ci_cell, ci_text, n_cell, policy_order
@@ -204,21 +205,27 @@ def forks_section(data) -> tuple[str, dict]:
         "0 and inside ±0.25 the prompt no longer changes behaviour: what persists is carried by "
         "the text; a CI on 0 but wider than that cannot tell."
     )
-    body = "".join(
-        f'<div class="card card-carried"><h3>{esc(c.title)}</h3>'
-        + "".join(f"<p>{esc(s)}</p>" for s in c.sentences)
-        + "</div>"
-        for c in cards
+    cards, folded = fold_cards(cards)
+    body = (
+        "".join(
+            f'<div class="card card-carried"><h3>{esc(c.title)}</h3>'
+            + "".join(f"<p>{esc(s)}</p>" for s in c.sentences)
+            + "</div>"
+            for c in cards
+        )
+        + folded
     )
     figs = {"fig-carried": carried_figure(carried)}
     html = (
         f'<div class="cards">{body}</div>'
-        + figure("fig-carried", caption, figs["fig-carried"].layout.height)
-        + "<h3>carried.csv</h3>"
-        + carried_table(carried)
+        + fold(
+            f"With and without the prompt at each fork ({carried['item'].nunique()} items)",
+            figure("fig-carried", caption, figs["fig-carried"].layout.height),
+        )
+        + fold(f"Every fork ({len(carried)} rows of carried.csv)", carried_table(carried))
     )
     arms = fork_viewer_html(data.forks or [], data.generations or [])
-    return html + arms, figs
+    return html + (fold("The fork arms' texts, side by side", arms) if arms else ""), figs
 
 
 def carried_table(carried: pd.DataFrame) -> str:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from harness.models import is_untrained
 from harness.report import derive, plots
-from harness.report.html import esc, figure, fmt_num, note, table
+from harness.report.html import esc, figure, fmt_num, fold, note, table
 from harness.report.instrument import corrected_turns_part, undecided_turns_note
 from harness.report.load import RunData
 from harness.report.replay import replay_part
@@ -186,7 +186,8 @@ def conversations_section(data: RunData) -> tuple[str, dict] | None:
     else:
         html.append(note(data.missing("turn_adherence.csv")))
     if summary is not None:
-        html += [_condition_table(summary), _pressure_part(summary)]
+        html += [fold("Each condition's first failure, AUC and turns (conversations.csv)",
+                      _condition_table(summary)), _pressure_part(summary)]  # fmt: skip
     else:
         html.append(note(data.missing("conversations.csv")))
     html.append(replay_part(curve, summary, data.generations))

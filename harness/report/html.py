@@ -95,3 +95,10 @@ def figure(div_id: str, caption: str, height: int = 420) -> str:
 
 def section(anchor: str, title: str, body: str) -> str:
     return f'<section id="{esc(anchor)}"><h2>{esc(title)}</h2>{body}</section>'
+
+
+def fold(summary: str, body: str, open_: bool = False) -> str:
+    """`body` (HTML) in a collapsible part under a one-line `summary` (text, escaped here):
+    detail kept, out of the page's height until asked for."""
+    state = " open" if open_ else ""
+    return f'<details class="fold"{state}><summary>{esc(summary)}</summary>{body}</details>'

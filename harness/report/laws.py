@@ -15,7 +15,7 @@ from harness.analysis.law_table import FLAT_BAND, FLOOR_RULED_OUT, VANISH_MIN_UN
 from harness.analysis.laws import LAW_EQUILIBRIUM, LAW_ZERO, RIVAL_LEVEL, holm
 from harness.analysis.laws import MARGIN as L_MARGIN
 from harness.analysis.single_turn import comparison
-from harness.report.html import esc, figure, fmt_num, note, table
+from harness.report.html import esc, figure, fmt_num, fold, note, table
 from harness.report.load import RunData
 from harness.report.plots import _layout, color
 from harness.stats import DEFAULT_LEVEL
@@ -279,12 +279,13 @@ def laws_section(data: RunData) -> tuple[str, dict] | None:
         body.append(f"<h3>{esc(model)}</h3>")
         if len(mine):
             body.append(note(model_sentence(model, mine), "claim"))
-            body.append(answer_table(mine))
+            body.append(fold(f"Each curve's answer under none ({len(mine)})", answer_table(mine)))
         else:
             body.append(note(f"{model} has no curve under policy none."))
         theirs = policies[policies["model"] == model]
         if len(theirs):
-            body.append("<h4>Reminder policies (apart from none)</h4>" + answer_table(theirs, True))
+            body.append(fold(f"Reminder policies (apart from none, {len(theirs)})",
+                             answer_table(theirs, True)))  # fmt: skip
     figs = {}
     fig = laws_figure(data, laws[laws["chosen"].astype(bool) & (laws["item"] == POOLED)
                                  & (laws["policy"] == POOLED)])  # fmt: skip
@@ -300,8 +301,14 @@ def laws_section(data: RunData) -> tuple[str, dict] | None:
     sentence, deltas = delta_sentence(laws, alpha)
     body.append("<h3>Do reminders lower the floor?</h3>" + note(sentence, "claim"))
     if deltas:
-        body.append(table(["model", "item", "policy", "curve", "law", "floor − none's",
-                           "reading"], deltas))  # fmt: skip
+        body.append(
+            fold(
+                f"Each policy's floor against none's ({len(deltas)})",
+                table(
+                    ["model", "item", "policy", "curve", "law", "floor − none's", "reading"], deltas
+                ),
+            )
+        )
     body.append(twin_part(data))
     return "".join(body), figs
 

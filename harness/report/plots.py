@@ -254,7 +254,10 @@ def turn_influence_figure(mean: pd.DataFrame):
 
 
 def pareto_figure(policies: pd.DataFrame):
-    """Adherence AUC vs token overhead per policy, Pareto frontier joined by a line."""
+    """Each policy's paired AUC gain over the baseline (delta, with its paired interval: the
+    same samples of the same items under both) vs its token overhead; the Pareto frontier
+    joined by a line. Never one policy's own AUC against another's: those may pool different
+    items (a policy run on one item beside a baseline run on four)."""
     import plotly.graph_objects as go
 
     auc = policies[policies["metric"] == "auc"]
@@ -263,24 +266,32 @@ def pareto_figure(policies: pd.DataFrame):
     fig = go.Figure()
     for i, ((model, item), rows) in enumerate(auc.groupby(["model", "item"], sort=True)):
         rows = rows.sort_values("token_overhead")
-        hover = [label(f"{p} · {item} · {model}") for p in rows["policy"]]
+        hover = [
+            label(f"{p} · {item} · {model} · n = {n} pairs")
+            for p, n in zip(rows["policy"], rows["n"], strict=True)
+        ]
         pareto = rows["pareto"].astype(str).str.lower() == "true"
         fig.add_scatter(
-            x=100 * rows["token_overhead"], y=rows["value"], mode="markers+text",
+            x=100 * rows["token_overhead"], y=rows["delta"], mode="markers+text",
             text=[label(p) for p in rows["policy"]], textposition="top center",
+            error_y=dict(type="data", symmetric=False, thickness=1,
+                         array=(rows["delta_high"] - rows["delta"]).fillna(0),
+                         arrayminus=(rows["delta"] - rows["delta_low"]).fillna(0)),
             marker=dict(size=np.where(pareto, 13, 8), color=color(i),
                         symbol=np.where(pareto, "star", "circle")),
             name=label(f"{item} · {model}"), hovertext=hover,
-            hovertemplate="%{hovertext}<br>overhead %{x:.1f} %<br>AUC %{y:.2f}<extra></extra>",
+            hovertemplate="%{hovertext}<br>overhead %{x:.1f} %<br>AUC gain %{y:+.2f}"
+                          "<extra></extra>",
         )  # fmt: skip
         front = rows[pareto]
         if len(front) > 1:
             fig.add_scatter(
-                x=100 * front["token_overhead"], y=front["value"], mode="lines",
+                x=100 * front["token_overhead"], y=front["delta"], mode="lines",
                 line=dict(color=color(i), dash="dot"), showlegend=False, hoverinfo="skip",
             )  # fmt: skip
+    fig.add_hline(y=0, line=dict(color="#999", width=1, dash="dash"))
     fig.update_xaxes(title_text="token overhead (% of generated tokens)")
-    fig.update_yaxes(title_text="adherence AUC", range=[-0.03, 1.05])
+    fig.update_yaxes(title_text="AUC gain over none, same samples", range=[-1.05, 1.05])
     return _layout(fig, 420)
 
 

@@ -18,6 +18,7 @@ from harness.report.conversations import turn_figures
 from harness.report.html import esc, note, script_safe
 from harness.report.load import KNOWN_FILES, load_run
 from harness.report.logs import LOG_TITLES, WORST, log_sections
+from harness.report.prescription import prescription_rows, write_prescription
 from harness.report.sections import TITLES, build_sections
 
 CSS = """
@@ -50,6 +51,9 @@ pre { background:#f1f3f7; padding:8px; overflow-x:auto; font-size:12px; }
 .filters { margin:6px 0 10px; color:var(--muted); }
 details.sample { border:1px solid var(--line); border-radius:6px; margin:6px 0; padding:4px 10px; }
 details.sample summary { cursor:pointer; font-size:13px; }
+details.fold { margin:6px 0; } details.fold > summary { cursor:pointer; color:var(--accent); }
+.left-out { font-size:13px; } .left-out details { display:inline; }
+table.prescription td { white-space:normal; max-width:360px; }
 details.sample[data-fail="1"] summary { color:#a61e1e; }
 .prompt { font-size:12px; color:var(--muted); margin:6px 0; white-space:pre-wrap; }
 .gen-text { white-space:pre-wrap; font-family:ui-monospace,Menlo,Consolas,monospace;
@@ -93,6 +97,13 @@ DRAW_JS = """
       d.style.display = show ? "" : "none";
     });
   }
+  // a figure drawn while its part was folded has no width yet: size it when it opens
+  document.querySelectorAll("details").forEach(function (d) {
+    d.addEventListener("toggle", function () {
+      if (d.open) { d.querySelectorAll(".js-plotly-plot").forEach(function (p) {
+        Plotly.Plots.resize(p); }); }
+    });
+  });
   ["f-item", "f-policy", "f-fail"].forEach(function (id) {
     var el = document.getElementById(id);
     if (el) { el.addEventListener("change", filter); }
@@ -226,11 +237,13 @@ def render_report(
     """Read the run folder's stored files and write `report.html` there atomically. `worst`:
     the logged conversations shown; `with_text=False`: no text of a log in the page; `files`:
     the files to read, name -> path (the report stage's: what this run wrote), else those the
-    folder's run wrote (`harness.report.load.run_files`)."""
+    folder's run wrote (`harness.report.load.run_files`). A run's page (not a log's) also
+    writes prescription.csv, the rows of its first table, where some rule was judged."""
     data = load_run(Path(run_dir), worst or WORST, with_text, chunked=True, files=files)
     if is_log_folder(data):
         text = _log_page(data)
     else:
+        write_prescription(data.run_dir, prescription_rows(data))
         sections, figs, anchors = build_sections(data)
         label_t_axes(figs, t_unit_of(data))
         title, subtitle = _title(data)

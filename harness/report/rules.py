@@ -10,7 +10,7 @@ import math
 import pandas as pd
 
 from harness.report import plots
-from harness.report.html import esc, figure, note
+from harness.report.html import esc, figure, fold, note
 from harness.report.load import RunData
 from harness.report.truncation import truncation_line
 
@@ -93,10 +93,15 @@ def rules_section(data: RunData) -> tuple[str, dict]:
     multi_model = rules["model"].nunique() > 1
     for (model, item), group in rules.groupby(["model", "item"], sort=True):
         title = f"{item} · {model}" if multi_model else item
-        html.append(f"<h3>{esc(title)}</h3>")
         turns = group["first_below_turn"].notna().any() or group["turns"].notna().any()
         axis, unit = ("turn", "turn") if turns else ("t", "t")
-        for rank, rule in enumerate(rule_order(group), start=1):
+        order = rule_order(group)
+        falls = "; ".join(
+            f"{rule} ({_when(group[group['rule'] == rule].sort_values('policy').iloc[0], unit)})"
+            for rule in order
+        )
+        parts = []
+        for rank, rule in enumerate(order, start=1):
             rows = group[group["rule"] == rule]
             sentence = next((s for s in rows["sentence"] if isinstance(s, str) and s), "")
             fig_id = f"fig-rule-{len(figs)}"
@@ -116,9 +121,11 @@ def rules_section(data: RunData) -> tuple[str, dict]:
                 plot = figure(fig_id, f"{rule}: {y} per policy with its 95 % band", 260)
             else:
                 plot = note("no unit of this rule was decided")
-            html.append(
+            parts.append(
                 '<div class="rule" style="display:flex;gap:1.5em;align-items:flex-start">'
                 f'<div style="flex:1 1 55%">{plot}</div>'
                 f'<div style="flex:1 1 45%">{side}</div></div>'
             )
+        # the order is the finding; each rule's curve and counts are its evidence, folded
+        html.append(f"<h3>{esc(title)}</h3>" + fold(f"{len(order)} rules: {falls}", "".join(parts)))
     return "".join(html), figs

@@ -5,24 +5,27 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 from harness.report import derive, plots, theory
 from harness.report.attention import attention_section
 from harness.report.calibration import calibration_section
-from harness.report.carried import carried_cards, forks_section, linkage_sentences
+from harness.report.cards import verdicts
+from harness.report.carried import forks_section, linkage_sentences
 from harness.report.conversations import conversations_section
 from harness.report.gates import gates_section
-from harness.report.html import esc, figure, note, section, table
+from harness.report.html import esc, figure, fold, note, section, table
 from harness.report.instrument import corrected_auc_part, undecided_windows_note
 from harness.report.laws import laws_section
 from harness.report.load import RunData
 from harness.report.logs import logs_part
-from harness.report.mechanism_cards import correlation_card, mechanism_card, predictor_card
+from harness.report.prescription import prescription_section
 from harness.report.rules import rules_section
-from harness.report.verdicts import Card, adherence_cards, ci_cell, n_cell
+from harness.report.verdicts import ci_cell, n_cell
 from harness.report.viewer import viewer_html
 
 TITLES = {
+    "prescription": "What breaks and what fixes it",
     "gates": "Gates",
     "verdicts": "Verdicts",
     "rules": "Which rule breaks first",
@@ -42,35 +45,6 @@ TITLES = {
     "theory": "Theory",
     "manifest": "Manifest",
 }
-
-
-def _card_html(card: Card) -> str:
-    body = "".join(f"<p>{esc(s)}</p>" for s in card.sentences)
-    return f'<div class="card card-{esc(card.kind)}"><h3>{esc(card.title)}</h3>{body}</div>'
-
-
-def verdicts(data: RunData) -> tuple[str, dict]:
-    cards: list[Card] = []
-    curve, _ = derive.adherence_curve(data)
-    if curve is not None and len(curve):
-        cards += adherence_cards(curve, derive.token_overhead(data), data.frame("summary.csv"))
-    within = linkage_sentences(data.frame("linkage.csv"), with_across=False)
-    for card in (
-        mechanism_card(data.frame("summary.csv"), data.frame("fits.csv")),
-        correlation_card(data.frame("correlation.csv"), within),
-        predictor_card(data.frame("predictor.csv")),
-    ):
-        if card is not None:
-            cards.append(card)
-    cards += carried_cards(data.frame("carried.csv"))
-    if not cards:
-        return note("No adherence or divergence results in this run folder yet."), {}
-    intro = note(
-        "“Holds 90 % to t = X”: a(t) >= 90 % at every window of the adherence curve up to "
-        "t = X (the windows' t as stored, in continuation positions, injected tokens "
-        "included); +N % tokens: the policy's injected and restated tokens over generated ones."
-    )
-    return intro + '<div class="cards">' + "".join(map(_card_html, cards)) + "</div>", {}
 
 
 def divergence(data: RunData) -> tuple[str, dict]:
@@ -135,7 +109,9 @@ def survival(data: RunData) -> tuple[str, dict]:
         "sample's first violation."
     )
     fig = plots.curve_figure(surv, "survival", "S(t)", step=True)
-    return figure("fig-survival", caption, fig.layout.height), {"fig-survival": fig}
+    # a(t) above carries the headline; the time to a first failure is its companion
+    html = fold("S(t) per item and policy", figure("fig-survival", caption, fig.layout.height))
+    return html, {"fig-survival": fig}
 
 
 def policies(data: RunData) -> tuple[str, dict]:
@@ -143,8 +119,10 @@ def policies(data: RunData) -> tuple[str, dict]:
     if frame is None:
         return note(data.missing("policies.csv")), {}
     caption = (
-        "Each policy's adherence AUC against its token overhead; stars and the dotted line are "
-        "the Pareto frontier (no other policy is both cheaper and better). Up and left is better."
+        "Each policy's adherence AUC gain over none against its token overhead, both "
+        "policies on the same items and samples (paired), with the paired 95 % interval; "
+        "stars and the dotted line are the Pareto frontier (no other policy gains more for "
+        "fewer tokens). Up and left is better; on the dashed line a policy changes nothing."
     )
     rows = [
         [
@@ -158,14 +136,20 @@ def policies(data: RunData) -> tuple[str, dict]:
     headers = ["model", "item", "policy", "metric", "value", "none", "delta", "95 % CI", "n",
                "overhead", "pareto"]  # fmt: skip
     fig = plots.pareto_figure(frame) if "token_overhead" in frame.columns else None
-    html = (figure("fig-pareto", caption) if fig else "") + table(headers, rows)
+    html = (figure("fig-pareto", caption) if fig else "") + fold(
+        f"Every comparison ({len(rows)} rows of policies.csv)", table(headers, rows)
+    )
     return html, ({"fig-pareto": fig} if fig else {})
 
 
 def correlation(data: RunData) -> tuple[str, dict]:
     html, figs = [], {}
     summary = data.frame("summary.csv")
-    if summary is not None and {"alpha_mean", "auc"} <= set(summary.columns):
+    if (
+        summary is not None
+        and {"alpha_mean", "auc"} <= set(summary.columns)
+        and (summary["alpha_mean"].notna() & summary["auc"].notna()).any()
+    ):
         figs["fig-correlation"] = plots.correlation_figure(summary)
         html.append(
             figure(
@@ -177,18 +161,19 @@ def correlation(data: RunData) -> tuple[str, dict]:
         )
     else:
         html.append(note(data.missing("summary.csv")))
-    corr = data.frame("correlation.csv")
+    corr = _formed(data.frame("correlation.csv"), "spearman")
     if corr is not None:
         headers = [c for c in corr.columns]
-        html.append("<h3>Across conditions</h3>" + table(headers, corr.itertuples(index=False)))
+        html.append(fold("Across conditions (correlation.csv)",
+                         table(headers, corr.itertuples(index=False))))  # fmt: skip
     else:
-        html.append(note(data.missing("correlation.csv")))
-    link = data.frame("linkage.csv")
+        html.append(note(_why_not(data, "correlation.csv")))
+    link = _formed(data.frame("linkage.csv"), "spearman")
     if link is not None:
         reading = "".join(f"<p>{esc(s)}</p>" for s in linkage_sentences(link))
-        html.append(
-            "<h3>Within items</h3>"
-            + note(
+        html.append(fold(
+            "Within items (linkage.csv)",
+            note(
                 "A cross-condition coefficient mixes items, which differ in both α and "
                 "adherence for reasons of their own. Here each probed sample's own α against "
                 "its own adherence AUC, within each item (alpha_auc_item), their mean over "
@@ -196,23 +181,37 @@ def correlation(data: RunData) -> tuple[str, dict]:
                 "the behavioural dependence there (kl_dependence_item)."
             )
             + reading
-            + table(list(link.columns), link.itertuples(index=False))
-        )
+            + table(list(link.columns), link.itertuples(index=False)),
+        ))  # fmt: skip
     else:
-        html.append(note(data.missing("linkage.csv")))
-    pred = data.frame("predictor.csv")
+        html.append(note(_why_not(data, "linkage.csv")))
+    pred = _formed(data.frame("predictor.csv"), "auroc")
     if pred is not None:
-        html.append(
-            "<h3>Early warning (AUROC)</h3>"
-            + note(
+        html.append(fold(
+            "Early warning (AUROC, predictor.csv)",
+            note(
                 "Cross-validated AUROC of a logistic regression predicting a failing window "
                 "from divergence features and log t, against log t alone (grouped by sample)."
             )
-            + table(list(pred.columns), pred.itertuples(index=False))
-        )
+            + table(list(pred.columns), pred.itertuples(index=False)),
+        ))  # fmt: skip
     else:
-        html.append(note(data.missing("predictor.csv")))
+        html.append(note(_why_not(data, "predictor.csv")))
     return "".join(html), figs
+
+
+def _formed(frame, column: str):
+    """The file's frame where some coefficient could be formed, else None (a run without a
+    probe writes rows of n = 0 and no coefficient)."""
+    if frame is None or column not in frame.columns or frame[column].isna().all():
+        return None
+    return frame
+
+
+def _why_not(data: RunData, name: str) -> str:
+    if data.frame(name) is not None:
+        return f"{name} has no coefficient: too few units (a run without a probe has no α)."
+    return data.missing(name)
 
 
 def judge(data: RunData) -> tuple[str, dict]:
@@ -258,7 +257,8 @@ def manifest(data: RunData) -> tuple[str, dict]:
     if "config" in m:
         config = esc(json.dumps(m["config"], indent=2, ensure_ascii=False))
         html.append(f"<details><summary>Resolved config</summary><pre>{config}</pre></details>")
-    return "".join(html), {}
+    return fold("Run id, models, timings, seeds, versions and the resolved config",
+                "".join(html)), {}  # fmt: skip
 
 
 def _seconds(v) -> str:
@@ -270,6 +270,7 @@ def _seconds(v) -> str:
 
 
 BUILDERS = {
+    "prescription": prescription_section,
     "gates": gates_section,
     "verdicts": verdicts,
     "rules": rules_section,
@@ -291,16 +292,41 @@ BUILDERS = {
 }
 
 
+# a body of nothing but notes under headings: its sentences say only why it has nothing to show
+_NOTES = re.compile(r'<p class="note">[^<]*</p>|<h[34]>[^<]*</h[34]>')
+
+
+def has_data(body: str) -> bool:
+    """Whether a section's body shows data: anything beyond notes on why it has none."""
+    return bool(_NOTES.sub("", body).strip())
+
+
+def left_out_line(left_out: list[tuple[str, str]]) -> str:
+    """One line naming the sections left out for want of data, each one's reason folded."""
+    names = ", ".join(esc(TITLES[a]) for a, _ in left_out)
+    reasons = "".join(f"<li><b>{esc(TITLES[a])}</b>: {body}</li>" for a, body in left_out)
+    return (
+        f'<div class="left-out note">Left out, no data in this run: {names}. '
+        f"<details><summary>why</summary><ul>{reasons}</ul></details></div>"
+    )
+
+
 def build_sections(data: RunData) -> tuple[list[str], dict, list[str]]:
-    """All sections in page order, every figure keyed by its div id, and the anchors shown
-    (a builder that returns None, e.g. Conversations in a single-reply run, is left out)."""
-    html, figs, anchors = [], {}, []
+    """The sections that have data in page order (the prescription first), then one line
+    naming those left out; every figure keyed by its div id, and the anchors shown (a builder
+    that returns None, e.g. Conversations in a single-reply run, is left out silently)."""
+    html, figs, anchors, left_out = [], {}, [], []
     for anchor, build in BUILDERS.items():
         built = build(data)
         if built is None:
             continue
         body, section_figs = built
+        if not section_figs and not has_data(body):
+            left_out.append((anchor, body))
+            continue
         html.append(section(anchor, TITLES[anchor], body))
         figs.update(section_figs)
         anchors.append(anchor)
+    if left_out:
+        html.insert(1 if anchors[:1] == ["prescription"] else 0, left_out_line(left_out))
     return html, figs, anchors

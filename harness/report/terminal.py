@@ -1,6 +1,7 @@
-"""The terminal summary that ends `harness run`: the gate verdicts first (what CI acts on),
-then how a sequential run sampled, one row per (model, item, policy) with adherence AUC and its
-CI, half-life, token overhead and alpha, then the report's path."""
+"""The terminal summary that ends `harness run`: the prescription first (per rule: does it
+hold, where it breaks, what fixes it), the gate verdicts (what CI acts on), then how a
+sequential run sampled, one row per (model, item, policy) with adherence AUC and its CI,
+half-life, token overhead and alpha, then the report's path."""
 
 from __future__ import annotations
 
@@ -97,9 +98,10 @@ def gates_head(verdicts: pd.Series) -> str:
 
 
 def family_line(gates: pd.DataFrame) -> str:
-    """The gates' error over the whole run, from gates.csv's `level`: each tested bound errs
-    with probability <= 1 - its level, so the chance that any verdict is wrong is at most their
-    sum (Bonferroni; `stats.family: bonferroni` makes the sum 1 - stats.level). "" without
+    """The gates' error over the whole run, from gates.csv's `level` and `family`: under Holm
+    (`stats.family: holm`, the default) one budget for the family's bounds, beside what the
+    same bounds would risk per check; else each tested bound errs with probability <= 1 - its
+    level, so the chance that any verdict is wrong is at most their sum (Bonferroni). "" without
     interval checks or a level column (an older gates.csv)."""
     if "level" not in gates.columns:
         return ""
@@ -107,15 +109,39 @@ def family_line(gates: pd.DataFrame) -> str:
     if checked.empty:
         return ""
     bounds = checked["min"].notna().astype(int) + checked["max"].notna().astype(int)
+    family = checked["family"].astype(str) if "family" in checked.columns else None
+    if family is not None and (family == "holm").any():
+        return _holm_line(checked, bounds, family)
     errors = (1 - checked["level"].astype(float)) * bounds
     each = sorted({f"{100 * (1 - v):.3g} %" for v in checked["level"].astype(float)})
     total = min(float(errors.sum()), 1.0)
     return (
         f"{int(bounds.sum())} bounds tested, each wrong with probability <= {' or '.join(each)}; "
         f"the chance that any verdict is wrong is <= {100 * total:.3g} % (their sum"
-        + ("" if total < 0.0501 else "; stats.family: bonferroni bounds it by 1 - stats.level")
+        + ("" if total < 0.0501 else "; stats.family: holm bounds it by 1 - stats.level")
         + ")"
     )
+
+
+def _holm_line(checked: pd.DataFrame, bounds: pd.Series, family: pd.Series) -> str:
+    """`Holm over 8 bounds (stats.family: holm): the chance that any of their verdicts is
+    wrong is <= 5 % (per check at stats.level it would be <= 40 %)`, and the bounds outside."""
+    inside = family == "holm"
+    alpha = 1 - float(checked.loc[inside, "family_level"].iloc[0])
+    m = int(bounds[inside].sum())
+    line = (
+        f"Holm over {m} bounds (stats.family: holm): the chance that any of their verdicts is "
+        f"wrong is <= {100 * alpha:.3g} % (per check, stats.family: none, it would be "
+        f"<= {100 * min(m * alpha, 1.0):.3g} %)"
+    )
+    outside = ~inside
+    if outside.any():
+        each = sorted({f"{100 * (1 - v):.3g} %" for v in checked.loc[outside, "level"]})
+        line += (
+            f"; {int(bounds[outside].sum())} bounds outside it (no one-sided bounds at other "
+            f"levels), each wrong with probability <= {' or '.join(each)}"
+        )
+    return line
 
 
 VERDICT_MARKUP = {
@@ -143,6 +169,43 @@ def print_gates(run_dir: Path, console=None) -> None:
         where = f" [{row['model']}]" if several else ""
         mark = VERDICT_MARKUP.get(verdict, escape(verdict))
         console.print(f"  {mark} {escape(gate_name(row) + where)}: {escape(row['detail'])}")
+
+
+def read_prescription(run_dir: Path) -> list:
+    """The rows of the run folder's prescription.csv, which the report writes ([] where there
+    is none: no rule was judged, or the folder predates it)."""
+    from harness.results import PrescriptionRow
+
+    path = Path(run_dir) / "prescription.csv"
+    if not path.is_file() or not path.stat().st_size:
+        return []
+    frame = pd.read_csv(path, dtype={"model": str, "item": str, "rule": str},
+                        keep_default_na=False, na_values=[""])  # fmt: skip
+    text = ["sentence", "basis", "fix", "rejected", "breaks_axis"]
+    frame[text] = frame[text].fillna("")
+    return [PrescriptionRow(**row) for row in frame.to_dict("records")]
+
+
+def print_prescription(run_dir: Path, console=None) -> None:
+    """The prescription first: per rule of each item, does it hold, where it breaks, what
+    fixes it at what cost (harness.report.prescription); nothing where no rule was judged."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from harness.report.prescription import HEADERS, cells, headline
+
+    rows = read_prescription(run_dir)
+    if not rows:
+        return
+    console = _console(console)
+    several = len({r.model for r in rows}) > 1
+    table = Table(title=f"What breaks and what fixes it: {escape(headline(rows))}",
+                  title_justify="left")  # fmt: skip
+    for header in HEADERS:
+        table.add_column(header)
+    for row in rows:
+        table.add_row(*(escape(c) for c in cells(row, several)))
+    console.print(table)
 
 
 def sampling_line(run_dir: Path) -> str:
@@ -192,6 +255,7 @@ def print_summary(run_dir: Path, console=None) -> None:
     from rich.table import Table
 
     console = _console(console)
+    print_prescription(run_dir, console)
     print_gates(run_dir, console)
     if line := sampling_line(run_dir):
         console.print(line, markup=False)
@@ -222,5 +286,6 @@ def print_summary(run_dir: Path, console=None) -> None:
 
 
 __all__ = [
-    "gates_failed", "print_gates", "print_summary", "read_gates", "sampling_line", "summary_rows",
+    "gates_failed", "print_gates", "print_prescription", "print_summary", "read_gates",
+    "sampling_line", "summary_rows",
 ]  # fmt: skip

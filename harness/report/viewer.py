@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness.report.html import esc
+from harness.report.html import esc, fold
 from harness.results import as_bool
 
 MAX_SAMPLES = 300  # generations shown; a bigger run lists how many were left out
@@ -208,4 +208,9 @@ def viewer_html(records: list[dict], windows: pd.DataFrame | None) -> str:
         if failing:
             opened.add(item)
     samples = "".join(parts)
-    return controls + f'<div id="sample-list">{samples}</div>' + tail
+    failing = sum(any(m.status == "fail" for m in marks.get(_key(r), [])) for r in shown)
+    listing = fold(
+        f"{len(shown)} generations, {failing} with a failing window: read each",
+        f'<div id="sample-list">{samples}</div>',
+    )
+    return controls + listing + tail

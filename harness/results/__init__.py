@@ -38,6 +38,7 @@ from harness.results.conversations import (
     TurnAdherenceRow,
     TurnRow,
 )
+from harness.results.prescription import PrescriptionRow
 from harness.results.probing import (
     AttentionRow,
     AttentionTurnRow,
@@ -91,6 +92,7 @@ ROWS: tuple[type[ResultRow], ...] = (
     RelayRow,
     BiasRow,
     GateRow,
+    PrescriptionRow,
 )
 RESULT_FILES: dict[str, type[ResultRow]] = {row.file: row for row in ROWS}
 # the files `harness probe` writes into its folder: a run's own (its rows, every t)
@@ -125,6 +127,7 @@ __all__ = [
     "LoggedRow",
     "NextTokenRow",
     "PolicyRow",
+    "PrescriptionRow",
     "PredictorRow",
     "QualityRow",
     "RelayRow",

@@ -68,6 +68,10 @@ class SummaryRow(ResultRow):
     """the samples counted as passing by a sequential run's group-sequential gate test: each
     value x in [0, 1] counts with probability x, by a coin seeded with the condition and the
     sample (0 and 1 count as themselves; harness.stats.group_sequential.binary_count)"""
+    holm_bounds: str | None
+    """under `stats.family: holm`, the one-sided bounds at Holm's later levels, as JSON:
+    {"levels": [...], "auc": [[lcb, ucb], ...], "final": [...]} (null: no bound); empty
+    otherwise"""
     pass_1: float
     """pass^1: share of samples that pass (every decided position in [1, T] passes)"""
     pass_1_low: float
@@ -186,9 +190,10 @@ class PolicyRow(ResultRow):
     metric: str
     """`auc`, `half_life_capped` or `final`"""
     value: float
-    """the metric under the policy"""
+    """the metric under the policy, over the samples (pooled: the items) it shares with `none`
+    (the baseline's own rows: all of its samples and items)"""
     none_value: float
-    """the metric under `none`"""
+    """the metric under `none` over the same samples and items as `value`"""
     delta: float
     """value - none_value"""
     delta_low: float
@@ -199,7 +204,8 @@ class PolicyRow(ResultRow):
     """the interval's method (docs/architecture.md, "Statistics")"""
     token_overhead: float
     pareto: bool
-    """on the Pareto front of (auc, token overhead)"""
+    """on the Pareto front of (paired auc gain `delta`, token overhead) among the policies of
+    the (model, item): no other policy gains more for fewer tokens"""
 
 
 class CalibrationRow(ResultRow):
@@ -352,9 +358,18 @@ class GateRow(ResultRow):
     max: float
     level: float
     """the level each bound of the check is tested at: 1 - the chance that the bound's verdict
-    is wrong (auc, final: their one-sided bounds' level, stats.level or Bonferroni's under
-    stats.family; other metrics: one side of the two-sided interval, 1 - (1 - level) / 2);
-    NaN for a point comparison"""
+    is wrong (auc, final: their one-sided bounds' level: under stats.family holm the level of
+    the Holm step that decided it, or of the last step; bonferroni's; stats.level under none;
+    other metrics: one side of the two-sided interval, 1 - (1 - level) / 2); NaN for a point
+    comparison"""
+    family: str
+    """the error budget the check's bounds share (stats.family): `holm` or `bonferroni` (one
+    budget of 1 - stats.level over the run's one-sided checks), `none` (per check: each
+    bound's own), `outside` (under holm, a metric with no one-sided bounds at other levels:
+    its own level, outside the shared budget); empty for a point comparison"""
+    family_level: float
+    """holm, bonferroni: 1 - the chance that any verdict of the family is wrong (stats.level);
+    NaN otherwise"""
     verdict: Literal["pass", "fail", "undecided"]
     """`pass`, `fail` or `undecided` (the interval straddles a bound, or none was formed)"""
     passed: bool

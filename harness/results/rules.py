@@ -55,6 +55,10 @@ class RuleRow(ResultRow):
     """one-sided lower bound of final at the gates' level"""
     final_ucb: float
     """one-sided upper bound of final at the gates' level"""
+    holm_bounds: str | None
+    """under `stats.family: holm`, the one-sided bounds at Holm's later levels, as JSON:
+    {"levels": [...], "auc": [[lcb, ucb], ...], "final": [...]} (null: no bound); empty
+    otherwise"""
     survival_median: float
     """Kaplan-Meier median t of the rule's first failing unit; inf when fewer than half fail"""
     survival_median_low: float
@@ -80,7 +84,7 @@ class RuleRow(ResultRow):
     """the last turn scored (conversations; empty for single replies)"""
     a_turn_first: float
     """a(k) at turn 1: share of samples whose first reply keeps the rule (NaN without
-    conversations)"""
+    conversations, and where no first reply has a verdict on the rule)"""
     a_turn_last: float
     """a(k) at the last turn"""
     a_turn_mean: float

@@ -132,6 +132,10 @@ class AdherenceRow(ResultRow):
     """the samples counted as passing by a sequential run's group-sequential gate test: each
     value x in [0, 1] counts with probability x, by a coin seeded with the condition and the
     sample (0 and 1 count as themselves; harness.stats.group_sequential.binary_count)"""
+    holm_bounds: str | None
+    """under `stats.family: holm`, the one-sided bounds at Holm's later levels, as JSON:
+    {"levels": [...], "auc": [[lcb, ucb], ...], "final": [...]} (null: no bound); empty
+    otherwise"""
     pass_1: float
     """pass^1: share of samples that pass (every decided position in [1, T] passes)"""
     pass_1_low: float

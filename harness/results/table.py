@@ -44,6 +44,35 @@ def file_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+# How the window figures and the turn figures relate (their one definition of an all-rules
+# verdict: harness.scoring.all_rules); a reader meets both in one report and asks why they differ.
+WINDOWS_AND_TURNS = """\
+## Windows and turns
+
+Every "all rules" figure judges units with one definition (`harness/scoring/all_rules.py`): a
+unit fails when a rule judging it failed, passes when none failed, some rule decided and no
+verdict is missing, and is otherwise undecided (left out, counted in `undecided`). A verdict is
+missing where a reply was cut at the token limit before a whole-reply rule (a sign-off, a word
+limit) could judge it: missing evidence, never a pass. A turn no sample has a verdict on has
+no a(k): NaN (rules.csv's `a_turn_first`), never 0 or the next turn's value.
+
+The units differ, so the figures can disagree on one run:
+
+- **adherence.csv's `auc`, `final`, a(t)** (and rules.csv's `auc`): the unit is a *window*
+  (`scoring.window` tokens, 64 by default). A window-scope rule judges each window on its own
+  text; a whole-reply rule's verdict covers every window of its reply.
+- **turn_adherence.csv's a(k), S(k), conversations.csv's first failing turn** (and rules.csv's
+  `a_turn_*`): the unit is a *reply*. Every rule judges the whole reply once.
+
+A window-scope rule can therefore fail some windows of a reply it keeps as a whole. Example
+(language-de, issue 56): 8 of 26 windows fail (windows can fail on their own text, for example
+one quoting an English name or holding mostly digits), so the AUC is 0.76; yet every reply, read
+whole, is German, so a(k) = 1.0 at every turn and the first failing turn is "never". Neither
+is wrong: the AUC says how much of the text keeps the rule, a(k) whether each reply does. Gate
+the one your users see: `auc` for text read as it streams, `a_turn` for replies read whole.
+"""
+
+
 def column_docs() -> str:
     """docs/results.md: every file's columns with their docs, one list per file."""
     parts = [
@@ -53,6 +82,7 @@ def column_docs() -> str:
         "`python -m harness.results.table --write`; do not edit. Files, stages and keys:",
         'docs/architecture.md, "Files of a run folder".',
         "",
+        WINDOWS_AND_TURNS,
     ]
     for row in DOCUMENTED:
         parts += [f"## {row.file}", "", f"One row: {row.row}.", ""]

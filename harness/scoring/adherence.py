@@ -1,8 +1,8 @@
 """Adherence metrics per condition (model, task, item, policy) from `windows.csv` rows.
 
-Definitions (docs/architecture.md, "Adherence"): a window passes when every window-scope
-check that could decide passed (undetermined checks are ignored; a window where none decided
-is left out). a(t) = share of samples whose window covering t passes, at the window starts seen
+Definitions (docs/architecture.md, "Adherence"): a window's all-rules verdict is
+`harness.scoring.all_rules`' (the one definition a(k) shares; an undecided window is left
+out). a(t) = share of samples whose window covering t passes, at the window starts seen
 in the condition (a picture; no per-sample metric uses that grid). Over a fixed t-range [1, T]
 (T = the run's max_tokens, fixed before the data; else each sample's own span), in generated
 positions (reminders and user turns do not count): each sample's
@@ -23,6 +23,7 @@ binomial bounds on the share failed by t. `anytime=True` makes each a confidence
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 from dataclasses import dataclass
@@ -48,6 +49,9 @@ from harness.stats import (
 from harness.stats.group_sequential import binary_count
 from harness.stats.sided import one_sided_bounds
 
+# the level of the gates' one-sided bounds, or (that level, Holm's later levels...):
+# `harness.config.gate_specs.gate_levels`
+GateLevels = float | tuple[float, ...]
 # pandas groups by lists: a tuple would be one key
 TASK_CONDITION = list(results.TASK_CONDITION)
 RUN_SAMPLE = list(results.RUN_SAMPLE)
@@ -211,8 +215,29 @@ def condition_values(cond: pd.DataFrame, horizon: float | None) -> ConditionValu
     )
 
 
+def gate_bounds(samples: dict[str, np.ndarray], gate_level: GateLevels, anytime: bool) -> dict:
+    """What the gates read of per-sample values (by metric: auc, final): `<metric>_lcb/_ucb`
+    at the first of `gate_level`'s levels, and `holm_bounds` at the later ones (Holm's steps;
+    None without)."""
+    first, *ladder = (gate_level,) if isinstance(gate_level, (int, float)) else gate_level
+    fields: dict = {}
+    steps: dict[str, list] = {"levels": ladder}
+    for name, sample in samples.items():
+        bounds = one_sided_bounds(sample, level=first, anytime=anytime)
+        fields.update({f"{name}_lcb": bounds.lcb, f"{name}_ucb": bounds.ucb})
+        steps[name] = [_bounds_at(sample, step, anytime) for step in ladder]
+    fields["holm_bounds"] = json.dumps(steps) if ladder else None
+    return fields
+
+
+def _bounds_at(sample: np.ndarray, level: float, anytime: bool) -> list[float | None]:
+    """[lcb, ucb] at one of Holm's later levels (None for NaN: JSON has no NaN)."""
+    bounds = one_sided_bounds(sample, level=level, anytime=anytime)
+    return [None if math.isnan(b) else b for b in (bounds.lcb, bounds.ucb)]
+
+
 def _condition_summary(
-    key, values: ConditionValues, level: float, anytime: bool, gate_level: float,
+    key, values: ConditionValues, level: float, anytime: bool, gate_level: GateLevels,
     abstain: dict, rates: dict | None,
 ) -> AdherenceRow:  # fmt: skip
     auc_s, final_s = values.auc, values.final
@@ -238,9 +263,8 @@ def _condition_summary(
     curve = curve_metrics(points, _nanmean(at_points, 0))
     fields.update(a_first=curve["a_first"], half_life_censored=curve["half_life_censored"])
     fields.update(reliability_fields(auc_s, level=level, anytime=anytime))
-    for name, sample in (("auc", auc_s), ("final", final_s)):  # what the gates read
-        bounds = one_sided_bounds(sample, level=gate_level, anytime=anytime)
-        fields.update({f"{name}_lcb": bounds.lcb, f"{name}_ucb": bounds.ucb})
+    fields.update(gate_bounds({"auc": auc_s, "final": final_s}, gate_level, anytime))
+    for name, sample in (("auc", auc_s), ("final", final_s)):
         # what a sequential run's group-sequential test counts (harness.analysis.gate_sequential)
         coin = "|".join(str(key[TASK_CONDITION.index(c)]) for c in ("model", "item", "policy"))
         fields[f"{name}_passes"] = binary_count(sample[~np.isnan(sample)], f"{name}|{coin}")
@@ -263,7 +287,7 @@ def adherence_summary(
     anytime: bool = False,
     horizon: float | None = None,
     rates: dict[str, instrument.CheckRates] | None = None,
-    gate_level: float | None = None,
+    gate_level: GateLevels | None = None,
     passes: pd.DataFrame | None = None,
     abstain: pd.DataFrame | None = None,
     conditions: dict[tuple, ConditionValues] | None = None,
@@ -274,8 +298,9 @@ def adherence_summary(
     anytime=True: every interval a confidence sequence (for sampling until decided).
     horizon: the fixed t-range [1, T] of AUC, final and the half-life's checkpoints (the
     run's max_tokens); None: each sample's own span (`sample_values`). gate_level: the level
-    of the one-sided bounds auc/final_lcb/ucb that gates read
-    (`harness.config.gate_specs.gate_level`; None: `level`). passes, abstain: the windows'
+    of the one-sided bounds auc/final_lcb/ucb that gates read, or (that level, Holm's later
+    levels, whose bounds go to `holm_bounds`: `harness.config.gate_specs.gate_levels`); None:
+    `level`. passes, abstain: the windows'
     `window_passes` and `window_abstentions`,
     where the caller has them (with both, `windows` is not read); conditions: the passes'
     `ConditionValues` by condition, in key order, instead of the passes (a chat log's, made
@@ -286,10 +311,15 @@ def adherence_summary(
         conditions = {key: condition_values(cond, horizon) for key, cond in groups}
     abstain = instrument.window_abstentions(windows) if abstain is None else abstain
     args = (level, anytime, level if gate_level is None else gate_level)
+    # a condition whose rules all judge whole replies has no window-scope row to abstain on
     return [
-        _condition_summary(key, values, *args, abstain.loc[key].to_dict(), rates)
+        _condition_summary(key, values, *args, _abstentions(abstain, key), rates)
         for key, values in conditions.items()
     ]
+
+
+def _abstentions(abstain: pd.DataFrame, key: tuple) -> dict:
+    return abstain.loc[key].to_dict() if key in abstain.index else {}
 
 
 def summary_frame(summaries: list[AdherenceRow]) -> pd.DataFrame:

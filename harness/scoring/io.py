@@ -11,7 +11,7 @@ from pathlib import Path
 from harness.config.run import GenerationConfig, ScoringConfig, TaskSuite
 from harness.errors import UserError
 from harness.models import EMBEDDED_MODEL, resolve_model, trained_name
-from harness.scoring.adherence import adherence_summary, summary_frame
+from harness.scoring.adherence import GateLevels, adherence_summary, summary_frame
 from harness.scoring.curves import adherence_curves, count_curves
 from harness.scoring.digest import WindowDigest, window_digest
 from harness.scoring.inputs import read_records, score_run_id
@@ -54,7 +54,7 @@ def adherence_frames(
     anytime: bool = False,
     horizon: float | None = None,
     rates: dict | None = None,
-    gate_level: float | None = None,
+    gate_level: GateLevels | None = None,
 ) -> dict:
     """The adherence files of a scored set of windows (a frame, or their `WindowDigest`), by
     file name: per-condition metrics

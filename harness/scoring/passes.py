@@ -9,6 +9,7 @@ import pandas as pd
 
 from harness import results
 from harness.results import cells_are
+from harness.scoring.all_rules import missing_verdicts, unit_verdict
 from harness.scoring.spill import sorted_runs
 
 # pandas groups by lists: a tuple would be one key
@@ -23,10 +24,11 @@ def window_passes(windows: pd.DataFrame) -> pd.DataFrame:
     would push a sample past the horizon in t). A window reaches to the next window's first
     generated token (decided or not); the last one spans t_end - t_start + 1 tokens.
 
-    Every rule counts (all rules): a window passes when its window-scope checks and the
-    whole-reply checks of its reply (windows.csv's window -1 rows: the response of a single
-    reply, each reply of a conversation) that decided all pass. A reply with whole-reply
-    verdicts and no window row is one window of its own (its span)."""
+    Every rule counts (all rules, as `harness.scoring.all_rules` defines a unit's verdict):
+    a window is judged by its window-scope checks and the whole-reply checks of its reply
+    (windows.csv's window -1 rows: the response of a single reply, each reply of a
+    conversation). A reply with whole-reply rows and no window row is one window of its own
+    (its span)."""
     keep = (windows["scope"] == "window") & (windows["window"] >= 0)
     whole = windows["window"] < 0
     # the columns read here, not the whole frame: a chat log's windows are ~100 MiB at 10,000
@@ -79,40 +81,51 @@ REPLY = TASK_CONDITION + RUN_SAMPLE + ["turn"]
 
 
 def _with_whole_replies(out: pd.DataFrame, whole: pd.DataFrame) -> pd.DataFrame:
-    """`out`'s windows with their reply's whole-reply verdicts joined in (a window passes
-    when its reply's decided whole-reply checks pass too; it is decided when any of either
-    decided), plus one window for each reply that has no window row."""
+    """`out`'s windows with their reply's whole-reply verdicts joined in, each window's
+    all-rules verdict (`harness.scoring.all_rules.unit_verdict`: a whole-reply rule cut off
+    at the token limit is missing evidence, never a pass), plus one window for each reply
+    that has no window row."""
     r = whole.loc[
         :, [c for c in whole.columns if c in [*REPLY, "t_start", "t_end", "t_gen_start", "passed"]]
     ]
     if "turn" not in r.columns:
         r = r.assign(turn=1)
     decided = r["passed"].notna()
-    r = r.assign(ok=cells_are(r["passed"], True) | ~decided, decided=decided)
+    r = r.assign(
+        ok=cells_are(r["passed"], True) | ~decided, decided=decided, missing=missing_verdicts(whole)
+    )
     per = r.groupby(REPLY, sort=False, dropna=False).agg(
         reply_ok=("ok", "all"),
         reply_decided=("decided", "any"),
+        reply_missing=("missing", "any"),
         t_start=("t_start", "first"),
         t_end=("t_end", "first"),
         g_start=("t_gen_start", "first"),
     )
     per = per.reset_index()
-    joined = out.merge(per[[*REPLY, "reply_ok", "reply_decided"]], on=REPLY, how="left")
+    columns = [*REPLY, "reply_ok", "reply_decided", "reply_missing"]
+    joined = out.merge(per[columns], on=REPLY, how="left")
     ok = joined["reply_ok"].astype("boolean").fillna(True).to_numpy(bool)
     reply_decided = joined["reply_decided"].astype("boolean").fillna(False).to_numpy(bool)
-    out = out.assign(
-        passed=out["passed"].to_numpy(bool) & ok,
-        decided=out["decided"].to_numpy(bool) | reply_decided,
+    missing = joined["reply_missing"].astype("boolean").fillna(False).to_numpy(bool)
+    passed, decided = unit_verdict(
+        ~(out["passed"].to_numpy(bool) & ok),
+        out["decided"].to_numpy(bool) | reply_decided,
+        missing,
     )
+    out = out.assign(passed=passed, decided=decided)
     seen = out[REPLY].drop_duplicates()
     alone = per.merge(seen, on=REPLY, how="left", indicator=True)
     alone = alone[alone["_merge"] == "left_only"]
     if alone.empty:
         return out
     # a reply no window-scope check scored: its whole-reply verdict covers its span
-    extra = alone.assign(
-        window=-alone["turn"], passed=alone["reply_ok"], decided=alone["reply_decided"]
+    passed, decided = unit_verdict(
+        ~alone["reply_ok"].to_numpy(bool),
+        alone["reply_decided"].to_numpy(bool),
+        alone["reply_missing"].to_numpy(bool),
     )
+    extra = alone.assign(window=-alone["turn"], passed=passed, decided=decided)
     extra = extra[[*out.columns]].astype(
         {c: out[c].dtype for c in out.columns if c in ("passed", "decided")}
     )

@@ -1,7 +1,8 @@
 """Score generation records window by window: `windows.csv` rows.
 
-`score_records` is the batch API of the pipeline; `window_fails` is the pure-text API of the
-adaptive policy (did the last window violate the item's window-scope checks?).
+`score_records` is the batch API of the pipeline; `window_fails` and `reply_fails` are the
+pure-text API of the adaptive policy (did the last window violate the item's window-scope
+checks? did the reply that just ended violate any of its code-checkable rules?).
 """
 
 from __future__ import annotations
@@ -224,17 +225,36 @@ def _whole_reply(base: dict) -> bool:
 
 
 def window_fails(item: TaskItem, text: str, languages: Sequence[str] | None = None) -> bool | None:
-    """Did this window violate the item's window-scope checks?
+    """Did this window (the last `every` tokens of a reply under way) violate the item's
+    window-scope checks? A whole-reply rule cannot judge a window: the reply has not ended.
 
     True: at least one check failed; False: none failed and at least one passed; None: no
     check could decide (e.g. too few letters). Checks that ask a model (judge checks) are
     skipped: this runs during generation, while the engine is busy with the samples.
     """
+    checks = [c for c in item_checks(item, languages) if c.scope == "window"]
+    return _fails(checks, text, cut_off=False)
+
+
+def reply_fails(
+    item: TaskItem, text: str, languages: Sequence[str] | None = None, cut_off: bool = False
+) -> bool | None:
+    """Did this ended reply violate any of the item's code-checkable rules (window-scope rules
+    on the reply's text, whole-reply rules such as a sign-off or a word limit)? What the
+    adaptive policy reads between the turns of a conversation. `cut_off`: the reply hit the
+    token limit, so a whole-reply rule judges it as scoring does (`Check.when_cut_off`: no
+    verdict where the reply's end is missing, rather than a failure the model did not make).
+    True / False / None as `window_fails`; judge checks are skipped likewise."""
+    return _fails(item_checks(item, languages), text, cut_off)
+
+
+def _fails(checks: Sequence[Check], text: str, cut_off: bool) -> bool | None:
     verdicts = []
-    for check in item_checks(item, languages):
-        if check.scope != "window" or check.asks_model:
+    for check in checks:
+        if check.asks_model:
             continue
         result = check.score(text)
+        result = check.when_cut_off(result) if cut_off else result
         verdicts.append(None if math.isnan(result.value) else check.passed(result))
     if any(v is False for v in verdicts):
         return True

@@ -16,7 +16,7 @@ from harness.analysis.predictor import predict_violations, window_features
 from harness.analysis.quality import quality_frame
 from harness.analysis.rules import rule_frames, rule_sentences
 from harness.analysis.summary import default_layers, summarise_conditions, token_frame
-from harness.config.gate_specs import gate_level
+from harness.config.gate_specs import gate_levels
 from harness.results import (
     AdherenceCurveRow,
     AdherenceRow,
@@ -93,7 +93,7 @@ class AnalyseStage:
         calibration = judge_calibration(windows, level=st.level, draws=st.draws)
         rates = {**self.measured(ctx), **measured_judges(calibration)}
         items = [sel.item.id for sel in ctx.items]  # the gates' checks, for their level
-        checked = gate_level(ctx.config.gates, list(ctx.config.models), items, st.level, st.family)
+        checked = gate_levels(ctx.config.gates, list(ctx.config.models), items, st.level, st.family)
         summary = summarise_conditions(
             fits if not fits.empty else None, windows, tokens, layers,
             level=st.level, anytime=anytime, horizon=horizon, rates=rates, gate_level=checked,

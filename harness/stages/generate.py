@@ -19,7 +19,7 @@ from harness.engines.pool import EnginePool
 from harness.models import ResolvedModel, resolve_model
 from harness.policies import policy_run, run_policies
 from harness.policies.conversation import Simulators
-from harness.scoring import window_fails
+from harness.scoring import reply_fails, window_fails
 from harness.stages.base import Hosted, Records, artifact_name
 from harness.stages.context import RunContext
 from harness.store import RunStore, unit_key
@@ -38,7 +38,13 @@ def _violation_hook(config: RunConfig, items: list[Selected]) -> Callable[[Any, 
     languages = config.scoring.languages
 
     def violates(state: Any, text: str) -> bool:
-        return window_fails(by_id[state.spec.meta["item"]], text, languages) is True
+        item = by_id[state.spec.meta["item"]]
+        if state.spec.conversation and state.reply_over:
+            # a conversation's reply has ended (adaptive `on: turn`): every code-checkable
+            # rule judges it, whole-reply ones (sign-off, word limit) included
+            cut_off = state.finish_reason == "length"
+            return reply_fails(item, text, languages, cut_off) is True
+        return window_fails(item, text, languages) is True
 
     return violates
 

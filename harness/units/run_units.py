@@ -150,6 +150,10 @@ def generation_key(config: RunConfig, model: ResolvedModel, policy, specs, items
         "checks": checks if policy.reads_checks else None,
         "turn_tokens": gen.turn_tokens if talks else None,
     }
+    if policy.name == "adaptive" and policy.between_turns:
+        # since adaptive judged ended replies on every code-checkable rule (not only the
+        # window-scope ones), its conversations differ: records made before are not reused
+        params["reminds_on"] = "every code-checkable rule of the ended reply"
     if gen.single_reply_tokens is not None and not all(s.conversation for s in specs):
         # only where it is set and bounds a reply here: other runs' keys keep their shape
         params["single_reply_tokens"] = gen.single_reply_tokens

@@ -1,5 +1,6 @@
 """`harness report DIR` as a user runs it, then report.html in headless Chromium: the plots
-render offline, hostile model output shows as text and runs no script."""
+render offline, hostile model output shows as text and runs no script, and the page is short
+enough to read (issue 56: measured at 1,280 px wide, the prescription on the first screen)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,15 @@ from pathlib import Path
 import pytest
 
 CHROMIUM = Path("/usr/bin/chromium")
-MAKE_RUN = Path(__file__).parents[1] / "data" / "report_run" / "make_run.py"
+DATA = Path(__file__).parents[1] / "data"
+MAKE_RUN = DATA / "report_run" / "make_run.py"
+# the page heights issue 56 allows at 1,280 px wide (the reports it measured: 32,904 px for
+# the quickstart, 20,431 px for a chat run of a five-rule prompt)
+HEIGHTS = {
+    "quickstart": (DATA / "report_run" / "make_quickstart_run.py", 12_000),
+    "chat": (DATA / "chat_run" / "make_run.py", 8_000),
+}
+FIRST_SCREEN = 800  # px: a laptop's first screen at 1,280 px wide
 HOSTILE = ("<script>alert(1)</script>", '"><img src=x onerror=alert(1)>')
 N_FIGURES = 14  # the synthetic run has every figure: forks (fig-carried), the attention
 # share (fig-attention-share, fig-attention-exponent) and one per rule (fig-rule-0, fig-rule-1)
@@ -24,8 +33,8 @@ LAUNCH_ARGS = [
 pytestmark = pytest.mark.e2e
 
 
-def _build_run(dest: Path) -> Path:
-    spec = importlib.util.spec_from_file_location("report_make_run", MAKE_RUN)
+def _build_run(dest: Path, maker: Path = MAKE_RUN) -> Path:
+    spec = importlib.util.spec_from_file_location(f"make_{maker.parent.name}_{maker.stem}", maker)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.build_run(dest)
@@ -146,3 +155,42 @@ def test_a_scored_log_s_report_shows_the_failing_turns_as_text(browser, tmp_path
     page.wait_for_timeout(300)
     assert alerts == [] and errors == []
     assert all(url.startswith(("file:", "data:", "blob:")) for url in requests), requests
+
+
+@pytest.mark.parametrize("kind", sorted(HEIGHTS))
+def test_the_page_fits_its_height_with_the_prescription_on_the_first_screen(
+    kind, browser, tmp_path
+):
+    """The quickstart-shaped synthetic run (tests/data/report_run/make_quickstart_run.py) and
+    a scripted chat run of the five-rule Nordbank prompt (tests/data/chat_run/make_run.py),
+    rendered by the CLI: the page is at most its height at 1,280 px, the prescription's table
+    starts on the first screen, and opening every folded part loses nothing (the page grows,
+    every figure draws at full width)."""
+    maker, limit = HEIGHTS[kind]
+    run = _build_run(tmp_path / "run", maker)
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "report", str(run)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    page = browser.new_page(viewport={"width": 1280, "height": FIRST_SCREEN})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto((run / "report.html").as_uri())
+    figures = page.evaluate("document.querySelectorAll('div.plot').length")
+    page.wait_for_function(f"document.querySelectorAll('.plotly').length >= {figures}")
+    page.wait_for_timeout(500)
+    height = page.evaluate("document.documentElement.scrollHeight")
+    print(f"{kind}: {height} px at 1,280 px wide")
+    assert height <= limit
+    first = page.locator("main > section").first
+    assert first.get_attribute("id") == "prescription"
+    assert page.locator("#prescription table").bounding_box()["y"] < FIRST_SCREEN
+    page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")
+    page.wait_for_timeout(800)
+    assert page.evaluate("document.documentElement.scrollHeight") > height
+    widths = page.evaluate(
+        "[...document.querySelectorAll('.js-plotly-plot')].map(p => p.offsetWidth)"
+    )
+    assert len(widths) == figures and min(widths) > 400, widths
+    assert errors == []

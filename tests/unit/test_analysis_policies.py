@@ -216,3 +216,22 @@ def test_two_runs_samples_stay_apart_when_paired():
     auc = _get(compare_policies(both, None), "fr", "restate", "auc")
     assert auc["n"] == 8
     assert auc["delta"] == pytest.approx(0.5)
+
+
+def test_a_policy_run_on_fewer_items_is_compared_on_those_items_and_samples():
+    """Issue 56: `none` on two items, `adaptive` on one with replies identical to none's. The
+    chart and the frontier read the paired gain on the shared item (0), never adaptive's own
+    AUC (its item's) against none's mean over both items (0.75 vs 0.5 before)."""
+    from harness.report.plots import pareto_figure
+
+    conds = [("m", "easy", "none"), ("m", "hard", "none"), ("m", "hard", "adaptive")]
+    windows = windows_frame(conds, passed=lambda m, i, p, s, w: i == "easy" or w < 4)
+    out = compare_policies(windows, tokens_frame(conds, injected=lambda p: 0))
+    pooled = _get(out, "all", "adaptive", "auc")
+    assert (pooled["value"], pooled["none_value"], pooled["delta"]) == (0.5, 0.5, 0.0)
+    assert pooled["delta_low"] <= 0 <= pooled["delta_high"]
+    fig = pareto_figure(out)
+    (trace,) = [t for t in fig.data if t.mode == "markers+text"]
+    gains = dict(zip(trace.text, trace.y, strict=True))
+    assert gains == {"none": 0.0, "adaptive": 0.0}
+    assert _get(out, "all", "none", "auc")["value"] == 0.75  # none's own mean: not charted

@@ -207,7 +207,7 @@ def test_tables_show_each_interval_with_its_n_and_flag_degenerate_ones(synthetic
     for row in pd.read_csv(synthetic_run / "policies.csv").to_dict("records"):
         bounds = f"[{row['delta_low']:.3g}, {row['delta_high']:.3g}]"
         assert f"<td>{bounds}</td><td>{_stored_n(row, 'delta')}</td>" in policies, bounds
-    forks = text[text.index("<h3>carried.csv</h3>") :]
+    forks = text[text.index("<summary>Every fork (") :]
     assert "<th>dependence</th><th>95 % CI</th><th>n</th>" in forks
     carried = pd.read_csv(synthetic_run / "carried.csv")
     last = carried[(carried["item"] == "pirate") & (carried["policy"] == "restate")].iloc[-1]
@@ -308,7 +308,7 @@ def test_untrusted_item_policy_and_model_names(tmp_path):
 
     curve = pd.DataFrame({"model": evil, "item": evil, "policy": ["none"] * 2, "t": [1, 2],
                           "a": [1.0, 1.0]})  # fmt: skip
-    from harness.report.sections import _card_html
+    from harness.report.cards import _card_html
 
     html = _card_html(adherence_cards(curve, {})[0])
     assert "<script>" not in html and "&lt;script&gt;" in html

@@ -49,8 +49,12 @@ def test_a_run_without_judge_checks_says_so(plain_run, tmp_path):
     run = tmp_path / "plain"
     shutil.copytree(plain_run, run)
     html = render_report(run).read_text()
-    assert '<section id="judge"><h2>How far to trust the judge</h2>' in html
-    assert "This run has no judge checks" in html
+    # no data: the section is left out, named in the one line that lists what was left out
+    assert '<section id="judge">' not in html
+    left_out = html[html.index('<div class="left-out') :]
+    left_out = left_out[: left_out.index("</div>")]
+    assert "How far to trust the judge" in left_out
+    assert "This run has no judge checks" in left_out
 
 
 def test_the_table_and_the_reading_of_kappa(plain_run, tmp_path):
