@@ -38,7 +38,8 @@ MODEL = "smollm2-135m-instruct"
 # One thread by default: on the shared 2-core machine two OpenMP threads spin against the other
 # processes (measured: 0.5 tok/s with 2 threads against 6.6 with 1, same batch, same load).
 THREADS = 1
-STRENGTHS = 2  # per remedy, the strongest first dropped last (--strengths 1: the stronger)
+STRENGTHS = 2  # per remedy (--strengths 1: the stronger only)
+SETTINGS = {"strengths": STRENGTHS}
 
 
 def policies():
@@ -54,7 +55,10 @@ def policies():
         "split_softmax": [SplitSoftmaxPolicy(k=0.5), SplitSoftmaxPolicy(k=0.25)],
         "spotlight": [SpotlightPolicy(target=0.1), SpotlightPolicy(target=0.3)],
     }
-    return [NonePolicy(), *(s for specs in strengths.values() for s in specs[-STRENGTHS:])]
+    return [
+        NonePolicy(),
+        *(s for specs in strengths.values() for s in specs[-SETTINGS["strengths"] :]),
+    ]
 
 
 def items():
@@ -288,8 +292,7 @@ def main(argv: list[str]) -> None:
     from harness.models import resolve_model
 
     torch.set_num_threads(args.threads)
-    global STRENGTHS
-    STRENGTHS = args.strengths
+    SETTINGS["strengths"] = args.strengths
     start = time.perf_counter()
     engine = make_engine("hf", resolve_model(args.model).path)
     suites, chosen = items()
