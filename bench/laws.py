@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _law_truths import NOISE_MODELS, _set, model_units, truth  # noqa: F401 (the tests' too)
 
 from harness.analysis import laws as L
 from harness.analysis.law_sets import CurveSet
@@ -46,19 +47,11 @@ from harness.analysis.law_table import (
     verdict,
 )
 from harness.analysis.powerlaw import fit_positions
-from harness.stats import DEFAULT_LEVEL
 
 T, T_MIN = 320, 16
 UNITS = (2, 4, 6, 8, 16, 24)  # quickstart 2 / 6 / 24; configs/equilibrium.yaml 4 / 8 / 16
 VERDICT_DRAWS = 100  # bootstrap draws per simulated run when verdicts are counted
-# measured on the quickstart (see --measure); overridable
-POINT_SD, RHO, UNIT_SD = 0.36, 0.3, 0.25
-
-
-def truth(law: str, t: np.ndarray, rate: float, floor: float) -> np.ndarray:
-    if law == L.LAW_EQUILIBRIUM:
-        return floor + (1 - floor) * np.exp(-rate * (t - 1.0))
-    return floor + (1 - floor) * t**-rate
+from _law_truths import POINT_SD, RHO, UNIT_SD  # noqa: E402 (measured on the quickstart)
 
 
 def grid_cells(quick: bool) -> list[tuple[str, float, float]]:
@@ -181,42 +174,6 @@ def measure(run_dir: Path) -> dict[str, tuple[float, float, float]]:
     return out
 
 
-NOISE_MODELS = ("iid", "correlated", "student-t", "own-law")
-CORR_TOKENS = 32.0  # correlated noise: corr exp(-|t_i - t_j| / 32) in token distance
-STUDENT_DF = 3
-OWN_RATE_SD, OWN_FLOOR_SD = 0.25, 0.3  # own-law pairs: log-normal spread of rate and floor
-
-
-def model_units(kind, law, rate, floor, n, rng, x, point_sd=POINT_SD, unit_sd=UNIT_SD):
-    """(n, len(x)) units of one truth under one of the audit's four noise models, each a
-    per-pair level (sd unit_sd) times log noise of sd point_sd: `iid` per position;
-    `correlated` Gaussian with correlation exp(-|t_i - t_j| / CORR_TOKENS) in token distance;
-    `student-t` iid Student-t (df 3, heavy tails) scaled to point_sd; `own-law` iid noise
-    around each pair's own truth (its rate times e^N(0, 0.25), its floor times e^N(0, 0.3))."""
-    level = rng.normal(0.0, unit_sd, (n, 1))
-    if kind == "own-law":
-        rates = rate * np.exp(rng.normal(0.0, OWN_RATE_SD, n))
-        floors = floor * np.exp(rng.normal(0.0, OWN_FLOOR_SD, n))
-        y = np.stack([truth(law, x, r, f) for r, f in zip(rates, floors, strict=True)])
-        return y * np.exp(level + rng.normal(0.0, point_sd, y.shape))
-    y = truth(law, x, rate, floor)[None, :]
-    if kind == "iid":
-        e = rng.normal(0.0, point_sd, (n, len(x)))
-    elif kind == "student-t":
-        e = (
-            rng.standard_t(STUDENT_DF, (n, len(x)))
-            * point_sd
-            / np.sqrt(STUDENT_DF / (STUDENT_DF - 2))
-        )
-    elif kind == "correlated":
-        cov = np.exp(-np.abs(x[:, None] - x[None, :]) / CORR_TOKENS)
-        e = rng.normal(0.0, 1.0, (n, len(x))) @ np.linalg.cholesky(cov + 1e-9 * np.eye(len(x))).T
-        e *= point_sd
-    else:
-        raise ValueError(f"unknown noise model {kind!r}")
-    return y * np.exp(level + e)
-
-
 def verdict_cells(quick: bool) -> list[tuple[str, float, float]]:
     """Truths of the verdict table: decays to zero with a in 0.1-1, floors at 10 % and 25 %."""
     alphas = (0.1, 1.0) if quick else (0.1, 0.3, 0.5, 1.0)
@@ -224,11 +181,6 @@ def verdict_cells(quick: bool) -> list[tuple[str, float, float]]:
     cells += [(L.LAW_FLOOR, a, f) for f in (0.1, 0.25) for a in ((0.5,) if quick else (0.3, 1.0))]
     cells += [(L.LAW_EQUILIBRIUM, 1 / 32, f) for f in (0.1, 0.25)]
     return cells
-
-
-def _set(units, x, i=0):
-    ident = {"model": "m", "item": f"i{i}", "policy": "none"}
-    return CurveSet(ident, "rel_l2", "late", "t", "relative", x, units, "pair")
 
 
 def verdict_shares(kind, law, rate, floor, n, reps, seed, x) -> dict[str, float]:
@@ -286,33 +238,6 @@ def run_false_settles(sets: list[CurveSet], draws: int, level: float) -> int:
         row = next(r for r in rows if r["chosen"])
         count += verdict(row, close_floored(rows, c.per_unit), 1 - level)[0] == "settles"
     return count
-
-
-def _runs(args) -> bool:
-    """Whole runs of args.sets curve sets that all decay to zero (a uniform in [0.1, 1], n in
-    args.units, the four noise models in turn): the share of runs with any false `settles`
-    against the family level 1 - level; False above it."""
-    x = fit_positions(args.t_min, args.tokens).astype(np.float64)
-    rng = np.random.default_rng(args.seed)
-    alpha, start = 1 - DEFAULT_LEVEL, time.perf_counter()
-    bad = total = 0
-    for _ in range(args.runs):
-        sets = []
-        for i in range(args.sets):
-            kind = NOISE_MODELS[i % len(NOISE_MODELS)]
-            n = args.units[i % len(args.units)]
-            units = model_units(kind, L.LAW_ZERO, rng.uniform(0.1, 1.0), 0.0, n, rng, x)
-            sets.append(_set(units, x, i))
-        found = run_false_settles(sets, VERDICT_DRAWS, DEFAULT_LEVEL)
-        bad += found > 0
-        total += found
-    share = bad / args.runs
-    se = np.sqrt(alpha * (1 - alpha) / args.runs)
-    print(f"{args.runs} runs of {args.sets} sets decaying to zero (a in [0.1, 1], n in "
-          f"{args.units}, noise {', '.join(NOISE_MODELS)}): {bad} runs with a false settles "
-          f"({share:.3f}; family level {alpha:g}, Monte-Carlo se {se:.3f}), {total} false "
-          f"settles in all; {time.perf_counter() - start:.0f} s")  # fmt: skip
-    return share <= alpha
 
 
 def _table(args, noise) -> None:
@@ -377,9 +302,13 @@ def main() -> None:
         action="store_true",
         help="verdict shares under the four noise models (exit 1: goal missed)",
     )
-    parser.add_argument("--runs", type=int, default=0,
-                        help="whole runs of --sets decaying sets: exit 1 when the share with a "
-                        "false settles exceeds the family level")  # fmt: skip
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=0,
+        help="whole runs of --sets sets of mixed truths (bench/_law_runs.py): exit "
+        "1 when the share with a false decided verdict exceeds the family level",
+    )
     parser.add_argument("--sets", type=int, default=300, help="curve sets per whole run")
     args = parser.parse_args()
     if args.tail_only and args.verdicts:
@@ -389,7 +318,9 @@ def main() -> None:
             print(f"{curve}: point sd {sd:.3f}  rho {rho:.2f}  unit sd {unit:.3f}")
         return
     if args.runs:
-        raise SystemExit(0 if _runs(args) else 1)
+        from _law_runs import mixed_runs
+
+        raise SystemExit(0 if mixed_runs(args, VERDICT_DRAWS) else 1)
     if args.noise_models:
         raise SystemExit(0 if _verdict_table(args) else 1)
     noise = (args.point_sd, args.rho, args.unit_sd)

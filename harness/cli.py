@@ -99,6 +99,9 @@ def _exit_interrupted() -> None:
 
 
 def _force_exit() -> None:
+    from harness.store import remove_held_locks  # os._exit below runs no `finally`
+
+    remove_held_locks()
     sys.stdout.flush()
     sys.stderr.write(f"error: {_resume_line()}\n")
     sys.stderr.flush()

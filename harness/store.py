@@ -70,16 +70,34 @@ def write_csv(frame, path: Path) -> None:
         frame.to_csv(handle, index=False, float_format="%.9g")
 
 
+# the lock files of the run folders this process is writing: a forced exit (os._exit, after a
+# stop signal's grace) runs no `__exit__`, so it removes them through `remove_held_locks`
+_HELD: set[Path] = set()
+
+
+def remove_held_locks() -> None:
+    """Delete the lock file of every run folder this process still writes (a forced exit)."""
+    for path in list(_HELD):
+        path.unlink(missing_ok=True)
+
+
 class RunStore:
+    """A run folder, written by one process at a time: `.lock` exists while it writes and is
+    gone on every exit (a result, a verdict, bad input, a crash, a stop signal). A folder this
+    store created that holds no file at exit (the run stopped before its first unit) is
+    removed too: bad input found mid-run leaves nothing behind."""
+
     def __init__(self, root: Path, fresh: bool = False) -> None:
         self.root = root
         self.cache = root / "cache"
         self.fresh = fresh
         self._lock = None
+        self._created = False
 
     def __enter__(self) -> RunStore:
         from filelock import FileLock, Timeout
 
+        self._created = not self.root.exists()
         self.root.mkdir(parents=True, exist_ok=True)
         lock = FileLock(str(self.root / ".lock"))
         try:
@@ -90,6 +108,7 @@ class RunStore:
                 "wait for it or choose another --out"
             ) from None
         self._lock = lock
+        _HELD.add(self.root / ".lock")
         if self.fresh and self.cache.exists():
             shutil.rmtree(self.cache)
         for stale in self.root.rglob(".*.tmp"):  # left by a run that was killed mid-write
@@ -97,9 +116,19 @@ class RunStore:
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._lock is not None:
-            self._lock.release()
-            self._lock = None
+        if self._lock is None:
+            return
+        # unlinked while still held: a process that opened it meanwhile fails to take it
+        # (acquire(timeout=0)) and says another run is writing, as it should
+        path = self.root / ".lock"
+        written = any(p.is_file() and p != path for p in self.root.rglob("*"))
+        if self._created and not written:
+            shutil.rmtree(self.root, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        _HELD.discard(path)
+        self._lock.release()
+        self._lock = None
 
     def _unit(self, stage: str, key: str) -> Path:
         return self.cache / stage / f"{key}.json"

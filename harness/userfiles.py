@@ -44,6 +44,20 @@ def user_text_lines(path: Path) -> Iterator[tuple[int, str]]:
             yield number, line
 
 
+def json_line_error(
+    path: Path | str, number: int, line: str, exc: json.JSONDecodeError
+) -> UserError:
+    """A JSON-lines line that does not parse, as one error naming its line and column and the
+    whole reason: json's own message stops at "at" where its position would follow
+    ("Invalid control character at"), so the character found there is named instead."""
+    reason = exc.msg.removesuffix(" at")
+    found = repr(line[exc.pos]) if exc.pos < len(line.rstrip("\n")) else "the end of the line"
+    return UserError(
+        f"{path}:{number}: not valid JSON at line {number}, column {exc.colno}: {reason} "
+        f"(found {found})"
+    )
+
+
 def user_json_objects(path: Path) -> Iterator[tuple[str, dict]]:
     """("PATH:LINE", object) for each non-blank line of a JSON-lines file; a line that is not
     one JSON object is one `UserError` naming it."""
@@ -54,7 +68,7 @@ def user_json_objects(path: Path) -> Iterator[tuple[str, dict]]:
         try:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise UserError(f"{where}: not valid JSON ({exc.msg})") from None
+            raise json_line_error(path, number, line, exc) from None
         if not isinstance(data, dict):
             raise UserError(f"{where}: expected a JSON object")
         yield where, data

@@ -214,6 +214,7 @@ def _matrix(cond: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _nanmean(x: np.ndarray, axis) -> np.ndarray:
+    """np.nanmean, NaN where every value is NaN without numpy's warning on stderr."""
     with warnings.catch_warnings(), np.errstate(invalid="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
         return np.nanmean(x, axis=axis)
@@ -399,7 +400,11 @@ def conversation_summary(
         if not math.isnan(row["pressure_turn"]):
             pooled.setdefault((model, policy, history), []).append((row, part))
     for (model, policy, history), parts in sorted(pooled.items()):
-        mean = {c: float(np.nanmean([r[c] for r, _ in parts])) for c in ("before", "after")}
+        # an item whose pressure comes at turn 1 has no `before`: NaN when none has one
+        mean = {
+            c: float(_nanmean(np.array([r[c] for r, _ in parts]), axis=None))
+            for c in ("before", "after")
+        }
         delta = _pooled_delta([p for _, p in parts], level)
         rows.append(
             {"model": model, "task": "all", "item": "all", "policy": policy, "history": history}

@@ -65,6 +65,7 @@ def score_command(
     from harness.config.run import ScoringConfig  # lazy: CLI start-up
     from harness.interop import FORMATS, detect_format  # lazy: CLI start-up
     from harness.pipeline import run_score  # lazy: CLI start-up
+    from harness.results import GateRow  # lazy: CLI start-up
     from harness.scoring.io import score_files  # lazy: CLI start-up
     from harness.stages.gates import score_gates  # lazy: CLI start-up
     from harness.stages.logs import LogDigests  # lazy: CLI start-up
@@ -74,6 +75,7 @@ def score_command(
     suites = [load_suite(path) for path in suite]
     gates = [GateSpec.model_validate(g) for s in suites for g in s.gates]
     gates += load_gates(gates_file)
+    run_policies = config_policies(gates_file)
     try:
         config = ScoringConfig(window=window, sentence_aligned=sentence_aligned)
     except ValueError as exc:  # pydantic's ValidationError is a ValueError
@@ -83,6 +85,10 @@ def score_command(
     if log_format == "auto" and generations.is_file():
         log_format = detect_format(generations)
     chat = not (log_format == "chat" and not is_chat_log(generations))
+    if chat:
+        gates, skipped = log_gates(gates, run_policies)
+        for line in skipped:
+            typer.echo(line, err=True)
     check_score_gates(gates, suites, logged=chat)
     if not chat:
         if item is not None:
@@ -91,26 +97,24 @@ def score_command(
         for path in paths:
             typer.echo(str(path))
         scored = [Path(path).name for path in paths]
-    else:
+        verdicts = score_gates(out, suites, gates, name=generations.name, written=scored)
+        for name in ("rules.csv", "rule_curves.csv", *(("gates.csv", "junit.xml") * bool(gates))):
+            typer.echo(str(out / name))
+    else:  # the gates are a stage of the log's, before its manifest and report
         plan = plan_score(
-            generations, suites, out, config, model, item, worst, not no_text, log_format
+            generations, suites, out, config, model, item, worst, not no_text, log_format, gates
         )
         ctx = run_score(plan)
-        scored = ctx.artifacts.files()
-        for name in [*scored, "report.html"]:
+        for name in [*ctx.artifacts.files(), "report.html"]:
             typer.echo(str(out / name))
         scores = ctx.read(LogDigests)
         typer.echo(f"{scores.conversations} logged conversations scored", err=True)
-    verdicts = score_gates(
-        out, suites, gates, name=generations.name, rules=not chat, written=scored
-    )
-    written = ("rules.csv", "rule_curves.csv") if not chat else ()
-    for name in (*written, *(("gates.csv", "junit.xml") if gates else ())):
-        typer.echo(str(out / name))
-    failed = verdicts[verdicts["verdict"] != "pass"]
-    for row in failed.to_dict("records"):
+        verdicts = ctx.frame(GateRow) if gates else None
+    rows = [] if verdicts is None else verdicts.to_dict("records")
+    failed = [row for row in rows if row["verdict"] != "pass"]
+    for row in failed:
         typer.echo(f"{row['verdict'].upper()} {gate_name(row)}: {row['detail']}", err=True)
-    if len(failed):
+    if failed:
         raise typer.Exit(1)
 
 
@@ -139,6 +143,52 @@ def load_gates(path: Path | None) -> list:
         raise UserError(f"{path}: gates.{where}: {err['msg']}") from None
 
 
+def config_policies(path: Path | None) -> set[str]:
+    """The policy labels of a run config given as `--gates` (`RunConfig.policy_labels`);
+    none for a file of gates alone, or one that is no valid run config."""
+    if path is None:
+        return set()
+    import yaml
+    from pydantic import ValidationError
+
+    from harness.config.run import RunConfig  # lazy: CLI start-up
+    from harness.userfiles import read_user_text  # lazy: CLI start-up
+
+    data = yaml.safe_load(read_user_text(path))  # load_gates has read it: a mapping
+    if "policies" not in data:
+        return set()
+    try:
+        return set(RunConfig.model_validate(data).policy_labels())
+    except ValidationError:  # its gates on reminder policies are then refused, named
+        return set()
+
+
+def log_gates(gates: list, run_policies: set[str]) -> tuple[list, list[str]]:
+    """The gates that judge a chat log, and a line for each one left out. A log holds the
+    deployed prompt's conversations, without reminders: policy `none`'s, so a gate on `none`
+    judges them (as policy `logged`, their label in the files). A gate on a reminder policy the
+    run config runs cannot be judged on a log and is left out, said so on stderr; any other
+    policy stays, and `check_score_gates` names it."""
+    from harness.config.policy_specs import BASELINE  # lazy: CLI start-up
+
+    kept, skipped = [], []
+    for index, gate in enumerate(gates):
+        if gate.policy == BASELINE:
+            kept.append(gate.model_copy(update={"policy": LOGGED}))
+        elif gate.policy in run_policies:
+            skipped.append(
+                f"gates[{index}]: policy '{gate.policy}' left out: a chat log holds no "
+                "reminders (gates on 'none' judge its conversations)"
+            )
+        else:
+            kept.append(gate)
+    return kept, skipped
+
+
+# the policy label of a chat log's conversations in every file `harness score` writes
+LOGGED = "logged"
+
+
 def check_score_gates(gates: list, suites: list, logged: bool) -> None:
     """Every gate judges some unit of what is scored, before anything is: a chat log's
     conversations are policy `logged`; a file of records or texts has its own policies (so
@@ -147,13 +197,13 @@ def check_score_gates(gates: list, suites: list, logged: bool) -> None:
 
     items = {i.id: i for s in suites for i in s.items}
     for index, gate in enumerate(gates):
-        policies = ["logged"] if logged else [gate.policy]
+        policies = [LOGGED] if logged else [gate.policy]
         models = [gate.model] if gate.model else []
         problem = gate_problem(gate, [gate.policy], models, probe=False)
         if not problem and gate.policy not in policies:
             problem = (
                 f"policy '{gate.policy}' matches no unit: a chat log's conversations are "
-                "scored as policy 'logged'"
+                "the prompt without reminders (policy 'none', scored as 'logged')"
             )
         unknown = [i for i in gate.items or [] if i not in items]
         if not problem and unknown:

@@ -27,7 +27,7 @@ ANTHROPIC_URL = "https://api.anthropic.com"
 # hashes the config as written).
 BaseUrl = str | None  # None: the endpoint it falls back to, else $OPENAI_BASE_URL
 ServedModel = str | None  # None: the server's only model
-KeyEnv = str  # the variable holding the API key (unset variable: the key "EMPTY")
+KeyEnv = str  # the variable holding the API key (`api_key`: unset is an error unless default)
 
 
 class Endpoint(BaseModel):
@@ -73,8 +73,28 @@ def server_url(base_url: str | None, protocol: str = "openai") -> str | None:
 
 
 def api_key(api_key_env: str | None) -> str:
-    """The key in `api_key_env` (default $OPENAI_API_KEY); "EMPTY" where it is unset."""
-    return os.environ.get(api_key_env or DEFAULT_KEY_ENV, "EMPTY")
+    """The key in `api_key_env` (default $OPENAI_API_KEY). A protocol's default variable that
+    is unset or empty gives "EMPTY", the key a local server that needs none ignores; a variable
+    the config names for its key that is unset is a mistake, named here rather than sent as
+    "EMPTY" to a server that answers 401 without saying which variable was read."""
+    name = api_key_env or DEFAULT_KEY_ENV
+    value = os.environ.get(name)
+    if value:
+        return value
+    if name in (DEFAULT_KEY_ENV, ANTHROPIC_KEY_ENV):
+        return "EMPTY"
+    raise UserError(
+        f"api_key_env: the environment variable {name} is not set (export it with the "
+        "endpoint's key, or leave api_key_env out for a server that needs no key)"
+    )
+
+
+def key_source(api_key_env: str | None) -> str:
+    """Where a request's key came from, for an error message: the variable, and whether it is
+    set (never the key)."""
+    name = api_key_env or DEFAULT_KEY_ENV
+    state = "set" if os.environ.get(name) else "unset: the key 'EMPTY' was sent"
+    return f"key from ${name}, {state}"
 
 
 def endpoint_of(section: Any) -> Endpoint:

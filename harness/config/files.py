@@ -4,8 +4,10 @@ gates need before anything runs. The models themselves live in `harness.config.r
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -19,20 +21,62 @@ from harness.models import parse_model_name
 from harness.userfiles import read_user_text
 
 
-def _format_error(path: Path, exc: ValidationError) -> str:
+def _format_error(path: Path, exc: ValidationError, model: type[BaseModel]) -> str:
     err = exc.errors()[0]
     loc = ".".join(str(part) for part in err["loc"] if not str(part).startswith("function-"))
-    msg = err["msg"].removeprefix("Value error, ")
+    where = f" field '{loc}':" if loc else ""
+    return f"{path}:{where} {_message(err, model)}"
+
+
+def _message(err: Any, model: type[BaseModel]) -> str:
+    """A validation error's problem as the user reads it (`model`: the file's root)."""
+    loc = ".".join(str(part) for part in err["loc"])
+    msg = str(err["msg"]).removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
-        msg = "unknown key"
+        msg = "unknown key" + did_you_mean(str(err["loc"][-1]), _keys_at(model, err["loc"][:-1]))
     elif err["type"] == "union_tag_invalid":
         kind = "policy" if "policies" in loc else "check type"
         msg = f"unknown {kind}: {err['ctx']['tag']!r}"
         msg += f" (expected one of {err['ctx']['expected_tags']})"
     elif err["type"] == "union_tag_not_found":
         msg = f"missing '{err['ctx']['discriminator'].strip(chr(39))}'"
-    where = f" field '{loc}':" if loc else ""
-    return f"{path}:{where} {msg}"
+    return msg
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """The hint for a misspelt name, `(did you mean 'x'?)` with the closest known name, or ""
+    where none is close."""
+    close = difflib.get_close_matches(name, sorted(set(known)), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _keys_at(model: type[BaseModel], loc: tuple) -> set[str]:
+    """The keys the config sections at `loc` (an error's location, its key left out) accept:
+    the fields of every model the annotations along the way can hold (a list's items, an
+    optional section, each member of a union; a union's tag in `loc` keeps the members whose
+    literal it is)."""
+    models = [model]
+    for part in loc:
+        if isinstance(part, int) or str(part).startswith("function-"):
+            continue  # a list index or a validator's frame: the same models
+        inner = [m for m in models if part in m.model_fields]
+        if inner:
+            models = [c for m in inner for c in _models_in(m.model_fields[part].annotation)]
+        else:  # a tagged union's tag: its member
+            tagged = [
+                m
+                for m in models
+                if any(part in get_args(f.annotation) for f in m.model_fields.values())
+            ]
+            models = tagged or models
+    return {name for m in models for name in m.model_fields}
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models an annotation can hold (through Optional, list, dict, unions)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models_in(arg)]
 
 
 def _read_yaml(path: Path) -> Any:
@@ -53,7 +97,7 @@ def _validate(model: type[BaseModel], path: Path, data: Any) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise UserError(_format_error(path, exc)) from None
+        raise UserError(_format_error(path, exc, model)) from None
 
 
 def load_suite(path: Path | str) -> TaskSuite:
@@ -68,7 +112,7 @@ def load_suite(path: Path | str) -> TaskSuite:
             err = exc.errors()[0]
             where = ".".join(str(p) for p in err["loc"])
             where = f"field 'gates.{index}" + (f".{where}'" if where else "'")
-            raise UserError(f"{path}: {where}: {err['msg']}") from None
+            raise UserError(f"{path}: {where}: {_message(err, GateSpec)}") from None
     for index, item in enumerate(suite.items):
         if item.log is None:
             continue

@@ -21,7 +21,7 @@ from pydantic import (
 from harness.checks.base import NonEmptyText
 from harness.checks.language import DEFAULT_CANDIDATE_LANGUAGES, LanguageCode
 from harness.config.endpoint import BaseUrl, ServedModel
-from harness.config.gate_specs import LOOP_METRICS, Family, GateSpec, gate_problem
+from harness.config.gate_specs import LOOP_METRICS, Family, GateSpec, gate_problem, one_sided
 from harness.config.generation import (
     BudgetConfig,
     ChatOptions,
@@ -38,7 +38,7 @@ from harness.config.policy_specs import (
     policy_label,
     repeated_policy,
 )
-from harness.config.sampling import SampleRange, sample_range
+from harness.config.sampling import SampleRange, max_needed, sample_range
 from harness.config.schema import Strict
 from harness.config.suites import TaskItem, TaskSuite, UserSimulator, UserTurn
 
@@ -256,6 +256,31 @@ class RunConfig(Strict):
                 "samples: {min, max} samples until the gates decide, but the config has no "
                 f"gate on {', '.join(LOOP_METRICS)} (add one, or give samples as a number)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _gates_reachable(self) -> RunConfig:
+        """A sequential run's one-sided gate that cannot pass by `samples.max` (every sample
+        passing still leaves its bound inside the interval, at the run's loosest level) is
+        refused before the run, with the max it needs (issue 54: `min: 0.99` by 157)."""
+        samples = self.sequential
+        for index, gate in enumerate(self.gates if samples else []):
+            if not one_sided(gate):
+                continue
+            for side, bound in (("min", gate.min), ("max", gate.max)):
+                needed = None if bound is None else max_needed(
+                    float(bound), side, samples, 1 - self.stats.level)  # fmt: skip
+                if needed is not None:
+                    raise ValueError(
+                        f"gates[{index}]: {gate.metric} {side} {bound:g} cannot pass by samples "
+                        f"max {samples.max} (even every sample on its side leaves the bound "
+                        f"inside the {self.stats.level:g} interval): "
+                        + (
+                            f"it needs max >= {needed[0]} ({needed[1]} surely reaches it)"
+                            if needed[0]
+                            else "no max reaches it"
+                        )  # fmt: skip
+                    )
         return self
 
     def policy_spec(self, label: str) -> PolicySpec | None:

@@ -11,7 +11,9 @@ in the run's request cache under the hash of what was sent (`request_key`: endpo
 messages, parameters, seed), so a resumed run sends none of them again. Retries (429 and 5xx,
 honouring Retry-After; dropped connections) are the SDK's own (`max_retries`). A request that
 still fails is answered with finish reason `error` and counted (`usage`), and the run goes on;
-a key, a model or a URL that is wrong for every request (401, 403, 404) stops it in one line.
+a key, a model or a URL that is wrong for every request (401, 403, 404; a 401 or 403 names the
+key's variable) stops it in one line, as does a connection that cannot be made before the
+endpoint has answered once (a wrong port or host).
 The key is read from its variable when the client is made and goes nowhere else.
 """
 
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +29,7 @@ from typing import Any
 
 from harness.atomic import atomic_write_text
 from harness.capabilities import Capabilities, Capability
-from harness.config.endpoint import DEFAULT_KEY_ENV, server_url
+from harness.config.endpoint import DEFAULT_KEY_ENV, api_key, key_source, server_url
 from harness.config.run import ChatOptions, GenerationConfig
 from harness.engines.base import GenerationRequest, GenerationResult, refuse_prompt_bias
 from harness.engines.chat_protocols import PROTOCOLS, Reply
@@ -163,7 +164,11 @@ class ChatEngine:
                 f"chat engine: protocol {protocol} returns no logprobs; set chat.positions to "
                 "chars, tiktoken:<encoding> or hf:<model>"
             )
-        self._api = api(url, os.environ.get(api_key_env) or "EMPTY", max_retries, timeout_s)
+        self._key_env = api_key_env
+        self._api = api(url, api_key(api_key_env), max_retries, timeout_s)
+        # whether the endpoint ever answered: until it has, a failed connection is a wrong URL
+        # or a server that is down, not a dropped request of a long run
+        self._answered = False
 
     @property
     def takes_prefill(self) -> bool:
@@ -206,19 +211,28 @@ class ChatEngine:
             data = self._api.create(body)
         except status_error as exc:
             self.budget.release(reserved)
+            self._answered = True
             if exc.status_code in _FATAL or self._api.fatal(exc.status_code, exc.message):
+                key = f"; {key_source(self._key_env)}" if exc.status_code in (401, 403) else ""
                 raise UserError(
                     f"chat engine: {self.base_url} ({self.protocol}) answered {exc.status_code} "
-                    f"for model '{self.model}' ({_short(exc.message)})"
+                    f"for model '{self.model}' ({_short(exc.message)}{key})"
                 ) from None
             self.usage.add(requests=1)
             self.usage.failure(f"{exc.status_code}: {_short(exc.message)}")
             return None
         except connection_error as exc:
             self.budget.release(reserved)
+            if not self._answered and _cannot_connect(exc):
+                cause = exc.__cause__
+                raise UserError(
+                    f"chat engine: cannot reach {self.base_url} "
+                    f"({type(cause).__name__}: {_short(str(cause))})"
+                ) from None
             self.usage.add(requests=1)
             self.usage.failure(f"{type(exc).__name__}: {_short(str(exc))}")
             return None
+        self._answered = True
         self.budget.settle(reserved, self._api.spent(data))
         self.usage.add(requests=1)
         if path is not None:
@@ -318,6 +332,14 @@ class ChatEngine:
 
     def close(self) -> None:
         self._api.close()
+
+
+def _cannot_connect(exc: BaseException) -> bool:
+    """Whether an SDK's connection error (after its retries) is a connection never made (a
+    refused port, an unknown host, a connect timeout), not one dropped mid-request. Read by
+    the name of the HTTP library's exception it was raised from: the openai SDK raises from
+    httpx2's, the anthropic SDK from httpx's, and both name them so."""
+    return type(exc.__cause__).__name__ in ("ConnectError", "ConnectTimeout")
 
 
 def _short(text: str) -> str:

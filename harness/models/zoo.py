@@ -144,6 +144,23 @@ def _local_key(folder: Path) -> str:
     return f"local:{digest.hexdigest()[:16]}"
 
 
+def locate_model(name: str) -> ResolvedModel:
+    """Where `name`'s folder is and its content key, building nothing: a zoo folder may not
+    exist yet (`built` makes it). A run's plan locates its untrained twins, so planning (and a
+    dry run) writes no model folder; the probe builds them when it needs their weights."""
+    parsed = parse_model_name(name)
+    if parsed.kind in ("local", "hub"):
+        return resolve_model(name)
+    folder, key = _cache_folder(parsed)
+    assert folder is not None
+    return ResolvedModel(name=name, source=parsed.kind, path=folder, content_key=key)
+
+
+def built(model: ResolvedModel) -> ResolvedModel:
+    """`model` with its folder built where `locate_model` found none (the same path and key)."""
+    return model if model.path.is_dir() else resolve_model(model.name)
+
+
 def resolve_model(name: str) -> ResolvedModel:
     """Return the folder for `name`, building (converting / initialising) it on first use."""
     parsed = parse_model_name(name)

@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.errors import UserError
+from harness.report.gates import gates_section
 from harness.report.html import esc, fmt_num, note, section, table
 from harness.report.load import RunData
 from harness.report.log_tallies import TurnTallies, logged_chunks, tally_turns
@@ -33,6 +34,7 @@ TEXT_CHARS = 600  # a text shown beyond this is cut (the whole text is in the lo
 TURNS_SHOWN = 40  # turns of the a(k) by check table (the figure has every turn)
 METADATA_KEYS, METADATA_VALUES = 8, 20  # metadata keys and values per key shown
 LOG_TITLES = {
+    "gates": "Gates",
     "failing": "Conversations that fail first",
     "turns": "By turn and by check",
     "metadata": "By metadata",
@@ -298,6 +300,8 @@ def log_sections(data: RunData, figures: tuple[str, dict]) -> tuple[list[str], d
         raise UserError(f"{data.run_dir}: turns.csv has no logged replies to report")
     figure_html, figs = figures
     parts = {
+        # the verdicts `harness score --gates` exits on (a section only where gates ran)
+        "gates": gates_section(data)[0] if data.frame("gates.csv") is not None else None,
         "failing": _counts_line(data) + _failing_part(data, tallies, data.worst, data.with_text),
         "turns": figure_html + _by_turn_and_check(tallies),
         "metadata": _metadata_part(data),

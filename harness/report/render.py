@@ -216,10 +216,11 @@ def _log_page(data) -> str:
     sections, figs, anchors = log_sections(data, figures)
     absent = [name for name in KNOWN_FILES if name not in data.readable and name not in
               data.problems and not (data.run_dir / name).is_file()]  # fmt: skip
+    ran = "gates or judge" if "gates.csv" in absent else "or judge"  # --gates: gates ran
     sections.append(
         note(
             f"This folder holds a scored log, so it does not contain {', '.join(absent)} "
-            "(no generation, probe, fits, gates or judge ran)."
+            f"(no generation, probe, fits {ran} ran)."
         )
     )
     log = Path(str((data.manifest or {}).get("log", data.run_dir.name))).name

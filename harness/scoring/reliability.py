@@ -51,16 +51,30 @@ def pass_power_interval(passes, r: int, *, level: float, anytime: bool = False) 
     return pass_power(pass_rate_interval(passes, level=level, anytime=anytime), r)
 
 
+# C(c, r) / C(n, r) is unbiased at a fixed n only: where the run stopped because its gates
+# decided, n depends on the passes seen. Exact over the shipped design's paths (looks x1.3 from
+# 4 to 157, a gate at 0.8 on the same 0/1 passes; docs/performance.md, "pass^r in sequential
+# runs"), its relative bias for r = 3 runs from -48 % (p = 0.3) through -30 % (0.6) and 0 (0.8)
+# to +8 % (0.9); the interval's ends are the confidence sequence's and keep their coverage
+SEQUENTIAL_BIAS = (
+    "biased by the sequential stop (r = 3, shipped design, gate 0.8: -48 % to +8 % of p^r "
+    "over p in [0.3, 0.95]); the interval is not"
+)
+
+
 def pass_power(rate: Interval, r: int) -> Interval:
     """pass^r from the interval of the pass rate p (the mean of n 0/1 samples): the interval
-    p^r on both ends (monotone), the estimate the unbiased C(c, r) / C(n, r) of c passes (p^r of
-    the observed rate is biased up: +75 % at n = 4, p = 0.5, r = 3). The estimate can sit below
+    p^r on both ends (monotone), the estimate C(c, r) / C(n, r) of c passes, unbiased at a fixed
+    n (p^r of the observed rate is biased up: +75 % at n = 4, p = 0.5, r = 3); in a sequential
+    run its method states the stop's bias (SEQUENTIAL_BIAS). The estimate can sit below
     low^r at small n (C(2, 3) = 0); the interval's low end then moves down to it."""
     if rate.n < r:
         return none_interval(math.nan, rate.n, f"cannot tell: n = {rate.n} < r = {r} repeats")
     passes = round(rate.estimate * rate.n)
     estimate = math.comb(passes, r) / math.comb(rate.n, r)
     method = f"{rate.method} of p, to the power {r}; estimate C(c, r) / C(n, r)"
+    if rate.method.endswith("-cs"):  # a sequential run: n itself depends on the passes seen
+        method += f"; {SEQUENTIAL_BIAS}"
     return Interval(estimate, min(rate.low**r, estimate), rate.high**r, rate.n, method)
 
 

@@ -125,6 +125,8 @@ def _replies(
         return [(_where(record, task, None, finishes), response_text(record, tokenizer))]
     out, generated = [], record.generated_positions()
     for turn, positions in record.turn_positions().items():
+        if not positions:  # a reply whose request failed for good holds no token to judge
+            continue
         where = dict(
             window=RESPONSE_WINDOW,
             turn=turn,

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 from harness.config.run import ChatOptions, RunConfig, TaskSuite
 from harness.engines.pool import EnginePool
 from harness.engines.units import PositionUnits, t_unit_name
-from harness.models import ResolvedModel
+from harness.models import ResolvedModel, built
 from harness.probes.backend import Backend, backend_dtype, open_backend
 from harness.results import ResultRow
 from harness.results.base import MODEL_TOKENS
@@ -266,7 +266,8 @@ class StageContext(Generic[PlanT]):
 
     @property
     def twins(self: StageContext[RunPlan]) -> dict[str, ResolvedModel]:
-        return self.plan.twins
+        """The untrained twins, each built on first use (the plan only locates them)."""
+        return {name: built(twin) for name, twin in self.plan.twins.items()}
 
     @property
     def probe_backends(self: StageContext[RunPlan]) -> dict[str, str]:
@@ -284,7 +285,7 @@ class StageContext(Generic[PlanT]):
 
     @property
     def probe_models(self: StageContext[RunPlan]) -> list[ResolvedModel]:
-        return self.plan.models + list(self.plan.twins.values())
+        return self.plan.models + list(self.twins.values())
 
     def generation_units(self: StageContext[RunPlan], model: ResolvedModel) -> list[Unit]:
         """The model's generation units: the plan's, or in a sequential run those of the

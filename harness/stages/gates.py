@@ -90,36 +90,52 @@ class GateStage:
 
 def score_gates(
     out: Path, suites: list[Any], gates: list[Any], level: float = 0.95, name: str = "score",
-    rules: bool = True, written: Collection[str] = (),
+    written: Collection[str] = (),
 ) -> pd.DataFrame:  # fmt: skip
-    """`harness score`'s per-rule files and gates, from the files it wrote into `out`
+    """`harness score`'s per-rule files and gates on a file of records or texts (a chat log's
+    are stages of its own: `harness.stages.logs`), from the files it wrote into `out`
     (`written`, by name: a file an earlier command left there is not read): rules.csv and
-    rule_curves.csv from windows.csv (and turns.csv; `rules` False: a chat log's stages wrote
-    them), then `gates` checked on adherence.csv (what summary.csv is to a run) and those
-    files -> gates.csv, junit.xml. Returns gates.csv's frame (empty without gates)."""
-    windows = typed_frame(WindowRow, _read_strings(out / "windows.csv"))
+    rule_curves.csv from windows.csv (and turns.csv), then `gates` checked on adherence.csv
+    (what summary.csv is to a run) and those files -> gates.csv, junit.xml. Returns gates.csv's
+    frame (empty without gates)."""
+    windows = typed_frame(WindowRow, read_scored(out / "windows.csv"))
     turns = None
     if "turns.csv" in written:
-        turns = typed_frame(TurnRow, _read_strings(out / "turns.csv"))
+        turns = typed_frame(TurnRow, read_scored(out / "turns.csv"))
     items = list(dict.fromkeys(windows["item"].astype(str)))
     models = list(dict.fromkeys(windows["model"].astype(str)))
     checked = gate_level(gates, models, items, level, "none")
     sentences = rule_sentences((i.id, c) for suite in suites for i in suite.items for c in i.checks)
-    written = list(written)
-    if rules:
-        frames = rule_frames(windows, turns, sentences=sentences, level=level, gate_level=checked)
-        for file, frame in frames.items():
-            write_csv(frame, out / file)
-        written += frames
+    frames = rule_frames(windows, turns, sentences=sentences, level=level, gate_level=checked)
+    for file, frame in frames.items():
+        write_csv(frame, out / file)
+    written = [*written, *frames]
     if not gates:
         return pd.DataFrame(columns=GATE_COLUMNS)
-    summary = read_summary(out / "adherence.csv")
+    tables = {n: out / n for n in GATE_TABLES if n in written}
+    outputs = scored_gate_outputs(gates, windows, out / "adherence.csv", tables, level, name)
+    verdicts: pd.DataFrame = outputs["gates.csv"]
+    write_csv(verdicts, out / "gates.csv")
+    atomic_write_text(out / "junit.xml", outputs["junit.xml"])
+    return verdicts
+
+
+def scored_gate_outputs(
+    gates: list[Any], windows: pd.DataFrame, adherence: Path, files: Mapping[str, Path],
+    level: float = 0.95, name: str = "score",
+) -> dict[str, Any]:  # fmt: skip
+    """{"gates.csv": frame, "junit.xml": text} of `harness score`'s gates: checked on
+    adherence.csv (what summary.csv is to a run) and the GATE_TABLES among `files` (name ->
+    path, what the command wrote), each judging the scored items (`windows`, as
+    `read_scored` reads them) that hold a unit of it."""
+    items = list(dict.fromkeys(windows["item"].astype(str)))
+    models = list(dict.fromkeys(windows["model"].astype(str)))
     units = {index: _scored_items(windows, gate) for index, gate in enumerate(gates)}
-    tables = read_gate_tables({n: out / n for n in GATE_TABLES if n in written})
-    frame = evaluate_gates(gates, summary, items, models, level, tables=tables, units=units)
-    write_csv(frame, out / "gates.csv")
-    atomic_write_text(out / "junit.xml", junit_xml(frame, name))
-    return frame
+    frame = evaluate_gates(
+        gates, read_summary(adherence), items, models, level,
+        tables=read_gate_tables(files), units=units,
+    )  # fmt: skip
+    return {"gates.csv": frame, "junit.xml": junit_xml(frame, name)}
 
 
 def _scored_items(windows: pd.DataFrame, gate: GateSpec) -> list[str]:
@@ -133,8 +149,9 @@ def _scored_items(windows: pd.DataFrame, gate: GateSpec) -> list[str]:
     return list(dict.fromkeys(rows["item"].astype(str)))
 
 
-def _read_strings(path: Path) -> pd.DataFrame:
-    """A scored file as written, its condition and text columns kept as strings."""
+def read_scored(path: Path) -> pd.DataFrame:
+    """A scored file as written (windows.csv, turns.csv), its condition and text columns kept
+    as strings."""
     strings = ("run_id", "model", "task", "item", "policy", "check", "rule", "reason",
                "finish_reason", "conversation_id")  # fmt: skip
     frame = pd.read_csv(

@@ -20,6 +20,7 @@ from harness.analysis.conversations import (
     turn_curves,
     turn_digest,
 )
+from harness.analysis.gate_sources import GATE_TABLES
 from harness.analysis.rules import rule_frames, rule_sentences
 from harness.report import render_report
 from harness.report.load import KNOWN_FILES
@@ -27,6 +28,7 @@ from harness.results import (
     AdherenceCurveRow,
     AdherenceRow,
     ConversationRow,
+    GateRow,
     LoggedRow,
     RuleCurveRow,
     RuleRow,
@@ -34,12 +36,14 @@ from harness.results import (
     TurnAdherenceRow,
     TurnRow,
     WindowRow,
+    typed_frame,
 )
 from harness.scoring.io import adherence_frames
 from harness.scoring.judge import JudgeRunner
 from harness.scoring.logged import LoggedScores, TurnDigests, log_totals, score_logged
 from harness.stages.base import (
     FILES_OF_A_RUN,
+    JUnit,
     Manifest,
     Output,
     Product,
@@ -52,6 +56,7 @@ from harness.stages.base import (
     check_order,
 )
 from harness.stages.context import StageContext
+from harness.stages.gates import read_scored, scored_gate_outputs
 from harness.store import RunStore
 from harness.units.plan import ScorePlan
 
@@ -149,6 +154,26 @@ class LogManifestStage:
         }
 
 
+class LogGateStage:
+    """gates.csv and junit.xml: the plan's gates (the suites' and `--gates`') on what this
+    command wrote (adherence.csv, the gate tables), before the manifest and the report, so
+    the manifest lists them and the report shows their verdicts. Without gates, none."""
+
+    name = "gates"
+    reads = (WindowRow, AdherenceRow, RunFiles)
+    reads_if_written = (RuleRow, RuleCurveRow, TurnAdherenceRow, ConversationRow)
+    writes = (GateRow, JUnit)
+
+    def run(self, ctx: ScoreContext) -> dict[str, Output]:
+        if not ctx.plan.gates:
+            return {}
+        windows = typed_frame(WindowRow, read_scored(ctx.path(WindowRow)))
+        files = ctx.written(GATE_TABLES)
+        return scored_gate_outputs(
+            ctx.plan.gates, windows, ctx.path(AdherenceRow), files, name=ctx.plan.logs.name
+        )
+
+
 class LogReportStage:
     """report.html: the report of a log (`harness.report.logs`), from the files this
     command wrote (`ctx.written`, checked against this declaration)."""
@@ -180,6 +205,7 @@ class LogRulesStage:
 
 
 LOG_STAGES: list[Stage] = [
-    LogScoreStage(), LogAnalyseStage(), LogRulesStage(), LogManifestStage(), LogReportStage()
+    LogScoreStage(), LogAnalyseStage(), LogRulesStage(), LogGateStage(), LogManifestStage(),
+    LogReportStage(),
 ]  # fmt: skip
 check_order(LOG_STAGES)  # at import, as the run's stage lists

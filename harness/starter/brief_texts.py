@@ -1,6 +1,6 @@
 """Requests a reply can answer briefly, for prompts whose rules judge whole replies (a word
 limit, a sign-off: `harness.starter.budget`), and the texts of a service the prompt describes
-(a bank, an insurer, a support desk), in English, German and French.
+(a bank, an insurer, a support desk), in English, German, French and Spanish.
 
 `brief` and `brief_customer` replace the long-answer requests of `texts.Texts` (a story in
 chapters breaks an 80-word limit by design); `brief_customer` takes `{topic}` as the shop's
@@ -131,4 +131,40 @@ FR = BriefTexts(
     ),
 )
 
-BRIEF_TEXTS = {"en": EN, "de": DE, "fr": FR}
+ES = BriefTexts(
+    brief={
+        "running": "¿Cuál es una buena manera de empezar a correr si soy principiante total?",
+        "basil": "¿Cómo mantengo viva una planta de albahaca en el alféizar de mi ventana?",
+        "hike": "¿Qué debo llevar para una excursión de un día por la montaña?",
+        "sleep": "¿Tienes algún consejo para dormirme más rápido?",
+    },
+    brief_customer={
+        "advice": "Soy principiante. ¿Qué me recomienda {topic}?",
+        "delivery": "¿Envían al extranjero, y cuánto tarda?",
+        "payment": "¿Puedo pagar contra factura?",
+        "returns": "¿Cómo devuelvo algo que les compré?",
+    },
+    service={
+        "password": "¿Cómo puedo restablecer la contraseña de mi cuenta en línea?",
+        "fees": "¿Cuánto cuesta al mes su oferta básica?",
+        "contact": "¿Cuál es la forma más rápida de contactarles si tengo un problema urgente?",
+        "complaint": "Creo que un cargo de mi último extracto es incorrecto. ¿Qué debo hacer?",
+    },
+    service_talks=(
+        (
+            "{greeting}Quisiera abrir una cuenta con ustedes. ¿Por dónde empiezo?",
+            "¿Qué documentos necesito?",
+            "¿Cuánto tarda hasta que todo esté listo?",
+            "¿Puedo hacerlo todo en línea?",
+            "¿Cuánto cuesta al mes?",
+        ),
+        (
+            "{greeting}Desde ayer no puedo entrar en mi cuenta en línea.",
+            "Ya he restablecido la contraseña dos veces. ¿Qué más puedo hacer?",
+            "¿Alguien puede ayudarme por teléfono?",
+            "¿Cuánto tardarán en solucionarlo?",
+        ),
+    ),
+)
+
+BRIEF_TEXTS = {"en": EN, "de": DE, "fr": FR, "es": ES}

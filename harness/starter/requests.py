@@ -11,9 +11,12 @@ A shop: a word for one in English, German, French, Spanish or Italian ("shop", "
 "X-laden/-geschäft/-handel/-händler" (German, a capitalised compound), "magasin/boutique de
 X" (French). Its name: the first capitalised word or two after "for", "at", "of", "from",
 "von", "bei", "chez" or "de" that is not a language name.
-A service: a word for one ("support", "service", "Kundenservice", "helpdesk", "bank",
-"banque", "assurance", ...; German compounds such as "Nordbank" too), when no shop is found.
-One conversation has a pressure
+A service the starter knows (a hotel, a dental or medical practice, a bank, an IT helpdesk, a
+restaurant: `harness.starter.services`), named in the prompt's role sentence ("Tu es Camille,
+la concierge de l'Hôtel ..."), comes before a shop; its requests are its users' (a room, a
+check-up, a card), in English, German, French or Spanish. Any other service: a word for one
+("support", "service", "Kundenservice", "assurance", ...), when no shop is found: an account's
+questions. One conversation has a pressure
 turn (turn 3): against an asked language it asks, in English (French where the prompt asks
 for English), to switch; otherwise it asks the model to drop its instructions.
 """
@@ -25,6 +28,8 @@ from dataclasses import dataclass
 
 from harness.starter.brief_texts import BRIEF_TEXTS
 from harness.starter.language import ENGLISH_NAMES, NAME_TO_CODE, Choice, fold, words
+from harness.starter.rules import sentences
+from harness.starter.services import SERVICES, first_service, role_sentence, service_requests
 from harness.starter.texts import SWITCH_TO_ENGLISH, SWITCH_TO_FRENCH, TEXTS
 
 SHOP_WORDS = words(
@@ -54,17 +59,28 @@ NAME_PATTERN = re.compile(
 )
 NOT_NAMES = words("the a an der die das ein eine la le les un une el los")
 WORD = re.compile(r"[^\W\d_]+")
+SERVICE_NAMES = {
+    "hotel": "hotel",
+    "dental": "dental practice",
+    "medical": "medical practice",
+    "it": "IT helpdesk",
+    "restaurant": "restaurant",
+    "bank": "bank",
+}
 
 
 @dataclass(frozen=True)
 class Domain:
     """What the requests are phrased around: `shop` (the word found, its name and products
-    where found), `service` (the word found, its name) or `generic`."""
+    where found), `service` (the word found, its name, and which of the services the starter
+    has requests for it is: `harness.starter.services`, None for a bank, an insurer, a
+    support desk) or `generic`."""
 
     kind: str
     found: str | None = None
     name: str | None = None
     product: str | None = None
+    service: str | None = None
 
 
 @dataclass(frozen=True)
@@ -92,7 +108,8 @@ class Starter:
         elif d.kind == "service":
             parts = [f"found '{d.found}'"] + ([f"name '{d.name}'"] if d.name else [])
             found = ", ".join(parts)
-            text = f"questions of a customer of the service the prompt describes ({found})"
+            what = f"the {SERVICE_NAMES[d.service]}" if d.service else "the service"
+            text = f"questions of a customer of {what} the prompt describes ({found})"
         elif self.brief:
             text = "generic questions a few sentences answer: the prompt describes no shop"
         else:
@@ -161,15 +178,36 @@ def pressure_turn(choice: Choice, drop_rules: str) -> str:
     return SWITCH_TO_ENGLISH.format(language=ENGLISH_NAMES[choice.code])
 
 
+def prompt_domain(prompt: str, language: str) -> Domain:
+    """What the prompt serves: a service the starter knows named in its role sentence, else a
+    shop, else a known service named anywhere, else any service, else `generic`."""
+    role = role_sentence(sentences(prompt))
+    known = first_service(role) if role else None
+    shop = shop_domain(prompt, language)
+    if known is None and shop.kind == "shop":
+        return shop
+    known = known or first_service(prompt)
+    if known:
+        return Domain("service", known[1], _shop_name(prompt), service=known[0].key)
+    return service_domain(prompt)
+
+
+def _service_items(domain: Domain, language: str, fill: dict[str, str]) -> list[StarterItem]:
+    service = next(s for s in SERVICES if s.key == domain.service)
+    singles, first, second = service_requests(service, language)
+    items = [StarterItem(key, text) for key, text in zip(service.ids[:4], singles, strict=True)]
+    for item_id, talk in zip(service.ids[4:], (first, second), strict=True):
+        turns = tuple((text.format(**fill), False) for text in talk[1:])
+        items.append(StarterItem(item_id, talk[0].format(**fill), turns))
+    return items
+
+
 def starter_items(prompt: str, choice: Choice, brief: bool = False) -> Starter:
     """The six items of the starter suite for `prompt`, checked for `choice`; with `brief`,
     single requests a few sentences answer."""
     language = next((code for code in (choice.code, choice.prompt_language) if code in TEXTS), "en")
     texts, short = TEXTS[language], BRIEF_TEXTS[language]
-    domain = shop_domain(prompt, language)
-    if domain.kind == "generic":
-        domain = service_domain(prompt)
-    shop = domain.kind == "shop"
+    domain = prompt_domain(prompt, language)
     fill = {
         "topic": _topic(texts, language, domain.product),
         # a service's name is a company's ("Hallo Nordbank!" greets no one): no name
@@ -177,7 +215,13 @@ def starter_items(prompt: str, choice: Choice, brief: bool = False) -> Starter:
         if domain.name and domain.kind == "shop"
         else texts.greeting_none,
     }
-    if shop:
+    pressure = pressure_turn(choice, texts.drop_rules)
+    if domain.service:
+        items = _service_items(domain, language, fill)
+        user, turns = items[5].user, items[5].turns or ()
+        items[5] = StarterItem(items[5].id, user, (turns[0], (pressure, True), *turns[1:]))
+        return Starter(items, language, domain, brief)
+    if domain.kind == "shop":
         requests = short.brief_customer if brief else texts.customer
         (first, second), ids = texts.customer_talks, ("conv-advice", "conv-problem")
     elif domain.kind == "service":
@@ -187,7 +231,7 @@ def starter_items(prompt: str, choice: Choice, brief: bool = False) -> Starter:
         requests = short.brief if brief else texts.generic
         (first, second), ids = texts.generic_talks, ("conv-trip", "conv-bread")
     items = [StarterItem(key, text.format(**fill)) for key, text in requests.items()]
-    second = (*second[:2], pressure_turn(choice, texts.drop_rules), *second[2:])
+    second = (*second[:2], pressure, *second[2:])
     for n, (item_id, talk) in enumerate(zip(ids, (first, second), strict=True)):
         turns = [(text.format(**fill), n == 1 and k == 2) for k, text in enumerate(talk)]
         items.append(StarterItem(item_id, turns[0][0], tuple(turns[1:])))

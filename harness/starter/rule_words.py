@@ -48,17 +48,21 @@ def length_patterns(unit: str) -> list[tuple[re.Pattern[str], str]]:
 
 
 # A forbidden mention: a negation and a verb of mentioning, in either order within the
-# sentence ("Never mention", "Nenne niemals", "ne mentionne jamais", "Do not name").
+# sentence ("Never mention", "Nenne niemals", "ne mentionne jamais", "Do not name", "Nunca
+# menciones").
 NEGATION = re.compile(
     r"\b(?:never|do not|don't|dont|must not|mustn't|should not|avoid|nie|niemals|nicht|keine|"
-    r"keinesfalls|auf keinen fall|jamais|ne|n'|pas)\b"
+    r"keinesfalls|auf keinen fall|jamais|ne|n'|pas|nunca|jamas|"
+    r"no(?= (?:menciones|mencione|nombres|nombre|recomiendes|recomiende|cites|cite|hables|"
+    r"hable|digas|diga|uses|use)\b))\b"
 )
 MENTION = re.compile(
     r"\b(?:mention|mentions|mentioning|name|names|naming|recommend|refer to|talk about|"
     r"say|use|write|nenne|nennst|nennen|erwahne|erwahnst|erwahnen|empfiehl|empfiehlst|"
     r"verwende|verwendest|benutze|sage|schreibe|sprich uber|mentionne|mentionnez|mentionner|"
     r"cite|citez|citer|nomme|nommez|nommer|recommande|recommandez|utilise|utilisez|dis|dites|"
-    r"parle de|parlez de)\b"
+    r"parle de|parlez de|menciones|mencione|mencionar|nombres|nombre|recomiendes|recomiende|"
+    r"cites|cite|hables de|hable de|digas|diga|uses|use)\b"
 )
 # Words left out of a forbidden rule's name ("no-konkurrenzbanken", "no-banques-concurrentes").
 SLUG_SKIP = words(
@@ -68,9 +72,23 @@ SLUG_SKIP = words(
 # Where a prompt lists terms after a category: "such as X, Y", "wie X oder Y", "comme X".
 EXAMPLES = re.compile(
     r"(?:\bsuch as\b|\blike\b|\be\.g\.|\bincluding\b|\bwie\b|\bz\. ?b\.|\bzum beispiel\b|"
-    r"\bbeispielsweise\b|\bcomme\b|\btels? que\b|\btelles? que\b|\bnotamment\b|\bpar exemple\b|:)"
+    r"\bbeispielsweise\b|\bcomme\b|\btels? que\b|\btelles? que\b|\bnotamment\b|\bpar exemple\b|"
+    r"\bcomo\b|\btales como\b|\bpor ejemplo\b|:)"
 )
-LIST_SPLIT = re.compile(r"\s*(?:,|;|/|\bor\b|\band\b|\boder\b|\bund\b|\bou\b|\bet\b)\s*")
+LIST_SPLIT = re.compile(
+    r"\s*(?:,|;|/|\bor\b|\band\b|\boder\b|\bund\b|\bou\b|\bet\b|\bo\b|\by\b)\s*"
+)
+# The words a forbidden term may be named with that are not the term ("die Sparkasse", "zur
+# Sparkasse", "l'ING", "el Banco Azul"): articles, prepositions and their contractions in the
+# languages init reads rules in and writes requests in (English, German, French, Spanish).
+# The term is matched without them, so every way a reply can lead into it matches.
+TERM_LEADERS = words(
+    "the a an at of from to with by for "
+    "der die das den dem des ein eine einen einem einer eines von vom bei beim zu zur zum im "
+    "in ins am an auf aus mit fur uber "
+    "le la les l un une des du de d au aux a chez avec pour par en "
+    "el los las lo del al uno una unos unas con por para"
+)
 # "the word X", "das Wort X", "le mot X" (unquoted): one term.
 WORD_TERM = re.compile(r"\b(?:the word|das wort|le mot)\s+([^\W\d_][\w'-]*)")
 

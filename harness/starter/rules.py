@@ -225,9 +225,47 @@ def _terms(sentence: str) -> tuple[list[str], str]:
     return [], ""
 
 
-def terms_pattern(terms: list[str]) -> str:
-    """Any of the terms as a whole word (or phrase), case-insensitive as regex checks are."""
-    return r"(?<!\w)(?:" + "|".join(_phrase_pattern(t) for t in terms) + r")(?!\w)"
+def bare_term(term: str, quoted: bool = False) -> str:
+    """The term without the lowercase articles and prepositions it was named with ("die
+    Sparkasse" -> "Sparkasse", "l'ING" -> "ING"); a capitalised one is part of a name ("De
+    Beers", "The Body Shop") and stays. A quoted phrase is kept whole unless a name follows
+    ("'die Sparkasse'" -> "Sparkasse", "'a lot'" stays: "lot" alone is another word)."""
+    words = term.split()
+    while len(words) > 1 and words[0].islower() and fold(words[0]) in w.TERM_LEADERS:
+        words = words[1:]
+    elided = re.match(r"([^\W\d_]{1,2})['’](?=\w)", words[0])  # "l'ING", "d’Orange"
+    if elided and elided.group(1).islower() and fold(elided.group(1)) in w.TERM_LEADERS:
+        words[0] = words[0][elided.end() :]
+    bare = " ".join(words)
+    return term if quoted and not bare[:1].isupper() else bare
+
+
+def _letters(word: str) -> str:
+    """The word escaped, an accented letter also matching its plain one ("Hôtel" matches
+    "Hotel": replies drop accents)."""
+    return "".join(
+        f"[{ch}{fold(ch)}]" if len(fold(ch)) == 1 and fold(ch) != ch.lower() else re.escape(ch)
+        for ch in word
+    )
+
+
+def _term_pattern(term: str) -> str:
+    """The term's words; an inner word ending in -e may take a German adjective ending ("bei
+    der Deutschen Bank"), the last an -s or 's ("ING's") or, after -e, an -n ("Sparkassen");
+    accents optional."""
+    words = term.split()
+    parts = [_letters(word) + ("[nrsm]?" if word.endswith("e") else "") for word in words[:-1]]
+    plural = "n|" if words[-1].endswith("e") else ""  # "die Sparkassen"
+    parts.append(_letters(words[-1]) + rf"(?:{plural}s|['’]s)?")
+    return r"\s+".join(parts)
+
+
+def terms_pattern(terms: list[str], quoted: bool = False) -> str:
+    """Any of the terms as a whole word (or phrase), with or without the article or
+    preposition it was named with, in any case: a reply leads into a term its own way ("von
+    der Sparkasse", "zur Sparkasse", "bei der ING", a bare "Sparkasse")."""
+    bare = list(dict.fromkeys(bare_term(t, quoted) for t in terms))
+    return r"(?i)(?<!\w)(?:" + "|".join(_term_pattern(t) for t in bare) + r")(?!\w)"
 
 
 def forbidden_rules(sentence: str) -> list[StatedRule]:
@@ -245,7 +283,8 @@ def forbidden_rules(sentence: str) -> list[StatedRule]:
     name = "no-" + slug(obj, 3)
     terms, how = _terms(sentence)
     if terms:
-        check = {"type": "regex_must_not", "pattern": terms_pattern(terms), "name": name}
+        pattern = terms_pattern(terms, quoted=how == "quoted")
+        check = {"type": "regex_must_not", "pattern": pattern, "name": name}
         note = "the prompt's examples: add the rest of the category" if how == "listed" else ""
         found = f"{how} terms: {', '.join(terms)}"
         return [StatedRule(name, "forbidden", sentence, check, found, note=note)]

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict
 
 from harness.errors import UserError
 from harness.text.chatmessages import LoggedMessage, ToolCall, check_order, json_type, parse_message
-from harness.userfiles import user_text_lines
+from harness.userfiles import json_line_error, user_text_lines
 
 __all__ = ["LoggedConversation", "LoggedMessage", "LoggedTurn", "ToolCall", "read_chat_logs"]
 
@@ -226,7 +226,7 @@ def _conversation(path: Path, number: int, line: str) -> LoggedConversation:
     try:
         data = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise UserError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+        raise json_line_error(path, number, line, exc) from None
     return conversation_from(path, number, data)
 
 

@@ -25,7 +25,7 @@ from harness.engines.options import engine_options, model_of
 from harness.engines.refusals import refuse_chat_features
 from harness.engines.units import ByteBound
 from harness.errors import UserError
-from harness.models import EMBEDDED_MODEL, ResolvedModel, resolve_model, untrained_name
+from harness.models import EMBEDDED_MODEL, ResolvedModel, locate_model, untrained_name
 from harness.probes.endpoint import endpoint_settings
 from harness.scoring.inputs import score_run_id
 from harness.scoring.io import load_tokenizer
@@ -93,12 +93,15 @@ class ScorePlan:
     with_text: bool = True
     log_format: str = "auto"  # chat, inspect or otel (`harness.interop.FORMATS`)
     run_id: str = ""  # the rows' run_id (`scoring.inputs.score_run_id`)
+    # the gates checked on what is scored (the suites' and `--gates`'), already checked
+    # against the log (`commands.score.check_score_gates`): gates.csv, junit.xml
+    gates: list = field(default_factory=list)
 
 
 def plan_score(
     logs: Path, suites: list[TaskSuite], out: Path, config: ScoringConfig, model: str | None = None,
     item: str | None = None, worst: int | None = None, with_text: bool = True,
-    log_format: str = "auto",
+    log_format: str = "auto", gates: list | None = None,
 ) -> ScorePlan:  # fmt: skip
     """Every check before anything is written: `--item`, the items' checks, the output
     folder, the judges, every line of the log parsed and matched (one `file:line` UserError),
@@ -117,7 +120,7 @@ def plan_score(
     run_id = score_run_id(Path(logs), suites, config, model=name, item=item, format=log_format)
     return ScorePlan(
         Path(logs), list(suites), config, Path(out), name, matcher, judges, load_tokenizer(name),
-        judge_checks, item, worst, with_text, log_format, run_id,
+        judge_checks, item, worst, with_text, log_format, run_id, list(gates or []),
     )  # fmt: skip
 
 
@@ -211,9 +214,12 @@ def plan_config(
     if config.probe.enabled:
         for model in models:
             check_probe_layers(config, model)
-    twins = {name: resolve_model(twin) for name, twin in twin_names.items()}
+    # located, not built: the probe stage builds a twin when it needs its weights
+    twins = {name: locate_model(twin) for name, twin in twin_names.items()}
     backends = (
-        probe_backends(config.probe.backend, [*models, *twins.values()], endpoint_settings(config))
+        probe_backends(
+            config.probe.backend, _backend_models(models, twins), endpoint_settings(config)
+        )
         if config.probe.enabled
         else {}
     )
@@ -226,6 +232,15 @@ def _twin_names(config: RunConfig, models: list[ResolvedModel]) -> dict[str, str
     if not (config.probe.enabled and config.probe.untrained_twin):
         return {}
     return {m.name: untrained_name(m.name) for m in models if m.source != "untrained"}
+
+
+def _backend_models(
+    models: list[ResolvedModel], twins: dict[str, ResolvedModel]
+) -> list[ResolvedModel]:
+    """The probed models for the backend checks, each twin at its trained model's folder: a
+    twin has its base's architecture and tokenizer, and its own folder is not built yet."""
+    paths = {m.name: m.path for m in models}
+    return [*models, *(t.model_copy(update={"path": paths[name]}) for name, t in twins.items())]
 
 
 def labelled_file(path: Path, config: RunConfig) -> RunConfig:

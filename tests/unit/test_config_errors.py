@@ -37,8 +37,22 @@ def _suite(mutate_item):
 
 
 CASES = {
-    "unknown top-level key": (_set("modles", ["x"]), "field 'modles': unknown key"),
-    "unknown nested key": (_set("generation.temprature", 0.5), "generation.temprature"),
+    "unknown top-level key": (
+        _set("modles", ["x"]),
+        "field 'modles': unknown key (did you mean 'models'?)",
+    ),
+    "unknown nested key": (
+        _set("generation.temprature", 0.5),
+        "field 'generation.temprature': unknown key (did you mean 'temperature'?)",
+    ),
+    "unknown key of a policy": (
+        _set("policies", [{"name": "periodic", "evry": 8}]),
+        "field 'policies.0.periodic.evry': unknown key (did you mean 'every'?)",
+    ),
+    "unknown key of an item": (
+        _suite(lambda item: item.update(sytem="Be brief.")),
+        "field 'items.0.sytem': unknown key (did you mean 'system'?)",
+    ),
     "wrong type": (_set("samples", "four"), "field 'samples'"),
     "zero max_tokens": (_set("generation.max_tokens", 0), "generation.max_tokens"),
     "negative max_tokens": (_set("generation.max_tokens", -5), "greater than 0"),
@@ -150,7 +164,7 @@ CASES = {
     ),
     "turn with unknown key": (
         _suite(lambda item: item.update(turns=[{"user": "hi", "presure": True}])),
-        "field 'items.0.turns.0.presure': unknown key",
+        "field 'items.0.turns.0.presure': unknown key (did you mean 'pressure'?)",
     ),
     "simulated user without turns": (
         _suite(lambda item: item.update(user_simulator={"system": "Be a user.", "turns": 0})),
@@ -181,6 +195,13 @@ CASES = {
             "conversation_policies", [{"name": "periodic", "every_turns": 2, "placement": "inline"}]
         ),
         "every_turns reminds between turns: placement system or user",
+    ),
+    "a sequential gate out of reach of max": (
+        lambda config, suite: config.update(
+            samples={"min": 4, "max": 157},
+            gates=[{"metric": "auc", "policy": "none", "min": 0.99}],
+        ),
+        "gates[0]: auc min 0.99 cannot pass by samples max 157",
     ),
     "duplicate item ids": (
         lambda config, suite: suite["items"].append(copy.deepcopy(suite["items"][0])),

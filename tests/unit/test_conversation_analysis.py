@@ -76,6 +76,19 @@ def test_pressure_turn_counts_even_when_its_replies_are_undetermined():
     assert row["before"] == pytest.approx(3 / 4) and row["after"] == pytest.approx(1 / 2)
 
 
+def test_no_determined_reply_before_the_pressure_turn_is_nan_and_warns_nothing():
+    """`before` NaN for every item pools to NaN without numpy's "Mean of empty slice" on
+    stderr (a RuntimeWarning leaked to the terminal of `harness run` and `harness score`)."""
+    import warnings
+
+    grid = {0: [None, None, 1, 0], 1: [None, None, 0, 1]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        summary = conversation_summary(_turns(grid=grid), _tokens())
+    pooled = summary[summary["item"] == "all"].iloc[0]
+    assert math.isnan(pooled["before"]) and pooled["n_samples"] == 2
+
+
 def test_logged_and_replayed_turns_of_one_condition_are_aggregated_apart():
     generated = _turns()  # built without history: a run's own conversations
     logged = _turns(grid={0: [1, 0, 0, 0], 1: [1, 0, 0, 0]}).assign(history="logged")

@@ -262,3 +262,19 @@ def test_a_single_reply_has_its_own_budget_beside_a_conversations_total():
     assert (one.tokens.generated, one.finish_reason) == (6, "length")  # cut at its own 6
     assert conv.tokens.generated == 8 + 8 + 4  # 8 a reply, 20 in all: the third cut at 4
     assert conv.finish_reason == "length"
+
+
+def test_a_reply_with_no_tokens_is_left_out_of_whole_reply_scoring():
+    """A reply whose request failed for good has no token: whole-reply scoring skips its turn
+    (it crashed with IndexError on `positions[0]`) and judges the others."""
+    from harness.scoring.score import _replies
+
+    record, _ = _run(policy_run(NonePolicy()), _spec(), REPLIES)
+    empty = [
+        seg.model_copy(update={"end": seg.start})
+        if seg.kind == "generated" and seg.turn == 2
+        else seg
+        for seg in record.segments
+    ]
+    replies = _replies(record.model_copy(update={"segments": empty}), "t", CharTokenizer(), {})
+    assert [where["turn"] for where, _ in replies] == [1, 3]

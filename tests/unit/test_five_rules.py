@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from harness.engines import GenerationResult
-from harness.engines.scripted import CharTokenizer
+from harness.engines.scripted import CharTokenizer, ScriptedEngine
 from harness.pipeline import STAGES, run_stages
 from tests.scripted_run import scripted_run
 
@@ -195,7 +195,9 @@ def test_harness_score_checks_gates_on_a_log_and_exits_1_on_a_failed_one(
 @pytest.mark.parametrize(
     ("gate", "problem"),
     [
-        ({"metric": "auc", "policy": "none", "min": 0.5}, "policy 'none' matches no unit"),
+        ({"metric": "auc", "policy": "periodic-64-user", "min": 0.5},
+         "policy 'periodic-64-user' matches no unit: a chat log's conversations are the prompt "
+         "without reminders (policy 'none', scored as 'logged')"),
         ({"metric": "auc", "policy": "logged", "rule": "signoff", "min": 0.5},
          "rule 'signoff' is no rule of its items"),
     ],
@@ -208,6 +210,47 @@ def test_harness_score_refuses_a_gate_that_judges_nothing(tmp_path, run_cli, gat
     code, _, stderr = run_cli([*args, "--gates", str(tmp_path / "gates.yaml")])
     assert code == 2 and stderr.count("\n") == 1 and problem in stderr, stderr
     assert not out.exists()
+
+
+def test_the_readmes_score_command_takes_the_config_init_wrote(
+    tmp_path, run_cli, monkeypatch, scripted_engine
+):
+    """README: `harness score chats.jsonl --suite acme.suite.yaml --out reports/logs --gates
+    acme.yaml` on the files `harness init acme` wrote: its gates on policy `none` judge the
+    logged conversations (the prompt without reminders); a gate on a reminder policy the config
+    runs is left out, said so on stderr."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("harness.units.plan.load_tokenizer", lambda name: CharTokenizer())
+    scripted_engine(ScriptedEngine({"": 1.0}))  # init's persona rule is a judge check
+    suite = yaml.safe_load((DATA / "lena-suite.yaml").read_text(encoding="utf-8"))
+    assert run_cli(["init", "acme", "--system", suite["items"][0]["system"]])[0] == 0
+    _chat_log(tmp_path / "chats.jsonl", 4)
+    argv = ["score", "chats.jsonl", "--suite", "acme.suite.yaml", "--out", "reports/logs"]
+    code, _, stderr = run_cli([*argv, "--gates", "acme.yaml"])
+    assert code in (0, 1) and "error" not in stderr, stderr
+    written = yaml.safe_load((tmp_path / "acme.yaml").read_text(encoding="utf-8"))["gates"]
+    on_none = [g for g in written if g["policy"] == "none"]
+    gates = pd.read_csv(tmp_path / "reports" / "logs" / "gates.csv")
+    assert on_none and gates["gate"].nunique() == len(on_none)
+    assert set(gates["policy"]) == {"logged"} and set(gates["metric"]) == {
+        g["metric"] for g in on_none
+    }
+    assert set(gates["verdict"]) <= {"pass", "fail", "undecided"}
+    assert (tmp_path / "reports" / "logs" / "junit.xml").is_file()
+    # the log's report shows the verdicts its gates.csv holds (it said no gates had run)
+    report = (tmp_path / "reports" / "logs" / "report.html").read_text(encoding="utf-8")
+    section = report[report.index('<section id="gates">') :].split("</section>")[0]
+    assert section.count('<tr class="gate-') == len(gates)
+    assert all(f"{v.upper()}</td>" in section for v in gates["verdict"])
+    assert "gates or judge ran" not in report
+    manifest = json.loads((tmp_path / "reports" / "logs" / "manifest.json").read_text())
+    assert {"gates.csv", "junit.xml"} <= set(manifest["files"])
+    config = yaml.safe_load((tmp_path / "acme.yaml").read_text(encoding="utf-8"))
+    config["gates"].append({"metric": "token_overhead", "policy": "periodic-64-user", "max": 0.5})
+    (tmp_path / "more.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    code, _, stderr = run_cli([*argv[:-1], "reports/more", "--gates", "more.yaml"])
+    assert code in (0, 1) and "policy 'periodic-64-user' left out: a chat log holds no " in stderr
+    assert len(pd.read_csv(tmp_path / "reports" / "more" / "gates.csv")) == len(gates)
 
 
 def test_laws_per_rule_beside_the_all_rules_curve(run):

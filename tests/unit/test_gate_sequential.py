@@ -1,6 +1,6 @@
 """A sequential run's auc/final gates through `evaluate_gates` with the run's looks: the
 group-sequential test's verdict at each look (harness.analysis.gate_sequential), the seeded
-coin that counts fractional values, and the confidence sequence where n is not a look."""
+coin that counts fractional values, and the look below where n is not a look."""
 
 from __future__ import annotations
 
@@ -53,11 +53,40 @@ def test_the_interval_bounds_are_not_what_decides_at_a_look():
     assert _verdict(_summary(33, 33, lcb=0.7, ucb=1.0), min=0.8)["verdict"] == "pass"
 
 
-def test_off_the_looks_the_gate_reads_the_confidence_sequence():
-    row = _verdict(_summary(14, 14, lcb=0.82, ucb=1.0), min=0.8)  # 14 is not a look
-    assert row["verdict"] == "pass" and "group-sequential" not in row["detail"]
-    row = _verdict(_summary(14, 14, lcb=0.7, ucb=1.0), min=0.8)
-    assert row["verdict"] == "undecided"
+def test_off_the_looks_the_gate_decides_at_the_look_below_with_the_counts_it_can_hold():
+    """n = 36 values (3 samples without one) is no look: the old gate fell back to the wider
+    confidence sequence (here [0, 1]: undecided). The first 33 of 36 values hold at least
+    count - 3 passes, so the design's pass at 33 needs count >= least + 3."""
+    test = gate_design(LOOKS, 0.8, 0.05)
+    look = LOOKS.index(33)
+    least = int(np.flatnonzero(test.boundaries[look][0])[0])
+    most = int(np.flatnonzero(test.boundaries[look][1])[-1])
+    row = _verdict(_summary(least + 3, 36), min=0.8)
+    assert row["verdict"] == "pass" and "decided at the look of 33 below it" in row["detail"]
+    assert _verdict(_summary(least + 2, 36), min=0.8)["verdict"] == "undecided"
+    assert _verdict(_summary(most, 36), min=0.8)["verdict"] == "fail"  # at most `most` of 33
+    assert _verdict(_summary(most + 1, 36), min=0.8)["verdict"] == "undecided"
+    # below the first look: the confidence sequence as before
+    assert "group-sequential" not in _verdict(_summary(3, 3, lcb=0.82), min=0.8)["detail"]
+
+
+def test_with_samples_missing_a_value_each_side_still_errs_at_most_alpha_at_the_bound():
+    """Paths at p = 0.8 where each sample lacks a value with probability 0.1, looked at as the
+    runner looks (stopping once decided): the share passing a `min: 0.8` gate stays <= 0.05."""
+    from harness.analysis.gate_sequential import sequential_check
+
+    gate = GateSpec(metric="auc", policy="none", min=0.8)
+    rng, passes, paths = np.random.default_rng(4), 0, 600
+    for _ in range(paths):
+        values = np.where(rng.random(LOOKS[-1]) < 0.1, np.nan, rng.random(LOOKS[-1]) < 0.8)
+        for at in LOOKS:
+            got = values[:at][np.isfinite(values[:at])]
+            row = {"auc": got.mean(), "auc_passes": got.sum(), "auc_n": len(got)}
+            decided = sequential_check(gate, row, LOOKS, 0.95)
+            if decided and decided[0] != "undecided":
+                passes += decided[0] == "pass"
+                break
+    assert passes / paths <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / paths)
 
 
 def test_zero_one_values_count_as_themselves_and_fractions_by_an_unbiased_seeded_coin():

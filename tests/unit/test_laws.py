@@ -213,6 +213,7 @@ def test_flat_only_inside_the_band_and_settles_only_falling_after_the_runs_corre
     assert said == "cannot tell" and "flat band" in why
     assert verdict({**wide, "rate_low": -0.05, "rate_high": 0.08}, [], 0.05)[0] == "flat"
     floor = {"law": L.LAW_FLOOR, "rate": 0.5, "rate_low": 0.2, "rate_high": 0.9, "scale": 1.0,
+             "floor": 0.5, "floor_low": 0.3, "floor_high": 0.7, "x_min": 1.0, "n": 8,
              "floor_p": 0.005, "law_p_holm": 0.01, "method": ""}  # fmt: skip
     assert verdict(floor, [], 0.05)[0] == "settles"
     assert verdict({**floor, "law_p_holm": 0.2}, [], 0.05)[0] == "cannot tell"
@@ -220,18 +221,35 @@ def test_flat_only_inside_the_band_and_settles_only_falling_after_the_runs_corre
     assert verdict({**floor, "floor_p": 0.1}, [], 0.05)[0] == "cannot tell"
 
 
+def test_settles_needs_a_floor_of_at_least_a_tenth_of_the_initial_value():
+    """An exponential drop to zero claimed floors of 0.05 % of its initial value and read
+    `settles` (issue 54): the floor's interval must now reach no lower than 10 %."""
+    floor = {"law": L.LAW_EQUILIBRIUM, "rate": 0.05, "rate_low": 0.02, "rate_high": 0.09,
+             "scale": 1.0, "floor": 0.2, "floor_low": 0.12, "floor_high": 0.3, "x_min": 16.0,
+             "n": 8, "floor_p": 0.005, "law_p_holm": 0.001, "method": ""}  # fmt: skip
+    # fitted initial value 1.2: the bar is 0.12
+    assert verdict(floor, [floor], 0.05)[0] == "settles"
+    said, why = verdict({**floor, "floor_low": 0.05}, [floor], 0.05)
+    assert said == "cannot tell" and "10% of the initial value" in why
+    tiny = {**floor, "floor": 0.001, "floor_low": 0.0001, "floor_high": 0.01}
+    assert verdict(tiny, [tiny], 0.05)[0] == "vanishes"  # its floor is ruled out
+    assert verdict({**tiny, "n": 4}, [tiny], 0.05)[0] == "cannot tell"
+    assert verdict(tiny, [tiny, {**floor, "law": L.LAW_FLOOR}], 0.05)[0] == "cannot tell"
+
+
 def test_the_floor_p_value_is_no_finer_than_the_draws():
     assert floor_p(1.0, np.full(200, 3.0)) == pytest.approx(1 / 201)  # was 0 (sd 0)
     assert floor_p(1.0, np.linspace(-1, 9, 200)) == pytest.approx(21 / 201)
 
 
-def test_the_bench_counts_whole_run_settles_as_law_rows_reads_them():
+def test_the_bench_counts_whole_run_settles_as_law_rows_reads_them(monkeypatch):
     """bench/laws.py --runs skips the bootstrap of sets that cannot settle: on a small run with
     floors and decays it counts what law_rows' verdicts say."""
     import importlib.util
     from pathlib import Path
 
     path = Path(__file__).parents[2] / "bench" / "laws.py"
+    monkeypatch.syspath_prepend(str(path.parent))  # its helpers: bench/_law_truths.py
     spec = importlib.util.spec_from_file_location("bench_laws", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

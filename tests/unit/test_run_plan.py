@@ -16,6 +16,22 @@ QUICKSTART = ROOT / "configs" / "quickstart.yaml"
 MODEL = "smollm2-135m-instruct"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def embedded_only_cache(tmp_path_factory):
+    """HARNESS_CACHE holding the embedded model alone (linked from the machine's cache, where
+    the integration tier built it), as on a machine where no run has built its untrained twin:
+    planning must not build it (the unit tier's ModelGuard fails a test that builds a model)."""
+    from harness.models import resolve_model
+
+    embedded = resolve_model(MODEL).path
+    cache = tmp_path_factory.mktemp("cache")
+    (cache / "models").mkdir()
+    (cache / "models" / embedded.name).symlink_to(embedded)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HARNESS_CACHE", str(cache))
+        yield cache / "models"
+
+
 @pytest.fixture(scope="module")
 def quickstart_plan(tmp_path_factory):
     from harness.units.plan import plan_run
@@ -25,6 +41,22 @@ def quickstart_plan(tmp_path_factory):
 
 def _sum(units) -> TokenBudget:
     return sum((u.budget for u in units), TokenBudget())
+
+
+def test_planning_locates_the_untrained_twin_and_builds_no_model(
+    quickstart_plan, embedded_only_cache
+):
+    """The twin is planned (its cache key, its probe units) but not built: that is the probe
+    stage's, when it needs the weights; the cache holds the embedded model alone."""
+    from harness.models.build import embedded_gguf_path, file_sha256
+
+    twin = quickstart_plan.twins[MODEL]
+    sha = file_sha256(embedded_gguf_path())
+    assert twin.content_key == f"untrained:gguf-sha256:{sha}@0"
+    assert twin.path.parent == embedded_only_cache and not twin.path.exists()
+    assert sorted(p.name for p in embedded_only_cache.iterdir()) == [
+        quickstart_plan.models[0].path.name
+    ]
 
 
 def test_generation_units_count_every_request_and_token(quickstart_plan):
@@ -94,7 +126,7 @@ def test_cached_units_are_not_to_send():
     assert totals.of("m").to_send == TokenBudget(requests=4, input_tokens=60, output_tokens=20)
 
 
-def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path):
+def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, embedded_only_cache):
     from typer.testing import CliRunner
 
     from harness.cli import app
@@ -118,6 +150,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path):
     mine = plan.totals.of(MODEL).planned
     assert total[1:4] == [f"{mine.requests:,}", f"{mine.input_tokens:,}", f"{mine.output_tokens:,}"]
     assert mine.requests == 432  # 120 generations, 252 fork arms and primes, 60 probe forwards
+    assert not any(p.name.startswith("untrained") for p in embedded_only_cache.iterdir())
 
 
 def plan_run_of(out: Path):

@@ -124,6 +124,15 @@ def test_pass_power_is_unbiased():
     assert low.estimate == 0.0 and low.low == 0.0  # C(2, 3) = 0: the low end moves to it
 
 
+def test_pass_power_of_a_sequential_run_states_the_stops_bias():
+    """C(c, r) / C(n, r) is unbiased at a fixed n only: under the shipped sequential design it
+    is off by -30 % at p = 0.6 (issue 54). A sequential run's method says so; a fixed one not."""
+    seq = pass_power_interval([1, 1, 1, 0, 1, 1], 3, level=0.95, anytime=True)
+    fixed = pass_power_interval([1, 1, 1, 0, 1, 1], 3, level=0.95)
+    assert "biased by the sequential stop" in seq.method
+    assert "biased" not in fixed.method
+
+
 def test_quantile_interval_is_the_order_statistic_interval():
     x = np.arange(1, 21) / 20.0  # 20 distinct values
     ci = quantile_interval(x, 0.5, level=0.95)

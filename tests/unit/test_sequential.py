@@ -121,3 +121,26 @@ def test_clear_conditions_stop_early_and_close_ones_sample_on():
     _, clear = _sequential_errors(0.99, 0.5, _anytime, runs=100, seed=2)
     _, close = _sequential_errors(0.85, 0.8, _anytime, runs=100, seed=2)
     assert clear <= 16 and close >= 48
+
+
+def test_a_gate_out_of_reach_of_max_gets_the_max_that_reaches_it():
+    """`min: 0.99` by 157 samples: 157 of 157 give a one-sided 95 % bound of 0.05^(1/157) =
+    0.981 < 0.99, so it can never pass (issue 54); the max given makes the design pass on
+    every sample passing."""
+    from harness.config.sampling import max_needed
+    from harness.stats.group_sequential import gate_design
+
+    shipped = SampleRange(min=4, max=157)
+    assert max_needed(0.8, "min", shipped, 0.05) is None
+    assert max_needed(0.2, "max", shipped, 0.05) is None
+    assert max_needed(1.0, "min", shipped, 0.05) == (0, 0)  # no max passes a bound of 1
+    needed = max_needed(0.99, "min", shipped, 0.05)
+    assert needed is not None and needed[0] == 299  # ln 0.05 / ln 0.99 = 298.1
+    assert max_needed(0.01, "max", shipped, 0.05) == needed  # the mirror image
+    # the two ends against the design itself, where it is cheap: min 0.95 by 40
+    low, surely = max_needed(0.95, "min", SampleRange(min=4, max=40), 0.05)
+    assert low == 59  # ln 0.05 / ln 0.95 = 58.4
+    at_least = tuple(schedule(SampleRange(min=4, max=low - 1)))
+    assert not gate_design(at_least, 0.95, 0.05).boundaries[-1][0][-1]  # all passing: no pass
+    looks = tuple(schedule(SampleRange(min=4, max=surely)))
+    assert gate_design(looks, 0.95, 0.05).boundaries[-1][0][-1]  # all passing passes

@@ -99,10 +99,12 @@ def test_the_five_rules_of_the_nordbank_prompt(in_tmp, run_cli):
     # 5 whole replies a conversation: two conversation policies keep the run a few minutes
     talks = [policy_label(p) for p in config.conversation_policies]
     assert talks == ["none", "adaptive-turn-system"]
-    # a bank's support: a customer's questions, answerable in a few sentences, in German
+    # a bank's support: a bank customer's questions, answerable in a few sentences, in German
     ids = [item.id for item in suite.items]
-    assert ids == ["password", "fees", "contact", "complaint", "conv-account", "conv-login"]
-    assert suite.items[0].user == "Wie kann ich das Passwort für mein Online-Konto zurücksetzen?"
+    assert ids == ["transfer", "card", "fees", "statement", "conv-account", "conv-login"]
+    assert (
+        suite.items[0].user == "Wie lange dauert eine Überweisung ins Ausland, und was kostet sie?"
+    )
     text = (in_tmp / "s.suite.yaml").read_text(encoding="utf-8")
     assert "# - type: regex_must_not\n" in text  # the list to fill instead of the judge
 
@@ -151,7 +153,13 @@ def test_an_english_prompt_of_seven_rules(in_tmp, run_cli):
     assert not opening.passed(opening.score("Breakfast is at seven, dear guest."))
     gen = config.generation  # 1.25 x 59 words x 1.2 tokens a word, at least 128
     assert (gen.turn_tokens, gen.max_tokens, gen.continue_on_eos) == (128, 640, False)
-    assert [item.id for item in suite.items][:4] == ["running", "basil", "hike", "sleep"]
+    # a hotel's concierge: a guest's requests, not generic ones
+    assert [item.id for item in suite.items][:4] == [
+        "booking",
+        "check-in",
+        "breakfast",
+        "transport",
+    ]
 
 
 def test_a_french_prompt_of_five_rules(in_tmp, run_cli):
@@ -182,7 +190,7 @@ def test_a_french_prompt_of_five_rules(in_tmp, run_cli):
     ]  # fmt: skip
     gen = config.generation  # 3 sentences as 75 words, x 1.25 x 2.1 tokens a word
     assert (gen.turn_tokens, gen.max_tokens) == (224, 1120)
-    assert suite.items[0].user.startswith("Comment réinitialiser le mot de passe")
+    assert suite.items[0].user.startswith("Combien de temps prend un virement bancaire")
 
 
 @pytest.mark.parametrize(
