@@ -31,6 +31,9 @@ class Capability(StrEnum):
     METERED = "metered requests"
     # shares the prompt prefix of concurrent requests (forks branch cheaply)
     PREFIX_CACHE = "prefix cache"
+    # runs a request as two rows in one forward and feeds both the token drawn from their
+    # combined scores (classifier-free guidance; vLLM has no such pairing)
+    PAIRED_ROWS = "paired rows per request (guidance)"
 
 
 Capabilities = frozenset[Capability]

@@ -19,6 +19,7 @@ import zlib
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.stats import norm
 
 from harness.analysis import laws as L
 from harness.analysis.law_sets import MIN_POINTS, POOLED, CurveSet
@@ -181,12 +182,15 @@ def _empty(base: dict, law: str, reason: str) -> dict:
             "method": f"none ({reason})", "reason": reason}  # fmt: skip
 
 
-def close_floored(rows: list[dict], per_unit: dict | None = None) -> list[dict]:
+def close_floored(
+    rows: list[dict], per_unit: dict | None = None, level: float = 0.001
+) -> list[dict]:
     """The floored laws of one set within the chooser's tolerance of the best law: those the
-    units left out cannot tell from it (`laws.paired_rivals`, >= 3 units), else those whose
-    error is <= best / (1 - MARGIN). `vanishes` must rule out every one of their floors."""
+    units left out cannot tell from it at `level` (`laws.paired_rivals`, >= 3 units), else
+    those whose error is <= best / (1 - MARGIN). `vanishes` must rule out every one of their
+    floors."""
     if per_unit is not None:
-        rivals = L.paired_rivals(per_unit)
+        rivals = L.paired_rivals(per_unit, level)
         return [r for r in rows if r["law"] in rivals]
     finite = [r["error"] for r in rows if math.isfinite(r["error"])]
     if not finite:
@@ -196,7 +200,32 @@ def close_floored(rows: list[dict], per_unit: dict | None = None) -> list[dict]:
             and r["error"] <= bar]  # fmt: skip
 
 
-def verdict(row: dict, close: list[dict], alpha: float) -> tuple[str, str]:
+def run_widening(alpha: float, sets: int) -> float:
+    """How much wider than its per-set interval (two-sided, level 1 - alpha) a set's verdict
+    interval is: the run's budget alpha is split over its `sets` sets with an interval
+    (Bonferroni), half of each set's share to its intervals and half to the screen of rivals
+    (`run_share`), and the percentile interval's distances from the point are scaled by the
+    ratio of normal quantiles (draws of a few hundred hold no percentile at 0.05 / 600)."""
+    return float(norm.ppf(1 - run_share(alpha, sets) / 2) / norm.ppf(1 - alpha / 2))
+
+
+def run_share(alpha: float, sets: int) -> float:
+    """Each of a run's `sets` sets' share of the false-verdict budget alpha for one of its two
+    uses (intervals, the rivals' screen): alpha / (2 sets)."""
+    return alpha / (2 * max(sets, 1))
+
+
+def _wide(row: dict, name: str, widen: float) -> tuple[float, float]:
+    """(low, high) of a row's interval of `name` widened `widen` times from its point on each
+    side (never narrower than the per-set interval)."""
+    point = row.get(name, math.nan)
+    low, high = row.get(f"{name}_low", math.nan), row.get(f"{name}_high", math.nan)
+    if widen == 1.0 or not math.isfinite(point):
+        return low, high
+    return (low - (widen - 1) * max(point - low, 0.0), high + (widen - 1) * max(high - point, 0.0))
+
+
+def verdict(row: dict, close: list[dict], alpha: float, widen: float = 1.0) -> tuple[str, str]:
     """(verdict, reason) of a chosen row: `vanishes` (power law to zero, exponent interval
     above 0, >= VANISH_MIN_UNITS units, and every floored law in `close` rules out a floor of
     FLOOR_RULED_OUT of its fitted initial value), `settles` (a floored law falling to its
@@ -204,10 +233,12 @@ def verdict(row: dict, close: list[dict], alpha: float) -> tuple[str, str]:
     `alpha`, and the floor's interval above zero and reaching no lower than FLOOR_RULED_OUT of
     the fitted initial value; a floor interval wholly below that share reads as `_low_floor`
     says), `flat` (the exponent's interval inside
-    +-FLAT_BAND), `grows` (interval below -FLAT_BAND), else `cannot tell` with the reason."""
+    +-FLAT_BAND), `grows` (interval below -FLAT_BAND), else `cannot tell` with the reason.
+    `vanishes`, `flat` and `grows` read the intervals `widen` times wider (`run_widening`: the
+    run's one budget; `settles` spends it through law_p_holm)."""
     if not math.isfinite(row["rate_low"]):
         return "cannot tell", f"no interval ({row['method']})"
-    lo, hi = row["rate_low"], row["rate_high"]
+    lo, hi = _wide(row, "rate", widen)
     if row["law"] == L.LAW_ZERO:
         # a rise must clear the flat band, as a flat reading must stay inside it: a curve flat
         # in truth has its exponent's interval below 0 in 2.5 % of sets, a false `grows` in
@@ -227,10 +258,11 @@ def verdict(row: dict, close: list[dict], alpha: float) -> tuple[str, str]:
                                    f"out (>= {VANISH_MIN_UNITS})")  # fmt: skip
         for f in close:
             bar = FLOOR_RULED_OUT * fitted_initial(f)
-            if not (math.isfinite(f["floor_high"]) and f["floor_high"] < bar):
+            high = _wide(f, "floor", widen)[1]
+            if not (math.isfinite(high) and high < bar):
                 return "cannot tell", (
                     f"{f['law']} predicts as well as the data can tell from the best law and "
-                    f"its floor interval reaches {_sig(f['floor_high'])}, not below "
+                    f"its floor interval at the run's level reaches {_sig(high)}, not below "
                     f"{FLOOR_RULED_OUT:.0%} of the initial value ({_sig(bar)})")  # fmt: skip
         if not close:
             return "cannot tell", "no floored law could be fitted to rule a floor out"
@@ -239,7 +271,7 @@ def verdict(row: dict, close: list[dict], alpha: float) -> tuple[str, str]:
         return "cannot tell", "the floored law does not fall to its floor (rate or scale <= 0)"
     bar = FLOOR_RULED_OUT * fitted_initial(row)
     if row["floor_high"] < bar:
-        return _low_floor(row, close, bar)
+        return _low_floor(row, close, bar, widen)
     p = row["law_p_holm"]
     if not (math.isfinite(p) and p < alpha):
         return "cannot tell", (f"the floored law's gain over decay to zero has Holm-adjusted "
@@ -253,17 +285,17 @@ def verdict(row: dict, close: list[dict], alpha: float) -> tuple[str, str]:
     return "settles", ""
 
 
-def _low_floor(row: dict, close: list[dict], bar: float) -> tuple[str, str]:
+def _low_floor(row: dict, close: list[dict], bar: float, widen: float) -> tuple[str, str]:
     """The verdict of a chosen floored law whose floor interval lies below FLOOR_RULED_OUT of
     the initial value: `vanishes` under its rules (the fall's rate interval above 0, >=
     VANISH_MIN_UNITS units, every close floored law's floor ruled out too), else `cannot
     tell`."""
     why = (f"a decay to a floor below {FLOOR_RULED_OUT:.0%} of the initial value (interval up "
            f"to {_sig(row['floor_high'])}, under {_sig(bar)})")  # fmt: skip
-    if not row["rate_low"] > 0 or row["n"] < VANISH_MIN_UNITS:
+    if not _wide(row, "rate", widen)[0] > 0 or row["n"] < VANISH_MIN_UNITS:
         return "cannot tell", f"{why}, but {row['n']} units or its rate cannot rule out a level"
     for f in close:
-        if not f["floor_high"] < FLOOR_RULED_OUT * fitted_initial(f):
+        if not _wide(f, "floor", widen)[1] < FLOOR_RULED_OUT * fitted_initial(f):
             return "cannot tell", f"{why}, but {f['law']} predicts as well and may hold one"
     return "vanishes", ""
 
@@ -288,21 +320,27 @@ def law_rows(sets: list[CurveSet], draws: int = 500, level: float = DEFAULT_LEVE
     policy `none` of the same (model, item, rule, curve, layer group)."""
     choices = [set_choice(s) for s in sets]
     adjusted = [math.nan] * len(sets)
+    alpha = 1 - level
+    family_sets = [1] * len(sets)  # sets with an interval in each set's family
     for per_rule in (False, True):
         family = [i for i, s in enumerate(sets) if bool(s.ident.get("rule")) == per_rule]
         for i, p in zip(family, run_holm([choices[i] for i in family]), strict=True):
             adjusted[i] = p
+        with_interval = [i for i in family if choices[i].n_units >= MIN_UNITS]
+        for i in family:
+            family_sets[i] = len(with_interval)
     rows: list[dict] = []
     floors: dict[tuple, dict] = {}
-    for s, c, p in zip(sets, choices, adjusted, strict=True):
+    for s, c, p, m in zip(sets, choices, adjusted, family_sets, strict=True):
         these, boot = set_rows(s, c, draws, level)
         for r in these:
             r["law_p_holm"] = p
             r["floor_excludes_zero"] = (bool(r["floor_p"] < 1 - level)
                                         if math.isfinite(r["floor_p"]) else None)  # fmt: skip
-        close = close_floored(these, c.per_unit)
+        close = close_floored(these, c.per_unit, run_share(alpha, m))
+        widen = run_widening(alpha, m)
         for r in these:
-            r["verdict"], why = verdict(r, close, 1 - level) if r["chosen"] else ("", "")
+            r["verdict"], why = verdict(r, close, alpha, widen) if r["chosen"] else ("", "")
             r["reason"] = r["reason"] or why
         rows += these
         floors[_key(s.ident, s.curve, s.layer_group)] = boot

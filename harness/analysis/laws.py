@@ -38,7 +38,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from harness.stats.sign_flip import sign_flip_p
 
@@ -69,11 +68,6 @@ MARGIN = 0.05  # a floored law must predict 5 % better than the power law to zer
 TAIL_CUTS = (0.3, 0.4, 0.5, 0.6, 0.7)
 PAIRED_MIN_UNITS = 4  # leave-one-pair-out needs pairs enough for a paired test
 PAIRED_LEVEL = 0.1  # one-sided; set by bench/laws.py (docs/performance.md, "Which law?")
-# a floored law stays a rival of the best (its floor must be ruled out before `vanishes`) unless
-# the units left out show it predicts worse at this one-sided level (bench/laws.py
-# --noise-models: at 0.1 and at 0.01, 1 % of 10 % equilibria under correlated noise read
-# `vanishes`; the power floor, misspecified, puts their floor below 10 %)
-RIVAL_LEVEL = 0.001
 DEV_CLIP = 0.01  # a 0/1 prediction's floor and ceiling in the deviance: one window's cost <= 9.2
 _EPS = 1e-300
 
@@ -265,17 +259,6 @@ def held_out_log_errors(x: np.ndarray, units: np.ndarray) -> dict[str, np.ndarra
     return out
 
 
-def _paired_t_p(diff: np.ndarray) -> float:
-    """One-sided p-value of a paired t-test that the differences' mean is above 0 (the rivals'
-    screen only: a law predicting worse at RIVAL_LEVEL)."""
-    if not np.all(np.isfinite(diff)):
-        return 1.0  # the floored law cannot predict a point the data has
-    sd = float(diff.std(ddof=1))
-    if sd == 0:
-        return 0.0 if diff.mean() > 0 else 1.0
-    return float(stats.t.sf(float(diff.mean()) / (sd / math.sqrt(len(diff))), len(diff) - 1))
-
-
 def paired_p(per_unit: dict[str, np.ndarray], floors: dict[str, float] | None) -> float:
     """One-sided p-value that a floored law (with a positive floor where `floors` is given)
     predicts the held-out units better than decay to zero: per floored law, a sign-flip test
@@ -294,10 +277,12 @@ def paired_p(per_unit: dict[str, np.ndarray], floors: dict[str, float] | None) -
     return min(1.0, len(FLOORED) * min(ps)) if ps else math.nan
 
 
-def paired_rivals(per_unit: dict[str, np.ndarray]) -> list[str]:
+def paired_rivals(per_unit: dict[str, np.ndarray], level: float) -> list[str]:
     """The floored laws the units left out cannot tell from the best law (least summed error):
-    a paired t-test that the law predicts worse does not pass at RIVAL_LEVEL. These are the
-    chooser's tolerance: `vanishes` must rule out each one's floor."""
+    a one-sided sign-flip test over the units that the law predicts worse does not pass at
+    `level` (the set's share of the run's budget: law_table.run_share). These
+    are the chooser's tolerance: `vanishes` must rule out each one's floor. (A paired t-test
+    here was not valid: held-out error differences are skewed and heavy-tailed, issue 54.)"""
     keep = np.isfinite(per_unit[LAW_ZERO])
     if keep.sum() < 3:
         return []
@@ -310,7 +295,7 @@ def paired_rivals(per_unit: dict[str, np.ndarray]) -> list[str]:
         law
         for law in FLOORED
         if law in finite
-        and (law == best or _paired_t_p(per_unit[law][keep] - per_unit[best][keep]) >= RIVAL_LEVEL)
+        and (law == best or sign_flip_p(per_unit[law][keep] - per_unit[best][keep]) >= level)
     ]
 
 

@@ -66,15 +66,25 @@ def policy_label(policy: PolicySpecBase) -> str:
     a policy on the items' own reminders keeps the short label that gates and caches name."""
     data = policy.model_dump(exclude_none=True)
     name = data.pop("name")
+    if data.get("schedule") == "log":  # the bias's first schedule keeps its first labels
+        data.pop("schedule")
     text = data.pop("text", None)
     if "every_turns" in data:
         data = {"every": f"turns{data.pop('every_turns')}", **data}
     if "on" in data:
         data = {"on": data.pop("on"), **data}
-    values = [f"{v:g}" if isinstance(v, float) else str(v) for v in data.values()]
+    values = [_label_value(v) for v in data.values()]
     if text is not None:
         values += ["text", hashlib.sha256(text.encode()).hexdigest()[:8]]
     return "-".join([name, *values])
+
+
+def _label_value(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list):  # layers [3, 4] -> L3.4
+        return "L" + ".".join(str(v) for v in value)
+    return str(value)
 
 
 def repeated_policy(specs: list[PolicySpecBase], field: str) -> str | None:

@@ -1,8 +1,12 @@
-"""Attention-bias dilution compensation (docs/architecture.md, "Estimators: attention bias").
+"""Attention steering toward the prompt (docs/architecture.md, "Estimators: attention bias";
+docs/remedies.md): the attention bias, split-softmax and SpotLight.
 
-For the query at continuation position t (t = 1 is the first token after the prompt) every one of
-the P prompt keys gets b = lam * log((P + t) / P) added to its attention logit, in all layers or
-in chosen ones. lam = 0 is the plain model; queries inside the prompt (t <= 0) get no bias.
+Attention bias: for the query at continuation position t (t = 1 is the first token after the
+prompt) every one of the P prompt keys gets b added to its attention logit, in all layers or in
+chosen ones: schedule `log`, b = lam * log((P + t) / P) (dilution compensation); `constant`,
+b = lam (InstABoost). lam = 0 is the plain model; queries inside the prompt (t <= 0) get no bias.
+Split-softmax and SpotLight (`harness.engines.share_steering`) set the bias per head and query
+from the prompt's current share instead.
 Under uniform attention the prompt's share P/(P + t) then becomes P w / (P w + t) with
 w = ((P + t)/P)^lam: at lam = 1 it is (P + t)/(P + 2t), which falls from 1 to 1/2 instead of to 0
 (bounded, not constant).
@@ -29,40 +33,54 @@ from typing import Any
 
 import torch
 
+from harness.engines.share_steering import key_geometry, share_bias
+
 ATTENTION_NAME = "harness_prompt_bias"
 _SPEC_ATTR = "_harness_prompt_bias"
 
 
 @dataclass(frozen=True)
 class BiasSpec:
+    """What one attention module does: `kind` bias (lam, schedule), split_softmax (k) or
+    spotlight (target), toward the first prompt_len keys of each row."""
+
     lam: float
-    prompt_len: torch.Tensor  # (B,) int64: P per batch row
+    prompt_len: torch.Tensor  # (B,) int64: P per batch row (0: the row is not steered)
+    schedule: str = "log"
+    kind: str = "bias"
+    strength: float = 0.0  # k of split_softmax, the target share of spotlight
 
 
 def prompt_bias(
-    q_positions: torch.Tensor, kv_length: int, prompt_len: torch.Tensor, lam: float
+    q_positions: torch.Tensor,
+    kv_length: int,
+    prompt_len: torch.Tensor,
+    lam: float,
+    schedule: str = "log",
 ) -> torch.Tensor:
-    """Additive logits (B, q, kv): lam * log((P+t)/P) on prompt keys for queries with t >= 1.
-
-    q_positions: (B, q) absolute positions of the queries (0 = first prompt token); the last
-    query of each row sits in cache slot kv_length - 1.
-    """
-    batch = q_positions.shape[0]
-    p = prompt_len.to(q_positions.device).reshape(-1, 1).expand(batch, 1)  # (B, 1)
-    pad = (kv_length - 1) - q_positions[:, -1:]  # (B, 1) left-padding width per row
-    k_positions = torch.arange(kv_length, device=q_positions.device).view(1, -1) - pad  # (B, kv)
+    """Additive logits (B, q, kv) on prompt keys for queries with t >= 1: lam * log((P+t)/P)
+    (schedule log) or lam (constant); rows with P = 0 get none."""
+    k_positions, p, t = key_geometry(q_positions, kv_length, prompt_len)
     is_prompt_key = (k_positions >= 0) & (k_positions < p)  # (B, kv)
-    t = (q_positions - p + 1).clamp_min(0).to(torch.float32)  # (B, q); 0 inside the prompt
-    b = lam * torch.log((p + t) / p)  # (B, q); log(1) = 0 where t = 0
+    tf = t.to(torch.float32)
+    if schedule == "constant":
+        b = torch.where(t > 0, torch.full_like(tf, lam), torch.zeros_like(tf))
+    else:  # log(1) = 0 where t = 0; a row with P = 0 has no prompt key to carry it
+        b = lam * torch.log((p + tf) / p.clamp_min(1))
     return b.unsqueeze(-1) * is_prompt_key.unsqueeze(1)  # (B, q, kv)
 
 
 def bias_logits(
-    module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, kwargs: dict[str, Any]
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    kwargs: dict[str, Any],
+    attention_mask: torch.Tensor | None = None,
 ) -> torch.Tensor | None:
-    """The (B, 1, q, kv) logits this module's bias adds (query (B, H, q, d), key (B, Hkv, kv,
-    d)); None when the module is not biased. The attention share (`probes/attention.py`) adds
-    the same ones."""
+    """The logits this module's steering adds: (B, 1, q, kv) for the bias, (B, H, q, kv) for
+    split-softmax and SpotLight, which read the plain scores (so they need the module's
+    `attention_mask`, bool or additive); None when the module is not steered. query (B, H, q,
+    d), key (B, Hkv, kv, d). The attention share (`probes/attention.py`) adds the same ones."""
     spec: BiasSpec | None = getattr(module, _SPEC_ATTR, None)
     if spec is None:
         return None
@@ -72,8 +90,43 @@ def bias_logits(
     if positions is None:
         positions = torch.arange(kv_len - q_len, kv_len, device=query.device).view(1, -1)
     positions = positions.expand(batch, q_len)  # (B, q)
-    bias = prompt_bias(positions, kv_len, spec.prompt_len, spec.lam).to(query.dtype)  # (B, q, kv)
-    return bias.unsqueeze(1)
+    if spec.kind == "bias":
+        bias = prompt_bias(positions, kv_len, spec.prompt_len, spec.lam, spec.schedule)
+        return bias.to(query.dtype).unsqueeze(1)
+    scores = plain_scores(module, query, key, additive_mask(attention_mask, query, kv_len), kwargs)
+    return share_bias(scores, positions, spec).to(query.dtype)
+
+
+def additive_mask(mask: torch.Tensor | None, query: torch.Tensor, kv_len: int) -> torch.Tensor:
+    """The (B or 1, 1, q, kv) additive form of a bool or additive mask (None: causal)."""
+    q_len = query.shape[2]
+    if mask is None:  # only without our mask function (e.g. a 4D mask passed in)
+        causal = torch.ones(q_len, kv_len, dtype=torch.bool, device=query.device)
+        mask = causal.tril(kv_len - q_len).view(1, 1, q_len, kv_len)
+    if mask.dtype == torch.bool:
+        # finite minimum, not -inf: a fully masked padding row must stay finite, or NaN values
+        # would leak into real rows through 0 * NaN in the next layer's attention
+        floor = torch.tensor(torch.finfo(query.dtype).min, dtype=query.dtype, device=query.device)
+        zero = torch.zeros((), dtype=query.dtype, device=query.device)
+        return torch.where(mask, zero, floor)
+    return mask[..., :kv_len]
+
+
+def plain_scores(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    mask: torch.Tensor,
+    kwargs: dict[str, Any],
+) -> torch.Tensor:
+    """(B, H, q, kv) float32 attention logits of the plain model: q k^T * scaling + mask."""
+    from transformers.integrations.sdpa_attention import repeat_kv
+
+    groups = getattr(module, "num_key_value_groups", 1)
+    scaling = kwargs.get("scaling") or query.shape[-1] ** -0.5
+    keys = repeat_kv(key, groups).to(torch.float32)
+    scores = torch.matmul(query.to(torch.float32), keys.transpose(-1, -2)) * scaling
+    return scores + mask.to(torch.float32)
 
 
 def _biased_attention(
@@ -88,23 +141,12 @@ def _biased_attention(
 ) -> tuple[torch.Tensor, None]:
     from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 
-    bias = bias_logits(module, query, key, kwargs)  # (B, 1, q, kv)
+    bias = bias_logits(module, query, key, kwargs, attention_mask)  # (B, 1 or H, q, kv)
     if bias is None:  # a layer left out of `layers`, or the manager is not active
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )
-    q_len, kv_len = query.shape[2], key.shape[2]
-    if attention_mask is None:  # only without our mask function (e.g. a 4D mask passed in)
-        causal = torch.ones(q_len, kv_len, dtype=torch.bool, device=query.device)
-        attention_mask = causal.tril(kv_len - q_len)
-    if attention_mask.dtype == torch.bool:
-        # finite minimum, not -inf: a fully masked padding row must stay finite, or NaN values
-        # would leak into real rows through 0 * NaN in the next layer's attention
-        floor = torch.finfo(query.dtype).min
-        floor = torch.tensor(floor, dtype=query.dtype, device=query.device)
-        mask = torch.where(attention_mask, bias, floor)
-    else:
-        mask = attention_mask[..., :kv_len] + bias
+    mask = additive_mask(attention_mask, query, key.shape[2]) + bias
     groups = getattr(module, "num_key_value_groups", 1)
     key, value = repeat_kv(key, groups), repeat_kv(value, groups)  # (B, H, kv, d)
     out = torch.nn.functional.scaled_dot_product_attention(
@@ -142,26 +184,37 @@ def attention_bias(
     prompt_len: int | Sequence[int] | torch.Tensor,
     lam: float,
     layers: Sequence[int] | None = None,
+    schedule: str = "log",
 ) -> Iterator[None]:
     """Run `model` with the prompt-key bias inside the block; restore it in `finally`.
 
     prompt_len: P for every row (int) or per batch row (sequence / (B,) tensor), counted in real
     tokens (left padding excluded). layers: decoder-layer indices 0..L-1 to bias; None = all.
+    schedule: `log` (lam * log((P + t) / P)) or `constant` (lam).
     """
     if not math.isfinite(lam):
         raise ValueError(f"attention bias lam must be finite, got {lam}")
+    if schedule not in ("log", "constant"):
+        raise ValueError(f"attention bias schedule must be log or constant, got {schedule!r}")
     p = torch.as_tensor(prompt_len, dtype=torch.long).reshape(-1)
     if (p <= 0).any():
         raise ValueError("attention bias needs a non-empty prompt (P >= 1)")
+    with steered(model, BiasSpec(lam=float(lam), prompt_len=p, schedule=schedule), layers):
+        yield
+
+
+@contextmanager
+def steered(model: Any, spec: BiasSpec, layers: Sequence[int] | None = None) -> Iterator[None]:
+    """Run `model` with `spec` on the attention of `layers` (None = all) inside the block;
+    restore the model's own attention in `finally`."""
     modules = attention_modules(model)
     if not modules:
         raise ValueError(f"{type(model).__name__}: no attention modules with layer_idx found")
     chosen = set(range(len(modules))) if layers is None else set(layers)
     bad = sorted(i for i in chosen if not 0 <= i < len(modules))
     if bad:
-        raise ValueError(f"attention bias layers {bad} out of range 0..{len(modules) - 1}")
+        raise ValueError(f"attention steering layers {bad} out of range 0..{len(modules) - 1}")
     previous = model.config._attn_implementation
-    spec = BiasSpec(lam=float(lam), prompt_len=p)
     register()
     try:
         model.set_attn_implementation(ATTENTION_NAME)

@@ -15,8 +15,8 @@ from harness.config.policy_specs import PolicySpec, PolicySpecBase
 from harness.engines.base import (
     Engine,
     GenerationRequest,
-    PromptBias,
     SamplingSettings,
+    Steering,
 )
 from harness.errors import UserError
 from harness.registry import POLICIES
@@ -76,7 +76,9 @@ class SampleState:
     counts: TokenCounts = field(default_factory=TokenCounts)
     seconds: float = 0.0
     rounds: int = 0
-    bias: PromptBias | None = None  # attention bias toward the system turn (hf engine only)
+    # a remedy acting inside the model (attention bias, split-softmax, SpotLight, guidance):
+    # the hf engine only
+    steering: Steering | None = None
     # conversations: the turn under way (its user message is in place), the tokens its reply
     # has so far, and whether that reply has ended (EOS or turn_tokens)
     turn: int = 1
@@ -227,7 +229,7 @@ def round_request(
     return GenerationRequest(
         prompt_ids=state.prompt_ids + state.continuation,
         sampling=sampling.model_copy(update={"max_tokens": n, "seed": seed}),
-        prompt_bias=state.bias,
+        steering=state.steering,
     )
 
 

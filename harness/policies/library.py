@@ -109,9 +109,13 @@ class AdaptivePolicy(_Reminding):
 
 
 class AttentionBiasPolicy(PolicySpecBase):
+    """lam * log((P + t) / P) on the system turn's attention logits (schedule log, dilution
+    compensation), or lam at every t (schedule constant, InstABoost's fixed boost)."""
+
     name: Literal["attention_bias"] = "attention_bias"
     requires = frozenset({Capability.ATTENTION_HOOKS})  # vLLM kernels take no bias
     lam: float = Field(ge=0)
+    schedule: Literal["log", "constant"] = "log"
 
 
 @register_policy(NonePolicy)
@@ -255,7 +259,8 @@ class AdaptiveRun(_RemindingRun):
 
 @register_policy(AttentionBiasPolicy)
 class AttentionBiasRun(Policy):
-    """Adds lam * log((P + t) / P) to the attention logits of the system-prompt keys."""
+    """Adds lam * log((P + t) / P) (schedule log) or lam (constant) to the attention logits of
+    the system-prompt keys."""
 
     spec: AttentionBiasPolicy
 
@@ -264,4 +269,6 @@ class AttentionBiasRun(Policy):
             if not state.spec.system:
                 raise UserError("policy attention_bias needs a system prompt to bias toward")
             prefix = chat.system_prefix_len(state.spec.system, state.spec.user)
-            state.bias = PromptBias(lam=self.spec.lam, prefix_len=prefix)
+            state.steering = PromptBias(
+                lam=self.spec.lam, schedule=self.spec.schedule, prefix_len=prefix
+            )

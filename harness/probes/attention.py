@@ -78,7 +78,7 @@ class ShareRecorder:
         skip = max(0, self.width - start)  # queries inside the prompt are not measured
         if row is None or skip >= q_len:
             return
-        extra = bias_logits(module, query, key, kwargs)  # (B, 1, q, kv) or None
+        extra = bias_logits(module, query, key, kwargs, attention_mask)  # (B, 1|H, q, kv)
         mask = None if attention_mask is None else attention_mask[:1, ..., :kv_len]
         if kwargs.get("softcap"):  # SDPA has no logit soft-cap: scores formed here
             shares = self._formed(query, key, mask, extra, start, skip, kwargs)

@@ -12,7 +12,7 @@ import pandas as pd
 
 from harness.analysis.fits import layer_groups
 from harness.analysis.law_table import FLAT_BAND, FLOOR_RULED_OUT, VANISH_MIN_UNITS
-from harness.analysis.laws import LAW_EQUILIBRIUM, LAW_ZERO, RIVAL_LEVEL, holm
+from harness.analysis.laws import LAW_EQUILIBRIUM, LAW_ZERO, holm
 from harness.analysis.laws import MARGIN as L_MARGIN
 from harness.analysis.single_turn import comparison
 from harness.report.html import esc, figure, fmt_num, fold, note, table
@@ -250,14 +250,16 @@ def scope_note(laws: pd.DataFrame, alpha: float) -> str:
         "of sample (leave one pair or sample out; fewer than 4 pairs: fit the first part of the "
         "curve, predict its tail). A verdict is decided only as follows. `settles`: the floored "
         "law falls to its floor, predicts the units left out better than decay to zero in a "
-        f"paired t-test whose p-value is Holm-adjusted over the {tested} curve sets of this run "
-        f"that have one (all of them, before any choice: the chance that any `settles` of this "
-        f"run is wrong is <= {alpha:g} where the t-test holds), and the floor's bootstrap "
-        "interval is above 0. `vanishes`: a power law to zero whose exponent interval is above "
-        f"0, from {VANISH_MIN_UNITS} units, and every floored law the units left out cannot "
-        f"tell from the best law (a paired test at {RIVAL_LEVEL:g}; the tail: within "
-        f"{L_MARGIN:.0%}) rules out a floor of {FLOOR_RULED_OUT:.0%} of its initial value "
-        f"(pointwise intervals). `flat`: the exponent's interval inside ±{FLAT_BAND}. "
+        f"sign-flip test whose p-value is Holm-adjusted over the {tested} curve sets of this run "
+        "that have one (all of them, before any choice), and the floor's bootstrap interval "
+        f"reaches no lower than {FLOOR_RULED_OUT:.0%} of the initial value. `vanishes`: a power "
+        f"law to zero whose exponent interval is above 0, from {VANISH_MIN_UNITS} units, and "
+        "every floored law the units left out cannot tell from the best law (a sign-flip test; "
+        f"the tail: within {L_MARGIN:.0%}) rules out a floor of {FLOOR_RULED_OUT:.0%} of its "
+        f"initial value. `flat`: the exponent's interval inside ±{FLAT_BAND}; `grows`: below "
+        f"-{FLAT_BAND}. `vanishes`, `flat` and `grows` read their intervals at the run's level "
+        f"(Bonferroni over its sets): the chance that any verdict of this run is wrong is "
+        f"<= {alpha:g}. "
         "Everything else: cannot tell, with the reason. Fewer than 3 units: cannot tell."
     )
 

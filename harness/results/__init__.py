@@ -50,6 +50,7 @@ from harness.results.probing import (
     RelayRow,
     TurnInfluenceRow,
 )
+from harness.results.quality import QualityRow
 from harness.results.rules import RuleCurveRow, RuleRow
 from harness.results.scoring import (
     AdherenceCurveRow,
@@ -77,6 +78,7 @@ ROWS: tuple[type[ResultRow], ...] = (
     CorrelationRow,
     PredictorRow,
     PolicyRow,
+    QualityRow,
     CalibrationRow,
     ForkRow,
     CarriedRow,
@@ -127,6 +129,7 @@ __all__ = [
     "PolicyRow",
     "PrescriptionRow",
     "PredictorRow",
+    "QualityRow",
     "RelayRow",
     "ResultRow",
     "RuleCurveRow",

@@ -317,9 +317,9 @@ class LawRow(ResultRow):
     """`tail (second half of x)` (fit up to each cut, predict the rest), `leave-one-sample-out`
     (behaviour, >= 3 samples) or `leave-one-pair-out` (mechanism curves, >= 4 pairs)"""
     chosen: bool
-    """the law chosen out of sample: a floored law must beat the power law to zero by 5 % (tail,
-    leave-one-sample-out) or in a one-sided paired t-test over the pairs at 0.1
-    (leave-one-pair-out), and on mechanism curves have a floor above 0"""
+    """the law chosen out of sample: a floored law must beat the power law to zero by 5 % (tail)
+    or in a one-sided sign-flip test over the units left out at 0.1 (leave-one-sample-out,
+    leave-one-pair-out), and on mechanism curves have a floor above 0"""
     rate: float
     """alpha (power laws) or lambda per unit of x (exponential)"""
     rate_low: float
@@ -337,20 +337,24 @@ class LawRow(ResultRow):
     than 3"""
     law_p: float
     """the chooser's comparison as a test: one-sided p-value that a floored law predicts the
-    units left out better than the power law to zero (paired t-test over the units, Bonferroni
+    units left out better than decay to zero (sign-flip test over the units, Bonferroni
     over the two floored laws; the same in the set's three rows; empty with fewer than 3 units)"""
     law_p_holm: float
-    """law_p Holm-adjusted over every curve set of the run with a law_p (the run's one
-    false-`settles` budget: 1 - level)"""
+    """law_p Holm-adjusted over every curve set of the run with a law_p (`settles`' share of the
+    run's one false-verdict budget: 1 - level)"""
     floor_p: float
     """one-sided bootstrap p-value of floor <= 0: (1 + draws <= 0) / (draws + 1)"""
     floor_excludes_zero: bool | None
     """floor_p < 1 - level; empty when not tested"""
     verdict: Verdict
     """the chosen row's reading: `vanishes` (exponent interval above 0, and every floored law
-    predicting within 5 % of the best rules out a floor of 10 % of `initial`), `settles` (a
-    floored law with rate and scale above 0, law_p_holm and floor_p below 1 - level), `flat`
-    (the exponent's interval inside +-0.1), `grows` or `cannot tell` (why: `reason`)"""
+    the units left out cannot tell from the best rules out a floor of 10 % of `initial`),
+    `settles` (a floored law with rate and scale above 0, law_p_holm and floor_p below 1 -
+    level, the floor's interval no lower than 10 % of the initial value), `flat` (the
+    exponent's interval inside +-0.1), `grows` (below -0.1) or `cannot tell` (why: `reason`).
+    `vanishes`, `flat` and `grows` read their intervals widened to the run's level (Bonferroni
+    over its sets: laws.csv's intervals are per set), so any false verdict in a run has
+    chance <= 1 - level (bench/laws.py --runs)"""
     floor_delta: float
     """this policy's floor minus policy `none`'s (same model, item, curve, law)"""
     floor_delta_low: float

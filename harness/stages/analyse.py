@@ -13,6 +13,7 @@ from harness.analysis.correlation import correlate_alpha_behaviour
 from harness.analysis.linkage import linkage_frame
 from harness.analysis.policies import compare_policies
 from harness.analysis.predictor import predict_violations, window_features
+from harness.analysis.quality import quality_frame
 from harness.analysis.rules import rule_frames, rule_sentences
 from harness.analysis.summary import default_layers, summarise_conditions, token_frame
 from harness.config.gate_specs import gate_levels
@@ -30,6 +31,7 @@ from harness.results import (
     NextTokenRow,
     PolicyRow,
     PredictorRow,
+    QualityRow,
     RuleCurveRow,
     RuleRow,
     SummaryRow,
@@ -51,17 +53,17 @@ if TYPE_CHECKING:  # annotations only: pandas loads where frames are made
 FULL_READS = (Records, WindowRow, TurnRow, FitRow, DivergenceRow, NextTokenRow, ForkRow)
 FULL_WRITES = (
     AdherenceRow, AdherenceCurveRow, SurvivalRow, SummaryRow, CorrelationRow, PredictorRow,
-    PolicyRow, CalibrationRow, CarriedRow, LinkageRow, TurnAdherenceRow, ConversationRow,
-    RuleRow, RuleCurveRow,
+    PolicyRow, QualityRow, CalibrationRow, CarriedRow, LinkageRow, TurnAdherenceRow,
+    ConversationRow, RuleRow, RuleCurveRow,
 )  # fmt: skip
 
 
 class AnalyseStage:
     """windows.csv, fits.csv, divergence.csv, nexttoken.csv and the records' token counts ->
     adherence.csv, adherence_curve.csv, survival.csv, summary.csv, correlation.csv,
-    predictor.csv, policies.csv, calibration.csv, linkage.csv, rules.csv and rule_curves.csv
-    (each rule alone); carried.csv from forks.csv when the run forks; with conversations
-    (turns.csv), turn_adherence.csv and conversations.csv."""
+    predictor.csv, policies.csv, quality.csv, calibration.csv, linkage.csv, rules.csv and
+    rule_curves.csv (each rule alone); carried.csv from forks.csv when the run forks; with
+    conversations (turns.csv), turn_adherence.csv and conversations.csv."""
 
     name = "analyse"
 
@@ -115,6 +117,7 @@ class AnalyseStage:
         features = window_features(windows, divergence, nexttoken, layers)
         out["predictor.csv"] = predict_violations(features, n_boot=st.draws, ci=st.level)
         out["policies.csv"] = compare_policies(windows, tokens, level=st.level, horizon=horizon)
+        out["quality.csv"] = quality_frame(ctx.records(), windows)
         out["calibration.csv"] = calibration
         carried = carried_of(ctx, nexttoken)
         if carried is not None:

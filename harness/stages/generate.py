@@ -98,6 +98,7 @@ def generate_stage(
         simulators = Simulators(_simulator_factory(config, items, request_cache(store), budget))
 
         def store_group(index: int, records: list[GenerationRecord]) -> None:
+            records = scored_replies(engine, records)
             store.put(
                 STAGE, _key(units[missing[index]]), [r.model_dump(mode="json") for r in records]
             )
@@ -138,6 +139,18 @@ def generate_stage(
         place = {sel.item.id: i for i, sel in enumerate(items)}
         records.sort(key=lambda r: (order[r.policy], place[r.item], r.sample))
     return records
+
+
+def scored_replies(engine: Any, records: list[GenerationRecord]) -> list[GenerationRecord]:
+    """The records with their replies' perplexity under the unsteered model, where the engine
+    holds the model (hf: the remedies' engine); others' records as they are."""
+    model = getattr(engine, "model", None)
+    if engine.name != "hf" or model is None:
+        return records
+    from harness.engines.perplexity import reply_perplexities
+
+    values = reply_perplexities(model, records, engine.tokenizer.pad_token_id or 0)
+    return [r.model_copy(update={"perplexity": v}) for r, v in zip(records, values, strict=True)]
 
 
 def _key(unit: Unit) -> str:

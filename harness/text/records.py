@@ -115,6 +115,10 @@ class GenerationRecord(BaseModel):
     # dumps, in a run's own records; not in the record key.
     conversation_id: str | None = Field(None, exclude_if=_unset)
     history: Literal["logged", "reference", "own"] | None = Field(None, exclude_if=_unset)
+    # Perplexity of the generated tokens under the unsteered model (`harness.engines.
+    # perplexity`): written by the hf engine, the one that can score its own replies (unset,
+    # and left out of dumps, elsewhere). quality.csv reads it.
+    perplexity: float | None = Field(None, exclude_if=_unset)
 
     @model_validator(mode="after")
     def _segments_fit(self) -> GenerationRecord:

@@ -56,18 +56,6 @@ def test_system_prefix_is_the_system_turn(tiny_hf_engine):
     assert head == "<|im_start|>system\nAlways answer in French.<|im_end|>\n"
 
 
-def test_an_engine_without_attention_hooks_refuses_a_biased_request():
-    from harness.engines.base import GenerationRequest, PromptBias, refuse_prompt_bias
-
-    request = GenerationRequest(
-        prompt_ids=[1, 2],
-        sampling=SamplingSettings(max_tokens=4),
-        prompt_bias=PromptBias(lam=1.0, prefix_len=1),
-    )
-    with pytest.raises(UserError, match="needs generation.engine: hf"):
-        refuse_prompt_bias("vllm", [request])
-
-
 def test_biased_and_plain_groups_share_one_run(tiny_hf_engine):
     """A run with `none` and `attention_bias` side by side: the bias applies to its own
     samples only."""
@@ -89,12 +77,20 @@ def test_biased_and_plain_groups_share_one_run(tiny_hf_engine):
     assert [r.continuation_ids for r in biased] != [r.continuation_ids for r in plain]
 
 
-def test_vllm_refuses_a_biased_request():
-    from harness.engines.base import GenerationRequest, PromptBias, refuse_prompt_bias
+@pytest.mark.parametrize(
+    ("steering", "what"),
+    [
+        ({"kind": "bias", "lam": 1.0, "prefix_len": 1}, "attention bias"),
+        ({"kind": "split_softmax", "k": 0.5, "prefix_len": 1}, "split-softmax"),
+        ({"kind": "spotlight", "target": 0.1, "prefix_len": 1}, "SpotLight"),
+        ({"kind": "guidance", "gamma": 2, "uncond_prompt_ids": [1], "prompt_len": 1}, "guidance"),
+    ],
+)
+def test_vllm_refuses_a_steered_request(steering, what):
+    from harness.engines.base import GenerationRequest, refuse_prompt_bias
 
     request = GenerationRequest(
-        prompt_ids=[1, 2], sampling=SamplingSettings(max_tokens=1),
-        prompt_bias=PromptBias(lam=1.0, prefix_len=1),
-    )  # fmt: skip
-    with pytest.raises(UserError, match="needs generation.engine: hf"):
+        prompt_ids=[1, 2], sampling=SamplingSettings(max_tokens=1), steering=steering
+    )
+    with pytest.raises(UserError, match=f"{what}.* needs generation.engine: hf"):
         refuse_prompt_bias("vllm", [request])

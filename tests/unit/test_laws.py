@@ -10,7 +10,7 @@ import pytest
 
 from harness.analysis import laws as L
 from harness.analysis.law_sets import CurveSet
-from harness.analysis.law_table import close_floored, floor_p, law_rows, verdict
+from harness.analysis.law_table import close_floored, floor_p, law_rows, run_widening, verdict
 from harness.analysis.powerlaw import fit_positions
 from harness.results import LawRow, result_frame
 
@@ -306,3 +306,53 @@ def test_per_rule_sets_are_their_own_holm_family():
     assert len(rule_rows) == 3
     # a family of one: its Holm-adjusted p is its own p
     assert rule_rows[0]["law_p_holm"] == pytest.approx(rule_rows[0]["law_p"], nan_ok=True)
+
+
+def _null_rivals(units: int, sims: int, seed: int) -> list[dict]:
+    """Per-unit held-out errors where a floored law predicts exactly as well as the best in
+    distribution: each unit's difference is +-1 (times 1 +- 0.001), signs at random."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(sims):
+        best = rng.uniform(1.0, 2.0, units)
+        diff = rng.choice([-1.0, 1.0], units) * (1 + 0.001 * rng.standard_normal(units))
+        worse = best + 1.5 + diff  # never the least summed error: power-floor is the best
+        out.append({L.LAW_ZERO: best + 3.0, L.LAW_FLOOR: best + 1.5,
+                    L.LAW_EQUILIBRIUM: worse})  # fmt: skip
+    return out
+
+
+def test_the_rivals_screen_drops_an_equal_law_at_most_at_its_level():
+    """A floored law no worse than the best is dropped from the rivals (its floor then need
+    not be ruled out before `vanishes`) in at most `level` of sets. The paired t-test it
+    replaces dropped it whenever 5 units' near-equal differences all came out positive
+    (1/32 of sets at 0.001: issue 54); the sign-flip test over 5 units cannot reach 0.001."""
+    sims = _null_rivals(5, 400, 7)
+    dropped = sum(L.LAW_EQUILIBRIUM not in L.paired_rivals(p, 0.001) for p in sims)
+    assert dropped == 0
+    sims16 = _null_rivals(16, 400, 8)
+    dropped16 = sum(L.LAW_EQUILIBRIUM not in L.paired_rivals(p, 0.05) for p in sims16)
+    assert dropped16 <= 0.05 * 400 + 3 * math.sqrt(0.05 * 0.95 * 400)
+
+
+def test_vanishes_flat_and_grows_read_intervals_at_the_runs_level():
+    """One set of 300: each verdict interval is widened so the run's sets share one budget
+    (Bonferroni at 0.05 / 600 per interval: 3.94 / 1.96 = 2.01 times); a per-set grows, flat
+    or vanishes that the wider interval does not hold reads `cannot tell`."""
+    widen = run_widening(0.05, 300)
+    assert widen == pytest.approx(2.01, abs=0.01)
+    assert run_widening(0.05, 1) == pytest.approx(2.2414 / 1.96, abs=1e-3)
+    rise = {"law": L.LAW_ZERO, "rate": -0.2, "rate_low": -0.28, "rate_high": -0.13,
+            "initial": 1.0, "method": "", "n": 16}  # fmt: skip
+    assert verdict(rise, [], 0.05)[0] == "grows"
+    said, why = verdict(rise, [], 0.05, widen)
+    assert said == "cannot tell" and "flat band" in why
+    flat = {**rise, "rate": 0.0, "rate_low": -0.06, "rate_high": 0.06}
+    assert verdict(flat, [], 0.05)[0] == "flat"
+    assert verdict(flat, [], 0.05, widen)[0] == "cannot tell"
+    decay = {**rise, "rate": 0.5, "rate_low": 0.3, "rate_high": 0.7}
+    fit = {"law": L.LAW_FLOOR, "floor": 0.02, "floor_low": 0.0, "floor_high": 0.07,
+           "scale": 1.0, "rate": 0.0, "x_min": 16.0}  # fmt: skip
+    assert verdict(decay, [fit], 0.05)[0] == "vanishes"
+    said, why = verdict(decay, [fit], 0.05, widen)
+    assert said == "cannot tell" and "run's level" in why

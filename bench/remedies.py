@@ -1,0 +1,321 @@
+"""Remedies that fight the decay, each measured four ways against `none` on the same items and
+samples, on the embedded model (transformers engine).
+
+    PYTHONPATH=$PWD .venv/bin/python bench/remedies.py [--samples 6] [--tokens 192] [--out DIR]
+
+Items: the quickstart's three single replies (French, lowercase, persona) and bench/
+remedies_items.yaml's two (German, no commas). Policies: none, periodic-128-user, guidance,
+split-softmax, SpotLight and the attention bias, each remedy at two strengths. Per (remedy,
+rule): the paired AUC gain over `none` with its interval (analysis/policies.py, the run's own
+policies.csv arithmetic), time per generated token relative to `none` (each policy generated on
+its own, one batch of every item x sample, in this process), the unsteered model's
+perplexity of the replies relative to `none`'s and the degeneration rate (analysis/quality.py,
+quality.csv's arithmetic). Mechanism: the hidden-state divergence's alpha (rel_l2, middle
+layer, with its bootstrap interval) and the system turn's attention share at the last position,
+on two samples per item, under the remedy (probes/divergence.py: pair = the chat with and
+without its system turn, over the remedy's own reply).
+
+Every sample of a policy shares one seed, so the hf engine runs them as one batch (its rows
+draw independently); sample k of every policy shares it, as in a run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICKSTART = {
+    "tasks/languages.yaml": "lang-fr-story",
+    "tasks/formats.yaml": "fmt-lowercase-story",
+    "tasks/personas.yaml": "persona-ada-librarian",
+}
+OWN = ROOT / "bench" / "remedies_items.yaml"
+SEED = 11
+MODEL = "smollm2-135m-instruct"
+# One thread by default: on the shared 2-core machine two OpenMP threads spin against the other
+# processes (measured: 0.5 tok/s with 2 threads against 6.6 with 1, same batch, same load).
+THREADS = 1
+STRENGTHS = 2  # per remedy (--strengths 1: the stronger only)
+SETTINGS = {"strengths": STRENGTHS}
+
+
+def policies():
+    from harness.policies.guidance import GuidancePolicy
+    from harness.policies.library import NonePolicy
+    from harness.policies.split_softmax import SplitSoftmaxPolicy
+    from harness.policies.spotlight import SpotlightPolicy
+
+    # periodic is not rerun here (time): the quickstart measured it at AUC 0.00 on the French
+    # and lowercase items, as under none (issue 53)
+    strengths = {
+        "guidance": [GuidancePolicy(gamma=1.5), GuidancePolicy(gamma=3.0)],
+        "split_softmax": [SplitSoftmaxPolicy(k=0.5), SplitSoftmaxPolicy(k=0.25)],
+        "spotlight": [SpotlightPolicy(target=0.1), SpotlightPolicy(target=0.3)],
+    }
+    return [
+        NonePolicy(),
+        *(s for specs in strengths.values() for s in specs[-SETTINGS["strengths"] :]),
+    ]
+
+
+def items():
+    """(suites, [(suite name, item)]) of the bench's five items."""
+    from harness.config.files import load_suite
+
+    suites, chosen = [], []
+    for path, item_id in QUICKSTART.items():
+        suite = load_suite(ROOT / path)
+        suites.append(suite)
+        chosen += [(suite.suite, i) for i in suite.items if i.id == item_id]
+    own = load_suite(OWN)
+    suites.append(own)
+    chosen += [(own.suite, i) for i in own.items]
+    return suites, chosen
+
+
+def sample_specs(chosen, n: int):
+    from harness.policies import SampleSpec
+
+    return [
+        SampleSpec(
+            system=item.system,
+            user=item.user,
+            reminder=item.reminder or "",
+            restatement=item.restatement or "",
+            seed=SEED,
+            meta={"model": MODEL, "task": task, "item": item.id, "sample": k, "run_id": "bench"},
+        )  # fmt: skip
+        for task, item in chosen
+        for k in range(n)
+    ]
+
+
+def generate(engine, specs, tokens: int) -> dict:
+    """{label: records}, each policy generated alone (its own batches, its own clock)."""
+    from harness.engines import SamplingSettings
+    from harness.engines.perplexity import reply_perplexities
+    from harness.policies import ChatFormat, policy_run, run_policies
+
+    chat = ChatFormat(engine.tokenizer)
+    sampling = SamplingSettings(temperature=0.7, top_p=0.95, max_tokens=tokens, seed=SEED)
+    # warm-up: the first generate call pays one-off costs that no policy should carry
+    run_policies(
+        [(policy_run(policies()[0]), specs[:2])],
+        engine,
+        chat,
+        sampling.model_copy(update={"max_tokens": 4}),
+    )
+    out = {}
+    for spec in policies():
+        start = time.perf_counter()
+        records = run_policies([(policy_run(spec), specs)], engine, chat, sampling)[0]
+        ppl = reply_perplexities(engine.model, records, engine._pad_id)
+        out[spec.label] = [
+            r.model_copy(update={"perplexity": p}) for r, p in zip(records, ppl, strict=True)
+        ]
+        print(f"  {spec.label}: {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+    return out
+
+
+def behaviour(records: list, suites, tokenizer, tokens: int, window: int):
+    """(windows frame, {(item, rule): policies.csv frame of that rule's window checks})."""
+    from harness.analysis.policies import compare_policies
+    from harness.analysis.summary import token_frame
+    from harness.config.run import ScoringConfig
+    from harness.results import WindowRow, result_frame
+    from harness.scoring import score_records
+
+    rows = score_records(records, suites, tokenizer, ScoringConfig(window=window))
+    windows = result_frame(WindowRow, rows)
+    tokens_frame = token_frame(records)
+    per_rule = {}
+    scoped = windows[windows["scope"] == "window"]
+    for (item, rule), frame in scoped.groupby(["item", "rule"]):
+        per_rule[(item, rule)] = compare_policies(frame, tokens_frame, horizon=tokens)
+    return windows, per_rule
+
+
+def mechanism(engine, by_policy: dict, per_item: int = 2) -> dict:
+    """{label: (alpha FitResult, mean share at the last position, none's)} on `per_item`
+    samples per item, under the policy's steering."""
+    import numpy as np
+    import torch
+
+    from harness.analysis.powerlaw import fit_alpha
+    from harness.engines.attention_bias import steered
+    from harness.policies import ChatFormat
+    from harness.probes.divergence import pair_divergence
+
+    model, chat = engine.model, ChatFormat(engine.tokenizer)
+    n_layers = model.config.num_hidden_layers
+    mid = n_layers // 2
+    out = {}
+    for label, records in by_policy.items():
+        chosen = [r for r in records if r.sample < per_item]
+        curves, shares = [], []
+        for record in chosen:
+            system, user = (
+                record.prompt_messages[0]["content"],
+                record.prompt_messages[-1]["content"],
+            )
+            ids_b = chat.prompt_ids(None, user)
+            spec = _bias_spec(label, chat.system_prefix_len(system, user))
+            context = steered(model, spec) if spec is not None else _nothing()
+            with context, torch.inference_mode():
+                pair = pair_divergence(
+                    model, record.prompt_ids, ids_b, record.continuation_ids, layers=[mid, n_layers]
+                )
+            curves.append(pair.rel_l2[0])
+            shares.append(float(np.nanmean(pair.attention["share_prompt_mean"][:, -1])))
+        t = np.arange(1, min(len(c) for c in curves) + 1)
+        stack = np.stack([c[: len(t)] for c in curves])
+        out[label] = (fit_alpha(t, stack, t_min=16), float(np.mean(shares)))
+        print(f"  probed {label}", file=sys.stderr, flush=True)
+    return out
+
+
+def _bias_spec(label: str, prefix: int):
+    import torch
+
+    from harness.engines.attention_bias import BiasSpec
+
+    lens = torch.tensor([prefix, 0])  # row B has no system turn: nothing to steer
+    name, _, rest = label.partition("-")
+    values = rest.split("-")
+    if name == "split_softmax":
+        return BiasSpec(0.0, lens, kind="split_softmax", strength=float(values[0]))
+    if name == "spotlight":
+        return BiasSpec(0.0, lens, kind="spotlight", strength=float(values[0]))
+    if name == "attention_bias":
+        schedule = values[1] if len(values) > 1 else "log"
+        return BiasSpec(float(values[0]), lens, schedule=schedule)
+    return None  # none, periodic, guidance: the plain model's attention
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def tables(per_rule: dict, quality, mech: dict) -> str:
+    from harness.config.policy_specs import BASELINE
+
+    q = quality.set_index(["item", "policy"])
+    lines = [
+        "| remedy | item (rule) | AUC none | AUC | gain [95 % interval] | alpha | time ratio | "
+        "perplexity ratio | degeneration (none) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    labels = [spec.label for spec in policies()]
+    for label in labels[1:]:
+        for (item, rule), frame in per_rule.items():
+            row = frame[
+                (frame["item"] == item) & (frame["policy"] == label) & (frame["metric"] == "auc")
+            ]
+            if row.empty:
+                continue
+            r = row.iloc[0]
+            qual, base = q.loc[(item, label)], q.loc[(item, BASELINE)]
+            alpha = mech.get(label, (None,))[0]
+            lines.append(
+                f"| {label} | {item} ({rule}) | {r.none_value:.2f} | {r.value:.2f} | "
+                f"{r.delta:+.2f} [{r.delta_low:+.2f}, {r.delta_high:+.2f}] | "
+                f"{alpha.alpha:.2f} | {qual.time_ratio:.2f} | {qual.perplexity_ratio:.2f} | "
+                f"{qual.degeneration:.2f} ({base.degeneration:.2f}) |"
+            )
+    lines += [
+        "",
+        "| policy | alpha [95 % interval] | prompt share at t = T | stops | reverses |",
+        "|---|---|---|---|---|",
+    ]
+    for label, (fit, share) in mech.items():
+        lines.append(
+            f"| {label} | {fit.alpha:.2f} [{fit.ci_low:.2f}, {fit.ci_high:.2f}] | {share:.4f} | "
+            f"{'yes' if fit.ci_low <= 0 else 'no'} | {'yes' if fit.ci_high < 0 else 'no'} |"
+        )
+    return "\n".join(lines)
+
+
+def _stops(fit, none_fit) -> str:
+    """Does the decay stop? Only where `none` decays (its alpha interval above 0): yes when
+    the remedy's interval reaches 0, "slower" when it lies below none's alpha, else no."""
+    if not none_fit.ci_low > 0:
+        return "n/a (none: no decay)"
+    if fit.ci_low <= 0:
+        return "yes"
+    return "slower" if fit.ci_high < none_fit.alpha else "no"
+
+
+def goal(per_rule: dict, quality) -> list[str]:
+    """The issue's goal, item by item: where none and periodic read AUC <= 0.1, the remedies
+    whose gain interval excludes 0 at <= 1.5x time per token and perplexity within 1.5x."""
+    q = quality.set_index(["item", "policy"])
+    out = []
+    for (item, rule), frame in per_rule.items():
+        auc = frame[(frame["metric"] == "auc") & (frame["item"] == item)].set_index("policy")
+        if "none" not in auc.index or auc.loc["none", "value"] > 0.1:
+            continue
+        met = [
+            p for p in auc.index
+            if auc.loc[p, "delta_low"] > 0 and q.loc[(item, p), "time_ratio"] <= 1.5
+            and q.loc[(item, p), "perplexity_ratio"] <= 1.5
+        ]  # fmt: skip
+        found = ", ".join(met) or "no remedy"
+        out.append(f"{item} ({rule}): none's AUC <= 0.1; goal met by: {found}")
+    return out
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # 6 pairs all passing is the fewest whose paired interval excludes 0 (clopper-pearson)
+    parser.add_argument("--samples", type=int, default=6)
+    parser.add_argument("--tokens", type=int, default=48)
+    parser.add_argument("--window", type=int, default=24, help="scoring window (tokens)")
+    parser.add_argument("--probe-samples", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=None, help="write the CSVs here")
+    parser.add_argument("--threads", type=int, default=THREADS, help="torch threads")
+    parser.add_argument("--strengths", type=int, default=STRENGTHS, choices=(1, 2))
+    parser.add_argument("--model", default=MODEL, help="a zoo name (tiny-random-llama: smoke)")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT / "bench"))
+    import torch
+    from _limit import cpu_description
+
+    from harness.analysis.quality import quality_frame
+    from harness.engines import make_engine
+    from harness.models import resolve_model
+
+    torch.set_num_threads(args.threads)
+    SETTINGS["strengths"] = args.strengths
+    start = time.perf_counter()
+    engine = make_engine("hf", resolve_model(args.model).path)
+    suites, chosen = items()
+    print(f"{cpu_description()}; torch threads {torch.get_num_threads()}", flush=True)
+    print(
+        f"{len(chosen)} items x {args.samples} samples x {args.tokens} tokens, hf engine fp32",
+        flush=True,
+    )
+    by_policy = generate(engine, sample_specs(chosen, args.samples), args.tokens)
+    records = [r for rs in by_policy.values() for r in rs]
+    windows, per_rule = behaviour(records, suites, engine.tokenizer, args.tokens, args.window)
+    quality = quality_frame(records, windows)
+    mech = mechanism(engine, by_policy, args.probe_samples)
+    print(tables(per_rule, quality, mech))
+    print("\nGoal:\n" + "\n".join(goal(per_rule, quality)))
+    print(f"\nwall {time.perf_counter() - start:.0f} s")
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        quality.to_csv(args.out / "quality.csv", index=False)
+        windows.to_csv(args.out / "windows.csv", index=False)
+        for (item, rule), frame in per_rule.items():
+            frame.to_csv(args.out / f"policies-{item}-{rule.replace(':', '_')}.csv", index=False)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
