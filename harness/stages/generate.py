@@ -14,7 +14,7 @@ from typing import Any, cast
 from harness.capabilities import Capability
 from harness.config.endpoint import endpoint_of
 from harness.config.run import PolicySpec, RunConfig
-from harness.engines import engine_can, make_engine
+from harness.engines import engine_can, kind_can, make_engine
 from harness.engines.options import engine_options, run_budget
 from harness.engines.pool import EnginePool
 from harness.models import ResolvedModel, resolve_model
@@ -143,9 +143,10 @@ def generate_stage(
 
 def scored_replies(engine: Any, records: list[GenerationRecord]) -> list[GenerationRecord]:
     """The records with their replies' perplexity under the unsteered model, where the engine
-    holds the model (hf: the remedies' engine); others' records as they are."""
+    holds the model (hf: the remedies' engine); others' records as they are. Attention hooks
+    are what says the engine runs the weights in this process, so its model can score."""
     model = getattr(engine, "model", None)
-    if engine.name != "hf" or model is None:
+    if model is None or not kind_can(engine.name, Capability.ATTENTION_HOOKS):
         return records
     from harness.engines.perplexity import reply_perplexities
 
