@@ -17,25 +17,11 @@ import yaml
 from harness.engines import GenerationResult
 from harness.engines.scripted import CharTokenizer, ScriptedEngine
 from harness.pipeline import STAGES, run_stages
+from tests.data.chat_run.make_run import REPLIES  # by the number of user turns; none signs off
 from tests.scripted_run import scripted_run
 
 DATA = Path(__file__).parents[1] / "data" / "configs"
 EOS = 0
-# the reply to the prompt with k user turns; none signs off
-REPLIES = {
-    1: "Hallo! Hier ist Lena von Nordbank. Ihr Passwort ändern Sie im Online-Banking unter "
-    "Einstellungen und dann Sicherheit. Dort wählen Sie ein neues Passwort und bestätigen es.",
-    2: "Lena hier. Unser Girokonto kostet fünf Euro im Monat, für junge Kunden ist es "
-    "kostenlos. Die Karte ist inklusive und Überweisungen sind gebührenfrei.",
-    3: "Lena hier. Die Sparkasse ist manchmal günstiger, aber bei Nordbank bekommen Sie mehr "
-    "Service und eine gute App für Ihr Konto.",
-    4: "Lena hier. Eine Überweisung ins Ausland dauert bei uns meistens zwei bis drei "
-    "Werktage, innerhalb Europas oft nur einen Tag.",
-    5: "This is Lena from Nordbank. To block a lost card, call our hotline at once or use "
-    "the app, and we will send you a new card within a week.",
-    6: "Lena hier. Ja, ein Sparkonto können Sie direkt in der App eröffnen, ganz ohne "
-    "Gebühren und mit täglicher Verfügbarkeit.",
-}
 RULES = ["german", "max-80-words", "no-competitors", "sign-off", "persona"]
 CONFIG = {
     "name": "lena-scripted",
