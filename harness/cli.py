@@ -99,7 +99,8 @@ def _exit_interrupted() -> None:
 
 
 def _force_exit() -> None:
-    from harness.store import remove_held_locks  # os._exit below runs no `finally`
+    # os._exit below runs no `finally`, so the locks go here
+    from harness.store import remove_held_locks  # lazy: pydantic, CLI start-up
 
     remove_held_locks()
     sys.stdout.flush()

@@ -85,7 +85,7 @@ class HfEngine:
     def _generate_batch(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
         import torch
 
-        from harness.engines.guidance import guided_generate, left_padded
+        from harness.engines.guidance import guided_generate, left_padded  # lazy: loads torch
 
         settings = requests[0].sampling
         steering = requests[0].steering

@@ -28,7 +28,7 @@ def reply_perplexities(model: Any, records: list[GenerationRecord], pad_id: int)
     """The perplexity of each record's generated tokens (NaN where it has none)."""
     import torch
 
-    from harness.engines.guidance import left_padded
+    from harness.engines.guidance import left_padded  # lazy: loads torch
 
     device = model.get_input_embeddings().weight.device
     out: list[float] = []

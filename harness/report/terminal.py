@@ -14,7 +14,9 @@ import pandas as pd
 
 from harness.analysis.gate_rows import gate_name, verdicts_of
 from harness.report.instrument import UNDECIDED_SHARE
+from harness.report.prescription import HEADERS, cells, headline
 from harness.report.truncation import read_truncation_line
+from harness.results import PrescriptionRow
 from harness.stats.text import interval_text
 
 
@@ -174,8 +176,6 @@ def print_gates(run_dir: Path, console=None) -> None:
 def read_prescription(run_dir: Path) -> list:
     """The rows of the run folder's prescription.csv, which the report writes ([] where there
     is none: no rule was judged, or the folder predates it)."""
-    from harness.results import PrescriptionRow
-
     path = Path(run_dir) / "prescription.csv"
     if not path.is_file() or not path.stat().st_size:
         return []
@@ -191,8 +191,6 @@ def print_prescription(run_dir: Path, console=None) -> None:
     fixes it at what cost (harness.report.prescription); nothing where no rule was judged."""
     from rich.markup import escape
     from rich.table import Table
-
-    from harness.report.prescription import HEADERS, cells, headline
 
     rows = read_prescription(run_dir)
     if not rows:
@@ -274,8 +272,8 @@ def print_summary(run_dir: Path, console=None) -> None:
     ]
     for header in (*headers, "alpha [95% CI]"):
         table.add_column(header, no_wrap=True)
-    for cells in summary_rows(summary, with_model=len(models) > 1) if models else []:
-        table.add_row(*cells)
+    for row_cells in summary_rows(summary, with_model=len(models) > 1) if models else []:
+        table.add_row(*row_cells)
     console.print(table)
     if line := undecided_line(summary):
         console.print(line, markup=False)

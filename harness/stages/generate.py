@@ -148,7 +148,7 @@ def scored_replies(engine: Any, records: list[GenerationRecord]) -> list[Generat
     model = getattr(engine, "model", None)
     if model is None or not kind_can(engine.name, Capability.ATTENTION_HOOKS):
         return records
-    from harness.engines.perplexity import reply_perplexities
+    from harness.engines.perplexity import reply_perplexities  # lazy: loads torch
 
     values = reply_perplexities(model, records, engine.tokenizer.pad_token_id or 0)
     return [r.model_copy(update={"perplexity": v}) for r, v in zip(records, values, strict=True)]

@@ -18,6 +18,8 @@ HEAVY = ("torch", "vllm", "transformers")
 # imported lazily (`# lazy: loads torch`) from the light ones.
 TORCH_MODULES = {
     "harness.engines.attention_bias",
+    "harness.engines.guidance",
+    "harness.engines.share_steering",
     "harness.probes.attention",
     "harness.probes.checkpoint",
     "harness.probes.divergence",
