@@ -50,10 +50,11 @@ WINDOWS_AND_TURNS = """\
 ## Windows and turns
 
 Every "all rules" figure judges units with one definition (`harness/scoring/all_rules.py`): a
-unit fails when a rule judging it failed, passes when none failed, some rule decided and no
-verdict is missing, and is otherwise undecided (left out, counted in `undecided`). A verdict is
+unit with a missing verdict is undecided (left out, counted in `undecided`); otherwise it fails
+when a rule judging it failed and passes when none failed and some rule decided. A verdict is
 missing where a reply was cut at the token limit before a whole-reply rule (a sign-off, a word
-limit) could judge it: missing evidence, never a pass. A turn no sample has a verdict on has
+limit) could judge it: missing evidence, never a pass, and never a fail either (keeping only the
+units where another rule failed would read the figure as 0). A turn no sample has a verdict on has
 no a(k): NaN (rules.csv's `a_turn_first`), never 0 or the next turn's value.
 
 The units differ, so the figures can disagree on one run:

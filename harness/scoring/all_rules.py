@@ -2,13 +2,17 @@
 window's (a(t), the adherence AUC, final, survival over t: `harness.scoring.passes`) and a
 reply's (a(k), S(k), the first failing turn: `harness.analysis.conversations`).
 
-A unit fails when some rule judging it failed. It passes when none failed, some rule
-decided, and no rule's verdict is missing. A verdict is missing where the reply was cut at
-the token limit before a whole-reply rule (a sign-off, a word limit) could be judged
-(`Check.when_cut_off`'s CUT_OFF_REASON): that is missing evidence, never a pass. Other
+A unit fails when some rule judging it failed and no rule's verdict is missing. It passes
+when none failed, some rule decided, and no rule's verdict is missing. A verdict is missing
+where the reply was cut at the token limit before a whole-reply rule (a sign-off, a word
+limit) could be judged (`Check.when_cut_off`'s CUT_OFF_REASON): that is missing evidence,
+never a pass. Other
 abstentions (a language check on a stretch with too few letters: nothing there for the rule
 to judge) are left out of the unit, as before. A unit neither failed nor passed is
-undecided: left out of every figure, counted in `undecided`.
+undecided: left out of every figure, counted in `undecided`. A unit with a missing verdict is
+undecided even where another rule failed: keeping those would keep exactly the units that
+fail, and read the figure as 0 where it cannot be known (the quickstart's persona item, every
+reply cut before its sign-off, read an all-rules AUC of 0.00).
 
 Windows and replies are different units, so the AUC and a(k) can disagree on one run
 (docs/results.md, "Windows and turns"): a window-scope rule judges each window on its own
@@ -40,4 +44,4 @@ def unit_verdict(
     """(passed, decided) per unit from whether some rule of it failed, some decided and some
     verdict is missing (each a bool array over the units): see the module's definition."""
     failed, decided, missing = (np.asarray(x, bool) for x in (failed, decided, missing))
-    return ~failed, failed | (decided & ~missing)
+    return ~failed, (failed | decided) & ~missing

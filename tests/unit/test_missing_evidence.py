@@ -117,6 +117,14 @@ def test_a_window_whose_reply_lacks_a_verdict_is_left_out_not_passed(sign_off, e
         assert math.isnan(float(passes["passed"].mean()))
 
 
+def test_a_window_that_fails_one_rule_while_another_lacks_its_verdict_is_left_out():
+    """Keeping such windows would keep exactly the failing ones: the all-rules AUC of a
+    condition whose every reply was cut would read 0 where it cannot be known."""
+    frame = _frame(None)
+    frame.loc[frame["window"] == 0, "passed"] = False
+    assert window_passes(frame)["passed"].tolist() == []
+
+
 def _turn_rows():
     """Two conversations of three replies: reply 1 cut before its sign-off (the language
     rule kept), reply 2 breaks the sign-off, reply 3 keeps both."""
