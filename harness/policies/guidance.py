@@ -12,7 +12,7 @@ from harness.capabilities import Capability
 from harness.config.policy_specs import PolicySpecBase
 from harness.engines.base import Engine, Guidance
 from harness.policies.base import Policy, SampleState, register_policy
-from harness.policies.steering import check_steerable
+from harness.policies.steering import steer
 from harness.text.chat import ChatFormat
 
 
@@ -31,10 +31,9 @@ class GuidanceRun(Policy):
     spec: GuidancePolicy
 
     def prepare(self, chat: ChatFormat, engine: Engine, states: list[SampleState]) -> None:
-        check_steerable(self.label, states)
-        for state in states:
-            state.steering = Guidance(
-                gamma=self.spec.gamma,
-                uncond_prompt_ids=chat.prompt_ids(None, state.spec.user),
-                prompt_len=len(state.prompt_ids),
-            )
+        gamma = self.spec.gamma
+        steer(self.label, states, lambda state: Guidance(
+            gamma=gamma,
+            uncond_prompt_ids=chat.prompt_ids(None, state.spec.user),
+            prompt_len=len(state.prompt_ids),
+        ))  # fmt: skip

@@ -11,7 +11,7 @@ from harness.capabilities import Capability
 from harness.config.policy_specs import PolicySpecBase
 from harness.engines.base import Engine, SplitSoftmax
 from harness.policies.base import Policy, SampleState, register_policy
-from harness.policies.steering import check_steerable
+from harness.policies.steering import steer, system_turn_len
 from harness.text.chat import ChatFormat
 
 
@@ -30,7 +30,7 @@ class SplitSoftmaxRun(Policy):
     spec: SplitSoftmaxPolicy
 
     def prepare(self, chat: ChatFormat, engine: Engine, states: list[SampleState]) -> None:
-        check_steerable(self.label, states)
-        for state in states:
-            prefix = chat.system_prefix_len(state.spec.system or "", state.spec.user)
-            state.steering = SplitSoftmax(k=self.spec.k, prefix_len=prefix, layers=self.spec.layers)
+        k, layers = self.spec.k, self.spec.layers
+        steer(self.label, states, lambda state: SplitSoftmax(
+            k=k, prefix_len=system_turn_len(chat, state), layers=layers
+        ))  # fmt: skip

@@ -12,7 +12,7 @@ from harness.capabilities import Capability
 from harness.config.policy_specs import PolicySpecBase
 from harness.engines.base import Engine, Spotlight
 from harness.policies.base import Policy, SampleState, register_policy
-from harness.policies.steering import check_steerable
+from harness.policies.steering import steer, system_turn_len
 from harness.text.chat import ChatFormat
 
 
@@ -31,9 +31,7 @@ class SpotlightRun(Policy):
     spec: SpotlightPolicy
 
     def prepare(self, chat: ChatFormat, engine: Engine, states: list[SampleState]) -> None:
-        check_steerable(self.label, states)
-        for state in states:
-            prefix = chat.system_prefix_len(state.spec.system or "", state.spec.user)
-            state.steering = Spotlight(
-                target=self.spec.target, prefix_len=prefix, layers=self.spec.layers
-            )
+        target, layers = self.spec.target, self.spec.layers
+        steer(self.label, states, lambda state: Spotlight(
+            target=target, prefix_len=system_turn_len(chat, state), layers=layers
+        ))  # fmt: skip
