@@ -255,9 +255,9 @@ def turns_part(turns: pd.DataFrame | None) -> str:
     mean = turns.groupby(["model", "item", "policy", "turn"], as_index=False)[
         ["share_prompt_mean", "share_sink_mean", "uniform"]
     ].mean()
-    return "<h3>Per reply of a conversation</h3>" + note(
+    return fold("Per reply of a conversation: the prompt's share turn by turn", note(
         "The shares averaged over each reply's generated tokens, over layers and pairs "
         "(attention_turns.csv): how much of each reply's attention the system prompt still "
         "gets, turn by turn."
     ) + table(["model", "item", "policy", "turn", "share (prompt)", "share (first token)",
-               "uniform"], mean.itertuples(index=False))  # fmt: skip
+               "uniform"], mean.itertuples(index=False)))  # fmt: skip

@@ -139,7 +139,7 @@ def _divergence_part(div: pd.DataFrame | None) -> tuple[str, dict]:
         "diamond means the new turn revived the prompt's trace."
     )
     html = figure("fig-turn-divergence", caption, fig.layout.height)
-    html += "<h3>Distance where each reply starts</h3>" + table(headers, rows)
+    html += fold("Distance where each reply starts, turn by turn", table(headers, rows))
     return html, {"fig-turn-divergence": fig}
 
 
@@ -169,7 +169,7 @@ def _influence_part(frame: pd.DataFrame | None) -> tuple[str, dict]:
     )
     fig = plots.turn_influence_figure(mean)
     html = figure("fig-turn-influence", caption, fig.layout.height)
-    html += "<h3>Influence where each reply starts</h3>" + table(headers, rows)
+    html += fold("Influence where each reply starts, turn by turn", table(headers, rows))
     return html, {"fig-turn-influence": fig}
 
 

@@ -60,22 +60,22 @@ def test_planning_locates_the_untrained_twin_and_builds_no_model(
 
 
 def test_generation_units_count_every_request_and_token(quickstart_plan):
-    """4 single-reply policies x 3 items x 4 samples, one request of at most 320 tokens each;
-    3 conversation policies x 1 item x 4 samples x 6 replies of at most 48 tokens each."""
+    """4 single-reply policies x 3 items x 8 samples, one request of at most 256 tokens each;
+    3 conversation policies x 1 item x 8 samples x 6 replies of at most 80 tokens each."""
     gen = [u for u in quickstart_plan.units if u.stage == "generate"]
     assert [u.policy.split("-")[0] for u in gen] == [
         "none", "restate", "periodic", "adaptive", "none", "periodic", "adaptive"
     ]  # fmt: skip
     assert all(u.key and u.cached is False for u in gen)  # nothing in a fresh folder
     counts = _sum(gen)
-    assert counts.requests == 4 * 3 * 4 + 3 * 1 * 4 * 6
-    assert counts.output_tokens == 4 * 3 * 4 * 320 + 3 * 4 * 6 * 48
+    assert counts.requests == 4 * 3 * 8 + 3 * 1 * 8 * 6
+    assert counts.output_tokens == 4 * 3 * 8 * 256 + 3 * 8 * 6 * 80
     single = next(u for u in gen if u.policy == "none")
     talk = [u for u in gen if u.policy == "none"][1]
     # a reply re-sends its conversation: the input of 6 replies exceeds 6 prompts by
-    # 48 * (0 + 1 + ... + 5) per sample at most
-    assert talk.budget.input_tokens > 4 * 6 * 48 * 15 / 6
-    assert 0 < single.budget.input_tokens < 4 * 3 * 200  # the prompts: tens of tokens each
+    # 80 * (0 + 1 + ... + 5) per sample at most
+    assert talk.budget.input_tokens > 8 * 6 * 80 * 15 / 6
+    assert 0 < single.budget.input_tokens < 8 * 3 * 200  # the prompts: tens of tokens each
 
 
 def test_forks_and_probe_pairs_follow_the_config(quickstart_plan):
@@ -140,7 +140,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, embedded_only_cach
     rows = [[cell.strip() for cell in line.split("│")[1:-1]]
             for line in result.output.splitlines() if line.startswith("│")]  # fmt: skip
     # stage, model, policy, units, samples, requests, input, output, cached
-    assert rows[0] == ["generate", MODEL, "none", "2", "16", "36", rows[0][6], "4,992", "0/2"]
+    assert rows[0] == ["generate", MODEL, "none", "2", "32", "72", rows[0][6], "9,984", "0/2"]
     assert [row[0] for row in rows[:6]] == ["generate"] * 6  # in the stages' order
     forks = [row for row in rows if row[0] == "forks"]
     assert [row[2] for row in forks] == ["none", "restate"]
@@ -149,7 +149,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, embedded_only_cach
     total = next(row for row in rows if row[0] == MODEL)
     mine = plan.totals.of(MODEL).planned
     assert total[1:4] == [f"{mine.requests:,}", f"{mine.input_tokens:,}", f"{mine.output_tokens:,}"]
-    assert mine.requests == 432  # 120 generations, 252 fork arms and primes, 60 probe forwards
+    assert mine.requests == 552  # 240 generations, 252 fork arms and primes, 60 probe forwards
     assert not any(p.name.startswith("untrained") for p in embedded_only_cache.iterdir())
 
 
@@ -172,7 +172,8 @@ def test_the_generate_stage_runs_the_plans_units(quickstart_plan, tmp_path):
     model = resolve_model(MODEL)
     planned = [u for u in plan.units if u.stage == "generate"]
     assert all(a is b for a, b in zip(ctx.generation_units(model), planned, strict=True))
-    ctx.batches = [SampleBatch(0, 4), SampleBatch(4, 6)]
+    n = plan.config.samples  # the first look is the plan's samples, the second adds two
+    ctx.batches = [SampleBatch(0, n), SampleBatch(n, n + 2)]
     looks = ctx.generation_units(model)
     assert len(looks) == 2 * len(planned)
     assert [u.key for u in looks[: len(planned)]] == [u.key for u in planned]
@@ -213,7 +214,7 @@ def test_dry_run_json_is_the_plan_a_cost_function_reads(tmp_path):
     assert result.exit_code == 0, result.output
     plan = json.loads(result.output)
     totals = PlanTotals.model_validate(plan["totals"])
-    assert totals.of(MODEL).planned.requests == 432
-    assert sum(u["budget"]["requests"] for u in plan["units"] if u["model"] == MODEL) == 432
+    assert totals.of(MODEL).planned.requests == 552
+    assert sum(u["budget"]["requests"] for u in plan["units"] if u["model"] == MODEL) == 552
     assert {"stage", "model", "policy", "key", "cached"} <= set(plan["units"][0])
     assert "specs" not in plan["units"][0] and not out.exists()

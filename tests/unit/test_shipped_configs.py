@@ -59,11 +59,13 @@ def test_quickstart_stays_inside_its_budgets(quickstart):
     config, items = quickstart
     gen, forks, probe = config.generation, config.forks, config.probe
     labels = [policy_label(p) for p in config.policies]
-    assert max(forks.at) < gen.max_tokens and gen.continue_on_eos  # records are max_tokens long
+    # replies end where the model ends them: no "Continue." turns, a single reply's budget
+    # above what its request needs (a fork position past a record's end is skipped)
+    assert not gen.continue_on_eos and max(forks.at) < gen.single_budget
     assert set(forks.policies) <= set(labels)
     assert forks.records <= probe.samples <= config.samples  # KL at each fork is known
     assert config.theory.bias_samples <= probe.samples  # lam = 0 reuses the plain curves
-    assert gen.max_tokens >= 4 * config.scoring.window  # "final" = the last quarter of windows
+    assert gen.single_budget >= 4 * config.scoring.window  # "final": the last quarter of windows
     talks = [i for i in items if i.is_conversation]
     assert all(i.n_turns * gen.turn_tokens <= gen.max_tokens for i in talks)
     # a byte-level BPE token covers at least one UTF-8 byte: bytes bound the tokens, with
@@ -72,33 +74,34 @@ def test_quickstart_stays_inside_its_budgets(quickstart):
         texts = [item.system, item.user, *(t.user for t in item.turns or [])]
         prompt = sum(len(t.encode()) + 16 for t in texts)
         reminder = len((item.reminder or item.system).encode()) + 16
-        reminders = max(gen.max_tokens // p.every for p in config.policies if hasattr(p, "every"))
+        budget = gen.max_tokens if item.is_conversation else gen.single_budget
+        reminders = max(budget // p.every for p in config.policies if hasattr(p, "every"))
         restated = len((item.restatement or "").encode())
-        need = prompt + gen.max_tokens + reminders * reminder + restated
+        need = prompt + budget + reminders * reminder + restated
         assert need <= gen.max_model_len, item.id
 
 
 def test_quickstart_forks_at_4_positions_and_gates_one_condition_twice(quickstart):
     config, _ = quickstart
-    # forks at 4 positions, each with its arm's tokens inside the 320 generated ones
+    # forks at 4 positions, each with its arm's tokens inside a single reply's budget
     assert len(config.forks.at) >= 4
-    assert max(config.forks.at) + config.forks.tokens <= config.generation.max_tokens
-    # two gates on one condition: a bound 4 samples can decide and one they cannot
+    assert max(config.forks.at) + config.forks.tokens <= config.generation.single_budget
+    # two gates on one condition: a bound its samples can decide and one they cannot
     assert [(g.metric, g.policy, g.min, gate_use(g)) for g in config.gates] == [
         ("auc", "restate", 0.25, "interval"), ("auc", "restate", 0.8, "interval"),
     ]  # fmt: skip
 
 
-def test_quickstart_gates_decide_one_and_not_the_other_at_4_samples(quickstart):
-    """The verdicts the quickstart's gates get when restate's 4 samples all comply (as the
-    embedded model's do): the exact binomial interval [0.40, 1] at n = 4, and the one-sided
-    lower bound the gates read, 0.05^(1/4) = 0.47."""
+def test_quickstart_gates_decide_one_and_not_the_other_at_its_samples(quickstart):
+    """The verdicts the quickstart's gates get when restate's 8 samples all comply (as the
+    embedded model's nearly do): the exact binomial interval [0.63, 1] at n = 8, and the
+    one-sided lower bound the gates read, 0.05^(1/8) = 0.69."""
     config, _ = quickstart
     interval = mean_interval([1.0] * config.samples)
     bounds = one_sided_bounds([1.0] * config.samples, level=0.95)
     summary = pd.DataFrame([{
-        "model": config.models[0], "item": "fmt-lowercase-story", "policy": "restate",
-        "auc": 1.0, "auc_low": interval.low, "auc_high": interval.high, "auc_n": 4,
+        "model": config.models[0], "item": "lowercase-tale", "policy": "restate",
+        "auc": 1.0, "auc_low": interval.low, "auc_high": interval.high, "auc_n": config.samples,
         "auc_lcb": bounds.lcb, "auc_ucb": bounds.ucb, "auc_method": "clopper-pearson",
     }])  # fmt: skip
     gates = evaluate_gates(config.gates, summary, config.items, config.models)

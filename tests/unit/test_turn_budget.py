@@ -93,7 +93,7 @@ def test_an_item_outside_the_run_is_not_checked(tmp_path):
     "name", ["quickstart.yaml", "policies.yaml", "gpu-example.yaml", "judge-calibration.yaml"]
 )
 def test_the_shipped_run_configs_keep_their_meaning(name, monkeypatch):
-    # the quickstart: 6 turns x 48 = 288 <= 320; every shipped run config passes unchanged
+    # the quickstart: 6 turns x 80 = 480 <= 480; every shipped run config passes unchanged
     monkeypatch.chdir(CONFIGS.parent)
     config, suites = load_run_config_and_suites(CONFIGS / name)
     check_turn_budget(config, select_items(config, suites))
