@@ -277,22 +277,32 @@ def _stops(fit, none_fit) -> str:
 
 
 def goal(per_rule: dict, quality) -> list[str]:
-    """The issue's goal, item by item: where none and periodic read AUC <= 0.1, the remedies
-    whose gain interval excludes 0 at <= 1.5x time per token and perplexity within 1.5x."""
+    """The issue's goal, item by item: where none reads AUC <= 0.1, the remedies whose gain
+    interval excludes 0 at <= 1.5x time per token and perplexity within 1.5x; else how close
+    each remedy came (what it missed)."""
     q = quality.set_index(["item", "policy"])
     out = []
     for (item, rule), frame in per_rule.items():
         auc = frame[(frame["metric"] == "auc") & (frame["item"] == item)].set_index("policy")
         if "none" not in auc.index or auc.loc["none", "value"] > 0.1:
             continue
-        met = [
-            p for p in auc.index
-            if auc.loc[p, "delta_low"] > 0 and q.loc[(item, p), "time_ratio"] <= 1.5
-            and q.loc[(item, p), "perplexity_ratio"] <= 1.5
-        ]  # fmt: skip
-        found = ", ".join(met) or "no remedy"
-        out.append(f"{item} ({rule}): none's AUC <= 0.1; goal met by: {found}")
+        misses = {p: _misses(auc.loc[p], q.loc[(item, p)]) for p in auc.index if p != "none"}
+        met = [p for p, missed in misses.items() if not missed]
+        out.append(f"{item} ({rule}): none's AUC <= 0.1; goal met by: {', '.join(met) or 'none'}")
+        out += [f"  {p}: misses {', '.join(m)}" for p, m in misses.items() if m]
     return out
+
+
+def _misses(auc, quality) -> list[str]:
+    """What keeps one remedy on one item from the goal (empty: it meets it)."""
+    missed = []
+    if not auc.delta_low > 0:
+        missed.append(f"gain {auc.delta:+.2f} [{auc.delta_low:+.2f}, {auc.delta_high:+.2f}]")
+    if not quality.time_ratio <= 1.5:
+        missed.append(f"time {quality.time_ratio:.2f}x")
+    if not quality.perplexity_ratio <= 1.5:
+        missed.append(f"perplexity {quality.perplexity_ratio:.2f}x")
+    return missed
 
 
 def main(argv: list[str]) -> None:
