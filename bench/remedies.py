@@ -1,19 +1,22 @@
 """Remedies that fight the decay, each measured four ways against `none` on the same items and
 samples, on the embedded model (transformers engine).
 
-    PYTHONPATH=$PWD .venv/bin/python bench/remedies.py [--samples 6] [--tokens 192] [--out DIR]
+    PYTHONPATH=$PWD .venv/bin/python bench/remedies.py [--samples 6] [--tokens 48]
+        [--strengths 3] [--out DIR]
 
 Items: the quickstart's three single replies (French, lowercase, persona) and bench/
-remedies_items.yaml's two (German, no commas). Policies: none, periodic-128-user, guidance,
-split-softmax, SpotLight and the attention bias, each remedy at two strengths. Per (remedy,
+remedies_items.yaml's two (German, no commas). Policies: none, and guidance (gamma 1.5, 2, 3),
+split-softmax (k 0.75, 0.5, 0.25) and SpotLight (target 0.1, 0.2, 0.3); `--strengths n` keeps
+the n strongest of each (the full table: ~30 min on the shared 2-core machine). Per (remedy,
 rule): the paired AUC gain over `none` with its interval (analysis/policies.py, the run's own
 policies.csv arithmetic), time per generated token relative to `none` (each policy generated on
 its own, one batch of every item x sample, in this process), the unsteered model's
 perplexity of the replies relative to `none`'s and the degeneration rate (analysis/quality.py,
 quality.csv's arithmetic). Mechanism: the hidden-state divergence's alpha (rel_l2, middle
 layer, with its bootstrap interval) and the system turn's attention share at the last position,
-on two samples per item, under the remedy (probes/divergence.py: pair = the chat with and
-without its system turn, over the remedy's own reply).
+on `--probe-samples` samples per item, under the remedy (probes/divergence.py: pair = the chat
+with and without its system turn, over the remedy's own reply). The goal lines say, per item
+where `none` reads AUC <= 0.1, which remedy meets the issue's goal or what each missed.
 
 Every sample of a policy shares one seed, so the hf engine runs them as one batch (its rows
 draw independently); sample k of every policy shares it, as in a run.
