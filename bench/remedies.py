@@ -157,7 +157,6 @@ def mechanism(engine, by_policy: dict, per_item: int = 2) -> dict[str, Mechanism
     import numpy as np
     import torch
 
-    from harness.analysis.powerlaw import fit_alpha
     from harness.engines.attention_bias import steered
     from harness.policies import ChatFormat
     from harness.probes.divergence import pair_divergence
@@ -183,18 +182,26 @@ def mechanism(engine, by_policy: dict, per_item: int = 2) -> dict[str, Mechanism
                 )
             curves.append(pair.rel_l2[0])
             shares.append(float(np.nanmean(pair.attention["share_prompt_mean"][:, -1])))
-        # NaN past each reply's end, never cut to the shortest: a remedy that ends one reply
-        # before t = 16 (split-softmax and SpotLight did, on lowercase) cut every curve below
-        # the fit range, and alpha came back NaN (the earlier table's "nan")
-        t = np.arange(1, max(len(c) for c in curves) + 1)
-        stack = np.full((len(curves), len(t)), np.nan)
-        for row, curve in zip(stack, curves, strict=True):
-            row[: len(curve)] = curve
-        fit = fit_alpha(t, stack, t_min=T_MIN)
-        short = sum(len(c) < T_MIN for c in curves)
+        fit, short = pooled_alpha(curves)
         out[label] = Mechanism(fit, float(np.mean(shares)), len(curves), short)
         print(f"  probed {label}", file=sys.stderr, flush=True)
     return out
+
+
+def pooled_alpha(curves: list) -> tuple[Any, int]:
+    """(alpha fit of the curves pooled, how many are shorter than T_MIN). Each curve is NaN
+    past its reply's end, never cut to the shortest: a remedy that ends one reply before
+    t = 16 (split-softmax and SpotLight do, on lowercase) cut every curve below the fit range,
+    and alpha came back NaN (the first table's "nan")."""
+    import numpy as np
+
+    from harness.analysis.powerlaw import fit_alpha
+
+    t = np.arange(1, max(len(c) for c in curves) + 1)
+    stack = np.full((len(curves), len(t)), np.nan)
+    for row, curve in zip(stack, curves, strict=True):
+        row[: len(curve)] = curve
+    return fit_alpha(t, stack, t_min=T_MIN), sum(len(c) < T_MIN for c in curves)
 
 
 def _bias_spec(label: str, prefix: int):
