@@ -96,3 +96,21 @@ def test_a_remedy_that_loops_or_babbles_does_not_hold_its_quality():
     holds = {p: bool(v) for p, v in frame["quality_holds"].items()}
     assert holds == {"none": True, "spotlight-0.3": False, "guidance-3": False,
                      "guidance-1.5": True}  # fmt: skip
+
+
+def test_the_report_s_policies_table_shows_each_gain_s_quality():
+    from pathlib import Path
+
+    from harness.report.load import RunData
+    from harness.report.sections import policies
+
+    rows = [
+        dict(model="m", item="a", policy=p, metric="auc", value=v, none_value=0.0, delta=v,
+             delta_low=v - 0.2, delta_high=min(v + 0.2, 1.0), n=6, method="clopper-pearson",
+             token_overhead=0.0, pareto=True, perplexity_ratio=r, degeneration_delta=0.0,
+             quality_holds=h)
+        for p, v, r, h in (("none", 0.0, 1.0, True), ("spotlight-0.3", 0.9, 8.24, False))
+    ]  # fmt: skip
+    html, _ = policies(RunData(run_dir=Path("."), frames={"policies.csv": pd.DataFrame(rows)}))
+    assert "perplexity vs none" in html and "quality holds" in html
+    assert "<td>8.24x</td><td>no</td>" in html.replace(" ", "")
