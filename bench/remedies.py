@@ -1,19 +1,22 @@
 """Remedies that fight the decay, each measured four ways against `none` on the same items and
 samples, on the embedded model (transformers engine).
 
-    PYTHONPATH=$PWD .venv/bin/python bench/remedies.py [--samples 6] [--tokens 192] [--out DIR]
+    PYTHONPATH=$PWD .venv/bin/python bench/remedies.py [--samples 6] [--tokens 48]
+        [--strengths 3] [--out DIR]
 
 Items: the quickstart's three single replies (French, lowercase, persona) and bench/
-remedies_items.yaml's two (German, no commas). Policies: none, periodic-128-user, guidance,
-split-softmax, SpotLight and the attention bias, each remedy at two strengths. Per (remedy,
+remedies_items.yaml's two (German, no commas). Policies: none, and guidance (gamma 1.5, 2, 3),
+split-softmax (k 0.75, 0.5, 0.25) and SpotLight (target 0.1, 0.2, 0.3); `--strengths n` keeps
+the n strongest of each (the full table: ~30 min on the shared 2-core machine). Per (remedy,
 rule): the paired AUC gain over `none` with its interval (analysis/policies.py, the run's own
 policies.csv arithmetic), time per generated token relative to `none` (each policy generated on
 its own, one batch of every item x sample, in this process), the unsteered model's
 perplexity of the replies relative to `none`'s and the degeneration rate (analysis/quality.py,
 quality.csv's arithmetic). Mechanism: the hidden-state divergence's alpha (rel_l2, middle
 layer, with its bootstrap interval) and the system turn's attention share at the last position,
-on two samples per item, under the remedy (probes/divergence.py: pair = the chat with and
-without its system turn, over the remedy's own reply).
+on `--probe-samples` samples per item, under the remedy (probes/divergence.py: pair = the chat
+with and without its system turn, over the remedy's own reply). The goal lines say, per item
+where `none` reads AUC <= 0.1, which remedy meets the issue's goal or what each missed.
 
 Every sample of a policy shares one seed, so the hf engine runs them as one batch (its rows
 draw independently); sample k of every policy shares it, as in a run.
@@ -25,6 +28,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = {
@@ -34,11 +38,12 @@ QUICKSTART = {
 }
 OWN = ROOT / "bench" / "remedies_items.yaml"
 SEED = 11
+T_MIN = 16  # alpha's fit range starts here (the theory stage's default)
 MODEL = "smollm2-135m-instruct"
 # One thread by default: on the shared 2-core machine two OpenMP threads spin against the other
 # processes (measured: 0.5 tok/s with 2 threads against 6.6 with 1, same batch, same load).
 THREADS = 1
-STRENGTHS = 2  # per remedy (--strengths 1: the stronger only)
+STRENGTHS = 3  # per remedy (--strengths 1: the strongest only, 2: the two strongest)
 SETTINGS = {"strengths": STRENGTHS}
 
 
@@ -50,10 +55,12 @@ def policies():
 
     # periodic is not rerun here (time): the quickstart measured it at AUC 0.00 on the French
     # and lowercase items, as under none (issue 53)
+    # weakest first; the paper defaults (gamma 1.5) and the project's middle settings (k 0.5,
+    # target 0.1) among them, so the table shows the gain against perplexity along each
     strengths = {
-        "guidance": [GuidancePolicy(gamma=1.5), GuidancePolicy(gamma=3.0)],
-        "split_softmax": [SplitSoftmaxPolicy(k=0.5), SplitSoftmaxPolicy(k=0.25)],
-        "spotlight": [SpotlightPolicy(target=0.1), SpotlightPolicy(target=0.3)],
+        "guidance": [GuidancePolicy(gamma=g) for g in (1.5, 2.0, 3.0)],
+        "split_softmax": [SplitSoftmaxPolicy(k=k) for k in (0.75, 0.5, 0.25)],
+        "spotlight": [SpotlightPolicy(target=a) for a in (0.1, 0.2, 0.3)],
     }
     return [
         NonePolicy(),
@@ -138,13 +145,18 @@ def behaviour(records: list, suites, tokenizer, tokens: int, window: int):
     return windows, per_rule
 
 
-def mechanism(engine, by_policy: dict, per_item: int = 2) -> dict:
-    """{label: (alpha FitResult, mean share at the last position, none's)} on `per_item`
-    samples per item, under the policy's steering."""
+class Mechanism(NamedTuple):
+    fit: Any  # harness.analysis.powerlaw.FitResult
+    share: float  # mean system-turn attention share at the last position
+    curves: int  # probed replies
+    short: int  # of which shorter than T_MIN (they add no point to the fit)
+
+
+def mechanism(engine, by_policy: dict, per_item: int = 2) -> dict[str, Mechanism]:
+    """{label: Mechanism} on `per_item` samples per item, under the policy's steering."""
     import numpy as np
     import torch
 
-    from harness.analysis.powerlaw import fit_alpha
     from harness.engines.attention_bias import steered
     from harness.policies import ChatFormat
     from harness.probes.divergence import pair_divergence
@@ -170,11 +182,26 @@ def mechanism(engine, by_policy: dict, per_item: int = 2) -> dict:
                 )
             curves.append(pair.rel_l2[0])
             shares.append(float(np.nanmean(pair.attention["share_prompt_mean"][:, -1])))
-        t = np.arange(1, min(len(c) for c in curves) + 1)
-        stack = np.stack([c[: len(t)] for c in curves])
-        out[label] = (fit_alpha(t, stack, t_min=16), float(np.mean(shares)))
+        fit, short = pooled_alpha(curves)
+        out[label] = Mechanism(fit, float(np.mean(shares)), len(curves), short)
         print(f"  probed {label}", file=sys.stderr, flush=True)
     return out
+
+
+def pooled_alpha(curves: list) -> tuple[Any, int]:
+    """(alpha fit of the curves pooled, how many are shorter than T_MIN). Each curve is NaN
+    past its reply's end, never cut to the shortest: a remedy that ends one reply before
+    t = 16 (split-softmax and SpotLight do, on lowercase) cut every curve below the fit range,
+    and alpha came back NaN (the first table's "nan")."""
+    import numpy as np
+
+    from harness.analysis.powerlaw import fit_alpha
+
+    t = np.arange(1, max(len(c) for c in curves) + 1)
+    stack = np.full((len(curves), len(t)), np.nan)
+    for row, curve in zip(stack, curves, strict=True):
+        row[: len(curve)] = curve
+    return fit_alpha(t, stack, t_min=T_MIN), sum(len(c) < T_MIN for c in curves)
 
 
 def _bias_spec(label: str, prefix: int):
@@ -222,7 +249,7 @@ def tables(per_rule: dict, quality, mech: dict) -> str:
                 continue
             r = row.iloc[0]
             qual, base = q.loc[(item, label)], q.loc[(item, BASELINE)]
-            alpha = mech.get(label, (None,))[0]
+            alpha = mech[label].fit
             lines.append(
                 f"| {label} | {item} ({rule}) | {r.none_value:.2f} | {r.value:.2f} | "
                 f"{r.delta:+.2f} [{r.delta_low:+.2f}, {r.delta_high:+.2f}] | "
@@ -231,44 +258,61 @@ def tables(per_rule: dict, quality, mech: dict) -> str:
             )
     lines += [
         "",
-        "| policy | alpha [95 % interval] | prompt share at t = T | stops | reverses |",
-        "|---|---|---|---|---|",
+        "| policy | alpha [95 % interval] | replies (< 16 tokens) | prompt share at t = T | "
+        "decay stops | reverses |",
+        "|---|---|---|---|---|---|",
     ]
-    for label, (fit, share) in mech.items():
+    none_fit = mech[BASELINE].fit
+    for label, m in mech.items():
+        fit = m.fit
+        why = f" ({fit.reason})" if fit.reason else ""
         lines.append(
-            f"| {label} | {fit.alpha:.2f} [{fit.ci_low:.2f}, {fit.ci_high:.2f}] | {share:.4f} | "
-            f"{'yes' if fit.ci_low <= 0 else 'no'} | {'yes' if fit.ci_high < 0 else 'no'} |"
+            f"| {label} | {fit.alpha:.2f} [{fit.ci_low:.2f}, {fit.ci_high:.2f}]{why} | "
+            f"{m.curves} ({m.short}) | {m.share:.4f} | "
+            f"{'-' if label == BASELINE else _stops(fit, none_fit)} | "
+            f"{'yes' if fit.ci_high < 0 else 'no'} |"
         )
     return "\n".join(lines)
 
 
 def _stops(fit, none_fit) -> str:
-    """Does the decay stop? Only where `none` decays (its alpha interval above 0): yes when
-    the remedy's interval reaches 0, "slower" when it lies below none's alpha, else no."""
+    """Does the decay stop? Only asked where `none` decays (its alpha interval above 0): "yes"
+    where the remedy's interval lies below none's alpha and reaches 0, "slower" where it lies
+    below none's alpha above 0, "not shown" where it reaches none's alpha (too wide to tell)."""
     if not none_fit.ci_low > 0:
-        return "n/a (none: no decay)"
-    if fit.ci_low <= 0:
-        return "yes"
-    return "slower" if fit.ci_high < none_fit.alpha else "no"
+        return "n/a (none's decay not shown)"
+    if not fit.ci_high < none_fit.alpha:
+        return "not shown"
+    return "yes" if fit.ci_low <= 0 else "slower"
 
 
 def goal(per_rule: dict, quality) -> list[str]:
-    """The issue's goal, item by item: where none and periodic read AUC <= 0.1, the remedies
-    whose gain interval excludes 0 at <= 1.5x time per token and perplexity within 1.5x."""
+    """The issue's goal, item by item: where none reads AUC <= 0.1, the remedies whose gain
+    interval excludes 0 at <= 1.5x time per token and perplexity within 1.5x; else how close
+    each remedy came (what it missed)."""
     q = quality.set_index(["item", "policy"])
     out = []
     for (item, rule), frame in per_rule.items():
         auc = frame[(frame["metric"] == "auc") & (frame["item"] == item)].set_index("policy")
         if "none" not in auc.index or auc.loc["none", "value"] > 0.1:
             continue
-        met = [
-            p for p in auc.index
-            if auc.loc[p, "delta_low"] > 0 and q.loc[(item, p), "time_ratio"] <= 1.5
-            and q.loc[(item, p), "perplexity_ratio"] <= 1.5
-        ]  # fmt: skip
-        found = ", ".join(met) or "no remedy"
-        out.append(f"{item} ({rule}): none's AUC <= 0.1; goal met by: {found}")
+        misses = {p: _misses(auc.loc[p], q.loc[(item, p)]) for p in auc.index if p != "none"}
+        met = [p for p, missed in misses.items() if not missed]
+        out.append(f"{item} ({rule}): none's AUC <= 0.1; goal met by: {', '.join(met) or 'none'}")
+        out += [f"  {p}: misses {', '.join(m)}" for p, m in misses.items() if m]
     return out
+
+
+def _misses(auc, quality) -> list[str]:
+    """What keeps one remedy on one item from the goal (empty: it meets it)."""
+    missed = []
+    if not auc.delta_low > 0:
+        missed.append(f"gain {auc.delta:+.2f} [{auc.delta_low:+.2f}, {auc.delta_high:+.2f}]")
+    if not quality.time_ratio <= 1.5:
+        missed.append(f"time {quality.time_ratio:.2f}x")
+    if not quality.perplexity_ratio <= 1.5:
+        missed.append(f"perplexity {quality.perplexity_ratio:.2f}x")
+    return missed
 
 
 def main(argv: list[str]) -> None:
@@ -280,7 +324,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--probe-samples", type=int, default=1)
     parser.add_argument("--out", type=Path, default=None, help="write the CSVs here")
     parser.add_argument("--threads", type=int, default=THREADS, help="torch threads")
-    parser.add_argument("--strengths", type=int, default=STRENGTHS, choices=(1, 2))
+    parser.add_argument("--strengths", type=int, default=STRENGTHS, choices=(1, 2, 3))
     parser.add_argument("--model", default=MODEL, help="a zoo name (tiny-random-llama: smoke)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "bench"))

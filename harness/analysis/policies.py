@@ -26,6 +26,10 @@ checkpoint seen, a lower bound. It has its own name because summary.csv's `half_
 censored (with `half_life_censored` saying so); with a(first) = 0 there is nothing to halve
 and both stay NaN. Token overhead is NaN, and the row off the frontier, when
 token counts are missing.
+
+Quality beside the gain (`with_quality`): each policy's perplexity ratio, degeneration
+difference and quality rule from quality.csv (harness.analysis.quality), so a gain bought with
+garbage text reads as such in the same row; pooled, the worst item's ratio and every item's rule.
 """
 
 from __future__ import annotations
@@ -301,3 +305,39 @@ def compare_policies(
         ["model", "item", "policy", "metric"], key=lambda s: order.get(s.name, lambda x: x)(s)
     )
     return result_frame(PolicyRow, out.reset_index(drop=True))
+
+
+QUALITY = ("perplexity_ratio", "degeneration_delta", "quality_holds")
+
+
+def _all_hold(values: pd.Series) -> bool | None:
+    known = [bool(v) for v in values if v is not None and not pd.isna(v)]
+    return all(known) if known else None
+
+
+def with_quality(policies: pd.DataFrame, quality: pd.DataFrame | None) -> pd.DataFrame:
+    """policies.csv rows with quality.csv's QUALITY columns of their (model, item, policy);
+    the pooled rows (item "all") get the worst item's perplexity ratio, the mean degeneration
+    difference and whether every item's quality holds."""
+    if quality is None or quality.empty or policies.empty:
+        return policies
+    keys = ["model", "item", "policy"]
+    per_item = quality[[*keys, *QUALITY]].astype({k: str for k in keys})
+    pooled = (
+        per_item.groupby(["model", "policy"])
+        .agg(
+            perplexity_ratio=("perplexity_ratio", "max"),
+            degeneration_delta=("degeneration_delta", "mean"),
+            quality_holds=("quality_holds", _all_hold),
+        )
+        .reset_index()
+        .assign(item=POOLED)
+    )
+    table = pd.concat([per_item, pooled[[*keys, *QUALITY]]], ignore_index=True)
+    out = policies.drop(columns=[c for c in QUALITY if c in policies]).merge(
+        table, on=keys, how="left"
+    )
+    out["quality_holds"] = (
+        out["quality_holds"].astype(object).where(out["quality_holds"].notna(), None)
+    )
+    return result_frame(PolicyRow, out[COLUMNS])

@@ -22,7 +22,8 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis.policies import compare_policies
-from harness.results import PrescriptionRow
+from harness.analysis.quality import PERPLEXITY_LIMIT
+from harness.results import PrescriptionRow, as_bool
 from harness.stats import DEFAULT_LEVEL
 from harness.stats.sided import samples_to_decide
 
@@ -102,7 +103,18 @@ def _breaks(row: dict) -> tuple[str, float, float, float]:
     return "", math.nan, math.nan, math.nan
 
 
-def _quality_problem(summary_row: dict | None) -> str:
+def _quality_problem(summary_row: dict | None, quality_row: dict | None = None) -> str:
+    """Why the policy's quality rules it out as a fix, or "": quality.csv's rule
+    (analysis/quality.py, `quality_holds`) where the run measured it, then summary.csv's."""
+    if quality_row is not None and as_bool(quality_row.get("quality_holds")) is False:
+        ratio = _f(quality_row.get("perplexity_ratio"))
+        low = _f(quality_row.get("degeneration_delta_low"))
+        why = []
+        if ratio > PERPLEXITY_LIMIT:
+            why.append(f"perplexity {ratio:.2f}x none's")
+        if low > 0:
+            why.append(f"degeneration above none's by >= {low:.2f}")
+        return f"its quality does not hold ({', '.join(why) or 'quality.csv'})"
     for column in QUALITY_COLUMNS:
         value = (summary_row or {}).get(column)
         if value is not None and not pd.isna(value) and str(value).lower() in ("false", "0", "no"):
@@ -113,8 +125,9 @@ def _quality_problem(summary_row: dict | None) -> str:
 class _Tables:
     """The run's files, indexed once for the per-rule look-ups."""
 
-    def __init__(self, summary, gates, policies, costs: list[dict] | None) -> None:
+    def __init__(self, summary, gates, policies, costs: list[dict] | None, quality=None) -> None:
         self.summary = _by(summary, ("model", "item", "policy"))
+        self.quality = _by(quality, ("model", "item", "policy"))
         auc = None if policies is None or policies.empty else policies[policies["metric"] == "auc"]
         self.by_rule = auc is not None and "rule" in auc.columns
         keys = ("model", "item", "policy", "rule") if self.by_rule else ("model", "item", "policy")
@@ -144,13 +157,15 @@ def prescribe(
     policies: pd.DataFrame | None = None,
     costs: list[dict] | None = None,
     level: float = DEFAULT_LEVEL,
+    quality: pd.DataFrame | None = None,
 ) -> list[PrescriptionRow]:
     """The prescription of a run from its files (any may be None): rules.csv, summary.csv,
-    gates.csv, policies.csv, manifest.json's `hosted_conditions` (the USD per condition)."""
+    gates.csv, policies.csv, manifest.json's `hosted_conditions` (the USD per condition),
+    quality.csv (a policy whose `quality_holds` is False is never the fix)."""
     conditions = _condition_rows(rules, summary)
     if conditions.empty:
         return []
-    tables = _Tables(summary, gates, policies, costs)
+    tables = _Tables(summary, gates, policies, costs, quality)
     out = []
     for (model, item, rule), rows in conditions.groupby(["model", "item", "rule"], sort=True):
         by_policy = {str(r["policy"]): r for r in rows.to_dict("records")}
@@ -208,7 +223,8 @@ def _pick_fix(model, item, baseline, holds, by_policy, tables: _Tables, judged):
     passing, rejected = [], []
     for policy in others:
         verdict, basis, _ = judged(policy)
-        problem = _quality_problem(tables.summary.get((model, item, policy)))
+        key = (model, item, policy)
+        problem = _quality_problem(tables.summary.get(key), tables.quality.get(key))
         if verdict != "yes":
             rejected.append(f"{policy}: {'fails' if verdict == 'no' else 'cannot tell'} ({basis})")
         elif problem:

@@ -40,7 +40,7 @@ def prescription_rows(data: RunData) -> list[PrescriptionRow]:
     return prescribe(
         rules, data.frame("summary.csv"), data.frame("gates.csv"),
         gains if gains is not None else data.frame("policies.csv"),
-        manifest.get("hosted_conditions"), level=level,
+        manifest.get("hosted_conditions"), level=level, quality=data.frame("quality.csv"),
     )  # fmt: skip
 
 

@@ -7,6 +7,7 @@ import json
 import math
 import re
 
+from harness.analysis.quality import PERPLEXITY_LIMIT
 from harness.report import derive, plots, theory
 from harness.report.attention import attention_section
 from harness.report.calibration import calibration_section
@@ -23,6 +24,7 @@ from harness.report.prescription import prescription_section
 from harness.report.rules import rules_section
 from harness.report.verdicts import ci_cell, n_cell
 from harness.report.viewer import viewer_html
+from harness.results import as_bool
 
 TITLES = {
     "prescription": "What breaks and what fixes it",
@@ -114,6 +116,15 @@ def survival(data: RunData) -> tuple[str, dict]:
     return html, {"fig-survival": fig}
 
 
+def _quality_cells(row: dict) -> list[str]:
+    """policies.csv's quality beside the gain (issue 53): the perplexity ratio and the rule's
+    verdict, blank where the run did not measure them."""
+    ratio = row.get("perplexity_ratio")
+    holds = as_bool(row.get("quality_holds"))
+    ratio_text = f"{ratio:.2f}x" if isinstance(ratio, float) and math.isfinite(ratio) else ""
+    return [ratio_text, "" if holds is None else ("yes" if holds else "no")]
+
+
 def policies(data: RunData) -> tuple[str, dict]:
     frame = data.frame("policies.csv")
     if frame is None:
@@ -122,19 +133,23 @@ def policies(data: RunData) -> tuple[str, dict]:
         "Each policy's adherence AUC gain over none against its token overhead, both "
         "policies on the same items and samples (paired), with the paired 95 % interval; "
         "stars and the dotted line are the Pareto frontier (no other policy gains more for "
-        "fewer tokens). Up and left is better; on the dashed line a policy changes nothing."
+        "fewer tokens). Up and left is better; on the dashed line a policy changes nothing. "
+        "Beside each gain, its quality (quality.csv): the perplexity of the policy's replies "
+        "under the unsteered model against none's, and whether the quality rule holds "
+        f"(perplexity within {PERPLEXITY_LIMIT:g}x, no more repetition than none's; "
+        "docs/remedies.md)."
     )
     rows = [
         [
             r["model"], r["item"], r["policy"], r["metric"], r["value"], r.get("none_value"),
             r.get("delta"), ci_cell(r, "delta"), n_cell(r, "delta"),
             f"{100 * r['token_overhead']:.1f} %" if "token_overhead" in r else "",
-            str(r.get("pareto", "")),
+            str(r.get("pareto", "")), *_quality_cells(r),
         ]
         for r in frame.to_dict("records")
     ]  # fmt: skip
     headers = ["model", "item", "policy", "metric", "value", "none", "delta", "95 % CI", "n",
-               "overhead", "pareto"]  # fmt: skip
+               "overhead", "pareto", "perplexity vs none", "quality holds"]  # fmt: skip
     fig = plots.pareto_figure(frame) if "token_overhead" in frame.columns else None
     html = (figure("fig-pareto", caption) if fig else "") + fold(
         f"Every comparison ({len(rows)} rows of policies.csv)", table(headers, rows)

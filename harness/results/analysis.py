@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from harness.results.base import CONDITION, MODEL_TOKENS, ResultRow
@@ -206,6 +207,14 @@ class PolicyRow(ResultRow):
     pareto: bool
     """on the Pareto front of (paired auc gain `delta`, token overhead) among the policies of
     the (model, item): no other policy gains more for fewer tokens"""
+    perplexity_ratio: float = math.nan
+    """quality.csv's: the policy's replies' perplexity under the unsteered model / `none`'s
+    (pooled: the worst item's; NaN where not measured, e.g. not an hf run)"""
+    degeneration_delta: float = math.nan
+    """quality.csv's: repeated-4-gram rate - `none`'s over paired samples (pooled: items' mean)"""
+    quality_holds: bool | None = None
+    """quality.csv's rule (docs/remedies.md: perplexity ratio <= 1.5, degeneration not shown
+    above `none`'s); pooled: every item's holds; None where not measured"""
 
 
 class CalibrationRow(ResultRow):

@@ -31,6 +31,15 @@ class QualityRow(ResultRow):
     degeneration: float
     """mean over samples of the share of generated 4-grams that repeat an earlier 4-gram of
     the same reply (0: no repetition; near 1: a loop)"""
+    degeneration_delta: float
+    """mean over paired samples (sample k here and under `none`) of degeneration - `none`'s"""
+    degeneration_delta_low: float
+    degeneration_delta_high: float
+    """the paired interval at the run's level (NaN without `none`)"""
+    quality_holds: bool | None
+    """the quality rule (docs/remedies.md): perplexity_ratio <= 1.5 where measured and
+    degeneration_delta_low <= 0 (its degeneration not shown above `none`'s); None where
+    neither was measured (no `none` to compare with)"""
     pass_rate: float
     """share of the decided check verdicts in windows.csv that pass (all checks, windows and
     whole replies)"""

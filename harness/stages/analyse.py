@@ -11,7 +11,7 @@ from harness.analysis.carried import carried_frame, record_points
 from harness.analysis.conversations import conversation_summary, turn_curves
 from harness.analysis.correlation import correlate_alpha_behaviour
 from harness.analysis.linkage import linkage_frame
-from harness.analysis.policies import compare_policies
+from harness.analysis.policies import compare_policies, with_quality
 from harness.analysis.predictor import predict_violations, window_features
 from harness.analysis.quality import quality_frame
 from harness.analysis.rules import rule_frames, rule_sentences
@@ -116,8 +116,10 @@ class AnalyseStage:
         divergence, nexttoken = ctx.frame(DivergenceRow), ctx.frame(NextTokenRow)
         features = window_features(windows, divergence, nexttoken, layers)
         out["predictor.csv"] = predict_violations(features, n_boot=st.draws, ci=st.level)
-        out["policies.csv"] = compare_policies(windows, tokens, level=st.level, horizon=horizon)
-        out["quality.csv"] = quality_frame(ctx.records(), windows)
+        out["quality.csv"] = quality_frame(ctx.records(), windows, level=st.level)
+        out["policies.csv"] = with_quality(
+            compare_policies(windows, tokens, level=st.level, horizon=horizon), out["quality.csv"]
+        )
         out["calibration.csv"] = calibration
         carried = carried_of(ctx, nexttoken)
         if carried is not None:

@@ -205,3 +205,35 @@ def test_probe_share_sees_spotlight(hf_tiny_model):
     assert plain.attention["share_prompt_mean"].min() < 0.5
     assert lit.attention["share_prompt_mean"].min() >= 0.5 - 1e-4
     assert (lit.rel_l2[-1, 20:] > plain.rel_l2[-1, 20:]).mean() > 0.5
+
+
+def test_a_run_with_a_remedy_puts_its_quality_beside_its_gain(tmp_path):
+    """A whole hf run (tiny model, probe off): quality.csv scores the remedy's replies under the
+    unsteered model and policies.csv carries that quality beside each paired gain (pooled: the
+    worst item's ratio), so the report's table and the prescription read it."""
+    from pathlib import Path
+
+    import harness
+    from harness.results import PolicyRow, QualityRow
+
+    config = {
+        "name": "remedy-quality", "models": ["tiny-random-llama"], "suites": ["mini-suite.yaml"],
+        "policies": ["none", {"name": "split_softmax", "k": 0.25}], "samples": 2,
+        "generation": {"engine": "hf", "max_tokens": 24, "temperature": 0.8,
+                       "continue_on_eos": True},
+        "scoring": {"window": 8}, "probe": {"enabled": False},
+    }  # fmt: skip
+    base = Path(__file__).parents[1] / "data" / "configs"
+    run = harness.run(harness.load_config(config, base=base), tmp_path / "out")
+    quality = run.frame(QualityRow).set_index(["item", "policy"])
+    remedy = quality.xs("split_softmax-0.25", level="policy")
+    assert len(remedy) == 2 and (remedy["perplexity_ratio"] > 0).all()
+    assert all(v in (True, False) for v in remedy["quality_holds"])
+    policies = run.frame(PolicyRow)
+    auc = policies[(policies["metric"] == "auc") & (policies["policy"] == "split_softmax-0.25")]
+    by_item = auc.set_index("item")
+    for item in remedy.index:
+        assert by_item.loc[item, "perplexity_ratio"] == pytest.approx(
+            remedy.loc[item, "perplexity_ratio"]
+        )
+    assert by_item.loc["all", "perplexity_ratio"] == pytest.approx(remedy["perplexity_ratio"].max())

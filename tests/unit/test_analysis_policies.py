@@ -14,6 +14,7 @@ from harness.analysis.policies import (
     compare_policies,
     pareto_front,
     point_metrics,
+    with_quality,
 )
 from harness.scoring.adherence import curve_metrics
 from harness.stats import mean_interval
@@ -235,3 +236,27 @@ def test_a_policy_run_on_fewer_items_is_compared_on_those_items_and_samples():
     gains = dict(zip(trace.text, trace.y, strict=True))
     assert gains == {"none": 0.0, "adaptive": 0.0}
     assert _get(out, "all", "none", "auc")["value"] == 0.75  # none's own mean: not charted
+
+
+def test_each_gain_carries_its_policy_s_quality_and_the_pooled_row_the_worst_item_s():
+    conds = _conds(items=("fr", "de"), policies=("none", "restate"))
+    windows = windows_frame(conds, passed=lambda m, i, p, s, w: p == "restate")
+    quality = pd.DataFrame([
+        dict(model="m", item=i, policy=p, perplexity_ratio=r, degeneration_delta=d,
+             quality_holds=h)
+        for i, p, r, d, h in (
+            ("fr", "none", 1.0, 0.0, True), ("de", "none", 1.0, 0.0, True),
+            ("fr", "restate", 1.2, 0.01, True), ("de", "restate", 2.5, 0.03, False),
+        )
+    ])  # fmt: skip
+    out = with_quality(compare_policies(windows, tokens_frame(conds)), quality)
+    assert list(out.columns) == COLUMNS
+    fr, de = _get(out, "fr", "restate", "auc"), _get(out, "de", "restate", "auc")
+    assert (fr["perplexity_ratio"], bool(fr["quality_holds"])) == (1.2, True)
+    assert (de["perplexity_ratio"], bool(de["quality_holds"])) == (2.5, False)
+    pooled = _get(out, "all", "restate", "auc")
+    assert pooled["perplexity_ratio"] == 2.5 and bool(pooled["quality_holds"]) is False
+    assert pooled["degeneration_delta"] == pytest.approx(0.02)
+    # a run without quality.csv keeps policies.csv as it was, the quality cells empty
+    plain = compare_policies(windows, tokens_frame(conds))
+    assert math.isnan(_get(plain, "fr", "restate", "auc")["perplexity_ratio"])

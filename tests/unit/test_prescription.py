@@ -196,3 +196,39 @@ def test_a_rule_every_reply_of_which_was_cut_says_so_and_is_no_pass():
     (row,) = prescribe(rules, None)
     assert row.holds == "cannot tell" and row.fix != NOT_NEEDED
     assert holds_text(row) == "no verdict: 16 replies cut at the token limit"
+
+
+def test_a_remedy_that_adheres_with_garbage_is_not_prescribed():
+    """Issue 53: split-softmax keeps the rule (its AUC clears the target) and adds no token, so
+    it is the cheapest passing policy, but the unsteered model finds its replies 4x as
+    surprising as none's: quality.csv (from the records' perplexities) rules it out, and the
+    costlier restate is the fix."""
+    from harness.analysis.quality import quality_frame
+    from harness.report.prescription import prescription_rows
+    from harness.text.records import GenerationRecord, Segment, TokenCounts
+
+    def record(policy: str, k: int, ppl: float) -> GenerationRecord:
+        ids = list(range(100 * k, 100 * k + 40))
+        return GenerationRecord(
+            model="m", item="conv", policy=policy, seed=0, sample=k, prompt_ids=[1],
+            continuation_ids=ids, segments=[Segment(kind="generated", start=0, end=40,
+            source="model")], text="", finish_reason="length", engine="hf", seconds=1.0,
+            tokens=TokenCounts(generated=40), perplexity=ppl,
+        )  # fmt: skip
+
+    ppl = {"none": 8.0, "restate": 9.0, "split_softmax-0.25": 32.0}
+    records = [record(p, k, v) for p, v in ppl.items() for k in range(8)]
+    aucs = {"none": AUCS["none"], "restate": AUCS["restate"],
+            "split_softmax-0.25": (0.95, 0.86, 1.0)}  # fmt: skip
+    frames = {
+        "rules.csv": _rules(aucs),
+        "summary.csv": _summary({"none": 0, "restate": 400, "split_softmax-0.25": 0}),
+        "quality.csv": quality_frame(records, pd.DataFrame()),
+    }
+    (row,) = prescription_rows(RunData(run_dir=Path("."), frames=frames))
+    assert row.fix == "restate"
+    assert "split_softmax-0.25: its quality does not hold (perplexity 4.00x none's)" in row.rejected
+    # without quality.csv the remedy would be the fix: the rule is what turns it away
+    del frames["quality.csv"]
+    (row,) = prescription_rows(RunData(run_dir=Path("."), frames=frames))
+    assert row.fix == "split_softmax-0.25"

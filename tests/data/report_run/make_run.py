@@ -311,7 +311,8 @@ def build_run(out: Path) -> Path:
             best = max(best, r.auc)
             delta = r.auc - none["auc"]
             pol.append((MODEL, item, r.policy, "auc", r.auc, none["auc"], delta, delta - 0.1,
-                        delta + 0.1, SAMPLES, "betting", r.token_overhead, pareto))  # fmt: skip
+                        delta + 0.1, SAMPLES, "betting", r.token_overhead, pareto,
+                        float("nan"), float("nan"), None))  # fmt: skip
     _write(out, PolicyRow, pd.DataFrame(pol, columns=PolicyRow.columns()))
 
     write_relay_csv(solve_relay(32, 3, 10_000), out / "relay.csv")
