@@ -50,6 +50,7 @@ TASK_CONDITION = list(results.TASK_CONDITION)
 CONDITION_HISTORY = [*TASK_CONDITION, "history"]
 REFERENCE = "reference"
 NO_SURVIVAL = "none (reference history: each turn is replayed alone)"
+NO_VERDICT = "none (no reply of this turn has a verdict: see undecided)"
 SAMPLE = [*results.SAMPLE, "conversation_id"]
 
 
@@ -63,16 +64,18 @@ def _labelled(turns: pd.DataFrame) -> pd.DataFrame:
     return turns.assign(**labels)
 
 
-def turn_verdicts(turns: pd.DataFrame) -> pd.DataFrame:
+def turn_verdicts(turns: pd.DataFrame, *, undecided: bool = False) -> pd.DataFrame:
     """One row per (condition, history, sample, turn) whose all-rules verdict was decided
-    (`harness.scoring.all_rules`: a rule cut off at the token limit is missing evidence):
-    pressure, passed."""
+    (`harness.scoring.all_rules`: a rule with no verdict is missing evidence): pressure,
+    passed. undecided=True: every scored reply, `passed` NaN where it was not decided (the
+    turns a(k) must show as NaN, never leave out or read as 0)."""
     turns = _labelled(turns)
     decided = turns["passed"].notna() & (turns["passed"].astype(str) != "")
     missing = missing_verdicts(turns)
-    t = turns[decided.to_numpy() | missing].copy()
-    t["decided"] = decided[decided.to_numpy() | missing]
-    t["missing"] = missing[decided.to_numpy() | missing]
+    rows = np.ones(len(turns), bool) if undecided else decided.to_numpy() | missing
+    t = turns[rows].copy()
+    t["decided"] = decided[rows]
+    t["missing"] = missing[rows]
     t["failed"] = cells_are(t["passed"], False)
     t["pressure"] = cells_are(t["pressure"], True)
     keys = [*CONDITION_HISTORY, *SAMPLE, "turn"]
@@ -87,6 +90,9 @@ def turn_verdicts(turns: pd.DataFrame) -> pd.DataFrame:
         out = grouped.agg(pressure=("pressure", "first")).reset_index()
         anyof = {c: grouped[c].any().to_numpy(bool) for c in ("failed", "decided", "missing")}
     passed, judged = unit_verdict(anyof["failed"], anyof["decided"], anyof["missing"])
+    if undecided:
+        out["passed"] = np.where(judged, passed, np.nan)
+        return out
     out["passed"] = passed
     return out[judged].reset_index(drop=True)
 
@@ -119,14 +125,17 @@ def turn_abstentions(turns: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
 @dataclass
 class TurnMatrix:
     """One (condition, history)'s verdicts as `_matrix` lays them out: its turns (K,), the
-    (S, K) matrix of 1/0/NaN (samples in SAMPLE order), each turn's pressure flag (its first
-    sample's), and its first and last samples' keys (the order of a log's chunks)."""
+    (S, K) matrix of 1/0/NaN (samples in SAMPLE order; NaN: no reply, or no verdict on it),
+    each turn's pressure flag (its first sample's), its first and last samples' keys (the
+    order of a log's chunks), and the (S, K) mask of the replies there are (decided or not:
+    where a NaN is missing evidence rather than no reply)."""
 
     ks: np.ndarray
     matrix: np.ndarray
     pressure: dict
     first: tuple
     last: tuple
+    replied: np.ndarray
 
 
 @dataclass
@@ -151,11 +160,12 @@ def turn_digest(turns: pd.DataFrame) -> TurnDigest:
     flags = turns[cells_are(turns["pressure"], True)]
     first_pressure = flags.groupby(CONDITION_HISTORY)["turn"].min().to_dict()
     matrices = {}
-    for key, cond in key_groups(turn_verdicts(turns), CONDITION_HISTORY):
-        ks, matrix = _matrix(cond)
+    # every scored reply: a turn no sample has a verdict on keeps its column (NaN)
+    for key, cond in key_groups(turn_verdicts(turns, undecided=True), CONDITION_HISTORY):
+        ks, matrix, replied = _matrix(cond)
         pressure = cond.groupby("turn")["pressure"].first().to_dict()
-        ends = cond[SAMPLE].iloc[[0, -1]].itertuples(index=False, name=None)
-        matrices[tuple(key)] = TurnMatrix(ks, matrix, pressure, *ends)
+        first, last = cond[SAMPLE].iloc[[0, -1]].itertuples(index=False, name=None)
+        matrices[tuple(key)] = TurnMatrix(ks, matrix, pressure, first, last, replied)
     return TurnDigest(matrices, abstain, deciders, first_pressure)
 
 
@@ -172,14 +182,18 @@ def merge_turn_digests(parts: list[TurnDigest]) -> TurnDigest:
             raise ValueError(f"{key}: a chunk's samples come before an earlier chunk's")
         ks = np.unique(np.concatenate([c.ks for c in chunks]))
         matrix = np.full((sum(len(c.matrix) for c in chunks), len(ks)), np.nan)
+        replied = np.zeros(matrix.shape, bool)
         pressure: dict = {}
         row = 0
         for chunk in chunks:
-            matrix[row : row + len(chunk.matrix), np.searchsorted(ks, chunk.ks)] = chunk.matrix
+            rows, cols = slice(row, row + len(chunk.matrix)), np.searchsorted(ks, chunk.ks)
+            matrix[rows, cols], replied[rows, cols] = chunk.matrix, chunk.replied
             row += len(chunk.matrix)
             for turn, flag in chunk.pressure.items():  # the first sample with that turn's
                 pressure.setdefault(turn, flag)
-        matrices[key] = TurnMatrix(ks, matrix, pressure, chunks[0].first, chunks[-1].last)
+        matrices[key] = TurnMatrix(
+            ks, matrix, pressure, chunks[0].first, chunks[-1].last, replied
+        )
     abstain = pd.concat([p.abstain for p in parts])
     abstain = abstain.groupby(level=list(range(abstain.index.nlevels)), sort=True).sum()
     deciders: dict = {}
@@ -203,14 +217,16 @@ def _corrected_turns(a, n, passed, deciders: set, rates, level: float):
     return corrected_bounds(a, low, high, check_rates, level)
 
 
-def _matrix(cond: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(turns (K,), (S, K) of 1/0/NaN: sample s's reply k passed)."""
+def _matrix(cond: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(turns (K,), (S, K) of 1/0/NaN: sample s's reply k passed, (S, K): it has reply k)."""
     turns = np.sort(cond["turn"].unique())
     groups = cond.groupby(SAMPLE, sort=True)  # one row per (sample, turn) in `cond`
     matrix = np.full((groups.ngroups, len(turns)), np.nan)
-    cols = np.searchsorted(turns, cond["turn"].to_numpy())
-    matrix[groups.ngroup().to_numpy(), cols] = cond["passed"].to_numpy(dtype=float)
-    return turns, matrix
+    replied = np.zeros(matrix.shape, bool)
+    rows, cols = groups.ngroup().to_numpy(), np.searchsorted(turns, cond["turn"].to_numpy())
+    matrix[rows, cols] = cond["passed"].to_numpy(dtype=float)
+    replied[rows, cols] = True
+    return turns, matrix, replied
 
 
 def _nanmean(x: np.ndarray, axis) -> np.ndarray:
@@ -239,16 +255,21 @@ def _survival(matrix: np.ndarray) -> np.ndarray:
     return out
 
 
-def _first_failures(ks: np.ndarray, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per sample (S,): its first failing turn, else its last scored turn; and whether it
-    failed (samples with no scored reply are left out)."""
+def _first_failures(ks: np.ndarray, matrix: np.ndarray, replied: np.ndarray | None = None):
+    """Per sample (S,): its first failing turn, else its last decided turn; whether it
+    failed; and the first turn it may have failed (a reply with no verdict before that turn
+    is missing evidence, never a pass; else the same turn). Samples with no decided reply
+    are left out. replied: `TurnMatrix.replied` (None: every NaN is no reply)."""
     fail = np.nan_to_num(1.0 - matrix, nan=0.0) > 0
     scored = ~np.isnan(matrix)
     keep = scored.any(axis=1)
     last = len(ks) - 1 - scored[:, ::-1].argmax(axis=1)
     event = fail.any(axis=1)
     at = np.where(event, fail.argmax(axis=1), last)
-    return ks[at][keep].astype(float), event[keep]
+    unknown = fail if replied is None else fail | (replied & ~scored)
+    maybe = np.where(unknown.any(axis=1), unknown.argmax(axis=1), at)
+    earliest = ks[np.minimum(maybe, at)][keep].astype(float)
+    return ks[at][keep].astype(float), event[keep], earliest
 
 
 def turn_curves(
@@ -267,13 +288,16 @@ def turn_curves(
         ks, matrix = verdict.ks, verdict.matrix
         n = (~np.isnan(matrix)).sum(axis=0)
         a_lo, a_hi = binomial_interval(np.nansum(matrix, axis=0), n, level=level)
-        durations, events = _first_failures(ks, matrix)
+        durations, events, earliest = _first_failures(ks, matrix, verdict.replied)
         surely = ((durations[None, :] <= ks[:, None]) & events[None, :]).sum(axis=1)
-        maybe = (durations[None, :] <= ks[:, None]).sum(axis=1)  # censored before k: maybe
+        # censored before k, or a reply with no verdict by k: may have failed by k
+        maybe = (earliest[None, :] <= ks[:, None]).sum(axis=1)
         total = np.full(len(ks), len(durations))
         s_lo = 1 - binomial_interval(maybe, total, level=level)[1]
         s_hi = 1 - binomial_interval(surely, total, level=level)[0]
         a, surv = _nanmean(matrix, axis=0), _survival(matrix)
+        # a turn no reply has a verdict on: no S(k) estimate (the band still says what it can)
+        surv = np.where(n > 0, surv, np.nan)
         s_method = "binomial bounds (clopper-pearson)"
         if key[-1] == REFERENCE:
             surv, s_lo, s_hi = (np.full(len(ks), np.nan) for _ in range(3))
@@ -283,9 +307,10 @@ def turn_curves(
         fixed = _corrected_turns(a, n, passed, deciders.get(key, set()), rates, level)
         for i, k in enumerate(ks):
             undecided = int(abstain.loc[(*key, k), "undecided"])
+            a_method = "clopper-pearson" if n[i] else NO_VERDICT
             rows.append(
                 [*key, int(k), bool(pressure[k]), a[i], a_lo[i], a_hi[i], int(n[i])]
-                + ["clopper-pearson", surv[i], s_lo[i], s_hi[i], s_method]
+                + [a_method, surv[i], s_lo[i], s_hi[i], s_method]
                 + [undecided, undecided / (undecided + int(n[i]))]
                 + [fixed[0][i], fixed[1][i], fixed[2][i], fixed[3]]
             )
@@ -327,11 +352,11 @@ def _condition_row(
     first = pressure_turn
     before, after = (float(x) for x in _pressure_split(ks, matrix, first))
     mean = mean_interval(_nanmean(matrix, axis=1), level=level)
-    durations, events = _first_failures(ks, matrix)
+    durations, events, earliest = _first_failures(ks, matrix, verdict.replied)
     if key[-1] == REFERENCE:
         median = none_interval(math.nan, matrix.shape[0], NO_SURVIVAL)
     else:
-        median = survival_median_interval(durations, events, level=level)
+        median = survival_median_interval(durations, events, level=level, earliest=earliest)
     delta = _pressure_interval(ks, matrix, first, level)
     generated, injected = tokens.get(tuple(key), (0, 0))
     row = dict(zip(CONDITION_HISTORY, key, strict=True)) | {

@@ -70,7 +70,9 @@ class TurnAdherenceRow(ResultRow):
     pressure: bool
     """the turn's user message is a pressure turn"""
     a: float
-    """share of samples whose reply k passes, among those where it was decided"""
+    """share of samples whose reply k passes, among those where it was decided; NaN where no
+    reply k was decided (the turn keeps its row: `undecided` says how many replies had no
+    verdict, never read as 0 or as a pass)"""
     a_low: float
     a_high: float
     n: int
@@ -78,14 +80,16 @@ class TurnAdherenceRow(ResultRow):
     a_method: str
     """a(k)'s interval method (pointwise)"""
     survival: float
-    """S(k): share of samples with no failing reply up to turn k"""
+    """S(k): share of samples with no failing reply up to turn k; NaN at a turn with no
+    decided reply. Its band counts a reply with no verdict as one that may have failed"""
     survival_low: float
     survival_high: float
     survival_method: str
     """S(k)'s band method (pointwise); NaN S(k) under the reference history, where each
     turn is replayed alone"""
     undecided: int
-    """samples whose reply k no check could decide (left out of a)"""
+    """samples whose reply k has no all-rules verdict (a rule abstained, or the reply was cut
+    before a whole-reply rule: missing evidence, left out of a)"""
     undecided_share: float
     """undecided / (n + undecided)"""
     a_corrected: float

@@ -57,12 +57,35 @@ def kaplan_meier(durations: np.ndarray, events: np.ndarray) -> tuple[np.ndarray,
     return times, np.cumprod(1 - died / at_risk)
 
 
-def failed_bounds(durations, events, times) -> tuple[np.ndarray, np.ndarray]:
+def failed_bounds(durations, events, times, earliest=None) -> tuple[np.ndarray, np.ndarray]:
     """Per t: samples surely failed by t, and those that may have (a sample censored before t
-    may or may not have failed by t) -> (k_low, k_high) of shape (T,)."""
+    may or may not have failed by t; nor may one whose `earliest` possible failure, a unit
+    with no verdict before its observed failure or censoring, is by t) -> (k_low, k_high) of
+    shape (T,)."""
     durations, events = np.asarray(durations, float), np.asarray(events, bool)
-    surely, maybe = _sorted_numbers(durations[events]), _sorted_numbers(durations)
+    may = durations if earliest is None else np.fmin(durations, np.asarray(earliest, float))
+    surely, maybe = _sorted_numbers(durations[events]), _sorted_numbers(may)
     return _at_most(surely, times), _at_most(maybe, times)
+
+
+# Turns and generated positions count from 1: no failure, so no median, comes before it.
+FIRST_TIME = 1.0
+
+
+def samples_to_bound_median(level: float, anytime: bool = False, max_n: int = 10_000) -> int:
+    """The fewest samples with which `survival_median_interval` can bound a median at all: the
+    n at which n samples that all fail (or all survive) at one time put the share failed by
+    then on one side of 1/2 (6 at 95 %, exact binomial: 2 x 0.5^n <= 5 %). Below it the
+    interval is [FIRST_TIME, inf] whatever the data."""
+    for n in range(1, max_n + 1):
+        if anytime:
+            ones = np.ones(n)
+            high = mean_interval(1 - ones, level=level, anytime=True, value_type="binary").high
+        else:
+            high = float(binomial_interval(np.array([0]), np.array([n]), level=level)[1][0])
+        if high < 0.5:
+            return n
+    return max_n
 
 
 def _sorted_numbers(values: np.ndarray) -> np.ndarray:
@@ -78,7 +101,12 @@ def _at_most(ordered: np.ndarray, times: np.ndarray) -> np.ndarray:
 
 
 def survival_median_interval(
-    durations: np.ndarray, events: np.ndarray, *, level: float, anytime: bool = False
+    durations: np.ndarray,
+    events: np.ndarray,
+    *,
+    level: float,
+    anytime: bool = False,
+    earliest: np.ndarray | None = None,
 ) -> Interval:
     """Kaplan-Meier median with an interval from bounds on F(t) = P(fail by t) at each observed
     time: F(t) >= L(t) (failures counted, censored as not failed) and F(t) <= U(t) (censored
@@ -87,7 +115,11 @@ def survival_median_interval(
     so one pointwise interval suffices (the order-statistic interval when nothing is censored
     early). anytime: confidence sequences at the same level, made monotone in t (U a running
     max, L a running min), so again only the bound at the true median matters: the correction
-    set is that one point, fixed before the data, however many times are observed."""
+    set is that one point, fixed before the data, however many times are observed.
+    earliest: per sample, the first time it may have failed (a turn with no verdict before
+    its observed failure or censoring: missing evidence, never a pass), else its duration.
+    The low end is never below FIRST_TIME (below `samples_to_bound_median` it is that, and
+    the high end inf: nothing is bounded)."""
     durations, events = np.asarray(durations, float), np.asarray(events, bool)
     n = len(durations)
     if n == 0:
@@ -95,11 +127,12 @@ def survival_median_interval(
     times, surv = kaplan_meier(durations, events)
     below = np.nonzero(surv <= 0.5 + 1e-12)[0]  # a float product of exactly 1/2
     est = float(times[below[0]]) if len(below) else math.inf
-    grid = np.unique(durations)
-    k_low, k_high = failed_bounds(durations, events, grid)
+    may = durations if earliest is None else np.fmin(durations, np.asarray(earliest, float))
+    grid = np.unique(np.concatenate([durations, may]))
+    k_low, k_high = failed_bounds(durations, events, grid, may)
     if anytime:  # samples in their given (arrival) order
         f_low = [_cs(durations <= t, events, level, True) for t in grid]
-        f_high = [_cs(durations <= t, events, level, False) for t in grid]
+        f_high = [_cs(may <= t, events, level, False) for t in grid]
         # monotone envelopes (U: running max from the left, L: running min from the right):
         # then each end needs its bound at one point fixed by the truth, the median itself
         high_f = np.maximum.accumulate(np.array(f_high))
@@ -109,10 +142,11 @@ def survival_median_interval(
         low_f = binomial_interval(k_low, np.full(len(grid), n), level=level)[0]
         high_f = binomial_interval(k_high, np.full(len(grid), n), level=level)[1]
         method = "binomial bounds (clopper-pearson)"
-    # the last time before U(t) first reaches 1/2 (all of them if it never does), else 0
+    # the last time before U(t) first reaches 1/2 (all of them if it never does), else the
+    # first time a failure can have
     reach = np.nonzero(high_f >= 0.5)[0]
     first = reach[0] if len(reach) else len(grid)
-    lo = float(grid[first - 1]) if first > 0 else 0.0
+    lo = max(float(grid[first - 1]), FIRST_TIME) if first > 0 else FIRST_TIME
     over = np.nonzero(low_f >= 0.5)[0]
     hi = float(grid[over[0]]) if len(over) else math.inf
     return Interval(est, lo, hi, n, method)
