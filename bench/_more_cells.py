@@ -70,8 +70,11 @@ def conversation_cells(process: str, n: int, reps: int, rng) -> list[Cell]:
     """a(k), S(k), mean, first failing turn, pressure change (per item and pooled)."""
     label = f"{process} n={n}"
     if process.startswith("breaks"):
-        h = float(process.split("=")[1])
+        h, *cut = (float(part.split("=")[1]) for part in process.split()[1:])
         turns = turn_rows(breaks(rng.random((reps, n)), h), "i0").assign(pressure=False)
+        if cut:  # a share of the replies, at random, has no verdict (cut at the token limit)
+            gone = rng.random(len(turns)) < cut[0]
+            turns = turns.assign(passed=turns["passed"].astype(object).where(~gone, None))
         alive = (1 - h) ** np.arange(1, WINDOWS + 1)
         k_med = int(np.nonzero(1 - alive >= 0.5)[0][0]) + 1 if (1 - alive >= 0.5).any() else 99
         truths = {"a": alive[1], "survival": alive[3], "mean": alive.mean(),

@@ -47,7 +47,8 @@ FULL = (  # the cheap families first: a run stopped early has measured them
     + [("calibration", calibration_cells, (proc, n)) for proc in ("independent", "sticky")
        for n in (4, 16, 64)]
     + [("conversations", conversation_cells, (proc, n)) for n in (4, 16, 64)
-       for proc in ("independent", "markov 0.7", "sticky", "breaks h=0.2", "breaks h=0.45")]
+       for proc in ("independent", "markov 0.7", "sticky", "breaks h=0.2", "breaks h=0.45",
+                    "breaks h=0.2 cut=0.3")]
     + [("sequential", sequential_cells, (proc, p)) for proc in ("sticky", "independent", "mixed")
        for p in (0.72, 0.88)]
     + [("survival", survival_cells, ("breaks", n, (h,))) for n in (4, 16, 64)

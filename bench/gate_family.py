@@ -26,8 +26,9 @@ import time
 import numpy as np
 import pandas as pd
 
-from harness.analysis.gate_family import ladder_row
+from harness.analysis.gate_family import ladder_row, prescription_level, with_level
 from harness.analysis.gates import evaluate_gates
+from harness.analysis.prescription import prescribe
 from harness.config.gate_specs import GateSpec, gate_levels
 from harness.scoring.adherence import gate_bounds
 
@@ -82,6 +83,61 @@ def family_error(reps: int, seed: int = 0, samples: int = 40) -> dict[str, float
     }
 
 
+# The prescription (harness.analysis.prescription): 5 items x 5 rules under `none` and one
+# other policy, the AUC of each against the target 0.8 (no gates: its own budget). Half the
+# conditions sit at the target (0.8: a `no` or `fails` is wrong), half just under it (0.799: a
+# `yes`, `passes` or `fix` is wrong): every test at its least favourable place.
+TARGET = 0.8
+PRESCRIPTION_TRUTHS = (TARGET, TARGET - 0.001)
+
+
+def prescription_run(rng: np.random.Generator, samples: int, family: bool) -> tuple[list, dict]:
+    """(PrescriptionRows, truth by (item, rule, policy)) of one simulated run: rules.csv's
+    rows as `rule_frames` makes them (`gate_bounds` at the gates' level and, with `family`,
+    the table's `prescription_level` in holm_bounds; without, as before: per row)."""
+    conditions = [(f"i{i}", f"r{r}", p) for i in range(5) for r in range(5)
+                  for p in ("none", "periodic")]  # fmt: skip
+    levels = with_level(LEVEL, prescription_level(LEVEL, len(conditions))) if family else LEVEL
+    rows, truth = [], {}
+    for k, (item, rule, policy) in enumerate(conditions):
+        p = PRESCRIPTION_TRUTHS[(k + rng.integers(2)) % 2]
+        values = (rng.uniform(size=samples) < p).astype(float)
+        truth[(item, rule, policy)] = p
+        rows.append(dict(model="m", task="s", item=item, policy=policy, rule=rule,
+                         sentence="", auc=values.mean(), auc_n=samples, n_samples=samples,
+                         below=TARGET, **gate_bounds({"auc": values}, levels, False)))  # fmt: skip
+    return prescribe(pd.DataFrame(rows), None, level=LEVEL), truth
+
+
+def wrong_rows(rows: list, truth: dict) -> int:
+    """Decided statements of the table that are wrong: `holds` yes/no of the baseline, the
+    fix chosen (it passes), and each other policy said to fail."""
+    bad = 0
+    for r in rows:
+        base = truth[(r.item, r.rule, r.baseline)] >= TARGET
+        bad += (r.holds == "yes" and not base) or (r.holds == "no" and base)
+        for policy in ("periodic",):
+            above = truth[(r.item, r.rule, policy)] >= TARGET
+            bad += (r.fix == policy and not above) or (f"{policy}: fails" in r.rejected and above)
+    return bad
+
+
+def prescription_error(reps: int, seed: int = 0, samples: int = 40) -> dict[str, float]:
+    """Share of runs with a wrong decided row, under the table's budget and per row (the same
+    samples: one rng stream per arm from one seed), and the share of rows decided."""
+    out = {}
+    for family in (True, False):
+        rng = np.random.default_rng(seed)
+        runs = decided = 0
+        for _ in range(reps):
+            rows, truth = prescription_run(rng, samples, family)
+            runs += wrong_rows(rows, truth) > 0
+            decided += sum(r.holds != "cannot tell" for r in rows)
+        name = "family" if family else "per_row"
+        out[name], out[f"{name}_decided"] = runs / reps, decided / (reps * 25)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=1000)
@@ -97,8 +153,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"family-wise error, holm:      {100 * rates['holm']:.1f} % ({budget})")
     print(f"family-wise error, per check: {100 * rates['none']:.1f} % (bound: 8 x 5 % = 40 %)")
     print(f"checks decided under holm:    {100 * rates['decided']:.1f} %")
-    print(f"Monte-Carlo error at 5 %: {100 * mc:.1f} points; {time.perf_counter() - start:.0f} s")
     ok = rates["holm"] <= (1 - LEVEL) + 3 * mc
+    table = prescription_error(reps, args.seed)
+    print(f"prescription, {reps} runs of 5 items x 5 rules x 2 policies (no gates):")
+    print(f"  any wrong decided row, table's budget: {100 * table['family']:.1f} % ({budget}); "
+          f"rows decided {100 * table['family_decided']:.1f} %")
+    print(f"  any wrong decided row, per row:        {100 * table['per_row']:.1f} %; "
+          f"rows decided {100 * table['per_row_decided']:.1f} %")
+    ok = ok and table["family"] <= (1 - LEVEL) + 3 * mc
+    print(f"Monte-Carlo error at 5 %: {100 * mc:.1f} points; {time.perf_counter() - start:.0f} s")
     print(f"verdict: {'pass' if ok else 'FAIL'}")
     return 0 if ok else 1
 

@@ -93,3 +93,20 @@ def family_note(family: str, level: float, m: int) -> str:
     if family == IN_FAMILY:
         return f"Holm over {m} bounds, any wrong verdict <= {100 * (1 - level):.3g} %"
     return ""
+
+
+def prescription_level(level: float, statements: int) -> float:
+    """The one-sided level of each AUC-against-target test of the prescription
+    (`harness.analysis.prescription`): Bonferroni over its `statements` tests, one per rules.csv
+    row (model, item, policy, rule: fixed by the config, before the data), so the chance that
+    any decided row of the table is wrong is <= 1 - level. rules.csv's `holm_bounds` carry the
+    AUC's bounds at it (`harness.analysis.rules.rule_frames`)."""
+    return 1 - (1 - level) / max(statements, 1)
+
+
+def with_level(gate_level: float | tuple[float, ...], extra: float) -> tuple[float, ...]:
+    """`gate_level` (a level, or the gates' (first, Holm's later levels...)) with `extra`
+    added to the levels whose bounds go to `holm_bounds` (the first stays the gates')."""
+    levels = (gate_level,) if isinstance(gate_level, (int, float)) else tuple(gate_level)
+    return (*levels, extra)
+

@@ -21,9 +21,11 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.gate_family import ladder_row, prescription_level
 from harness.analysis.policies import compare_policies
 from harness.analysis.quality import PERPLEXITY_LIMIT
 from harness.results import PrescriptionRow, as_bool
+from harness.scoring.survival import samples_to_bound_median
 from harness.stats import DEFAULT_LEVEL
 from harness.stats.sided import samples_to_decide
 
@@ -63,8 +65,37 @@ def _condition_rows(rules: pd.DataFrame | None, summary: pd.DataFrame | None) ->
     return own.assign(rule=ALL_RULES, sentence="", below=0.8)
 
 
-def _judge(row: dict, gates: list[dict], target: float, level: float) -> tuple[str, str, float]:
-    """(holds, basis, samples to tell) of one condition's rule."""
+def family_rows(conditions: pd.DataFrame, level: float) -> pd.DataFrame:
+    """`conditions` with the AUC's one-sided bounds at the table's level (`prescription_level`
+    over its rows, from rules.csv's `holm_bounds`) and each row's `tested` level and
+    `error_control`; a row without bounds at that level (summary.csv's all-rules rows, an
+    older rules.csv) keeps its own, and says its level is per row."""
+    alpha, statements = 100 * (1 - level), len(conditions)
+    tested = prescription_level(level, statements)
+    rows = []
+    for row in conditions.to_dict("records"):
+        found = ladder_row(row, "auc", tested)
+        if found is not None:
+            control = (
+                f"AUC vs target, Bonferroni over the table's {statements} tests (each at "
+                f"{100 * tested:.4g} %): any wrong decided row <= {alpha:.3g} %"
+            )
+            rows.append(found | {"tested": tested, "error_control": control})
+        else:
+            control = f"AUC vs target, per row: each decided row wrong <= {alpha:.3g} %"
+            rows.append(row | {"tested": level, "error_control": control})
+    return pd.DataFrame(rows, columns=[*conditions.columns, "tested", "error_control"])
+
+
+GATES_CONTROL = "gates: the run's gate family (gates.csv's `family`, the report's gates section)"
+
+
+def _judge(
+    row: dict, gates: list[dict], target: float, level: float, tell: bool = True
+) -> tuple[str, str, float]:
+    """(holds, basis, samples to tell) of one condition's rule; `level`: the one-sided level
+    the AUC's bounds were made at (samples to tell projects at it; tell=False: NaN, not
+    projected, for the policies only the fix reads)."""
     if gates:
         verdicts = [str(g["verdict"]) for g in gates]
         basis = ", ".join(f"gates[{int(g['gate'])}]" for g in gates)
@@ -86,21 +117,27 @@ def _judge(row: dict, gates: list[dict], target: float, level: float) -> tuple[s
         return "yes", basis, math.nan
     if high < target:
         return "no", basis, math.nan
-    tell = math.nan
-    if math.isfinite(auc) and math.isfinite(n) and n >= 1:
+    needed = math.nan
+    if tell and math.isfinite(auc) and math.isfinite(n) and n >= 1:
         found = samples_to_decide(auc, int(n), bound=target, level=level, max_n=MAX_SAMPLES)
-        tell = math.nan if found is None else float(found)
-    return "cannot tell", basis, tell
+        needed = math.nan if found is None else float(found)
+    return "cannot tell", basis, needed
 
 
-def _breaks(row: dict) -> tuple[str, float, float, float]:
-    turn = _f(row.get("first_fail_turn"))
-    if not math.isnan(turn):
-        return "turn", turn, _f(row.get("first_fail_turn_low")), _f(row.get("first_fail_turn_high"))
-    t = _f(row.get("survival_median"))
-    if not math.isnan(t):
-        return "t", t, _f(row.get("survival_median_low")), _f(row.get("survival_median_high"))
-    return "", math.nan, math.nan, math.nan
+def _breaks(row: dict, level: float) -> tuple[str, float, float, float, str]:
+    """(axis, the median first failing turn or position, its interval, a note): where the
+    samples are too few for any distribution-free interval of a median, the interval is NaN
+    and the note says so (`cannot bound at n = 4: 6 samples would`), never [1, inf]."""
+    for axis, name in (("turn", "first_fail_turn"), ("t", "survival_median")):
+        at = _f(row.get(name))
+        if math.isnan(at):
+            continue
+        low, high, n = (_f(row.get(f"{name}_{end}")) for end in ("low", "high", "n"))
+        need = samples_to_bound_median(level)
+        if math.isfinite(n) and n < need:
+            return axis, at, math.nan, math.nan, f"cannot bound at n = {int(n)}: {need} samples would"
+        return axis, at, low, high, ""
+    return "", math.nan, math.nan, math.nan, ""
 
 
 def _quality_problem(summary_row: dict | None, quality_row: dict | None = None) -> str:
@@ -165,6 +202,7 @@ def prescribe(
     conditions = _condition_rows(rules, summary)
     if conditions.empty:
         return []
+    conditions = family_rows(conditions, level)
     tables = _Tables(summary, gates, policies, costs, quality)
     out = []
     for (model, item, rule), rows in conditions.groupby(["model", "item", "rule"], sort=True):
@@ -181,12 +219,15 @@ def _prescribe_rule(
     target = _f(base.get("below"))
     target = 0.8 if math.isnan(target) else target
 
-    def judged(policy: str) -> tuple[str, str, float]:
+    def judged(policy: str, tell: bool = False) -> tuple[str, str, float]:
         gates = tables.gates.get((model, item, policy, rule), [])
-        return _judge(by_policy[policy], gates, target, level)
+        row = by_policy[policy]
+        return _judge(row, gates, target, _f(row.get("tested", level)), tell)
 
-    holds, basis, tell = judged(baseline)
-    axis, at, low, high = _breaks(base)
+    holds, basis, tell = judged(baseline, tell=True)
+    gated = bool(tables.gates.get((model, item, baseline, rule)))
+    control = GATES_CONTROL if gated else str(base.get("error_control") or "")
+    axis, at, low, high, bound_note = _breaks(base, level)
     fix, rejected, chosen = _pick_fix(model, item, baseline, holds, by_policy, tables, judged)
     paired = tables.gain(model, item, chosen, rule) if chosen else None
     tokens, overhead = tables.tokens(model, item, chosen) if chosen else (math.nan, math.nan)
@@ -204,12 +245,13 @@ def _prescribe_rule(
         auc_high=_f(base.get("auc_high")),
         n=int(_f(base.get("auc_n", base.get("n_samples"))) if not math.isnan(
             _f(base.get("auc_n", base.get("n_samples")))) else 0),
-        breaks_axis=axis, breaks=at, breaks_low=low, breaks_high=high,
+        breaks_axis=axis, breaks=at, breaks_low=low, breaks_high=high, breaks_note=bound_note,
         samples_to_tell=tell, fix=fix,
         fix_delta=_f((paired or {}).get("delta")),
         fix_delta_low=_f((paired or {}).get("delta_low")),
         fix_delta_high=_f((paired or {}).get("delta_high")),
         fix_tokens=tokens, fix_overhead=overhead, fix_usd=usd, rejected="; ".join(rejected),
+        error_control=control,
     )  # fmt: skip
 
 

@@ -19,6 +19,7 @@ import pandas as pd
 
 from harness import results
 from harness.analysis.conversations import conversation_summary, turn_curves
+from harness.analysis.gate_family import prescription_level, with_level
 from harness.checks import CUT_OFF_REASON
 from harness.results import RuleCurveRow, RuleRow, cells_are, result_frame
 from harness.results.base import MODEL_TOKENS
@@ -76,6 +77,11 @@ def rule_frames(
     turns). sentences: (item, rule) -> the prompt sentence the rule enforces."""
     windows = with_rules(windows)
     turns = with_rules(turns) if turns is not None and not turns.empty else None
+    # the prescription's AUC tests, one per row of rules.csv: their level goes to holm_bounds
+    statements = windows.groupby([*TASK_CONDITION, "rule"], sort=False).ngroups
+    gate_level = with_level(
+        level if gate_level is None else gate_level, prescription_level(level, statements)
+    )
     rows, curves = [], []
     for rule in dict.fromkeys(windows["rule"]):
         own = (windows["rule"] == rule).to_numpy()

@@ -78,7 +78,7 @@ def breaks_text(row: PrescriptionRow) -> str:
     unit = "turn" if row.breaks_axis == "turn" else "t ="
     if math.isinf(row.breaks):
         return "never"
-    interval = ""
+    interval = f" ({row.breaks_note})" if row.breaks_note else ""
     if not (math.isnan(row.breaks_low) or math.isnan(row.breaks_high)):
         interval = f" [{_num(row.breaks_low)}, {_num(row.breaks_high)}]"
     return f"{unit} {_num(row.breaks)}{interval}"
@@ -146,4 +146,7 @@ def prescription_section(data: RunData) -> tuple[str, dict]:
         f"<ul>{''.join(why)}</ul></details>"
         if why else ""
     )  # fmt: skip
-    return f'<p class="claim">{esc(headline(rows))}</p>' + table + note(LEGEND) + details, {}
+    controls = "; ".join(dict.fromkeys(r.error_control for r in rows if r.error_control))
+    control = note(f"Error control of the decided rows: {controls}.") if controls else ""
+    head = f'<p class="claim">{esc(headline(rows))}</p>'
+    return head + table + control + note(LEGEND) + details, {}

@@ -181,7 +181,8 @@ def read_prescription(run_dir: Path) -> list:
         return []
     frame = pd.read_csv(path, dtype={"model": str, "item": str, "rule": str},
                         keep_default_na=False, na_values=[""])  # fmt: skip
-    text = ["sentence", "basis", "fix", "rejected", "breaks_axis"]
+    text = ["sentence", "basis", "fix", "rejected", "breaks_axis", "breaks_note", "error_control"]
+    text = [c for c in text if c in frame.columns]  # the last two: not in older files
     frame[text] = frame[text].fillna("")
     return [PrescriptionRow(**row) for row in frame.to_dict("records")]
 

@@ -46,6 +46,11 @@ class PrescriptionRow(ResultRow):
     NaN: nothing decided"""
     breaks_low: float
     breaks_high: float
+    """the median's interval at the run's level (turn and position count from 1, so the low end
+    is never below 1); NaN where the samples are too few to bound a median at all"""
+    breaks_note: str = ""
+    """where the interval is NaN for too few samples: `cannot bound at n = 4: 6 samples
+    would` (at 95 % a distribution-free interval of a median needs 6); empty otherwise"""
     samples_to_tell: float
     """`holds` = cannot tell: about how many samples would decide it (the gate's
     `samples_needed`, else `harness.stats.sided.samples_to_decide` at the observed AUC); NaN
@@ -69,3 +74,8 @@ class PrescriptionRow(ResultRow):
     `hosted_conditions`); NaN where the model is not priced"""
     rejected: str
     """the other policies tried that do not fix it, each with why (`; `-joined)"""
+    error_control: str = ""
+    """how the row's decided statements (`holds` yes/no, each policy passing or failing) keep
+    their error: the run's gates where they judge the rule, else the AUC against `target`
+    under one Bonferroni budget over the table's tests (any wrong decided row of the whole
+    table <= 1 - stats.level), or per row where rules.csv has no bounds at that level"""
