@@ -257,8 +257,8 @@ def _survival(matrix: np.ndarray) -> np.ndarray:
 
 def _first_failures(ks: np.ndarray, matrix: np.ndarray, replied: np.ndarray | None = None):
     """Per sample (S,): its first failing turn, else its last decided turn; whether it
-    failed; and the first turn it may have failed (a reply with no verdict before that turn
-    is missing evidence, never a pass; else the same turn). Samples with no decided reply
+    failed; and the first turn it may have failed (a reply with no verdict, or a turn with no
+    reply, before that turn is missing evidence, never a pass; else the same turn). Samples with no decided reply
     are left out. replied: `TurnMatrix.replied` (None: every NaN is no reply)."""
     fail = np.nan_to_num(1.0 - matrix, nan=0.0) > 0
     scored = ~np.isnan(matrix)
@@ -266,7 +266,12 @@ def _first_failures(ks: np.ndarray, matrix: np.ndarray, replied: np.ndarray | No
     last = len(ks) - 1 - scored[:, ::-1].argmax(axis=1)
     event = fail.any(axis=1)
     at = np.where(event, fail.argmax(axis=1), last)
-    unknown = fail if replied is None else fail | (replied & ~scored)
+    # no verdict, or no reply at all, before the sample's last reply: either may hide a failure
+    unknown = fail
+    if replied is not None:
+        last_reply = replied.shape[1] - 1 - replied[:, ::-1].argmax(axis=1)
+        before = np.arange(replied.shape[1])[None, :] <= last_reply[:, None]
+        unknown = fail | (~scored & before & replied.any(axis=1)[:, None])
     maybe = np.where(unknown.any(axis=1), unknown.argmax(axis=1), at)
     earliest = ks[np.minimum(maybe, at)][keep].astype(float)
     return ks[at][keep].astype(float), event[keep], earliest

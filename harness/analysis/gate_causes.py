@@ -10,9 +10,12 @@ import pandas as pd
 from harness.config.gate_specs import GateSpec
 
 
-def _cut_rules(rules: pd.DataFrame | None, gate: GateSpec, key: tuple) -> pd.DataFrame | None:
-    """rules.csv's rows of the check's condition (and its rule) with replies cut off."""
-    if rules is None or rules.empty or "cut_off" not in rules.columns:
+def _cut_rules(
+    rules: pd.DataFrame | None, gate: GateSpec, key: tuple, column: str = "cut_off"
+) -> pd.DataFrame | None:
+    """rules.csv's rows of the check's condition (and its rule) with replies cut off (or,
+    column `undecided`, other verdicts missing)."""
+    if rules is None or rules.empty or column not in rules.columns:
         return None
     model, item, policy = key
     rows = rules[
@@ -22,7 +25,7 @@ def _cut_rules(rules: pd.DataFrame | None, gate: GateSpec, key: tuple) -> pd.Dat
     ]
     if gate.rule is not None:
         rows = rows[rows["rule"].astype(str) == gate.rule]
-    return rows[rows["cut_off"].fillna(0) > 0]
+    return rows[rows[column].fillna(0) > 0]
 
 
 def _setting(rows: pd.DataFrame) -> str:
@@ -39,15 +42,33 @@ def cut_off_cause(rules: pd.DataFrame | None, gate: GateSpec, key: tuple) -> str
     raise generation.single_reply_tokens` for the check of `gate` on condition `key` (model,
     item, policy); "" where no reply of it was cut before a rule's verdict."""
     rows = _cut_rules(rules, gate, key)
+    causes = []
+    if rows is not None and not rows.empty:
+        replies = rows[["judged", "cut_off", "undecided"]].fillna(0).sum(axis=1).astype(int)
+        cut, total = int(rows["cut_off"].max()), int(replies.max())
+        names = ", ".join(dict.fromkeys(rows["rule"].astype(str)))
+        causes.append(
+            f"{cut} of {total} replies cut at the token limit before {names} could be judged: "
+            f"raise {_setting(rows)}"
+        )
+    if abstained := _abstained(rules, gate, key):
+        causes.append(abstained)
+    return "; ".join(causes)
+
+
+def _abstained(rules: pd.DataFrame | None, gate: GateSpec, key: tuple) -> str:
+    """`no verdict from language:fr on 3 of 40 rows (5 letters < 8 (3 rows))`: the rules of the
+    check's condition that abstained other than by a cut (missing evidence as well)."""
+    rows = _cut_rules(rules, gate, key, "undecided")
     if rows is None or rows.empty:
         return ""
-    replies = rows[["judged", "cut_off", "undecided"]].fillna(0).sum(axis=1).astype(int)
-    cut, total = int(rows["cut_off"].max()), int(replies.max())
-    names = ", ".join(dict.fromkeys(rows["rule"].astype(str)))
-    return (
-        f"{cut} of {total} replies cut at the token limit before {names} could be judged: "
-        f"raise {_setting(rows)}"
-    )
+    parts = []
+    for row in rows.to_dict("records"):
+        total = sum(int(row.get(c) or 0) for c in ("judged", "cut_off", "undecided"))
+        reason = row.get("undecided_reason")
+        why = f" ({reason})" if isinstance(reason, str) and reason else ""
+        parts.append(f"{row['rule']} on {int(row['undecided'])} of {total} rows{why}")
+    return "no verdict from " + ", ".join(parts)
 
 
 def left_out_note(rules: pd.DataFrame | None, gate: GateSpec, key: tuple) -> str:
@@ -56,4 +77,4 @@ def left_out_note(rules: pd.DataFrame | None, gate: GateSpec, key: tuple) -> str
     if gate.rule is not None:
         return ""
     cause = cut_off_cause(rules, gate, key)
-    return f"all rules leave out a reply a rule has no verdict on: {cause}" if cause else ""
+    return f"all rules leave out a unit a rule has no verdict on: {cause}" if cause else ""

@@ -21,6 +21,7 @@ from harness import results
 from harness.analysis.conversations import conversation_summary, turn_curves
 from harness.analysis.gate_family import prescription_level, with_level
 from harness.checks import CUT_OFF_REASON
+from harness.scoring.all_rules import OTHER_RULE
 from harness.results import RuleCurveRow, RuleRow, cells_are, result_frame
 from harness.results.base import MODEL_TOKENS
 from harness.scoring.adherence import GateLevels, adherence_summary
@@ -91,6 +92,8 @@ def rule_frames(
         frame = windows.loc[keep].copy()
         frame["passed"] = frame["passed"].astype(object)  # a bool column takes no None
         frame.loc[~own[keep], "passed"] = None
+        # blanked, not missing: that row is another rule's (harness.scoring.all_rules)
+        frame.loc[~own[keep], "reason"] = OTHER_RULE
         passes = window_passes(frame)
         summary = {
             tuple(getattr(r, c) for c in TASK_CONDITION): r
@@ -161,11 +164,14 @@ def _counts(cond: pd.DataFrame) -> dict:
     passed = cond["passed"]
     decided = cells_are(passed, True) | cells_are(passed, False)
     cut = (cond["reason"].astype(str) == CUT_OFF_REASON) & ~decided
+    other = cond.loc[~decided & ~cut, "reason"].fillna("").astype(str).value_counts()
     return {
         "judged": int(decided.sum()),
         "failed": int(cells_are(passed, False).sum()),
         "cut_off": int(cut.sum()),
         "undecided": int((~decided & ~cut).sum()),
+        "undecided_reason": f"{other.index[0] or 'no reason given'} ({other.iloc[0]} rows)"
+        if len(other) else "",
     }
 
 

@@ -79,7 +79,11 @@ class RuleRow(ResultRow):
     """whole replies cut at the token limit where the rule needs the reply's end: no verdict
     (cut off), in no figure above"""
     undecided: int
-    """other rows no check of the rule could decide (e.g. too few letters)"""
+    """other rows no check of the rule could decide (e.g. too few letters, a judge that
+    abstained or erred): missing evidence, so the all-rules unit they judge is undecided"""
+    undecided_reason: str = ""
+    """the commonest reason of those rows (windows.csv's `reason`, e.g. `5 letters < 8`, `no
+    verdict`), with its count; empty where there are none"""
     turns: int | None
     """the last turn scored (conversations; empty for single replies)"""
     a_turn_first: float

@@ -180,7 +180,9 @@ class AdherenceRow(ResultRow):
     windows_total: int
     """windows of the condition's samples, decided or not"""
     undecided_windows: int
-    """windows no check could decide (e.g. too few letters): left out of every metric above"""
+    """windows with no all-rules verdict from their window-scope rules: none decided, or one
+    had no verdict (e.g. too few letters, a judge that abstained: missing evidence); left out
+    of every metric above"""
     undecided_window_share: float
     """undecided_windows / windows_total"""
     auc_corrected: float

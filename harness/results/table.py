@@ -52,10 +52,16 @@ WINDOWS_AND_TURNS = """\
 Every "all rules" figure judges units with one definition (`harness/scoring/all_rules.py`): a
 unit with a missing verdict is undecided (left out, counted in `undecided`); otherwise it fails
 when a rule judging it failed and passes when none failed and some rule decided. A verdict is
-missing where a reply was cut at the token limit before a whole-reply rule (a sign-off, a word
-limit) could judge it: missing evidence, never a pass, and never a fail either (keeping only the
-units where another rule failed would read the figure as 0). A turn no sample has a verdict on has
-no a(k): NaN (rules.csv's `a_turn_first`), never 0 or the next turn's value.
+missing wherever a rule judging the unit has no verdict, whatever the cause (its `reason` names
+it): a reply cut at the token limit before a whole-reply rule (a sign-off, a word limit) could
+judge it, a judge that abstained or erred, a language check with too few letters, any other NaN.
+That is missing evidence, never a pass, and never a fail either (keeping only the units where
+another rule failed would read the figure as 0); rules.csv counts each rule's (`cut_off`,
+`undecided` with its commonest `undecided_reason`) and a gate on the condition names them. A turn
+no sample has a verdict on keeps its turn_adherence.csv row with a(k) NaN, `n` 0 and its
+`undecided` replies (rules.csv's `a_turn_first` NaN), never 0, left out or the next turn's
+value; S(k)'s band and the first failing turn's interval count a reply with no verdict (or a
+turn with no reply before a later one) as one that may have failed there.
 
 The units differ, so the figures can disagree on one run:
 

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from harness import results
+from harness.scoring.all_rules import missing_verdicts
 from harness.stats import (
     Interval,
     binomial_interval,
@@ -154,11 +155,15 @@ def corrected_mean(values, raw: Interval, deciders, rates, level: float, anytime
 # ---------------------------------------------------------------- no silent abstention
 def window_abstentions(windows: pd.DataFrame) -> pd.DataFrame:
     """Per condition: windows (a sample's window with a window-scope check row), those no
-    check decided, and the check ids that decided some window (`deciders`, a set)."""
+    check decided or where a rule's verdict is missing (`harness.scoring.all_rules`), and the
+    check ids that decided some window (`deciders`, a set)."""
     w = windows[(windows["scope"] == "window") & (windows["window"] >= 0)]
     decided = w["passed"].notna()
     keys = [*TASK_CONDITION, *RUN_SAMPLE, "window"]
-    per_window = w.assign(decided=decided).groupby(keys, sort=True, dropna=False)["decided"].any()
+    flags = w.assign(decided=decided, whole=~missing_verdicts(w)).groupby(
+        keys, sort=True, dropna=False
+    )
+    per_window = flags["decided"].any() & flags["whole"].all()
     counts = per_window.groupby(TASK_CONDITION, sort=True).agg(["size", "sum"])
     checks = w[decided & (w["check"].astype(str) != "all")] if "check" in w else w.iloc[0:0]
     deciders = checks.groupby(TASK_CONDITION, sort=True)["check"].agg(lambda c: set(map(str, c)))

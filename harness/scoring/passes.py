@@ -37,9 +37,15 @@ def window_passes(windows: pd.DataFrame) -> pd.DataFrame:
     w = windows.loc[keep, [c for c in windows.columns if c in needed]].copy()
     if "turn" not in w.columns:  # frames from before whole-reply rules were judged per reply
         w["turn"] = 1
+    # a window-scope rule with no verdict (too few letters, a judge's abstention): missing
+    w["missing"] = missing_verdicts(windows.loc[keep])
     out = _window_verdicts(w)
     if whole.any():
         out = _with_whole_replies(out, windows.loc[whole])
+    else:
+        passed, decided = unit_verdict(~out["passed"], out["decided"], out["missing"])
+        out = out.assign(passed=passed, decided=decided)
+    out = out.drop(columns="missing")
     # undecided checks are ignored: `passed` is over the checks that decided
     following = _next_in_sample(out)
     last = out["g_start"] + out["t_end"] - out["t_start"]
@@ -58,7 +64,8 @@ def generated_clock(passes: pd.DataFrame) -> pd.DataFrame:
 
 def _window_verdicts(w: pd.DataFrame) -> pd.DataFrame:
     """Per window of `w` (window-scope rows): its t columns, turn, whether every check that
-    decided passed (`passed`) and whether any decided (`decided`)."""
+    decided passed (`passed`), whether any decided (`decided`) and whether a rule's verdict
+    is missing (`missing`: `harness.scoring.all_rules`)."""
     decided = w["passed"].notna()
     w["passed"] = cells_are(w["passed"], True) | ~decided
     w["decided"] = decided
@@ -73,6 +80,7 @@ def _window_verdicts(w: pd.DataFrame) -> pd.DataFrame:
             turn=("turn", "first"),
             passed=("passed", "all"),
             decided=("decided", "any"),
+            missing=("missing", "any"),
         ).reset_index()
     return out
 
@@ -111,7 +119,7 @@ def _with_whole_replies(out: pd.DataFrame, whole: pd.DataFrame) -> pd.DataFrame:
     passed, decided = unit_verdict(
         ~(out["passed"].to_numpy(bool) & ok),
         out["decided"].to_numpy(bool) | reply_decided,
-        missing,
+        missing | out["missing"].to_numpy(bool),
     )
     out = out.assign(passed=passed, decided=decided)
     seen = out[REPLY].drop_duplicates()
@@ -125,7 +133,7 @@ def _with_whole_replies(out: pd.DataFrame, whole: pd.DataFrame) -> pd.DataFrame:
         alone["reply_decided"].to_numpy(bool),
         alone["reply_missing"].to_numpy(bool),
     )
-    extra = alone.assign(window=-alone["turn"], passed=passed, decided=decided)
+    extra = alone.assign(window=-alone["turn"], passed=passed, decided=decided, missing=False)
     extra = extra[[*out.columns]].astype(
         {c: out[c].dtype for c in out.columns if c in ("passed", "decided")}
     )
@@ -148,6 +156,7 @@ def _sorted_window_groups(w: pd.DataFrame, keys: list[str]) -> pd.DataFrame | No
     out = out.rename(columns={"t_gen_start": "g_start"})
     out["passed"] = np.logical_and.reduceat(w["passed"].to_numpy(bool), starts)
     out["decided"] = np.logical_or.reduceat(w["decided"].to_numpy(bool), starts)
+    out["missing"] = np.logical_or.reduceat(w["missing"].to_numpy(bool), starts)
     return out
 
 

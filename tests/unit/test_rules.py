@@ -194,7 +194,9 @@ def test_rules_csv_has_one_row_per_rule_with_its_own_figures_and_counts():
     assert rules.loc["no-x", "scope"] == "window" and rules.loc["no-x", "auc"] == 1.0
     curves = frames["rule_curves.csv"]
     by_turn = curves[(curves["rule"] == words) & (curves["axis"] == "turn")]
-    assert by_turn["x"].tolist() == [1, 3] and by_turn["a"].tolist() == [0.0, 0.0]
+    # the cut reply 2 keeps its turn with no a(k) (issue 56: NaN, never left out or 0)
+    assert by_turn["x"].tolist() == [1, 2, 3]
+    assert by_turn["a"].tolist()[::2] == [0.0, 0.0] and math.isnan(by_turn["a"].iloc[1])
     # the headline counts every rule: the only window-scope rule (no-x) holds throughout,
     # yet the word limit's broken replies bring the all-rules AUC down with them
     from harness.scoring.io import adherence_frames
