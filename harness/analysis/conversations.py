@@ -191,9 +191,7 @@ def merge_turn_digests(parts: list[TurnDigest]) -> TurnDigest:
             row += len(chunk.matrix)
             for turn, flag in chunk.pressure.items():  # the first sample with that turn's
                 pressure.setdefault(turn, flag)
-        matrices[key] = TurnMatrix(
-            ks, matrix, pressure, chunks[0].first, chunks[-1].last, replied
-        )
+        matrices[key] = TurnMatrix(ks, matrix, pressure, chunks[0].first, chunks[-1].last, replied)
     abstain = pd.concat([p.abstain for p in parts])
     abstain = abstain.groupby(level=list(range(abstain.index.nlevels)), sort=True).sum()
     deciders: dict = {}
@@ -258,8 +256,9 @@ def _survival(matrix: np.ndarray) -> np.ndarray:
 def _first_failures(ks: np.ndarray, matrix: np.ndarray, replied: np.ndarray | None = None):
     """Per sample (S,): its first failing turn, else its last decided turn; whether it
     failed; and the first turn it may have failed (a reply with no verdict, or a turn with no
-    reply, before that turn is missing evidence, never a pass; else the same turn). Samples with no decided reply
-    are left out. replied: `TurnMatrix.replied` (None: every NaN is no reply)."""
+    reply, before that turn is missing evidence, never a pass; else the same turn). Samples
+    with no decided reply are left out. replied: `TurnMatrix.replied` (None: every NaN is
+    no reply)."""
     fail = np.nan_to_num(1.0 - matrix, nan=0.0) > 0
     scored = ~np.isnan(matrix)
     keep = scored.any(axis=1)

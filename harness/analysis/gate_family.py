@@ -109,4 +109,3 @@ def with_level(gate_level: float | tuple[float, ...], extra: float) -> tuple[flo
     added to the levels whose bounds go to `holm_bounds` (the first stays the gates')."""
     levels = (gate_level,) if isinstance(gate_level, (int, float)) else tuple(gate_level)
     return (*levels, extra)
-

@@ -135,7 +135,8 @@ def _breaks(row: dict, level: float) -> tuple[str, float, float, float, str]:
         low, high, n = (_f(row.get(f"{name}_{end}")) for end in ("low", "high", "n"))
         need = samples_to_bound_median(level)
         if math.isfinite(n) and n < need:
-            return axis, at, math.nan, math.nan, f"cannot bound at n = {int(n)}: {need} samples would"
+            note = f"cannot bound at n = {int(n)}: {need} samples would"
+            return axis, at, math.nan, math.nan, note
         return axis, at, low, high, ""
     return "", math.nan, math.nan, math.nan, ""
 

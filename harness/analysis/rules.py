@@ -21,10 +21,10 @@ from harness import results
 from harness.analysis.conversations import conversation_summary, turn_curves
 from harness.analysis.gate_family import prescription_level, with_level
 from harness.checks import CUT_OFF_REASON
-from harness.scoring.all_rules import OTHER_RULE
 from harness.results import RuleCurveRow, RuleRow, cells_are, result_frame
 from harness.results.base import MODEL_TOKENS
 from harness.scoring.adherence import GateLevels, adherence_summary
+from harness.scoring.all_rules import OTHER_RULE
 from harness.scoring.curves import adherence_curves
 from harness.scoring.passes import window_passes
 from harness.stats import DEFAULT_LEVEL
@@ -165,13 +165,15 @@ def _counts(cond: pd.DataFrame) -> dict:
     decided = cells_are(passed, True) | cells_are(passed, False)
     cut = (cond["reason"].astype(str) == CUT_OFF_REASON) & ~decided
     other = cond.loc[~decided & ~cut, "reason"].fillna("").astype(str).value_counts()
+    commonest = (
+        f"{other.index[0] or 'no reason given'} ({other.iloc[0]} rows)" if len(other) else ""
+    )
     return {
         "judged": int(decided.sum()),
         "failed": int(cells_are(passed, False).sum()),
         "cut_off": int(cut.sum()),
         "undecided": int((~decided & ~cut).sum()),
-        "undecided_reason": f"{other.index[0] or 'no reason given'} ({other.iloc[0]} rows)"
-        if len(other) else "",
+        "undecided_reason": commonest,
     }
 
 

@@ -31,9 +31,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from harness.checks import CUT_OFF_REASON
 from harness.results import cells_are
-
 
 # the reason of a row whose verdict a per-rule figure left out (another rule's): not missing
 OTHER_RULE = "(another rule's verdict, left out of this rule's figures)"

@@ -10,7 +10,7 @@ import math
 import pandas as pd
 import pytest
 
-from harness.analysis.conversations import conversation_summary, turn_curves
+from harness.analysis.conversations import turn_curves
 from harness.analysis.gate_causes import cut_off_cause
 from harness.analysis.rules import rule_frames
 from harness.config.gate_specs import GateSpec
@@ -83,7 +83,8 @@ def _turns(verdicts: dict[int, list], reason: str = "no verdict") -> pd.DataFram
                          "reason": "absent"})  # fmt: skip
             rows.append({**base, "check": "judge:polite", "rule": "polite",
                          "value": math.nan if judged is None else float(judged),
-                         "passed": judged, "reason": reason if judged is None else "ok"})  # fmt: skip
+                         "passed": judged,
+                         "reason": reason if judged is None else "ok"})  # fmt: skip
     return pd.DataFrame(rows)
 
 

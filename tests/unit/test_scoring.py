@@ -232,8 +232,9 @@ def test_survival_kaplan_meier_median_and_censoring():
     (summary,) = adherence_summary(frame)
     # KM: S drops to 3/4 at 1, 2/4 at 65 -> median 65
     assert summary.survival_median == 65 and summary.failures == 3 and summary.censored == 1
-    # 4 samples cannot bound the median: F(t) <= 1/2 is never excluded, F(t) < 1/2 neither
-    assert (summary.survival_median_low, summary.survival_median_high) == (0.0, math.inf)
+    # 4 samples cannot bound the median: F(t) <= 1/2 is never excluded, F(t) < 1/2 neither;
+    # the low end is the first position (no failure comes before t = 1), not 0
+    assert (summary.survival_median_low, summary.survival_median_high) == (1.0, math.inf)
     curve = survival_curves(window_passes(frame))
     assert curve["survival"].iloc[-1] == pytest.approx(0.25)
     assert (curve["survival_low"] <= curve["survival"]).all()
