@@ -13,6 +13,13 @@ sit just under it (rate 0.499: a `pass` is wrong), the least favourable place fo
 pass. The clear ones are decided at Holm's first step, so the four others are tested at
 1 - 0.05 / 4: Holm spends its whole budget there. The family-wise error rate is the share of
 runs with at least one wrong verdict.
+
+Second scenario, the prescription (`prescribe`, no gates): 5 items x 5 rules under `none` and
+one other policy, 40 samples of 0/1 per-sample AUCs each, every condition at the target 0.8
+or just under it (0.799); its rules.csv rows as `rule_frames` makes them (the AUC's bounds at
+the table's level in `holm_bounds`). A wrong decided row: `holds` yes (no) where the baseline
+is under (at) the target, a `fix` under it, a policy said to fail at it. Printed for the
+table's Bonferroni budget and, on the same draws, per row (each at stats.level, as before).
 """
 
 from __future__ import annotations

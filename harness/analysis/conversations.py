@@ -28,9 +28,10 @@ import numpy as np
 import pandas as pd
 
 from harness import results
-from harness.analysis.turn_verdicts import CONDITION_HISTORY, TurnDigest, turn_digest
+from harness.analysis.turn_verdicts import CONDITION_HISTORY, TurnDigest
 from harness.analysis.turn_verdicts import TurnMatrix as TurnMatrix
 from harness.analysis.turn_verdicts import merge_turn_digests as merge_turn_digests
+from harness.analysis.turn_verdicts import turn_digest as turn_digest
 from harness.analysis.turn_verdicts import turn_verdicts as turn_verdicts
 from harness.results import ConversationRow, TurnAdherenceRow
 from harness.scoring.corrected import CheckRates, corrected_bounds, deciding_rates, sampling_level
