@@ -121,3 +121,13 @@ def test_the_first_failing_turns_interval_covers_with_replies_missing_at_random(
         )
         held += ci.low <= 4 <= ci.high
     assert held / reps >= 0.93, held / reps
+
+
+def test_the_report_s_turn_chart_leaves_the_turn_blank_not_at_0():
+    from harness.report.conversations import turn_figures
+
+    curve = turn_curves(_rows({1: [None], 2: [False], 3: [True]}))
+    _, figures = turn_figures(curve)
+    line = [t for t in figures["fig-turn-adherence"].data if t.mode == "lines+markers"][0]
+    assert list(line.x) == [1, 2, 3]
+    assert math.isnan(line.y[0]) and list(line.y[1:]) == [0.0, 1.0]  # a gap, never a 0
