@@ -50,9 +50,9 @@ BOOT_STEP = 2
 @dataclass(frozen=True)
 class FloorTest:
     """The floor test of one behaviour set: p-value (1.0 with no falling floored law with a
-    floor that matters: `statistic`), the floored law with the least deviance (None without one), the
-    statistic, the draws made, and each law's binomial fit (TEST_LAWS) of the observed
-    counts."""
+    floor that matters: `statistic`), the floored law with the least deviance (None without
+    one), the statistic, the draws made, and each law's binomial fit (TEST_LAWS) of the
+    observed counts."""
 
     p: float
     law: str | None

@@ -4,9 +4,9 @@
 The curve sets (units, groups, the curves): `harness.analysis.law_sets`.
 Per set, each law's out-of-sample error, the chosen law, every parameter with a percentile
 bootstrap interval over the units (>= 3 units; fewer: no interval, "cannot tell"), `law_p`: the
-chooser's comparison as a test (a sign-flip test over the units left out that a floored law
-predicts better than both decays to zero, power and exponential; Bonferroni over the two
-floored laws) Holm-adjusted over
+chooser's comparison as a test (mechanism: a sign-flip test over the pairs left out that a
+floored law predicts better than both decays to zero, power and exponential, Bonferroni over
+the two floored laws; behaviour: the binomial floor test, `law_binomial`) Holm-adjusted over
 every set of the run that has one, before any choice (the run's one false-`settles` budget,
 1 - level: bench/laws.py --runs), the floor's one-sided bootstrap p-value (floor <= 0, no finer
 than 1 / (draws + 1)), and the floor's difference from policy `none` in the same group.
@@ -157,8 +157,9 @@ def choose_law(s: CurveSet, x, units, mean, fits: dict, n_units: int):
     """(each law's error, error_method, the chosen law, law_p, per-unit errors or None) of a
     set's usable points (a behaviour set of >= MIN_UNITS samples: `_behaviour_choice`):
     mechanism curves leaving one pair out (>= PAIRED_MIN_UNITS pairs, a paired test;
-    docs/performance.md, "Which law?"), else the rolling-origin tail. Positive curves take a floored law only with a positive floor. law_p
-    is the chooser's comparison as a test over the units left out (>= MIN_UNITS units)."""
+    docs/performance.md, "Which law?"), else the rolling-origin tail. Positive curves take a
+    floored law only with a positive floor. law_p is the chooser's comparison as a test over
+    the units left out (>= MIN_UNITS units)."""
     floors = {law: float(fits[law].floor[0]) for law in L.FLOORED}
     # a floored law that rises to its "floor" is a rise: it is no candidate (a 2x linear rise
     # of a(t) was fitted as an equilibrium above it, then could read nothing but `cannot tell`)

@@ -17,10 +17,10 @@ law to zero, so they always fit at least as well in sample):
 - `tail`: fit the first half of the curve (x <= x_min + (x_max - x_min) / 2) and predict the rest;
   the error is the RMS residual over the tail, in the fit's space.
 - `leave-one-unit-out` (behaviour with >= 3 samples): fit the mean curve of the other units,
-  predict the held-out unit's 0/1 curve; each unit's error is its mean binomial deviance. A
-  floored law replaces the power law to zero only when it predicts the held-out units better in
-  a sign-flip test over them at PAIRED_LEVEL (a fixed 5 % of squared error never cleared 0/1
-  noise: issue 54).
+  predict the held-out unit's 0/1 curve; each unit's error is its mean binomial deviance (the
+  error column and the rivals' screen). The choice itself is the binomial floor test of
+  `harness.analysis.law_binomial` (a fixed 5 % of squared error never cleared 0/1 noise, and a
+  sign-flip test of held-out deviances spent most of the signal: issue 54).
 - `leave-one-pair-out` (mechanism curves with >= PAIRED_MIN_UNITS pairs): fit the mean curve of
   the other pairs, predict the held-out pair's log curve after removing its own level (pairs
   differ in level by ~25 %: bench/laws.py); each pair's error is its mean squared log residual.
@@ -188,8 +188,8 @@ def fit_grid(law: str, y: np.ndarray, w: np.ndarray, grid: tuple) -> LawParams:
     pick = _best(sse, np.broadcast_to(rates, sse.shape))
     rows = np.arange(y0.shape[0])
     enough = (w > 0).sum(axis=1) >= (2 if law in ZERO_LAWS else 3)
-    return LawParams(*(np.where(enough, a[rows, pick], np.nan)
-                       for a in (floor, scale, np.broadcast_to(rates, sse.shape), sse)))  # fmt: skip
+    every = (floor, scale, np.broadcast_to(rates, sse.shape), sse)
+    return LawParams(*(np.where(enough, a[rows, pick], np.nan) for a in every))
 
 
 def predict(law: str, params: LawParams, x: np.ndarray, x0: float) -> np.ndarray:
