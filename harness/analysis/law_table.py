@@ -4,9 +4,9 @@
 The curve sets (units, groups, the curves): `harness.analysis.law_sets`.
 Per set, each law's out-of-sample error, the chosen law, every parameter with a percentile
 bootstrap interval over the units (>= 3 units; fewer: no interval, "cannot tell"), `law_p`: the
-chooser's comparison as a test (a sign-flip test over the units left out that a floored law
-predicts better than both decays to zero, power and exponential; Bonferroni over the two
-floored laws) Holm-adjusted over
+chooser's comparison as a test (mechanism: a sign-flip test over the pairs left out that a
+floored law predicts better than both decays to zero, power and exponential, Bonferroni over
+the two floored laws; behaviour: the binomial floor test, `law_binomial`) Holm-adjusted over
 every set of the run that has one, before any choice (the run's one false-`settles` budget,
 1 - level: bench/laws.py --runs), the floor's one-sided bootstrap p-value (floor <= 0, no finer
 than 1 / (draws + 1)), and the floor's difference from policy `none` in the same group.
@@ -21,18 +21,15 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import norm
 
+from harness.analysis import law_binomial as LB
 from harness.analysis import laws as L
 from harness.analysis.law_sets import MIN_POINTS, POOLED, CurveSet
+from harness.analysis.laws import FLOOR_RULED_OUT
 from harness.stats import DEFAULT_LEVEL
 from harness.stats.bootstrap import bootstrap_interval
 
 BASELINE_POLICY = "none"
 MIN_UNITS = 3  # fewer units give no interval: the verdict is "cannot tell"
-# `vanishes` needs the data to rule out a floor this share of the initial value, and `settles`
-# needs the floor's interval to reach at least it: a floor below it is a decay the data cannot
-# tell from one to zero (exponential drops to zero claimed floors of a median 0.05 % of the
-# initial value and read `settles` in 6-15 % of sets: issue 54)
-FLOOR_RULED_OUT = 0.1
 # `flat` needs the exponent's interval inside +-FLAT_BAND: over t in [16, 320] an exponent of
 # 0.1 moves a curve by 26 %, so a flat reading promises less than that (an interval holding 0
 # but wider, e.g. [-0.60, 3.00], is "cannot tell")
@@ -79,8 +76,9 @@ class Choice:
     per_unit: dict | None = None  # each law's per-unit held-out errors (>= 3 units)
 
 
-def set_choice(s: CurveSet) -> Choice:
-    """The law choice of one curve set (no bootstrap: cheap)."""
+def set_choice(s: CurveSet, test_draws: int = LB.MIN_TEST_DRAWS) -> Choice:
+    """The law choice of one curve set (no bootstrap over units; a behaviour set's floor test
+    makes up to `test_draws` parametric draws: `law_binomial.floor_test`)."""
     nan = math.nan
     mean = L.mean_curve(s.units)
     usable = np.isfinite(mean) & ((mean > 0) if s.space == "relative" else True)
@@ -92,9 +90,27 @@ def set_choice(s: CurveSet) -> Choice:
     if usable.sum() < MIN_POINTS:
         return Choice(base, n_units=n_units, reason=f"fewer than {MIN_POINTS} usable points")
     x, units = s.x[usable], s.units[:, usable]
+    if s.behaviour and n_units >= MIN_UNITS:
+        return _behaviour_choice(s, base, x, units, n_units, test_draws)
     fits = {law: L.fit_law(law, x, mean[usable], s.space) for law in L.LAWS}
     errors, how, chosen, law_p, per_unit = choose_law(s, x, units, mean[usable], fits, n_units)
     return Choice(base, x, units, fits, errors, how, chosen, law_p, n_units, per_unit=per_unit)
+
+
+def _behaviour_choice(s: CurveSet, base, x, units, n_units: int, test_draws: int) -> Choice:
+    """A behaviour set's choice (>= MIN_UNITS samples): the laws fitted by binomial
+    likelihood, the floored law of the floor test (`law_binomial.floor_test`) chosen when its
+    p-value is below PAIRED_LEVEL, and that p-value as law_p; each law's error the held-out
+    samples' mean deviance (the column's out-of-sample error, and the rivals' screen of
+    `vanishes`)."""
+    test = LB.floor_test(x, units, test_draws, _seed(s))
+    fits = {law: test.fits[law] for law in L.LAWS}
+    per_unit = L.held_out_unit_deviance(x, units)
+    with np.errstate(invalid="ignore"):
+        errors = {law: float(np.nanmean(per_unit[law])) for law in L.LAWS}
+    chosen = test.law if test.law is not None and test.p < L.PAIRED_LEVEL else L.LAW_ZERO
+    how = "leave-one-sample-out"
+    return Choice(base, x, units, fits, errors, how, chosen, test.p, n_units, per_unit=per_unit)
 
 
 def set_rows(s: CurveSet, choice: Choice, draws: int, level: float) -> tuple[list[dict], dict]:
@@ -105,7 +121,10 @@ def set_rows(s: CurveSet, choice: Choice, draws: int, level: float) -> tuple[lis
     if choice.fits is None:
         return [_empty(base, law, choice.reason) for law in L.LAWS], {}
     enough = n_units >= MIN_UNITS
-    boot = L.boot_params(choice.x, choice.units, s.space, draws, _seed(s)) if enough else {}
+    boot = {}
+    if enough:
+        boot = (LB.boot_binomial(choice.x, choice.units, draws, _seed(s)) if s.behaviour
+                else L.boot_params(choice.x, choice.units, s.space, draws, _seed(s)))  # fmt: skip
     rows, floors = [], {}
     for law in L.LAWS:
         fit = choice.fits[law]
@@ -136,22 +155,16 @@ def set_rows(s: CurveSet, choice: Choice, draws: int, level: float) -> tuple[lis
 
 def choose_law(s: CurveSet, x, units, mean, fits: dict, n_units: int):
     """(each law's error, error_method, the chosen law, law_p, per-unit errors or None) of a
-    set's usable points:
-    behaviour leaving one sample out (>= MIN_UNITS samples), mechanism curves leaving one pair
-    out (>= PAIRED_MIN_UNITS pairs, a paired test; docs/performance.md, "Which law?"), else the
-    rolling-origin tail. Positive curves take a floored law only with a positive floor. law_p
-    is the chooser's comparison as a test over the units left out (>= MIN_UNITS units)."""
+    set's usable points (a behaviour set of >= MIN_UNITS samples: `_behaviour_choice`):
+    mechanism curves leaving one pair out (>= PAIRED_MIN_UNITS pairs, a paired test;
+    docs/performance.md, "Which law?"), else the rolling-origin tail. Positive curves take a
+    floored law only with a positive floor. law_p is the chooser's comparison as a test over
+    the units left out (>= MIN_UNITS units)."""
     floors = {law: float(fits[law].floor[0]) for law in L.FLOORED}
     # a floored law that rises to its "floor" is a rise: it is no candidate (a 2x linear rise
     # of a(t) was fitted as an equilibrium above it, then could read nothing but `cannot tell`)
     falling = {law: f if fits[law].scale[0] > 0 and fits[law].rate[0] > 0 else math.nan
                for law, f in floors.items()}  # fmt: skip
-    if s.behaviour and n_units >= MIN_UNITS:
-        per_unit = L.held_out_unit_deviance(x, units)
-        with np.errstate(invalid="ignore"):
-            errors = {law: float(np.nanmean(per_unit[law])) for law in L.LAWS}
-        chosen = L.choose_paired(per_unit, falling)
-        return errors, "leave-one-sample-out", chosen, L.paired_p(per_unit, falling), per_unit
     per_unit = L.held_out_log_errors(x, units) if not s.behaviour and n_units >= 3 else None
     law_p = L.paired_p(per_unit, falling) if per_unit is not None else math.nan
     if per_unit is not None and n_units >= L.PAIRED_MIN_UNITS:
@@ -318,9 +331,10 @@ def law_rows(sets: list[CurveSet], draws: int = 500, level: float = DEFAULT_LEVE
     level; the sets of one rule alone are a second family, adjusted among themselves, so the
     all-rules rows read as they would without them), verdicts and the floors' differences from
     policy `none` of the same (model, item, rule, curve, layer group)."""
-    choices = [set_choice(s) for s in sets]
-    adjusted = [math.nan] * len(sets)
     alpha = 1 - level
+    test_draws = LB.max_draws(len(sets), alpha)
+    choices = [set_choice(s, test_draws) for s in sets]
+    adjusted = [math.nan] * len(sets)
     family_sets = [1] * len(sets)  # sets with an interval in each set's family
     for per_rule in (False, True):
         family = [i for i, s in enumerate(sets) if bool(s.ident.get("rule")) == per_rule]

@@ -17,10 +17,10 @@ law to zero, so they always fit at least as well in sample):
 - `tail`: fit the first half of the curve (x <= x_min + (x_max - x_min) / 2) and predict the rest;
   the error is the RMS residual over the tail, in the fit's space.
 - `leave-one-unit-out` (behaviour with >= 3 samples): fit the mean curve of the other units,
-  predict the held-out unit's 0/1 curve; each unit's error is its mean binomial deviance. A
-  floored law replaces the power law to zero only when it predicts the held-out units better in
-  a sign-flip test over them at PAIRED_LEVEL (a fixed 5 % of squared error never cleared 0/1
-  noise: issue 54).
+  predict the held-out unit's 0/1 curve; each unit's error is its mean binomial deviance (the
+  error column and the rivals' screen). The choice itself is the binomial floor test of
+  `harness.analysis.law_binomial` (a fixed 5 % of squared error never cleared 0/1 noise, and a
+  sign-flip test of held-out deviances spent most of the signal: issue 54).
 - `leave-one-pair-out` (mechanism curves with >= PAIRED_MIN_UNITS pairs): fit the mean curve of
   the other pairs, predict the held-out pair's log curve after removing its own level (pairs
   differ in level by ~25 %: bench/laws.py); each pair's error is its mean squared log residual.
@@ -64,6 +64,11 @@ FLOOR_ALPHA_GRID = ALPHA_GRID[ALPHA_GRID >= 0.01]
 EXP_GRID = np.geomspace(0.05, 50.0, 140)
 COARSE = 5  # the coarse pass of a fit tries every 5th rate of the grid
 MARGIN = 0.05  # a floored law must predict 5 % better than the power law to zero
+# `vanishes` needs the data to rule out a floor this share of the initial value, and `settles`
+# needs the floor's interval to reach at least it: a floor below it is a decay the data cannot
+# tell from one to zero (exponential drops to zero claimed floors of a median 0.05 % of the
+# initial value and read `settles` in 6-15 % of sets: issue 54)
+FLOOR_RULED_OUT = 0.1
 # rolling origin: the x range is fitted up to each cut (a share of it) and predicted beyond
 TAIL_CUTS = (0.3, 0.4, 0.5, 0.6, 0.7)
 PAIRED_MIN_UNITS = 4  # leave-one-pair-out needs pairs enough for a paired test
@@ -162,6 +167,29 @@ def fit_law(law: str, x: np.ndarray, y: np.ndarray, space: str) -> LawParams:
         return np.where(enough, a[rows, pick], np.nan)
 
     return LawParams(chosen(floor), chosen(scale), chosen(rates[fine]), chosen(sse))
+
+
+def grid_shapes(law: str, x: np.ndarray, step: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """(rates, shapes (G, n)) of every `step`-th rate of a law's grid at x: computed once for
+    the many weighted fits of one curve (`fit_grid`)."""
+    x = np.asarray(x, dtype=np.float64)
+    rates = _grid(law, x)[::step]
+    return rates, _shape(law, rates, x)
+
+
+def fit_grid(law: str, y: np.ndarray, w: np.ndarray, grid: tuple) -> LawParams:
+    """Weighted least-squares fit of `law` to each row of y (B, n) with per-point weights w
+    (B, n) (0: left out) over the whole rate grid (`grid_shapes`) in one pass: the binomial
+    fits of behaviour curves (`law_binomial`) reweigh each step, and one matrix product over
+    the whole grid costs less there than `fit_law`'s coarse-then-fine pass per curve."""
+    rates, shapes = grid
+    y0 = np.where(w > 0, y, 0.0)
+    floor, scale, sse = _solve(law, w, y0, shapes)
+    pick = _best(sse, np.broadcast_to(rates, sse.shape))
+    rows = np.arange(y0.shape[0])
+    enough = (w > 0).sum(axis=1) >= (2 if law in ZERO_LAWS else 3)
+    every = (floor, scale, np.broadcast_to(rates, sse.shape), sse)
+    return LawParams(*(np.where(enough, a[rows, pick], np.nan) for a in every))
 
 
 def predict(law: str, params: LawParams, x: np.ndarray, x0: float) -> np.ndarray:

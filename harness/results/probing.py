@@ -317,9 +317,10 @@ class LawRow(ResultRow):
     """`tail (second half of x)` (fit up to each cut, predict the rest), `leave-one-sample-out`
     (behaviour, >= 3 samples) or `leave-one-pair-out` (mechanism curves, >= 4 pairs)"""
     chosen: bool
-    """the law chosen out of sample: a floored law must beat the power law to zero by 5 % (tail)
-    or in a one-sided sign-flip test over the units left out at 0.1 (leave-one-sample-out,
-    leave-one-pair-out), and on mechanism curves have a floor above 0"""
+    """the law chosen: a floored law must beat the power law to zero by 5 % out of sample
+    (tail), in a one-sided sign-flip test over the pairs left out at 0.1 (leave-one-pair-out),
+    or for behaviour (>= 3 samples) in the binomial floor test (`law_p`) at 0.1; on mechanism
+    curves it must have a floor above 0"""
     rate: float
     """alpha (power laws) or lambda per unit of x (exponential)"""
     rate_low: float
@@ -336,9 +337,12 @@ class LawRow(ResultRow):
     """the intervals' method: a percentile bootstrap over the units; `none (...)` with fewer
     than 3"""
     law_p: float
-    """the chooser's comparison as a test: one-sided p-value that a floored law predicts the
-    units left out better than decay to zero (sign-flip test over the units, Bonferroni
-    over the two floored laws; the same in the set's three rows; empty with fewer than 3 units)"""
+    """the chooser's comparison as a test (the same in the set's three rows; empty with fewer
+    than 3 units): mechanism curves, one-sided p-value that a floored law predicts the pairs
+    left out better than decay to zero (sign-flip test over the pairs, Bonferroni over the
+    two floored laws); behaviour, the binomial likelihood ratio of the best falling floored
+    law (floor >= 10 % of its initial value) against the best decay to zero, its p a
+    parametric bootstrap from that decay (1 when no floored law qualifies)"""
     law_p_holm: float
     """law_p Holm-adjusted over every curve set of the run with a law_p (`settles`' share of the
     run's one false-verdict budget: 1 - level)"""
