@@ -173,10 +173,19 @@ class _Tables:
         self.costs = {(str(c["model"]), str(c["item"]), str(c["policy"])): _f(c.get("cost_usd"))
                       for c in costs or []}  # fmt: skip
         self.gates: dict[tuple, list[dict]] = {}
+        self.single_rule: set[tuple[str, str]] = set()  # (model, item) judged by one rule
         for g in [] if gates is None or gates.empty else gates.to_dict("records"):
             rule = "" if pd.isna(g.get("rule", "")) else str(g.get("rule", ""))
             key = (str(g["model"]), str(g["item"]), str(g["policy"]), rule or ALL_RULES)
             self.gates.setdefault(key, []).append(g)
+
+    def gates_of(self, model: str, item: str, policy: str, rule: str) -> list[dict]:
+        """The gates that judge `rule` under `policy`: its own, and for an item with one rule,
+        the all-rules gates too (its all-rules AUC is that rule's)."""
+        own = self.gates.get((model, item, policy, rule), [])
+        if rule == ALL_RULES or (model, item) not in self.single_rule:
+            return own
+        return own + self.gates.get((model, item, policy, ALL_RULES), [])
 
     def gain(self, model: str, item: str, policy: str, rule: str) -> dict:
         key = (model, item, policy, rule) if self.by_rule else (model, item, policy)
@@ -205,6 +214,11 @@ def prescribe(
         return []
     conditions = family_rows(conditions, level)
     tables = _Tables(summary, gates, policies, costs, quality)
+    tables.single_rule = {
+        (str(model), str(item))
+        for (model, item), rules_of in conditions.groupby(["model", "item"])["rule"]
+        if rules_of.nunique() == 1
+    }
     out = []
     for (model, item, rule), rows in conditions.groupby(["model", "item", "rule"], sort=True):
         by_policy = {str(r["policy"]): r for r in rows.to_dict("records")}
@@ -221,12 +235,12 @@ def _prescribe_rule(
     target = 0.8 if math.isnan(target) else target
 
     def judged(policy: str, tell: bool = False) -> tuple[str, str, float]:
-        gates = tables.gates.get((model, item, policy, rule), [])
+        gates = tables.gates_of(model, item, policy, rule)
         row = by_policy[policy]
         return _judge(row, gates, target, _f(row.get("tested", level)), tell)
 
     holds, basis, tell = judged(baseline, tell=True)
-    gated = bool(tables.gates.get((model, item, baseline, rule)))
+    gated = bool(tables.gates_of(model, item, baseline, rule))
     control = GATES_CONTROL if gated else str(base.get("error_control") or "")
     axis, at, low, high, bound_note = _breaks(base, level)
     fix, rejected, chosen = _pick_fix(model, item, baseline, holds, by_policy, tables, judged)

@@ -124,6 +124,12 @@ def headline(rows: list[PrescriptionRow]) -> str:
 _NO_FIX_WORDS = ("none of the tried policies passes", "no other policy tried", NOT_NEEDED)
 
 
+def error_control_line(rows: list[PrescriptionRow]) -> str:
+    """One sentence naming the error budget(s) the table's decided rows share ("" if none)."""
+    controls = "; ".join(dict.fromkeys(r.error_control for r in rows if r.error_control))
+    return f"Error control of the decided rows: {controls}." if controls else ""
+
+
 def prescription_section(data: RunData) -> tuple[str, dict]:
     rows = prescription_rows(data)
     if not rows:
@@ -146,7 +152,6 @@ def prescription_section(data: RunData) -> tuple[str, dict]:
         f"<ul>{''.join(why)}</ul></details>"
         if why else ""
     )  # fmt: skip
-    controls = "; ".join(dict.fromkeys(r.error_control for r in rows if r.error_control))
-    control = note(f"Error control of the decided rows: {controls}.") if controls else ""
+    control = note(error_control_line(rows)) if error_control_line(rows) else ""
     head = f'<p class="claim">{esc(headline(rows))}</p>'
     return head + table + control + note(LEGEND) + details, {}

@@ -14,7 +14,7 @@ import pandas as pd
 
 from harness.analysis.gate_rows import gate_name, verdicts_of
 from harness.report.instrument import UNDECIDED_SHARE
-from harness.report.prescription import HEADERS, cells, headline
+from harness.report.prescription import HEADERS, cells, error_control_line, headline
 from harness.report.truncation import read_truncation_line
 from harness.results import PrescriptionRow
 from harness.stats.text import interval_text
@@ -205,6 +205,8 @@ def print_prescription(run_dir: Path, console=None) -> None:
     for row in rows:
         table.add_row(*(escape(c) for c in cells(row, several)))
     console.print(table)
+    if line := error_control_line(rows):
+        console.print(escape(line))
 
 
 def sampling_line(run_dir: Path) -> str:

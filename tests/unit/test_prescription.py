@@ -165,6 +165,9 @@ def test_the_terminal_summary_prints_the_prescription_before_the_gates(synthetic
     frame = pd.read_csv(synthetic_run / "prescription.csv", keep_default_na=False)
     for item in frame["item"]:
         assert item in text
+    # the budget its decided rows share, as under the report's table
+    controls = [c for c in frame.get("error_control", []) if c]
+    assert controls and "Error control of the decided rows: " + controls[0] in " ".join(text.split())
 
 
 def test_the_fix_s_gain_is_the_rule_s_own_paired_difference():
@@ -232,3 +235,17 @@ def test_a_remedy_that_adheres_with_garbage_is_not_prescribed():
     del frames["quality.csv"]
     (row,) = prescription_rows(RunData(run_dir=Path("."), frames=frames))
     assert row.fix == "split_softmax-0.25"
+
+
+def test_an_all_rules_gate_judges_the_one_rule_of_a_one_rule_item():
+    """The quickstart gates restate's all-rules AUC on a one-rule item (no `rule:`): that AUC
+    is the rule's, so the gate names restate as the fix where the AUC against the default
+    target 0.8 could not (restate's 0.78 [lcb 0.45] cannot tell against 0.8)."""
+    aucs = {"none": (0.0, 0.0, 0.31), "restate": (0.78, 0.45, 1.0)}
+    all_rules = _gates({"restate": "pass"}, rule="")
+    (row,) = prescribe(_rules(aucs), _summary({"none": 0, "restate": 40}), all_rules)
+    assert (row.holds, row.fix) == ("no", "restate")
+    # an item with a second rule: the all-rules gate says nothing about each rule alone
+    two = pd.concat([_rules(aucs), _rules(aucs, rule="german")])
+    rows = prescribe(two, _summary({"none": 0, "restate": 40}), all_rules)
+    assert [r.fix for r in rows] == [NO_FIX, NO_FIX]

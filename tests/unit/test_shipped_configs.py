@@ -94,16 +94,18 @@ def test_quickstart_forks_at_4_positions_and_gates_one_condition_twice(quickstar
 
 def test_quickstart_gates_decide_one_and_not_the_other_at_its_samples(quickstart):
     """The verdicts the quickstart's gates get when restate's 8 samples all comply (as the
-    embedded model's nearly do): the exact binomial interval [0.63, 1] at n = 8, and the
-    one-sided lower bound the gates read, 0.05^(1/8) = 0.69."""
+    embedded model's nearly do): the exact binomial interval [0.63, 1] at n = 8 and its
+    one-sided lower bound 0.05^(1/8) = 0.69 pass 0.25 on lowercase-tale and cannot pass 0.8
+    on fr-tale (14 samples could)."""
     config, _ = quickstart
     interval = mean_interval([1.0] * config.samples)
     bounds = one_sided_bounds([1.0] * config.samples, level=0.95)
     summary = pd.DataFrame([{
-        "model": config.models[0], "item": "lowercase-tale", "policy": "restate",
+        "model": config.models[0], "item": item, "policy": "restate",
         "auc": 1.0, "auc_low": interval.low, "auc_high": interval.high, "auc_n": config.samples,
         "auc_lcb": bounds.lcb, "auc_ucb": bounds.ucb, "auc_method": "clopper-pearson",
-    }])  # fmt: skip
+    } for item in ("lowercase-tale", "fr-tale")])  # fmt: skip
+    assert [(g.min, g.items) for g in config.gates] == [(0.25, ["lowercase-tale"]), (0.8, ["fr-tale"])]
     gates = evaluate_gates(config.gates, summary, config.items, config.models)
     assert gates["verdict"].tolist() == ["pass", "undecided"]
     assert gates["samples_needed"].iloc[1] == 14  # 0.05 ** (1 / 14) >= 0.8 > 0.05 ** (1 / 13)
