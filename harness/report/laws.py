@@ -295,12 +295,13 @@ def laws_section(data: RunData) -> tuple[str, dict] | None:
                                  & (laws["policy"] == POOLED)])  # fmt: skip
     if fig is not None:
         figs["fig-laws"] = fig
-        body.append(figure(
+        # the verdict sentences above carry the answer; the curves behind them fold
+        body.append(fold("The pooled mechanism curves and their chosen laws", figure(
             "fig-laws",
             "Pooled mechanism curves of each probe model over all its policies (dots: the mean "
             "over pairs, over the curve's value at its first fitted position) and the chosen "
             "law (dotted).", 440,
-        ))  # fmt: skip
+        )))  # fmt: skip
     body.append(every_curve(laws))
     sentence, deltas = delta_sentence(laws, alpha)
     body.append("<h3>Do reminders lower the floor?</h3>" + note(sentence, "claim"))

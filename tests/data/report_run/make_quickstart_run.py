@@ -1,10 +1,10 @@
 """Build a synthetic run folder of the quickstart's shape for the report's height test (no
 model, ~2 s): tests/data/report_run/make_run.py's run, scaled to what configs/quickstart.yaml
-asks for (four items, four policies, 4 samples of 320 tokens scored in 64-token windows,
+asks for (four items, four policies, replies of 256 tokens scored in 64-token windows,
 forks of `none` and `restate` at four positions with 2 records each, so every fork says
-"cannot tell", as the quickstart's eight cards did), and its verdicts as the quickstart
-read them (the French and lowercase items fail from the first window under every policy but
-restate). Every file of the real run is there except the conversation's (turns.csv and its
+"cannot tell"), and its verdicts as the quickstart read them (the French and lowercase items
+fail from the first window under every policy but restate; the exclamation rule is kept at
+first and dropped later). Every file of the real run is there except the conversation's (turns.csv and its
 tables: see the chat run, tests/data/chat_run/make_run.py).
 
     python tests/data/report_run/make_quickstart_run.py OUT_DIR
@@ -16,13 +16,13 @@ import importlib.util
 import sys
 from pathlib import Path
 
-ITEMS = ("lang-fr-story", "fmt-lowercase-story", "persona-ada-librarian", "conv-fr-travel")
-POLICIES = ("none", "restate", "periodic-128-user", "adaptive-64-user")
+ITEMS = ("cheer-exclaim", "fr-tale", "lowercase-tale", "conv-exclaim")
+POLICIES = ("none", "restate", "periodic-96-user", "adaptive-64-user")
 ONSETS = {
-    "lang-fr-story": [0, 0, 0, 0],
-    "fmt-lowercase-story": [0, 0, 1, 0],
-    "persona-ada-librarian": [None, 2, 1, None],
-    "conv-fr-travel": [None, 3, None, 1],
+    "cheer-exclaim": [1, 2, 1, None],
+    "fr-tale": [0, 0, 0, 0],
+    "lowercase-tale": [0, 0, 1, 0],
+    "conv-exclaim": [None, 3, 2, 1],
 }
 KEPT = {"restate": [None, None, None, 3]}  # restate keeps every item but one sample
 # n = 2 records at every fork: no dependence interval decides (the quickstart's "cannot tell")
@@ -40,8 +40,8 @@ def _base():
 def build_run(out: Path) -> Path:
     base = _base()
     base.ITEMS, base.POLICIES = ITEMS, POLICIES
-    base.GENERATED, base.WINDOW = 320, 64
-    base.FORK_AT = (0, 64, 160, 256)
+    base.GENERATED, base.WINDOW = 256, 64
+    base.FORK_AT = (0, 32, 64, 128)
     base.GOOD = {item: ["la", "mer", "est", "calme", "ce", "soir"] for item in ITEMS}
     base.ONSETS = {
         (item, policy): KEPT.get(policy, onsets) for item, onsets in ONSETS.items()
