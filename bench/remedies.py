@@ -3,6 +3,10 @@ samples, on the embedded model (transformers engine).
 
     PYTHONPATH=$PWD .venv/bin/python bench/remedies.py [--samples 6] [--tokens 48]
         [--strengths 3] [--out DIR]
+    PYTHONPATH=$PWD .venv/bin/python bench/remedies.py --speed-only [--tokens 16] [--rounds 9]
+
+`--speed-only` measures only the time ratios, load-cancelling (bench/remedies_speed.py:
+interleaved none/remedy pairs per round, the median ratio over rounds with its interval).
 
 Items: the quickstart's three single replies (French, lowercase, persona) and bench/
 remedies_items.yaml's two (German, no commas). Policies: none, and guidance (gamma 1.5, 2, 3),
@@ -65,6 +69,18 @@ def policies():
     return [
         NonePolicy(),
         *(s for specs in strengths.values() for s in specs[-SETTINGS["strengths"] :]),
+    ]
+
+
+def speed_policies():
+    """none, guidance at every strength, split-softmax and SpotLight at their strongest: the
+    strengths of one remedy do the same work per token (the same hooks, one more row for
+    guidance), so guidance's gammas are the check that equal work reads an equal ratio."""
+    chosen = policies()
+    strongest = {spec.label.partition("-")[0]: spec for spec in chosen}
+    return [s for s in chosen if s.label.startswith(("none", "guidance"))] + [
+        strongest["split_softmax"],
+        strongest["spotlight"],
     ]
 
 
@@ -326,6 +342,13 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--threads", type=int, default=THREADS, help="torch threads")
     parser.add_argument("--strengths", type=int, default=STRENGTHS, choices=(1, 2, 3))
     parser.add_argument("--model", default=MODEL, help="a zoo name (tiny-random-llama: smoke)")
+    parser.add_argument(
+        "--speed-only",
+        action="store_true",
+        help="only the time ratios, from interleaved rounds (bench/remedies_speed.py; one "
+        "sample per item, every reply exactly --tokens tokens)",
+    )
+    parser.add_argument("--rounds", type=int, default=9, help="--speed-only: timed rounds")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "bench"))
     import torch
@@ -341,10 +364,16 @@ def main(argv: list[str]) -> None:
     engine = make_engine("hf", resolve_model(args.model).path)
     suites, chosen = items()
     print(f"{cpu_description()}; torch threads {torch.get_num_threads()}", flush=True)
-    print(
-        f"{len(chosen)} items x {args.samples} samples x {args.tokens} tokens, hf engine fp32",
-        flush=True,
-    )
+    samples = 1 if args.speed_only else args.samples
+    print(f"{len(chosen)} items x {samples} samples x {args.tokens} tokens, hf fp32", flush=True)
+    if args.speed_only:
+        from remedies_speed import measure, speed_table
+
+        specs = sample_specs(chosen, 1)
+        ratios = measure(engine, specs, speed_policies(), args.tokens, args.rounds)
+        print(speed_table(ratios))
+        print(f"\nwall {time.perf_counter() - start:.0f} s")
+        return
     by_policy = generate(engine, sample_specs(chosen, args.samples), args.tokens)
     records = [r for rs in by_policy.values() for r in rs]
     windows, per_rule = behaviour(records, suites, engine.tokenizer, args.tokens, args.window)
