@@ -5,7 +5,7 @@ share the token. It guides only while both rows of a pair are in the step at the
 position, and counts the steps where they are not.
 
     VLLM_CPU_KVCACHE_SPACE=1 PYTHONPATH=$PWD .venv/bin/python bench/vllm_guidance.py
-        [--tokens 8] [--gamma 3] [--rounds 5]
+        [--tokens 16] [--gamma 3] [--rounds 15]
 
 Checks the guided tokens against the hf engine's guidance (harness/engines/guidance.py,
 greedy) and the guided scores against a direct transformers computation, then times guided
@@ -159,10 +159,10 @@ def reference(path: Path, pairs, gamma: float, tokens: int):
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tokens", type=int, default=8)
+    parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--gamma", type=float, default=3.0)
     parser.add_argument("--items", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args(argv)
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the processor's counters in-process
