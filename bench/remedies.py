@@ -14,7 +14,8 @@ split-softmax (k 0.75, 0.5, 0.25) and SpotLight (target 0.1, 0.2, 0.3); `--stren
 the n strongest of each (the full table: ~30 min on the shared 2-core machine). Per (remedy,
 rule): the paired AUC gain over `none` with its interval (analysis/policies.py, the run's own
 policies.csv arithmetic), time per generated token relative to `none` (each policy generated on
-its own, one batch of every item x sample, in this process), the unsteered model's
+its own, one batch of every item x sample, in this process: the shared machine's load moves
+it; `--speed-only` gives the load-cancelling figure), the unsteered model's
 perplexity of the replies relative to `none`'s and the degeneration rate (analysis/quality.py,
 quality.csv's arithmetic). Mechanism: the hidden-state divergence's alpha (rel_l2, middle
 layer, with its bootstrap interval) and the system turn's attention share at the last position,
