@@ -167,7 +167,9 @@ def test_the_terminal_summary_prints_the_prescription_before_the_gates(synthetic
         assert item in text
     # the budget its decided rows share, as under the report's table
     controls = [c for c in frame.get("error_control", []) if c]
-    assert controls and "Error control of the decided rows: " + controls[0] in " ".join(text.split())
+    assert controls and "Error control of the decided rows: " + controls[0] in " ".join(
+        text.split()
+    )
 
 
 def test_the_fix_s_gain_is_the_rule_s_own_paired_difference():

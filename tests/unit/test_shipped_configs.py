@@ -105,7 +105,10 @@ def test_quickstart_gates_decide_one_and_not_the_other_at_its_samples(quickstart
         "auc": 1.0, "auc_low": interval.low, "auc_high": interval.high, "auc_n": config.samples,
         "auc_lcb": bounds.lcb, "auc_ucb": bounds.ucb, "auc_method": "clopper-pearson",
     } for item in ("lowercase-tale", "fr-tale")])  # fmt: skip
-    assert [(g.min, g.items) for g in config.gates] == [(0.25, ["lowercase-tale"]), (0.8, ["fr-tale"])]
+    assert [(g.min, g.items) for g in config.gates] == [
+        (0.25, ["lowercase-tale"]),
+        (0.8, ["fr-tale"]),
+    ]
     gates = evaluate_gates(config.gates, summary, config.items, config.models)
     assert gates["verdict"].tolist() == ["pass", "undecided"]
     assert gates["samples_needed"].iloc[1] == 14  # 0.05 ** (1 / 14) >= 0.8 > 0.05 ** (1 / 13)

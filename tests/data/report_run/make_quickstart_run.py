@@ -4,8 +4,8 @@ asks for (four items, four policies, replies of 256 tokens scored in 64-token wi
 forks of `none` and `restate` at four positions with 2 records each, so every fork says
 "cannot tell"), and its verdicts as the quickstart read them (the French and lowercase items
 fail from the first window under every policy but restate; the exclamation rule is kept at
-first and dropped later). Every file of the real run is there except the conversation's (turns.csv and its
-tables: see the chat run, tests/data/chat_run/make_run.py).
+first and dropped later). Every file of the real run is there except the conversation's
+(turns.csv and its tables: see the chat run, tests/data/chat_run/make_run.py).
 
     python tests/data/report_run/make_quickstart_run.py OUT_DIR
 """
