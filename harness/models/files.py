@@ -19,7 +19,13 @@ import tempfile
 from pathlib import Path
 
 from harness.models import build
-from harness.models.zoo import TINY_MODELS, ResolvedModel, locate_model, parse_model_name
+from harness.models.zoo import (
+    TINY_MODELS,
+    ZOO_BUILT,
+    ResolvedModel,
+    locate_model,
+    parse_model_name,
+)
 
 
 def model_files(model: ResolvedModel) -> Path:
@@ -28,7 +34,7 @@ def model_files(model: ResolvedModel) -> Path:
     zoo model's files written from the GGUF into a temporary folder (once per process)."""
     if (model.path / "config.json").is_file():
         return model.path
-    if model.source not in ("embedded", "tiny", "untrained"):
+    if model.source not in ZOO_BUILT:
         return model.path  # hosted: no folder to read; a caller reads what it can
     return _unbuilt_files(model.name)
 

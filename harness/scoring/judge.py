@@ -45,12 +45,13 @@ from harness.engines import (
     GenerationRequest,
     SamplingSettings,
     engine_can,
+    engine_folder,
     kind_can,
     make_engine,
 )
 from harness.engines.options import engine_options, model_of
 from harness.errors import UserError
-from harness.models import ResolvedModel, built, locate_model, model_files
+from harness.models import ResolvedModel, locate_model, model_files
 from harness.store import unit_key
 from harness.text.chat import ChatFormat
 
@@ -216,7 +217,7 @@ class JudgeRunner:
         if target not in self._engines:
             factory = self._engine_factory or make_engine
             hosted = not kind_can(target.engine, Capability.LOCAL_WEIGHTS)
-            path = None if hosted else built(self._resolve(target.model)).path
+            path = None if hosted else engine_folder(target.engine, self._resolve(target.model))
             options = dict(target.options)
             if kind_can(target.engine, Capability.METERED):
                 options["cache_dir"] = self._request_cache
