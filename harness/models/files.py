@@ -51,6 +51,7 @@ def _unbuilt_files(name: str) -> Path:
     if parsed.kind == "tiny":
         config = build.tiny_config(TINY_MODELS[parsed.name], tokenizer)
     _name_architecture(config)
+    config.dtype = "float32"  # the zoo's weights: every builder writes float32
     config.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
