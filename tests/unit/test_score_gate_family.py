@@ -2,10 +2,12 @@
 does (`stats.family`, Holm by default; harness.analysis.gate_family), and its report says so.
 
 The log: 8 conversations of the five-rule Nordbank prompt, each keeping its word limit and its
-persona in every reply (AUC 1). The one-sided Clopper-Pearson lower bound of 8 of 8 is
-0.05^(1/8) = 0.6877 at 95 % and 0.025^(1/8) = 0.6306 at 97.5 %, so two gates at min 0.66 each
-pass alone (per check at 95 %) and neither decides under Holm over their 2 bounds (first step
-at 97.5 %, and no step decides, so no later one is taken)."""
+persona in every reply (AUC 1) and never signing off (all rules: AUC 0). The one-sided
+Clopper-Pearson lower bound of 8 of 8 is 0.05^(1/8) = 0.6877 at 95 % and (0.05/3)^(1/8) =
+0.5995 at 1 - 0.05/3; the upper bound of 0 of 8 is 1 minus those. So the two rule gates at
+min 0.66 (rules.csv) and the all-rules gate at max 0.34 (adherence.csv) each pass alone (per
+check at 95 %) and none decides under Holm over their 3 bounds (first step at 1 - 0.05/3; no
+step decides, so no later one is taken)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,9 @@ from tests.unit.test_five_rules import DATA, _chat_log
 GATES = [
     {"metric": "auc", "policy": "none", "rule": "max-80-words", "min": 0.66},
     {"metric": "auc", "policy": "none", "rule": "persona", "min": 0.66},
+    {"metric": "auc", "policy": "none", "max": 0.34},
 ]
+HOLM_FIRST = 1 - 0.05 / 3
 
 
 def _score(tmp_path, run_cli, stats: dict | None) -> tuple[int, pd.DataFrame, str]:
@@ -41,13 +45,15 @@ def _char_tokens(monkeypatch):
 
 def test_a_logs_gates_share_holms_budget_by_default(tmp_path, run_cli):
     code, gates, report = _score(tmp_path, run_cli, None)
-    assert gates["rule"].tolist() == ["max-80-words", "persona"]
-    assert gates["verdict"].tolist() == ["undecided", "undecided"] and code == 1
-    assert gates["family"].tolist() == ["holm", "holm"]
-    assert gates["level"].tolist() == pytest.approx([0.975, 0.975])
-    assert gates["value_low"].tolist() == pytest.approx([0.025 ** (1 / 8)] * 2, abs=1e-4)
+    assert gates["rule"].fillna("").tolist() == ["max-80-words", "persona", ""]
+    assert gates["verdict"].tolist() == ["undecided"] * 3 and code == 1
+    assert gates["family"].tolist() == ["holm"] * 3
+    assert gates["level"].tolist() == pytest.approx([HOLM_FIRST] * 3)
+    bound = (1 - HOLM_FIRST) ** (1 / 8)
+    assert gates["value_low"].tolist()[:2] == pytest.approx([bound] * 2, abs=1e-4)
+    assert gates["value_high"].tolist()[2] == pytest.approx(1 - bound, abs=1e-4)
     section = report[report.index('<section id="gates">') :].split("</section>")[0]
-    assert "Holm over 2 bounds (stats.family: holm)" in section
+    assert "Holm over 3 bounds (stats.family: holm)" in section
     assert "wrong is &lt;= 5 %" in section or "wrong is <= 5 %" in section
 
 
@@ -55,11 +61,12 @@ def test_per_check_gates_on_a_log_are_a_setting(tmp_path, run_cli):
     """`stats.family: none`: each bound at stats.level alone; the report says what the
     verdicts together risk."""
     code, gates, report = _score(tmp_path, run_cli, {"family": "none"})
-    assert gates["verdict"].tolist() == ["pass", "pass"] and code == 0
-    assert gates["level"].tolist() == pytest.approx([0.95, 0.95])
-    assert gates["value_low"].tolist() == pytest.approx([0.05 ** (1 / 8)] * 2, abs=1e-4)
+    assert gates["verdict"].tolist() == ["pass"] * 3 and code == 0
+    assert gates["level"].tolist() == pytest.approx([0.95] * 3)
+    assert gates["value_low"].tolist()[:2] == pytest.approx([0.05 ** (1 / 8)] * 2, abs=1e-4)
+    assert gates["value_high"].tolist()[2] == pytest.approx(1 - 0.05 ** (1 / 8), abs=1e-4)
     section = report[report.index('<section id="gates">') :].split("</section>")[0]
-    assert "2 bounds tested, each wrong with probability" in section
+    assert "3 bounds tested, each wrong with probability" in section
 
 
 def test_a_bad_stats_field_in_the_gates_file_is_one_line(tmp_path, run_cli):
