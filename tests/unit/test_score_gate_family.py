@@ -78,3 +78,31 @@ def test_a_bad_stats_field_in_the_gates_file_is_one_line(tmp_path, run_cli):
     code, _, stderr = run_cli([*argv, "--gates", str(tmp_path / "gates.yaml")])
     assert code == 2 and stderr.count("\n") == 1 and "stats.family" in stderr, stderr
     assert not out.exists()
+
+
+def test_gates_on_scored_texts_share_the_budget_too(tmp_path, run_cli):
+    """A file of {item, text} lines (policy `logged`): two items whose 8 texts all keep the
+    rule, a gate at min 0.66 on each: Holm over 2 bounds tests each at 97.5 %, where 8 of 8
+    leaves 0.025^(1/8) = 0.6306: undecided (per check at 95 %, 0.6877: pass)."""
+    import json
+
+    suite = {"suite": "r", "items": [
+        {"id": item, "system": "Answer briefly.", "user": "Hi",
+         "checks": [{"type": "regex_must_not", "pattern": "sorry", "rule": "no-sorry"}]}
+        for item in ("a", "b")
+    ]}  # fmt: skip
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite))
+    text = "The weather is fine today and the sun is out. " * 6
+    lines = [json.dumps({"item": item, "text": text}) for item in "ab" for _ in range(8)]
+    (tmp_path / "texts.jsonl").write_text("\n".join(lines) + "\n")
+    gates = [{"metric": "auc", "policy": "logged", "min": 0.66, "items": [i]} for i in "ab"]
+    (tmp_path / "gates.yaml").write_text(yaml.safe_dump({"gates": gates}))
+    out = tmp_path / "out"
+    argv = ["score", str(tmp_path / "texts.jsonl"), "--suite", str(tmp_path / "suite.yaml")]
+    code, _, stderr = run_cli(
+        [*argv, "--out", str(out), "--window", "16", "--gates", str(tmp_path / "gates.yaml")]
+    )
+    verdicts = pd.read_csv(out / "gates.csv")
+    assert code == 1 and verdicts["verdict"].tolist() == ["undecided"] * 2, stderr
+    assert verdicts["family"].tolist() == ["holm"] * 2
+    assert verdicts["value_low"].tolist() == pytest.approx([0.025 ** (1 / 8)] * 2, abs=1e-4)
