@@ -49,7 +49,8 @@ def score_command(
         "--gates",
         help="YAML with a `gates:` list (a run config will do), checked with the suites' own "
         "`gates:` on what was scored: gates.csv and junit.xml; exit 1 on a failed or "
-        "undecided gate.",
+        "undecided gate. Its `stats:` (level, family: holm, the default, bonferroni or none) "
+        "sets their error budget, as in a run.",
     ),
     log_format: str = typer.Option(
         "auto",
@@ -75,6 +76,7 @@ def score_command(
     suites = [load_suite(path) for path in suite]
     gates = [GateSpec.model_validate(g) for s in suites for g in s.gates]
     gates += load_gates(gates_file)
+    stats = gate_stats(gates_file)
     run_policies = config_policies(gates_file)
     try:
         config = ScoringConfig(window=window, sentence_aligned=sentence_aligned)
@@ -97,13 +99,16 @@ def score_command(
         for path in paths:
             typer.echo(str(path))
         scored = [Path(path).name for path in paths]
-        verdicts = score_gates(out, suites, gates, name=generations.name, written=scored)
+        verdicts = score_gates(
+            out, suites, gates, stats.level, generations.name, scored, stats.family
+        )
         for name in ("rules.csv", "rule_curves.csv", *(("gates.csv", "junit.xml") * bool(gates))):
             typer.echo(str(out / name))
     else:  # the gates are a stage of the log's, before its manifest and report
         plan = plan_score(
-            generations, suites, out, config, model, item, worst, not no_text, log_format, gates
-        )
+            generations, suites, out, config, model, item, worst, not no_text, log_format, gates,
+            stats,
+        )  # fmt: skip
         ctx = run_score(plan)
         for name in [*ctx.artifacts.files(), "report.html"]:
             typer.echo(str(out / name))
@@ -141,6 +146,27 @@ def load_gates(path: Path | None) -> list:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
         raise UserError(f"{path}: gates.{where}: {err['msg']}") from None
+
+
+def gate_stats(path: Path | None):
+    """The `stats:` of the `--gates` file (`StatsConfig`: its level and family), as a run
+    reads its own: one false-verdict budget over the gates (Holm) unless it says otherwise;
+    the defaults without a file or without `stats:`."""
+    from harness.config.run import StatsConfig  # lazy: CLI start-up
+    from harness.userfiles import read_user_text  # lazy: CLI start-up
+
+    if path is None:
+        return StatsConfig()
+    import yaml
+    from pydantic import ValidationError
+
+    data = yaml.safe_load(read_user_text(path))  # load_gates has read it: a mapping
+    try:
+        return StatsConfig.model_validate(data.get("stats") or {})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise UserError(f"{path}: stats.{where}: {err['msg']}") from None
 
 
 def config_policies(path: Path | None) -> set[str]:

@@ -14,6 +14,7 @@ from harness.engines.base import Engine, GenerationRequest, GenerationResult, Sa
 from harness.engines.kinds import (
     EngineKind,
     engine_can,
+    engine_folder,
     engine_kind,
     kind_can,
     register_engine,
@@ -28,6 +29,7 @@ __all__ = [
     "GenerationResult",
     "SamplingSettings",
     "engine_can",
+    "engine_folder",
     "engine_kind",
     "kind_can",
     "make_engine",

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from harness.capabilities import Capabilities, Capability
 from harness.config.run import GenerationConfig
 from harness.engines.base import Engine
+from harness.models import ResolvedModel, built
 from harness.registry import ENGINES
 
 # (generation config, the config's name of the model, the run's request cache folder) -> the
@@ -24,6 +25,12 @@ Options = Callable[[GenerationConfig, str | None, Path | None], dict[str, Any]]
 def context_options(gen: GenerationConfig, model: str | None, cache_dir: Path | None) -> dict:
     """The options every engine takes: its context length (None: the model's)."""
     return {"max_model_len": gen.max_model_len}
+
+
+def built_folder(model: ResolvedModel) -> Path:
+    """The folder an engine loads `model`'s weights from, built on first use (a plan only
+    locates it: `harness.models.locate_model`)."""
+    return built(model).path
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,9 @@ class EngineKind:
     # checks a run makes before it writes anything, with the options of a generation config
     # and a model folder (an endpoint is reachable and serves the model); None: none
     preflight: Callable[[GenerationConfig, Path], None] | None = None
+    # the folder `build` is given for a zoo model: its weights, built where missing (a
+    # stand-in engine, `harness.engines.scripted`, loads none, so nothing is built for it)
+    folder: Callable[[ResolvedModel], Path] = built_folder
 
     def can(self, gen: GenerationConfig) -> Capabilities:
         """The capabilities of this engine kind under `gen`'s settings."""
@@ -75,6 +85,12 @@ def register_engine(
         return build
 
     return decorate
+
+
+def engine_folder(kind: str, model: ResolvedModel) -> Path:
+    """The folder an engine of `kind` is built on for `model` (`EngineKind.folder`)."""
+    found: EngineKind = ENGINES.lookup(kind)
+    return found.folder(model)
 
 
 def engine_kind(gen: GenerationConfig) -> EngineKind:

@@ -12,7 +12,7 @@ from harness.config.endpoint import server_url
 from harness.config.run import GenerationConfig
 from harness.engines.kinds import engine_can, engine_kind
 from harness.engines.pricing import Budget
-from harness.models import ResolvedModel, resolve_model
+from harness.models import ResolvedModel, locate_model
 
 
 def engine_options(
@@ -26,11 +26,12 @@ def engine_options(
 
 
 def model_of(name: str, gen: GenerationConfig) -> ResolvedModel:
-    """The model `name` stands for: the zoo's (`resolve_model`) on an engine that loads local
-    weights; else a hosted model, known by its endpoint and name (no folder, nothing to
+    """The model `name` stands for: the zoo's on an engine that loads local weights, located
+    and not built (a plan builds no model: `harness.models.built` builds it where its weights
+    are needed); else a hosted model, known by its endpoint and name (no folder, nothing to
     load)."""
     if engine_can(gen, Capability.LOCAL_WEIGHTS):
-        return resolve_model(name)
+        return locate_model(name)
     served = gen.served_model or name
     identity = f"{gen.engine}\n{server_url(gen.base_url, gen.protocol) or ''}\n{served}"
     key = hashlib.sha256(identity.encode()).hexdigest()[:16]

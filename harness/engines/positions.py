@@ -31,7 +31,7 @@ from harness.capabilities import Capability
 from harness.config.endpoint import parse_units
 from harness.engines.kinds import kind_can
 from harness.errors import UserError
-from harness.models import resolve_model
+from harness.models import locate_model, model_files
 from harness.results.base import MODEL_TOKENS
 
 # Role marks and the end-of-message mark: private-use characters no prompt contains.
@@ -96,7 +96,8 @@ def _hf_cutter(name: str) -> Callable[[str], list[bytes]]:
 
     from transformers import AutoTokenizer
 
-    path = Path(name) if Path(name).is_dir() else resolve_model(name).path
+    # the tokenizer alone: no model is built (a dry run plans with it)
+    path = Path(name) if Path(name).is_dir() else model_files(locate_model(name))
     tokenizer = AutoTokenizer.from_pretrained(path)
 
     def cut(text: str) -> list[bytes]:

@@ -29,7 +29,10 @@ def replace_every_engine(engine: Any) -> Callable[[], None]:
     Returns what puts the real engines back."""
     return ENGINES.swap(
         {
-            name: dataclasses.replace(kind, build=lambda model_path, **options: engine)
+            # a stand-in loads no weights: no model folder is built for it
+            name: dataclasses.replace(
+                kind, build=lambda model_path, **options: engine, folder=lambda model: model.path
+            )
             for name, kind in ENGINES.items()
         }
     )

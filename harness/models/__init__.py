@@ -6,8 +6,12 @@ Names:
 - `untrained:<name>[@seed]`: the same architecture with a seeded random init;
 - `tiny-random-llama`, `tiny-random-qwen2`: small random models built locally for tests;
 - a local folder with a `config.json`; a hub id when the machine is online (never required).
+
+`locate_model` names a model's folder without building it, `model_files` gives its config and
+tokenizer without building it (what a plan reads), `resolve_model` / `built` build it.
 """
 
+from harness.models.files import model_files
 from harness.models.zoo import (
     BUILTIN_MODELS,
     EMBEDDED_MODEL,
@@ -34,6 +38,7 @@ __all__ = [
     "is_untrained",
     "list_models",
     "locate_model",
+    "model_files",
     "model_info",
     "parse_model_name",
     "resolve_model",

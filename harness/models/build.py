@@ -142,15 +142,25 @@ def random_init(base: Path, seed: int, out: Path) -> None:
 
 
 def tiny_random(arch: str, seed: int, out: Path) -> None:
-    """A small random model with the embedded model's tokenizer (so chat templates work).
-
-    head_dim = 64 because vLLM's CPU attention rejects smaller heads.
-    """
+    """A small random model with the embedded model's tokenizer (so chat templates work)."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Qwen2Config
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf = embedded_gguf_path()
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(tiny_config(arch, tokenizer), dtype=torch.float32)
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+
+
+def tiny_config(arch: str, tokenizer):
+    """The config of a tiny model (`tiny_random`) over `tokenizer`, the embedded model's.
+
+    head_dim = 64 because vLLM's CPU attention rejects smaller heads.
+    """
+    from transformers import LlamaConfig, Qwen2Config
+
     common = dict(
         vocab_size=len(tokenizer),
         hidden_size=128,
@@ -165,8 +175,4 @@ def tiny_random(arch: str, seed: int, out: Path) -> None:
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
-    config = {"llama": LlamaConfig, "qwen2": Qwen2Config}[arch](**common)
-    torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    model.save_pretrained(out, safe_serialization=True)
-    tokenizer.save_pretrained(out)
+    return {"llama": LlamaConfig, "qwen2": Qwen2Config}[arch](**common)

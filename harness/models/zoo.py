@@ -19,6 +19,7 @@ TINY_MODELS = {"tiny-random-llama": "llama", "tiny-random-qwen2": "qwen2"}
 UNTRAINED_PREFIX = "untrained:"
 BUILTIN_MODELS = [EMBEDDED_MODEL, UNTRAINED_PREFIX + EMBEDDED_MODEL, *TINY_MODELS]
 DEFAULT_UNTRAINED_SEED = 0
+ZOO_BUILT = ("embedded", "tiny", "untrained")  # the sources whose folder the zoo builds
 # Bump when a builder changes what it writes, so old cache folders are not reused.
 TINY_BUILD_VERSION = 1
 _UNTRAINED = re.compile(r"^untrained:(?P<base>.+?)(?:@(?P<seed>-?\d+))?$")
@@ -157,8 +158,11 @@ def locate_model(name: str) -> ResolvedModel:
 
 
 def built(model: ResolvedModel) -> ResolvedModel:
-    """`model` with its folder built where `locate_model` found none (the same path and key)."""
-    return model if model.path.is_dir() else resolve_model(model.name)
+    """`model` with its folder built where `locate_model` found none (the same path and key);
+    a folder the zoo does not build (local, hub, hosted) is the model's as given."""
+    if model.source not in ZOO_BUILT or model.path.is_dir():
+        return model
+    return resolve_model(model.name)
 
 
 def resolve_model(name: str) -> ResolvedModel:

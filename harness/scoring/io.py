@@ -10,7 +10,7 @@ from pathlib import Path
 
 from harness.config.run import GenerationConfig, ScoringConfig, TaskSuite
 from harness.errors import UserError
-from harness.models import EMBEDDED_MODEL, resolve_model, trained_name
+from harness.models import EMBEDDED_MODEL, locate_model, model_files, trained_name
 from harness.scoring.adherence import GateLevels, adherence_summary, summary_frame
 from harness.scoring.curves import adherence_curves, count_curves
 from harness.scoring.digest import WindowDigest, window_digest
@@ -23,10 +23,11 @@ from harness.store import RunStore, write_csv
 
 @functools.cache
 def load_tokenizer(name: str | None):
-    """The tokenizer of a zoo model (default: the embedded model), loaded once per process."""
-    # an untrained twin has its base's tokenizer: resolving the base skips the random init
+    """The tokenizer of a zoo model (default: the embedded model), loaded once per process;
+    scoring needs no weights, so no model is built (`harness.models.model_files`)."""
+    # an untrained twin has its base's tokenizer
     name = trained_name(name or EMBEDDED_MODEL)
-    return tokenizer_at(resolve_model(name).path)
+    return tokenizer_at(model_files(locate_model(name)))
 
 
 def tokenizer_at(path: Path):

@@ -45,12 +45,13 @@ from harness.engines import (
     GenerationRequest,
     SamplingSettings,
     engine_can,
+    engine_folder,
     kind_can,
     make_engine,
 )
 from harness.engines.options import engine_options, model_of
 from harness.errors import UserError
-from harness.models import ResolvedModel, resolve_model
+from harness.models import ResolvedModel, locate_model, model_files
 from harness.store import unit_key
 from harness.text.chat import ChatFormat
 
@@ -77,7 +78,8 @@ class JudgeTarget:
 
 
 def _default_resolve(name: str) -> ResolvedModel:
-    return resolve_model(name)
+    # located, not built: a judge's identity needs its content key; its engine builds it
+    return locate_model(name)
 
 
 def judge_target(spec: JudgeSpec, defaults: JudgeDefaults, resolve: Resolve) -> JudgeTarget:
@@ -215,7 +217,7 @@ class JudgeRunner:
         if target not in self._engines:
             factory = self._engine_factory or make_engine
             hosted = not kind_can(target.engine, Capability.LOCAL_WEIGHTS)
-            path = None if hosted else self._resolve(target.model).path
+            path = None if hosted else engine_folder(target.engine, self._resolve(target.model))
             options = dict(target.options)
             if kind_can(target.engine, Capability.METERED):
                 options["cache_dir"] = self._request_cache
@@ -326,9 +328,9 @@ def check_judges(
             seen.add(target)
             if not kind_can(target.engine, Capability.LOCAL_WEIGHTS):
                 continue  # a hosted model: no folder to read; nothing is sent before the run
-            model = resolve(target.model)
+            files = model_files(resolve(target.model))  # its tokenizer; no model is built
             if ENGINES.lookup(target.engine).preflight is not None:  # an endpoint: reachable?
-                engine = make_engine(target.engine, model.path, **dict(target.options))
+                engine = make_engine(target.engine, files, **dict(target.options))
                 try:
                     ChatFormat(engine.tokenizer)
                 finally:
@@ -336,6 +338,6 @@ def check_judges(
             else:
                 from transformers import AutoTokenizer
 
-                ChatFormat(AutoTokenizer.from_pretrained(model.path))
+                ChatFormat(AutoTokenizer.from_pretrained(files))
         except UserError as exc:
             raise UserError(f"{where}: judge: {exc}") from None

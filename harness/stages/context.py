@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 from harness.config.run import ChatOptions, RunConfig, TaskSuite
 from harness.engines.pool import EnginePool
 from harness.engines.positions import PositionUnits, t_unit_name
-from harness.models import ResolvedModel, built
+from harness.models import ResolvedModel, built, model_files
 from harness.probes.backend import Backend, backend_dtype, open_backend
 from harness.results import ResultRow
 from harness.results.base import MODEL_TOKENS
@@ -262,7 +262,8 @@ class StageContext(Generic[PlanT]):
 
     @property
     def models(self: StageContext[RunPlan]) -> list[ResolvedModel]:
-        return self.plan.models
+        """The run's models, each built on first use (the plan only locates them)."""
+        return [built(model) for model in self.plan.models]
 
     @property
     def twins(self: StageContext[RunPlan]) -> dict[str, ResolvedModel]:
@@ -285,7 +286,7 @@ class StageContext(Generic[PlanT]):
 
     @property
     def probe_models(self: StageContext[RunPlan]) -> list[ResolvedModel]:
-        return self.plan.models + list(self.twins.values())
+        return self.models + list(self.twins.values())
 
     def generation_units(self: StageContext[RunPlan], model: ResolvedModel) -> list[Unit]:
         """The model's generation units: the plan's, or in a sequential run those of the
@@ -308,7 +309,7 @@ class StageContext(Generic[PlanT]):
         if model.name not in self._tokenizers:
             from transformers import AutoTokenizer
 
-            self._tokenizers[model.name] = AutoTokenizer.from_pretrained(model.path)
+            self._tokenizers[model.name] = AutoTokenizer.from_pretrained(model_files(model))
         return self._tokenizers[model.name]
 
 

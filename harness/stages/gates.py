@@ -22,7 +22,7 @@ from harness.analysis.gate_sources import GATE_TABLES, read_gate_tables
 from harness.analysis.gates import GATE_COLUMNS, evaluate_gates, read_summary
 from harness.analysis.rules import rule_frames, rule_sentences
 from harness.atomic import atomic_write_text
-from harness.config.gate_specs import GateSpec, gate_level, gate_units
+from harness.config.gate_specs import Family, GateSpec, gate_levels, gate_units
 from harness.config.policy_specs import policy_label
 from harness.config.run import RunConfig, TaskItem
 from harness.config.sampling import schedule
@@ -37,6 +37,7 @@ from harness.results import (
     WindowRow,
     typed_frame,
 )
+from harness.scoring.io import adherence_frames
 from harness.stages.base import JUnit, RunFiles
 from harness.stages.context import RunContext
 from harness.store import write_csv
@@ -90,30 +91,33 @@ class GateStage:
 
 def score_gates(
     out: Path, suites: list[Any], gates: list[Any], level: float = 0.95, name: str = "score",
-    written: Collection[str] = (),
+    written: Collection[str] = (), family: Family = "holm",
 ) -> pd.DataFrame:  # fmt: skip
     """`harness score`'s per-rule files and gates on a file of records or texts (a chat log's
     are stages of its own: `harness.stages.logs`), from the files it wrote into `out`
     (`written`, by name: a file an earlier command left there is not read): rules.csv and
     rule_curves.csv from windows.csv (and turns.csv), then `gates` checked on adherence.csv
-    (what summary.csv is to a run) and those files -> gates.csv, junit.xml. Returns gates.csv's
-    frame (empty without gates)."""
+    (what summary.csv is to a run; made again with the one-sided bounds at the gates' levels)
+    and those files -> gates.csv, junit.xml. `level`, `family`: stats.level and stats.family,
+    as in a run. Returns gates.csv's frame (empty without gates)."""
     windows = typed_frame(WindowRow, read_scored(out / "windows.csv"))
     turns = None
     if "turns.csv" in written:
         turns = typed_frame(TurnRow, read_scored(out / "turns.csv"))
-    items = list(dict.fromkeys(windows["item"].astype(str)))
-    models = list(dict.fromkeys(windows["model"].astype(str)))
-    checked = gate_level(gates, models, items, level, "none")
+    checked = scored_gate_levels(gates, windows, level, family)
     sentences = rule_sentences((i.id, c) for suite in suites for i in suite.items for c in i.checks)
     frames = rule_frames(windows, turns, sentences=sentences, level=level, gate_level=checked)
+    if gates:  # the bounds the gates read, at their levels (score_files made them at level)
+        frames.update(adherence_frames(windows, level=level, gate_level=checked))
     for file, frame in frames.items():
         write_csv(frame, out / file)
     written = [*written, *frames]
     if not gates:
         return pd.DataFrame(columns=GATE_COLUMNS)
     tables = {n: out / n for n in GATE_TABLES if n in written}
-    outputs = scored_gate_outputs(gates, windows, out / "adherence.csv", tables, level, name)
+    outputs = scored_gate_outputs(
+        gates, windows, out / "adherence.csv", tables, level, name, family
+    )
     verdicts: pd.DataFrame = outputs["gates.csv"]
     write_csv(verdicts, out / "gates.csv")
     atomic_write_text(out / "junit.xml", outputs["junit.xml"])
@@ -122,20 +126,38 @@ def score_gates(
 
 def scored_gate_outputs(
     gates: list[Any], windows: pd.DataFrame, adherence: Path, files: Mapping[str, Path],
-    level: float = 0.95, name: str = "score",
+    level: float = 0.95, name: str = "score", family: Family = "holm",
 ) -> dict[str, Any]:  # fmt: skip
     """{"gates.csv": frame, "junit.xml": text} of `harness score`'s gates: checked on
     adherence.csv (what summary.csv is to a run) and the GATE_TABLES among `files` (name ->
     path, what the command wrote), each judging the scored items (`windows`, as
-    `read_scored` reads them) that hold a unit of it."""
-    items = list(dict.fromkeys(windows["item"].astype(str)))
-    models = list(dict.fromkeys(windows["model"].astype(str)))
+    `read_scored` reads them) that hold a unit of it. Their error adds up over the checks
+    as a run's (`family`, `harness.analysis.gate_family`): adherence.csv and rules.csv hold
+    the one-sided bounds at `scored_gate_levels`."""
+    models, items = scored_conditions(windows)
     units = {index: _scored_items(windows, gate) for index, gate in enumerate(gates)}
     frame = evaluate_gates(
-        gates, read_summary(adherence), items, models, level,
+        gates, read_summary(adherence), items, models, level, family,
         tables=read_gate_tables(files), units=units,
     )  # fmt: skip
     return {"gates.csv": frame, "junit.xml": junit_xml(frame, name)}
+
+
+def scored_conditions(windows: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """The models and items of what `harness score` scored, in the order first seen: the
+    run's `config.models` and items, to its gates."""
+    models = list(dict.fromkeys(windows["model"].astype(str)))
+    return models, list(dict.fromkeys(windows["item"].astype(str)))
+
+
+def scored_gate_levels(
+    gates: list[Any], windows: pd.DataFrame, level: float, family: Family
+) -> tuple[float, ...]:
+    """The levels `harness score`'s gates test their one-sided bounds at (a run's
+    `gate_levels`, over the scored models and items): where adherence.csv and rules.csv make
+    them."""
+    models, items = scored_conditions(windows)
+    return gate_levels(gates, models, items, level, family)
 
 
 def _scored_items(windows: pd.DataFrame, gate: GateSpec) -> list[str]:

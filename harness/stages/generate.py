@@ -14,10 +14,10 @@ from typing import Any, cast
 from harness.capabilities import Capability
 from harness.config.endpoint import endpoint_of
 from harness.config.run import PolicySpec, RunConfig
-from harness.engines import engine_can, kind_can, make_engine
+from harness.engines import engine_can, engine_folder, kind_can, make_engine
 from harness.engines.options import engine_options, run_budget
 from harness.engines.pool import EnginePool
-from harness.models import ResolvedModel, resolve_model
+from harness.models import ResolvedModel, locate_model
 from harness.policies import policy_run, run_policies
 from harness.policies.conversation import Simulators
 from harness.scoring import reply_fails, window_fails
@@ -208,7 +208,8 @@ def _simulator_factory(
             options["budget"] = budget
         # a hosted model has no folder: the endpoint serves it (make_engine's path is for the rest)
         hosted = not engine_can(gen, Capability.LOCAL_WEIGHTS)
-        engine = make_engine(kind, None if hosted else resolve_model(name).path, **options)  # type: ignore[arg-type]
+        path = None if hosted else engine_folder(kind, locate_model(name))
+        engine = make_engine(kind, path, **options)  # type: ignore[arg-type]
         return engine, ChatFormat(engine.tokenizer)
 
     return factory

@@ -22,6 +22,7 @@ from harness.analysis.conversations import (
 )
 from harness.analysis.gate_sources import GATE_TABLES
 from harness.analysis.rules import rule_frames, rule_sentences
+from harness.config.gate_specs import gate_levels
 from harness.report import render_report
 from harness.report.load import KNOWN_FILES
 from harness.results import (
@@ -38,6 +39,7 @@ from harness.results import (
     WindowRow,
     typed_frame,
 )
+from harness.scoring.adherence import TASK_CONDITION
 from harness.scoring.io import adherence_frames
 from harness.scoring.judge import JudgeRunner
 from harness.scoring.logged import LoggedScores, TurnDigests, log_totals, score_logged
@@ -54,7 +56,7 @@ from harness.stages.base import (
     artifact_name,
 )
 from harness.stages.context import StageContext
-from harness.stages.gates import read_scored, scored_gate_outputs
+from harness.stages.gates import read_scored, scored_gate_levels, scored_gate_outputs
 from harness.store import RunStore
 from harness.units.plan import ScorePlan
 
@@ -116,9 +118,17 @@ class LogAnalyseStage:
     writes = (AdherenceRow, AdherenceCurveRow, SurvivalRow, TurnAdherenceRow, ConversationRow)
 
     def run(self, ctx: ScoreContext) -> dict[str, Output]:
-        scores = ctx.read(LogDigests)
+        scores, plan = ctx.read(LogDigests), ctx.plan
+        # the gates' one-sided bounds at their levels (as a run's analyse stage makes them),
+        # over the scored models and items (`scored_gate_levels`, from the digest's keys)
+        keys = list(scores.window_digest.conditions or {})
+        models, items = (
+            list(dict.fromkeys(str(key[TASK_CONDITION.index(c)]) for key in keys))
+            for c in ("model", "item")
+        )
+        checked = gate_levels(plan.gates, models, items, plan.stats.level, plan.stats.family)
         return {
-            **adherence_frames(scores.window_digest),
+            **adherence_frames(scores.window_digest, level=plan.stats.level, gate_level=checked),
             "turn_adherence.csv": turn_curves(scores.turn_digest),
             "conversations.csv": conversation_summary(scores.turn_digest, scores.tokens),
         }
@@ -167,9 +177,11 @@ class LogGateStage:
             return {}
         windows = typed_frame(WindowRow, read_scored(ctx.path(WindowRow)))
         files = ctx.written(GATE_TABLES)
+        plan = ctx.plan
         return scored_gate_outputs(
-            ctx.plan.gates, windows, ctx.path(AdherenceRow), files, name=ctx.plan.logs.name
-        )
+            plan.gates, windows, ctx.path(AdherenceRow), files, plan.stats.level,
+            plan.logs.name, plan.stats.family,
+        )  # fmt: skip
 
 
 class LogReportStage:
@@ -197,6 +209,11 @@ class LogRulesStage:
     writes = (RuleRow, RuleCurveRow)
 
     def run(self, ctx: ScoreContext) -> dict[str, Output]:
-        suites = ctx.plan.suites
-        sentences = rule_sentences((i.id, c) for s in suites for i in s.items for c in i.checks)
-        return rule_frames(ctx.frame(WindowRow), ctx.frame(TurnRow), sentences=sentences)
+        plan, windows = ctx.plan, ctx.frame(WindowRow)
+        checks = ((i.id, c) for s in plan.suites for i in s.items for c in i.checks)
+        sentences = rule_sentences(checks)
+        checked = scored_gate_levels(plan.gates, windows, plan.stats.level, plan.stats.family)
+        return rule_frames(
+            windows, ctx.frame(TurnRow), sentences=sentences, level=plan.stats.level,
+            gate_level=checked,
+        )  # fmt: skip

@@ -17,6 +17,7 @@ from harness.config.run import (
     GenerationConfig,
     RunConfig,
     ScoringConfig,
+    StatsConfig,
     TaskSuite,
 )
 from harness.config.sampling import SampleRange
@@ -25,7 +26,13 @@ from harness.engines.options import model_of
 from harness.engines.positions import ByteBound
 from harness.engines.refusals import refuse_unsupported
 from harness.errors import UserError
-from harness.models import EMBEDDED_MODEL, ResolvedModel, locate_model, untrained_name
+from harness.models import (
+    EMBEDDED_MODEL,
+    ResolvedModel,
+    locate_model,
+    model_files,
+    untrained_name,
+)
 from harness.probes.endpoint import endpoint_settings
 from harness.scoring.inputs import score_run_id
 from harness.scoring.io import load_tokenizer
@@ -96,12 +103,14 @@ class ScorePlan:
     # the gates checked on what is scored (the suites' and `--gates`'), already checked
     # against the log (`commands.score.check_score_gates`): gates.csv, junit.xml
     gates: list = field(default_factory=list)
+    # the gates' level and family (`--gates`' `stats:`, as a run's): Holm by default
+    stats: StatsConfig = field(default_factory=StatsConfig)
 
 
 def plan_score(
     logs: Path, suites: list[TaskSuite], out: Path, config: ScoringConfig, model: str | None = None,
     item: str | None = None, worst: int | None = None, with_text: bool = True,
-    log_format: str = "auto", gates: list | None = None,
+    log_format: str = "auto", gates: list | None = None, stats: StatsConfig | None = None,
 ) -> ScorePlan:  # fmt: skip
     """Every check before anything is written: `--item`, the items' checks, the output
     folder, the judges, every line of the log parsed and matched (one `file:line` UserError),
@@ -121,6 +130,7 @@ def plan_score(
     return ScorePlan(
         Path(logs), list(suites), config, Path(out), name, matcher, judges, load_tokenizer(name),
         judge_checks, item, worst, with_text, log_format, run_id, list(gates or []),
+        stats or StatsConfig(),
     )  # fmt: skip
 
 
@@ -205,7 +215,8 @@ def plan_config(
             raise
         except UserError as exc:  # name the config: the policy, item and field are in exc
             raise UserError(f"{config_path}: {exc}") from None
-        preflight(config.generation, model.path)  # e.g. an unreachable endpoint: before writing
+        # e.g. an unreachable endpoint, before writing; the model's files: nothing is built
+        preflight(config.generation, model_files(model))
     check_run_judges(config, items)
     if config.scoring.validation is not None:
         config = labelled_file(config_path, config)
@@ -215,9 +226,7 @@ def plan_config(
     # located, not built: the probe stage builds a twin when it needs its weights
     twins = {name: locate_model(twin) for name, twin in twin_names.items()}
     backends = (
-        probe_backends(
-            config.probe.backend, _backend_models(models, twins), endpoint_settings(config)
-        )
+        probe_backends(config.probe.backend, [*models, *twins.values()], endpoint_settings(config))
         if config.probe.enabled
         else {}
     )
@@ -230,15 +239,6 @@ def _twin_names(config: RunConfig, models: list[ResolvedModel]) -> dict[str, str
     if not (config.probe.enabled and config.probe.untrained_twin):
         return {}
     return {m.name: untrained_name(m.name) for m in models if m.source != "untrained"}
-
-
-def _backend_models(
-    models: list[ResolvedModel], twins: dict[str, ResolvedModel]
-) -> list[ResolvedModel]:
-    """The probed models for the backend checks, each twin at its trained model's folder: a
-    twin has its base's architecture and tokenizer, and its own folder is not built yet."""
-    paths = {m.name: m.path for m in models}
-    return [*models, *(t.model_copy(update={"path": paths[name]}) for name, t in twins.items())]
 
 
 def labelled_file(path: Path, config: RunConfig) -> RunConfig:

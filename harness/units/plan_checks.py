@@ -12,7 +12,7 @@ from harness.config.run import ChatOptions, RunConfig, policy_label
 from harness.engines.chat_engine import HOSTED_CONTEXT
 from harness.engines.positions import PositionUnits
 from harness.errors import UserError
-from harness.models import ResolvedModel
+from harness.models import ResolvedModel, model_files
 from harness.policies import policy_run
 from harness.policies.conversation import conversation_floor
 from harness.probes.endpoint import check_endpoint
@@ -82,8 +82,9 @@ def check_generation(
     else:
         from transformers import AutoTokenizer
 
-        chat = ChatFormat(AutoTokenizer.from_pretrained(model.path))
-        model_config = json.loads((model.path / "config.json").read_text())
+        files = model_files(model)  # a plan builds no model
+        chat = ChatFormat(AutoTokenizer.from_pretrained(files))
+        model_config = json.loads((files / "config.json").read_text())
         context = model_config.get("max_position_embeddings") or 2048
     if config.generation.max_model_len:
         context = min(context, config.generation.max_model_len)
@@ -168,7 +169,8 @@ def check_probe_layers(config: RunConfig, model: ResolvedModel) -> None:
 
     if config.probe.layers == "all":
         return
-    depth = json.loads((model.path / "config.json").read_text()).get("num_hidden_layers")
+    config_file = model_files(model) / "config.json"
+    depth = json.loads(config_file.read_text()).get("num_hidden_layers")
     if depth is None:
         return  # an unusual config: the probe itself checks against the loaded model
     try:
@@ -189,7 +191,7 @@ def probe_backends(
     if backend == "openai":
         for model in models:
             try:
-                check_endpoint(model.path, endpoint or {})
+                check_endpoint(model_files(model), endpoint or {})
             except UserError as exc:
                 raise UserError(f"field 'probe.backend': {model.name}: {exc}") from None
         return {m.name: "openai" for m in models}
@@ -197,7 +199,7 @@ def probe_backends(
 
     chosen = {}
     for model in models:
-        why = vllm_support(model.path)
+        why = vllm_support(model_files(model))
         if why and backend == "vllm":
             raise UserError(f"field 'probe.backend': vllm cannot probe {model.name}: {why}")
         chosen[model.name] = "hf" if why else "vllm"

@@ -69,3 +69,36 @@ def test_models_list_and_prepare_cli(tiny_model_path):
         timeout=120,
     )
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "unknown model" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "fixture"),
+    [
+        ("smollm2-135m-instruct", "embedded_model_path"),
+        ("untrained:smollm2-135m-instruct", "untrained_model_path"),
+        ("tiny-random-llama", "tiny_model_path"),
+    ],
+)
+def test_a_plan_reads_the_built_folders_config_and_tokenizer_without_building(
+    name, fixture, request, tmp_path, monkeypatch
+):
+    """`model_files` on an empty cache: the config.json and tokenizer files the built folder
+    holds (what a plan reads: context, depth, architecture, chat template, token ids), and
+    no model folder written."""
+    from harness.models import locate_model, model_files
+
+    built = request.getfixturevalue(fixture)
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
+    files = model_files(locate_model(name))
+    assert not (tmp_path / "models").exists()
+    assert json.loads((files / "config.json").read_text()) == json.loads(
+        (built / "config.json").read_text()
+    )
+    assert (files / "tokenizer.json").read_bytes() == (built / "tokenizer.json").read_bytes()
+    # `local_files_only` records how the tokenizer was loaded (offline in the test session)
+    settings = [
+        {k: v for k, v in json.loads((folder / "tokenizer_config.json").read_text()).items()
+         if k != "local_files_only"}
+        for folder in (files, built)
+    ]  # fmt: skip
+    assert settings[0] == settings[1]

@@ -66,7 +66,6 @@ def _simulator_options(tmp_path, monkeypatch, simulator: dict) -> dict:
     import harness.stages.generate as generate
     from harness.config.files import load_run_config_and_suites
     from harness.engines import ENGINES
-    from harness.models import ResolvedModel
     from harness.units.plan import select_items
     from harness.units.selection import simulator_key
 
@@ -80,8 +79,6 @@ def _simulator_options(tmp_path, monkeypatch, simulator: dict) -> dict:
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
     config, suites = load_run_config_and_suites(tmp_path / "run.yaml")
     items = select_items(config, suites)
-    model = ResolvedModel(name="m", source="tiny", path=tmp_path, content_key="k")
-    monkeypatch.setattr(generate, "resolve_model", lambda name: model)
     seen: list[dict] = []
 
     class Stop(Exception):
@@ -91,7 +88,9 @@ def _simulator_options(tmp_path, monkeypatch, simulator: dict) -> dict:
         seen.append(options)
         raise Stop  # the options are what this test reads; no engine is needed
 
-    restore = ENGINES.swap({"openai": dataclasses.replace(ENGINES["openai"], build=record)})
+    # no folder for the model: the options are what this test reads
+    openai = dataclasses.replace(ENGINES["openai"], build=record, folder=lambda model: tmp_path)
+    restore = ENGINES.swap({"openai": openai})
     try:
         with pytest.raises(Stop):
             factory = generate._simulator_factory(config, items)

@@ -5,17 +5,13 @@ runs (an impossible `vllm` is one line), recorded in manifest.json; no vLLM is s
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from harness.errors import UserError
+from harness.models import ResolvedModel
 
 DATA = Path(__file__).parent.parent / "data" / "configs"
-
-# resolving tiny-random-llama builds its model folder on an empty cache: the integration
-# tier (tests/README.md), though no model starts
-NEEDS_TINY_FOLDER = pytest.mark.integration
 
 
 @pytest.fixture
@@ -29,7 +25,10 @@ def support(monkeypatch):
 
 
 def _models(*names: str) -> list:
-    return [SimpleNamespace(name=name, path=Path(f"/models/{name}")) for name in names]
+    return [
+        ResolvedModel(name=name, source="local", path=Path(f"/models/{name}"), content_key=name)
+        for name in names
+    ]
 
 
 def test_hf_is_hf_without_asking_vllm(monkeypatch):
@@ -55,8 +54,8 @@ def test_explicit_vllm_that_cannot_probe_is_one_line(support):
         probe_backends("vllm", _models("gemma"))
 
 
-@NEEDS_TINY_FOLDER
-def test_the_plan_resolves_the_backend_of_models_and_twins(support, tmp_path):
+def test_the_plan_resolves_the_backend_of_models_and_twins(support, tmp_path, monkeypatch):
+    """On an empty cache: the plan reads each model's config without building its folder."""
     import yaml
 
     from harness.units.plan import plan_run
@@ -67,9 +66,11 @@ def test_the_plan_resolves_the_backend_of_models_and_twins(support, tmp_path):
     config["suites"] = [str(DATA / Path(s).name) for s in config["suites"]]
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(config))
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
     plan = plan_run(path, tmp_path / "out")
     names = [m.name for m in plan.models] + [t.name for t in plan.twins.values()]
     assert plan.probe_backends == dict.fromkeys(names, "vllm") and len(names) == 2
+    assert not (tmp_path / "cache" / "models").exists()
 
 
 def test_manifest_records_the_backend_that_ran(tmp_path):

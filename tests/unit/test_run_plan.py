@@ -17,19 +17,18 @@ MODEL = "smollm2-135m-instruct"
 
 
 @pytest.fixture(scope="module", autouse=True)
-def embedded_only_cache(tmp_path_factory):
-    """HARNESS_CACHE holding the embedded model alone (linked from the machine's cache, where
-    the integration tier built it), as on a machine where no run has built its untrained twin:
-    planning must not build it (the unit tier's ModelGuard fails a test that builds a model)."""
-    from harness.models import resolve_model
-
-    embedded = resolve_model(MODEL).path
+def empty_cache(tmp_path_factory):
+    """An empty HARNESS_CACHE, as on a fresh machine: planning reads the embedded GGUF's
+    config and tokenizer and builds no model (the unit tier's ModelGuard fails a test that
+    builds one); the model cache stays without a folder."""
     cache = tmp_path_factory.mktemp("cache")
-    (cache / "models").mkdir()
-    (cache / "models" / embedded.name).symlink_to(embedded)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HARNESS_CACHE", str(cache))
         yield cache / "models"
+
+
+def _model_folders(models_cache: Path) -> list[str]:
+    return sorted(p.name for p in models_cache.iterdir()) if models_cache.exists() else []
 
 
 @pytest.fixture(scope="module")
@@ -43,20 +42,17 @@ def _sum(units) -> TokenBudget:
     return sum((u.budget for u in units), TokenBudget())
 
 
-def test_planning_locates_the_untrained_twin_and_builds_no_model(
-    quickstart_plan, embedded_only_cache
-):
-    """The twin is planned (its cache key, its probe units) but not built: that is the probe
-    stage's, when it needs the weights; the cache holds the embedded model alone."""
+def test_planning_locates_the_models_and_builds_none(quickstart_plan, empty_cache):
+    """The model and its twin are planned (their cache keys, their units) but not built: the
+    stages build them when they need the weights; the cache holds no model folder."""
     from harness.models.build import embedded_gguf_path, file_sha256
 
-    twin = quickstart_plan.twins[MODEL]
+    model, twin = quickstart_plan.models[0], quickstart_plan.twins[MODEL]
     sha = file_sha256(embedded_gguf_path())
+    assert model.content_key == f"gguf-sha256:{sha}"
     assert twin.content_key == f"untrained:gguf-sha256:{sha}@0"
-    assert twin.path.parent == embedded_only_cache and not twin.path.exists()
-    assert sorted(p.name for p in embedded_only_cache.iterdir()) == [
-        quickstart_plan.models[0].path.name
-    ]
+    assert model.path.parent == twin.path.parent == empty_cache
+    assert _model_folders(empty_cache) == []
 
 
 def test_generation_units_count_every_request_and_token(quickstart_plan):
@@ -126,7 +122,10 @@ def test_cached_units_are_not_to_send():
     assert totals.of("m").to_send == TokenBudget(requests=4, input_tokens=60, output_tokens=20)
 
 
-def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, embedded_only_cache):
+def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, empty_cache):
+    """On an empty cache the dry run prints the totals a built model gives (measured with
+    the converted folder: 552 requests, 117,706 input and 43,292 output tokens; the twin's
+    60 probe forwards of 24,174 tokens) and leaves no model folder."""
     from typer.testing import CliRunner
 
     from harness.cli import app
@@ -150,7 +149,12 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, embedded_only_cach
     mine = plan.totals.of(MODEL).planned
     assert total[1:4] == [f"{mine.requests:,}", f"{mine.input_tokens:,}", f"{mine.output_tokens:,}"]
     assert mine.requests == 552  # 240 generations, 252 fork arms and primes, 60 probe forwards
-    assert not any(p.name.startswith("untrained") for p in embedded_only_cache.iterdir())
+    totals = [row[:4] for row in rows if row[0] in (MODEL, f"untrained:{MODEL}")]
+    assert totals == [
+        [MODEL, "552", "117,706", "43,292"],
+        [f"untrained:{MODEL}", "60", "24,174", "0"],
+    ]
+    assert _model_folders(empty_cache) == []
 
 
 def plan_run_of(out: Path):
@@ -162,14 +166,13 @@ def plan_run_of(out: Path):
 def test_the_generate_stage_runs_the_plans_units(quickstart_plan, tmp_path):
     """The stage takes its units from the plan (not derived again), except in a sequential
     run, whose looks add batches."""
-    from harness.models import resolve_model
     from harness.stages.context import run_context
     from harness.store import RunStore
     from harness.units.sequential import SampleBatch
 
     plan = quickstart_plan
     ctx = run_context(plan, RunStore(tmp_path))
-    model = resolve_model(MODEL)
+    model = plan.models[0]
     planned = [u for u in plan.units if u.stage == "generate"]
     assert all(a is b for a, b in zip(ctx.generation_units(model), planned, strict=True))
     n = plan.config.samples  # the first look is the plan's samples, the second adds two
