@@ -48,8 +48,8 @@ def _condition(records: list[GenerationRecord]) -> dict[str, float]:
     seconds = sum(r.seconds for r in records)
     nll = [(math.log(r.perplexity), r.tokens.generated) for r in records if r.perplexity]
     weight = sum(w for _, w in nll)
-    with np.errstate(invalid="ignore"):
-        degen = float(np.nanmean([degeneration(generated_tokens(r)) for r in records]))
+    rates = [x for x in (degeneration(generated_tokens(r)) for r in records) if not math.isnan(x)]
+    degen = float(np.mean(rates)) if rates else math.nan  # no reply long enough to tell
     return {
         "n": len(records),
         "generated": generated,

@@ -70,7 +70,10 @@ def test_turns_csv_has_every_turn_of_every_sample(talk):
         inside = spans.loc[(w.item, w.policy, w.sample)]
         assert ((inside.t_start <= w.t_start) & (w.t_end <= inside.t_end)).any(), w
     curve = pd.read_csv(talk / "turn_adherence.csv")
-    assert curve.a.between(0, 1).all() and set(curve.turn) <= {1, 2, 3, 4}
+    # a turn where no reply got a verdict keeps its row, with a = NaN and n = 0 (not a 0)
+    decided = curve[curve["n"] > 0]
+    assert decided.a.between(0, 1).all() and curve[curve["n"] == 0].a.isna().all()
+    assert set(curve.turn) <= {1, 2, 3, 4}
     # the regex check decides every reply; the language check needs 8 letters, so a turn
     # where no sample had enough is left out of a(k)
     assert len(curve[curve.item == "talk-sim"]) == 3 * 4
