@@ -5,7 +5,7 @@ floor.
 
 - Per cell, a one-sided exact binomial test of H0 "the cell's rate >= NOMINAL" (scipy's
   `binomtest`, alternative "less"); Holm's step-down over every cell of the run
-  (`harness.analysis.laws.holm`) at FAMILY (5 %).
+  (`harness.stats.adjust.holm`) at FAMILY (5 %).
 - A floor on each cell's observed rate: 0.93 for an interval's coverage and 0.95 for a
   decision (a wrong-decision rate <= 5 %) at the full 200 runs per cell. A quick run's cells
   rest on few runs, where a correct interval at exactly 95 % would fall below 0.93 by chance
@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from harness.analysis.laws import holm
+from harness.stats.adjust import holm
 
 NOMINAL = 0.95  # the harness's default level, stats.level
 FAMILY = 0.05  # Holm's family-wise level over the cells

@@ -23,7 +23,6 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from harness.analysis.laws import holm
 from harness.results import CorrelationRow, result_frame
 from harness.stats import (
     DEFAULT_DRAWS,
@@ -32,6 +31,7 @@ from harness.stats import (
     correlation_interval,
     none_interval,
 )
+from harness.stats.adjust import holm
 from harness.stats.bootstrap import bootstrap_interval, resample_indices
 
 COLUMNS = CorrelationRow.columns()

@@ -26,6 +26,7 @@ from harness.analysis import laws as L
 from harness.analysis.law_sets import MIN_POINTS, POOLED, CurveSet
 from harness.analysis.laws import FLOOR_RULED_OUT
 from harness.stats import DEFAULT_LEVEL
+from harness.stats.adjust import holm
 from harness.stats.bootstrap import bootstrap_interval
 
 BASELINE_POLICY = "none"
@@ -365,7 +366,7 @@ def law_rows(sets: list[CurveSet], draws: int = 500, level: float = DEFAULT_LEVE
 
 def run_holm(choices: list[Choice]) -> list[float]:
     """Each set's law_p Holm-adjusted over every set of the run with a finite one."""
-    return [float(p) for p in L.holm(np.array([c.law_p for c in choices], dtype=np.float64))]
+    return [float(p) for p in holm(np.array([c.law_p for c in choices], dtype=np.float64))]
 
 
 def _key(ident: dict, curve: str, group: str) -> tuple:

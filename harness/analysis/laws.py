@@ -387,17 +387,3 @@ def boot_params(
     with np.errstate(invalid="ignore", divide="ignore"):
         means = (counts @ np.where(ok, units, 0.0)) / (counts @ ok)  # (B, n)
     return {law: fit_law(law, x, means, space) for law in LAWS}
-
-
-def holm(p: np.ndarray) -> np.ndarray:
-    """Holm's step-down adjusted p-values (NaN entries are not tests and stay NaN)."""
-    p = np.asarray(p, dtype=np.float64)
-    out = np.full_like(p, np.nan)
-    idx = np.flatnonzero(np.isfinite(p))
-    m = len(idx)
-    if not m:
-        return out
-    order = idx[np.argsort(p[idx], kind="stable")]
-    adjusted = np.maximum.accumulate(np.minimum((m - np.arange(m)) * p[order], 1.0))
-    out[order] = adjusted
-    return out

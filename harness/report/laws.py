@@ -12,13 +12,14 @@ import pandas as pd
 
 from harness.analysis.fits import layer_groups
 from harness.analysis.law_table import FLAT_BAND, FLOOR_RULED_OUT, VANISH_MIN_UNITS
-from harness.analysis.laws import LAW_EQUILIBRIUM, LAW_ZERO, holm
+from harness.analysis.laws import LAW_EQUILIBRIUM, LAW_ZERO
 from harness.analysis.laws import MARGIN as L_MARGIN
 from harness.analysis.single_turn import comparison
 from harness.report.html import esc, figure, fmt_num, fold, note, table
 from harness.report.load import RunData
 from harness.report.plots import _layout, color
 from harness.stats import DEFAULT_LEVEL
+from harness.stats.adjust import holm
 from harness.stats.text import interval_text
 
 POOLED = "all"

@@ -167,8 +167,8 @@ def test_correlation_interval_needs_four_conditions():
 def test_permutation_p_values_are_holm_adjusted_and_the_card_says_cannot_tell():
     """Six (x, y) pairs tested at once: each perm_p is Holm-adjusted over the finite ones, and
     the report's card decides "correlates" on the adjusted value."""
-    from harness.analysis.laws import holm
     from harness.report.mechanism_cards import correlation_card
+    from harness.stats.adjust import holm
 
     out = correlate_alpha_behaviour(_summary_frame(), n_perm=2000)
     finite = out["perm_p"].notna()

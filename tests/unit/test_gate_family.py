@@ -5,10 +5,8 @@ error at 1 - level in simulation through the project's code (bench/gate_family.p
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -19,7 +17,6 @@ from harness.config.gate_specs import GateSpec, gate_levels
 from harness.config.run import StatsConfig
 from harness.report.terminal import family_line
 
-BENCH = Path(__file__).parents[2] / "bench"
 ITEMS = ["clear", "close"]
 GATES = [GateSpec(metric="auc", policy="none", min=0.5, items=[i]) for i in ITEMS]
 
@@ -75,20 +72,11 @@ def test_a_metric_without_one_sided_bounds_stands_outside_the_budget():
     assert "1 bounds outside it" in family_line(frame)
 
 
-@pytest.fixture
-def bench(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCH))
-    spec = importlib.util.spec_from_file_location("bench_gate_family", BENCH / "gate_family.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_holm_keeps_the_family_wise_error_of_8_gates_within_the_level(bench):
+def test_holm_keeps_the_family_wise_error_of_8_gates_within_the_level(gate_family_bench):
     """100 simulated runs of 8 auc gates (4 clear passes, 4 just under the bound): Holm's
     share of runs with a wrong verdict stays within 5 % + 3 Monte-Carlo errors; per check it
     is higher (its bound is 8 x 5 % = 40 %)."""
-    rates = bench.family_error(100, seed=0)
+    rates = gate_family_bench.family_error(100, seed=0)
     mc = math.sqrt(0.05 * 0.95 / 100)
     assert rates["holm"] <= 0.05 + 3 * mc, rates
     assert rates["none"] > rates["holm"], rates

@@ -13,6 +13,7 @@ from harness.analysis.law_sets import CurveSet
 from harness.analysis.law_table import close_floored, floor_p, law_rows, run_widening, verdict
 from harness.analysis.powerlaw import fit_positions
 from harness.results import LawRow, result_frame
+from harness.stats.adjust import holm
 
 X = fit_positions(16, 320).astype(np.float64)
 
@@ -45,7 +46,7 @@ def test_a_floored_law_needs_to_predict_clearly_better_than_decay_to_zero():
 def test_holm_matches_the_step_down_by_hand():
     p = np.array([0.01, 0.04, np.nan, 0.03])
     # sorted 0.01, 0.03, 0.04 with m = 3: 0.03, max(0.06, 0.03), max(0.04, 0.06)
-    assert L.holm(p) == pytest.approx([0.03, 0.06, np.nan, 0.06], nan_ok=True)
+    assert holm(p) == pytest.approx([0.03, 0.06, np.nan, 0.06], nan_ok=True)
 
 
 def _units(law, rate, floor, n, seed, sd=0.03):

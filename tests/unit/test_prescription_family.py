@@ -5,20 +5,15 @@ instead of printing [0, inf]."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from harness.analysis.gate_family import prescription_level
 from harness.analysis.prescription import prescribe
 from harness.analysis.rules import rule_frames
 from harness.report.prescription import breaks_text
-
-BENCH = Path(__file__).parents[2] / "bench"
 
 
 def _rule(policy="none", lcb=0.85, ucb=0.95, family=None, n=4, item="conv", rule="sign-off"):
@@ -81,19 +76,10 @@ def test_rules_csv_carries_the_auc_bounds_at_the_table_s_level():
     assert math.isclose(levels[-1], prescription_level(0.95, 3))  # 3 rows: 1 - 0.05 / 3
 
 
-@pytest.fixture
-def bench(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCH))
-    spec = importlib.util.spec_from_file_location("bench_gate_family", BENCH / "gate_family.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_the_table_keeps_its_family_wise_error_within_the_level(bench):
+def test_the_table_keeps_its_family_wise_error_within_the_level(gate_family_bench):
     """20 simulated runs of 5 items x 5 rules x 2 policies, every AUC at or just under the
     target (bench/gate_family.py): runs with a wrong decided row stay within 5 % + 3
     Monte-Carlo errors under the table's budget; per row (as before) most runs have one."""
-    rates = bench.prescription_error(20, seed=0)
+    rates = gate_family_bench.prescription_error(20, seed=0)
     assert rates["family"] <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 20), rates
     assert rates["per_row"] > 0.3, rates
