@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 from _law_truths import NOISE_MODELS, _set, model_units, truth  # noqa: F401 (the tests' too)
+from _limit import cpu_description
 
 from harness.analysis import laws as L
 from harness.analysis.law_sets import CurveSet
@@ -311,6 +312,7 @@ def main() -> None:
     )
     parser.add_argument("--sets", type=int, default=300, help="curve sets per whole run")
     args = parser.parse_args()
+    print(cpu_description())
     if args.tail_only and args.verdicts:
         parser.error("--verdicts reads laws.csv's rows, which --tail-only does not change")
     if args.measure:

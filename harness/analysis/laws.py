@@ -200,6 +200,12 @@ def predict(law: str, params: LawParams, x: np.ndarray, x0: float) -> np.ndarray
     return params.floor[:, None] + params.scale[:, None] * np.exp(log_shape)
 
 
+def initial_value(law: str, params: LawParams, x_min: float) -> np.ndarray:
+    """(B,) each fitted law's value at x_min: what a floor's share is measured against."""
+    shape = 1.0 if law in _EXP_SHAPED else float(x_min) ** -params.rate
+    return params.floor + params.scale * shape
+
+
 def _rms(y: np.ndarray, pred: np.ndarray, space: str) -> np.ndarray:
     """RMS residual per row, over the points usable in `space` (NaN when none is)."""
     w = weights(y, space)
