@@ -18,7 +18,7 @@ from harness.stages.context import RunContext
 
 # bootstrap draws per curve set: every set refits three laws per draw (~300 sets in the
 # quickstart); the floor's p-value counts the draws (no finer than 1 / 201), the decision to
-# settle rests on the chooser's sign-flip test (law_table.law_rows), whose p-value is exact
+# settle rests on the floor test's law_p Holm-adjusted over the run (law_table.law_rows)
 MAX_DRAWS = 200
 
 

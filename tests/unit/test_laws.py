@@ -370,7 +370,7 @@ def test_law_p_holds_its_level_on_a_steep_exponential_drop_with_correlated_noise
     root = np.linalg.cholesky(cov + 1e-9 * np.eye(len(X)))
     drop = np.exp(-np.log(100.0) / 304.0 * (X - 1.0))
     below = 0
-    for i in range(60):
+    for _ in range(60):
         noise = 0.36 * rng.normal(size=(16, len(X))) @ root.T + rng.normal(0, 0.25, (16, 1))
         rows = law_rows([_set("none", drop[None, :] * np.exp(noise))], draws=20)
         below += rows[0]["law_p"] < 0.05
