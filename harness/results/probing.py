@@ -338,11 +338,12 @@ class LawRow(ResultRow):
     than 3"""
     law_p: float
     """the chooser's comparison as a test (the same in the set's three rows; empty with fewer
-    than 3 units): mechanism curves, one-sided p-value that a floored law predicts the pairs
-    left out better than decay to zero (sign-flip test over the pairs, Bonferroni over the
-    two floored laws); behaviour, the binomial likelihood ratio of the best falling floored
-    law (floor >= 10 % of its initial value) against the best decay to zero, its p a
-    parametric bootstrap from that decay (1 when no floored law qualifies)"""
+    than 3 units): mechanism curves, one-sided p-value that a falling floored law with a
+    floor >= 10 % of its fitted initial value predicts the pairs left out better than every
+    decay to zero (sign-flip test over the pairs, Bonferroni over the two floored laws; 1
+    when no floored law qualifies); behaviour, the binomial likelihood ratio of the best
+    falling floored law (floor >= 10 % of its initial value) against the best decay to zero,
+    its p a parametric bootstrap from that decay (1 when no floored law qualifies)"""
     law_p_holm: float
     """law_p Holm-adjusted over every curve set of the run with a law_p (`settles`' share of the
     run's one false-verdict budget: 1 - level)"""

@@ -65,8 +65,8 @@ def test_a_missing_column_stops_the_bench(bench, monkeypatch):
         bench.main(["--quick", "--only", "adherence"])
 
 
-def test_an_empty_table_is_not_a_pass():
-    from _cover import MissingMetric, columns
+def test_an_empty_table_is_not_a_pass(bench):
+    from _cover import MissingMetric, columns  # bench/ on the path: the fixture's
 
     with pytest.raises(MissingMetric, match="no rows"):
         columns(pd.DataFrame(columns=["auc_low", "auc_high"]), "auc", "summary.csv")
