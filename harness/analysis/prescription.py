@@ -308,7 +308,11 @@ def rule_gains(windows: pd.DataFrame | None, level: float = DEFAULT_LEVEL) -> pd
     for rule in sorted(set(rules) - {""}):
         out = compare_policies(windows[rules == rule], None, baseline=BASELINE, level=level)
         frames.append(out[(out["metric"] == "auc") & (out["item"] != "all")].assign(rule=rule))
-    return pd.concat(frames, ignore_index=True) if frames else None
+    if not frames:
+        return None
+    # a rule no sample has a verdict for adds no row (pandas deprecates empty frames in concat)
+    kept = [f for f in frames if not f.empty]
+    return pd.concat(kept, ignore_index=True) if kept else frames[0]
 
 
 def prescription_frame(rows: list[PrescriptionRow]) -> pd.DataFrame:

@@ -81,7 +81,8 @@ def test_with_samples_missing_a_value_each_side_still_errs_at_most_alpha_at_the_
         values = np.where(rng.random(LOOKS[-1]) < 0.1, np.nan, rng.random(LOOKS[-1]) < 0.8)
         for at in LOOKS:
             got = values[:at][np.isfinite(values[:at])]
-            row = {"auc": got.mean(), "auc_passes": got.sum(), "auc_n": len(got)}
+            mean = got.mean() if len(got) else math.nan  # no sample with a value yet
+            row = {"auc": mean, "auc_passes": got.sum(), "auc_n": len(got)}
             decided = sequential_check(gate, row, LOOKS, 0.95)
             if decided and decided[0] != "undecided":
                 passes += decided[0] == "pass"
