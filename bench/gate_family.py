@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import platform
 import sys
 import time
 
 import numpy as np
 import pandas as pd
+from _limit import cpu_description
 
 from harness.analysis.gate_family import ladder_row, prescription_level, with_level
 from harness.analysis.gates import evaluate_gates
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     rates = family_error(reps, args.seed)
     mc = math.sqrt((1 - LEVEL) * LEVEL / reps)
-    print(f"cpu: {platform.processor() or platform.machine()}; {reps} runs of 8 gate checks")
+    print(f"{cpu_description()}; {reps} runs of 8 gate checks")
     budget = f"budget {100 * (1 - LEVEL):.0f} %"
     print(f"family-wise error, holm:      {100 * rates['holm']:.1f} % ({budget})")
     print(f"family-wise error, per check: {100 * rates['none']:.1f} % (bound: 8 x 5 % = 40 %)")

@@ -28,7 +28,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from precision import cpu_flags, pair_ids  # noqa: E402  (bench/precision.py, beside this file)
+from _limit import cpu_description  # noqa: E402  (bench/_limit.py, beside this file)
+from precision import pair_ids  # noqa: E402  (bench/precision.py, beside this file)
 
 from harness.analysis.powerlaw import fit_alpha, fit_positions  # noqa: E402
 from harness.probes.precision import resolved  # noqa: E402
@@ -102,7 +103,7 @@ def main() -> None:
     del cpu
     gpu = args.device == "cuda"
     name = torch.cuda.get_device_name(0) if gpu else "CPU"
-    print(f"device: {name}; CPU: {cpu_flags()}; model {args.model}, T = {args.tokens}")
+    print(f"device: {name}; {cpu_description()}; model {args.model}, T = {args.tokens}")
     print(f"| layer | alpha CPU float32 [95% CI] | dtype on {args.device} | alpha [95% CI] | "
           "CPU float32 on the positions kept | in that interval | floor rel_l2 | "
           "fit positions left out |")  # fmt: skip

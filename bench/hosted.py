@@ -18,8 +18,6 @@ sys) of this process per request, the number least disturbed by a shared machine
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import resource
 import shutil
 import statistics
@@ -32,25 +30,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
+from _limit import cpu_description  # noqa: E402  (bench/_limit.py, on the path above)
+
 SYSTEM = "Always answer in French."
 CACHES: list[Path] = []  # the engine's request caches, removed at the end
 USERS = ["Tell me about lighthouses.", "Describe a market in Lisbon.", "How do trains work?"]
-
-
-def cpu_line() -> str:
-    """The CPU model and its vector flags (AVX2 / AVX-512 / AMX), printed by every bench."""
-    model, flags = platform.processor() or "unknown", set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and model in ("unknown", "", "x86_64"):
-                model = line.split(":", 1)[1].strip()
-            elif line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    vector = sorted(f for f in flags if f.startswith(("avx", "amx", "fma")) and "512" not in f)
-    vector += sorted(f for f in flags if "512" in f)[:4]
-    return f"CPU: {model}, {os.cpu_count()} cores, vector flags: {' '.join(vector) or 'none'}"
 
 
 def cpu_s() -> float:
@@ -124,7 +108,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    print(cpu_line())
+    print(cpu_description())
     server = stand_in = None
     if args.server == "vllm":
         from _serve import serve

@@ -20,11 +20,11 @@ On CPUs without bf16 units (AVX2) bf16 matmuls are slow: CPU seconds are printed
 from __future__ import annotations
 
 import argparse
-import platform
 import time
 from pathlib import Path
 
 import numpy as np
+from _limit import cpu_description
 
 from harness.analysis.powerlaw import fit_alpha, fit_positions
 from harness.probes.precision import (
@@ -36,16 +36,6 @@ from harness.probes.precision import (
 
 TEXT = Path("/usr/share/common-licenses/GPL-3")
 SYSTEM_A, USER = "Always answer in French.", "Tell me a long story about a lighthouse keeper."
-
-
-def cpu_flags() -> str:
-    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    model = next((ln.split(":", 1)[1].strip() for ln in info.splitlines()
-                  if ln.startswith("model name")), platform.processor())  # fmt: skip
-    flags = next((ln.split(":", 1)[1].split() for ln in info.splitlines()
-                  if ln.startswith("flags")), [])  # fmt: skip
-    vector = [f for f in flags if f.startswith(("avx", "amx")) or f == "fma"]
-    return f"{model}; {' '.join(sorted(vector))}"
 
 
 # more pairs (--pairs N, for the laws' verdicts, which need >= 3 units): configs/paper.yaml's
@@ -190,7 +180,7 @@ def main() -> None:
     parser.add_argument("--load", type=Path, default=None)
     parser.add_argument("--pairs", type=int, default=1, help="pairs probed (>= 3: verdicts)")
     args = parser.parse_args()
-    print(f"CPU: {cpu_flags()}")
+    print(cpu_description())
     folder = args.load
     if folder is None:
         from harness.models import resolve_model
