@@ -375,3 +375,16 @@ def test_law_p_holds_its_level_on_a_steep_exponential_drop_with_correlated_noise
         rows = law_rows([_set("none", drop[None, :] * np.exp(noise))], draws=20)
         below += rows[0]["law_p"] < 0.05
     assert below <= 1
+
+
+def test_a_mechanism_set_with_no_floor_that_matters_keeps_law_p_one_in_the_family():
+    """A 100x exponential drop to zero, 6 pairs with little noise, fits no falling floor of >=
+    10 % of its initial value: law_p = 1, not empty, so the set stays in the run's Holm family,
+    whose size must not depend on which sets fitted a floor (seeds 1, 3 and 5 read NaN before,
+    and left the family)."""
+    drop = np.exp(-np.log(100.0) / 304.0 * (X - 1.0))
+    for seed in (1, 3, 5):
+        rng = np.random.default_rng(seed)
+        units = drop[None, :] * np.exp(rng.normal(0, 0.05, (6, len(X))))
+        rows = law_rows([_set("none", units)], draws=20)
+        assert rows[0]["law_p"] == 1.0 and rows[0]["law_p_holm"] == 1.0
