@@ -141,9 +141,11 @@ def test_quantile_interval_is_the_order_statistic_interval():
 
 
 def test_unreliability_cannot_tell_at_four_samples():
+    """Four samples cannot bound it: the interval is the whole range, and says so (it keeps
+    its ends, so the intervals written cover at their level, the wide ones included)."""
     fields = reliability_fields(np.array([0.2, 0.9, 1.0, 0.5]), level=0.95)
-    assert math.isnan(fields["unreliability_low"])
-    assert fields["unreliability_method"].startswith("none (cannot tell at n = 4")
+    assert (fields["unreliability_low"], fields["unreliability_high"]) == (0.0, 1.0)
+    assert "cannot tell at n = 4: the interval spans [0, 1]" in fields["unreliability_method"]
     assert fields["unreliability"] == pytest.approx(np.quantile([0.2, 0.9, 1.0, 0.5], 0.9) - 0.29)
     assert math.isnan(fields["pass_5"]) and fields["pass_3_n"] == 4
 
