@@ -7,8 +7,8 @@ bootstrap interval over the units (>= 3 units; fewer: no interval, "cannot tell"
 chooser's comparison as a test (mechanism: a sign-flip test over the pairs left out that a
 floored law with a floor of at least FLOOR_RULED_OUT of its initial value predicts better than
 both decays to zero, power and exponential, Bonferroni over the two floored laws; behaviour:
-the binomial floor test, `law_binomial`) Holm-adjusted over
-every set of the run that has one, before any choice (the run's one false-`settles` budget,
+the binomial floor test, `law_binomial`) Holm-adjusted over every set of the run that has one,
+before any choice (the run's one false-`settles` budget,
 1 - level: bench/laws.py --runs), the floor's one-sided bootstrap p-value (floor <= 0, no finer
 than 1 / (draws + 1)), and the floor's difference from policy `none` in the same group.
 """

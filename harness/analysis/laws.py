@@ -295,13 +295,12 @@ def held_out_log_errors(x: np.ndarray, units: np.ndarray) -> dict[str, np.ndarra
 
 def paired_p(per_unit: dict[str, np.ndarray], floors: dict[str, float] | None) -> float:
     """One-sided p-value that a floored law (a candidate where `floors` gives it a finite floor
-    above 0; law_table passes only floors that matter)
-    predicts the held-out units better than decay to zero: per floored law, a sign-flip test
-    over the units (`harness.stats.sign_flip`) of its error differences from each law to zero
-    (power and exponential), the larger p of the two (the floor must beat every decay to zero:
-    intersection-union), then the least p over the floored laws times their number
-    (Bonferroni: picking the better is part of the decision). NaN with fewer than 3 units with
-    finite errors; 1.0 with no candidate law (the set stays in the run's Holm family, whose
+    above 0; law_table passes only floors that matter) predicts the held-out units better than
+    decay to zero: per floored law, a sign-flip test over the units (`harness.stats.sign_flip`)
+    of its error differences from each law to zero (power and exponential), the larger p of the
+    two (the floor must beat every decay to zero: intersection-union), then the least p over
+    the floored laws times their number (Bonferroni: picking the better is part of the
+    decision). NaN with fewer than 3 units with finite errors; 1.0 with no candidate law (the set stays in the run's Holm family, whose
     size must not depend on which sets happened to fit a floor)."""
     keep = np.isfinite(per_unit[LAW_ZERO])
     if keep.sum() < 3:
