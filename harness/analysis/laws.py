@@ -300,8 +300,9 @@ def paired_p(per_unit: dict[str, np.ndarray], floors: dict[str, float] | None) -
     of its error differences from each law to zero (power and exponential), the larger p of the
     two (the floor must beat every decay to zero: intersection-union), then the least p over
     the floored laws times their number (Bonferroni: picking the better is part of the
-    decision). NaN with fewer than 3 units with finite errors; 1.0 with no candidate law (the set stays in the run's Holm family, whose
-    size must not depend on which sets happened to fit a floor)."""
+    decision). NaN with fewer than 3 units with finite errors; 1.0 with no candidate law (the
+    set stays in the run's Holm family, whose size must not depend on which sets happened to
+    fit a floor)."""
     keep = np.isfinite(per_unit[LAW_ZERO])
     if keep.sum() < 3:
         return math.nan
