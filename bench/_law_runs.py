@@ -35,7 +35,8 @@ from _law_truths import (
 )
 
 from harness.analysis import laws as L
-from harness.analysis.law_table import FLAT_BAND, law_rows
+from harness.analysis.law_table import law_rows
+from harness.analysis.law_verdict import FLAT_BAND
 from harness.analysis.powerlaw import fit_positions
 from harness.stats import DEFAULT_LEVEL
 

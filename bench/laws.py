@@ -38,15 +38,8 @@ from _limit import cpu_description
 
 from harness.analysis import laws as L
 from harness.analysis.law_sets import CurveSet
-from harness.analysis.law_table import (
-    choose_law,
-    close_floored,
-    law_rows,
-    run_holm,
-    set_choice,
-    set_rows,
-    verdict,
-)
+from harness.analysis.law_table import choose_law, law_rows, run_holm, set_choice, set_rows
+from harness.analysis.law_verdict import close_floored, verdict
 from harness.analysis.powerlaw import fit_positions
 
 T, T_MIN = 320, 16

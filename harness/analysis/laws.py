@@ -316,7 +316,7 @@ def paired_p(per_unit: dict[str, np.ndarray], floors: dict[str, float] | None) -
 def paired_rivals(per_unit: dict[str, np.ndarray], level: float) -> list[str]:
     """The floored laws the units left out cannot tell from the best law (least summed error):
     a one-sided sign-flip test over the units that the law predicts worse does not pass at
-    `level` (the set's share of the run's budget: law_table.run_share). These
+    `level` (the set's share of the run's budget: law_verdict.run_share). These
     are the chooser's tolerance: `vanishes` must rule out each one's floor. (A paired t-test
     here was not valid: held-out error differences are skewed and heavy-tailed, issue 54.)"""
     keep = np.isfinite(per_unit[LAW_ZERO])
@@ -340,7 +340,7 @@ def choose_paired(per_unit: dict[str, np.ndarray], floors: dict[str, float]) -> 
     replaces the power law to zero when its sign-flip test over the units passes at
     PAIRED_LEVEL. None when
     the power law to zero has no finite error. The choice names the law that predicts best; a
-    verdict of `settles` needs `paired_p` after the run's correction (law_table.verdict)."""
+    verdict of `settles` needs `paired_p` after the run's correction (law_verdict.verdict)."""
     zero = per_unit[LAW_ZERO]
     keep = np.isfinite(zero)
     if keep.sum() < 2:

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.fits import layer_groups
-from harness.analysis.law_table import FLAT_BAND, FLOOR_RULED_OUT, VANISH_MIN_UNITS
+from harness.analysis.law_verdict import FLAT_BAND, FLOOR_RULED_OUT, VANISH_MIN_UNITS
 from harness.analysis.laws import LAW_EQUILIBRIUM, LAW_ZERO
 from harness.analysis.laws import MARGIN as L_MARGIN
 from harness.analysis.single_turn import comparison

@@ -10,7 +10,8 @@ import pytest
 
 from harness.analysis import laws as L
 from harness.analysis.law_sets import CurveSet
-from harness.analysis.law_table import close_floored, floor_p, law_rows, run_widening, verdict
+from harness.analysis.law_table import floor_p, law_rows
+from harness.analysis.law_verdict import close_floored, run_widening, verdict
 from harness.analysis.powerlaw import fit_positions
 from harness.results import LawRow, result_frame
 from harness.stats.adjust import holm
