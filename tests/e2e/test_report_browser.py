@@ -4,12 +4,13 @@ enough to read (issue 56: measured at 1,280 px wide, the prescription on the fir
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.script_module import load_script
 
 CHROMIUM = Path("/usr/bin/chromium")
 DATA = Path(__file__).parents[1] / "data"
@@ -34,9 +35,7 @@ pytestmark = pytest.mark.e2e
 
 
 def _build_run(dest: Path, maker: Path = MAKE_RUN) -> Path:
-    spec = importlib.util.spec_from_file_location(f"make_{maker.parent.name}_{maker.stem}", maker)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(maker, f"make_{maker.parent.name}_{maker.stem}")
     return module.build_run(dest)
 
 

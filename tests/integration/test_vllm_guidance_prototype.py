@@ -5,12 +5,12 @@ swaps, and a pair with one row absent or at another position is left alone and c
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+
+from tests.script_module import load_script
 
 pytestmark = pytest.mark.integration  # imports vLLM
 
@@ -19,11 +19,7 @@ BENCH = Path(__file__).parents[2] / "bench" / "vllm_guidance.py"
 
 @pytest.fixture(scope="module")
 def proto():
-    spec = importlib.util.spec_from_file_location("bench_vllm_guidance", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(BENCH, "bench_vllm_guidance", register=True)
 
 
 def _added(index, pair, role, output, gamma=2.0):

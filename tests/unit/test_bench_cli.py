@@ -3,21 +3,19 @@ name; the installed CLI has no `bench` command (benchmarks need a checkout)."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.script_module import load_script
+
 BENCH = Path(__file__).parents[2] / "bench"
 
 
 def _index():
-    spec = importlib.util.spec_from_file_location("bench_index", BENCH / "_index.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(BENCH / "_index.py", "bench_index")
 
 
 @pytest.mark.parametrize(

@@ -4,23 +4,20 @@ goals; a drop below a goal is reported (and makes the bench exit 1)."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 from harness.scoring.validation import load_shipped, score_labelled
 from harness.scoring.validation_table import LanguageGoal, language_goal_misses
+from tests.script_module import load_script
 
 BENCH = Path(__file__).parents[2] / "bench" / "checks.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_checks", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(BENCH, "bench_checks")
 
 
 def test_quick_subset_meets_every_goal(bench, capsys):

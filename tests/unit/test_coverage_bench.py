@@ -3,12 +3,13 @@ fails on an interval shrunk to half its width, and stops on a metric it cannot f
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+
+from tests.script_module import load_script
 
 BENCH = Path(__file__).parents[2] / "bench"
 
@@ -17,10 +18,7 @@ BENCH = Path(__file__).parents[2] / "bench"
 def bench(monkeypatch):
     """bench/coverage.py as a module (its helpers import each other from bench/)."""
     monkeypatch.syspath_prepend(str(BENCH))
-    spec = importlib.util.spec_from_file_location("bench_coverage", BENCH / "coverage.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(BENCH / "coverage.py", "bench_coverage")
 
 
 def test_the_quick_run_passes(bench, capsys):

@@ -6,7 +6,6 @@ The one-token-per-character tokenizer stands in for a model's."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 import yaml
 
 from harness.engines.scripted import CharTokenizer
+from tests.script_module import load_script
 
 inspect_log = pytest.importorskip("inspect_ai.log")
 
@@ -44,9 +44,7 @@ def _score(run_cli, log: Path, *extra: str) -> tuple[int, str, str]:
 
 
 def _build_run(out: Path) -> Path:
-    spec = importlib.util.spec_from_file_location("make_run", DATA / "report_run" / "make_run.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(DATA / "report_run" / "make_run.py", "make_run")
     return module.build_run(out)
 
 

@@ -15,6 +15,7 @@ from harness.analysis.law_verdict import close_floored, run_widening, verdict
 from harness.analysis.powerlaw import fit_positions
 from harness.results import LawRow, result_frame
 from harness.stats.adjust import holm
+from tests.script_module import load_script
 
 X = fit_positions(16, 320).astype(np.float64)
 
@@ -247,14 +248,11 @@ def test_the_floor_p_value_is_no_finer_than_the_draws():
 def test_the_bench_counts_whole_run_settles_as_law_rows_reads_them(monkeypatch):
     """bench/laws.py --runs skips the bootstrap of sets that cannot settle: on a small run with
     floors and decays it counts what law_rows' verdicts say."""
-    import importlib.util
     from pathlib import Path
 
     path = Path(__file__).parents[2] / "bench" / "laws.py"
     monkeypatch.syspath_prepend(str(path.parent))  # its helpers: bench/_law_truths.py
-    spec = importlib.util.spec_from_file_location("bench_laws", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script(path, "bench_laws")
     bench_set, model_units, run_false_settles = (
         bench._set,
         bench.model_units,

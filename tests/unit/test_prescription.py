@@ -4,7 +4,6 @@ as prescription.csv and shown first in report.html and the terminal summary."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from harness.report.load import RunData
 from harness.report.prescription import prescription_section
 from harness.report.render import render_report
 from harness.report.terminal import print_summary
+from tests.script_module import load_script
 
 MAKE_RUN = Path(__file__).parents[1] / "data" / "report_run" / "make_run.py"
 POLICIES = ("none", "restate", "periodic", "adaptive")
@@ -134,9 +134,7 @@ def test_the_table_escapes_the_run_s_strings():
 
 @pytest.fixture(scope="module")
 def synthetic_run(tmp_path_factory) -> Path:
-    spec = importlib.util.spec_from_file_location("report_make_run", MAKE_RUN)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(MAKE_RUN, "report_make_run")
     run = module.build_run(tmp_path_factory.mktemp("prescription") / "run")
     render_report(run)
     return run

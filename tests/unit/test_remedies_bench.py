@@ -4,7 +4,6 @@ split-softmax's and SpotLight's alpha read NaN)."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
@@ -12,15 +11,13 @@ import numpy as np
 import pytest
 
 from harness.analysis.powerlaw import fit_alpha
+from tests.script_module import load_script
 
 BENCH = Path(__file__).parents[2] / "bench" / "remedies.py"
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_remedies", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(BENCH, "bench_remedies")
 
 
 def test_a_reply_shorter_than_the_fit_range_leaves_the_others_fit():

@@ -4,12 +4,12 @@ and 1.86x when each policy was timed once, alone)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from tests.script_module import load_script
 
 BENCH = Path(__file__).parents[2] / "bench" / "remedies_speed.py"
 TOKENS = 40  # per batch
@@ -19,11 +19,7 @@ WORK = {"none": 1.0, "guidance-1.5": 1.8, "guidance-2": 1.8, "guidance-3": 1.8, 
 
 @pytest.fixture(scope="module")
 def speed():
-    spec = importlib.util.spec_from_file_location("bench_remedies_speed", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(BENCH, "bench_remedies_speed", register=True)
 
 
 class LoadedMachine:

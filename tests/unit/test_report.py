@@ -3,7 +3,6 @@ verdict numbers, escaping of untrusted run strings, missing files."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
@@ -11,6 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
+from tests.script_module import load_script
 
 MAKE_RUN = Path(__file__).parents[1] / "data" / "report_run" / "make_run.py"
 FIGURES = {
@@ -24,10 +25,7 @@ SECTIONS = ["verdicts", "rules", "divergence", "alpha", "attention", "adherence"
 
 
 def load_make_run():
-    spec = importlib.util.spec_from_file_location("report_make_run", MAKE_RUN)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(MAKE_RUN, "report_make_run")
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@ undetermined verdicts, escaping of judge ids (model-written reasons and user-wri
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pandas as pd
 import pytest
 
 from harness.analysis.calibration import judge_calibration
+from tests.script_module import load_script
 
 MAKE_RUN = Path(__file__).parents[1] / "data" / "report_run" / "make_run.py"
 EVIL = '<script>alert("judge")</script>'
@@ -19,9 +19,7 @@ EVIL = '<script>alert("judge")</script>'
 @pytest.fixture(scope="module")
 def plain_run(tmp_path_factory):
     """The report tests' synthetic run folder (no judge checks)."""
-    spec = importlib.util.spec_from_file_location("report_make_run", MAKE_RUN)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(MAKE_RUN, "report_make_run")
     return module.build_run(tmp_path_factory.mktemp("judge-report") / "run")
 
 

@@ -4,7 +4,6 @@ line with each condition's sentence kept in a collapsible part."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from harness.report.folding import fold_cards, verdict_key
 from harness.report.load import load_run
 from harness.report.sections import TITLES, build_sections
 from harness.report.verdicts import Card
+from tests.script_module import load_script
 
 MAKE_RUN = Path(__file__).parents[1] / "data" / "report_run" / "make_run.py"
 DROPPED = ("divergence.csv", "fits.csv", "attention.csv", "relay.csv", "bias.csv")
@@ -20,9 +20,7 @@ DROPPED = ("divergence.csv", "fits.csv", "attention.csv", "relay.csv", "bias.csv
 
 @pytest.fixture(scope="module")
 def synthetic_run(tmp_path_factory) -> Path:
-    spec = importlib.util.spec_from_file_location("report_make_run", MAKE_RUN)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(MAKE_RUN, "report_make_run")
     return module.build_run(tmp_path_factory.mktemp("page") / "run")
 
 
